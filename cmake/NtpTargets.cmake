@@ -1,0 +1,50 @@
+# Helpers that give every ntp target the same warnings, sanitizers and include root.
+
+set(NTP_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+    -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Woverloaded-virtual -Wnull-dereference
+    -Wimplicit-fallthrough)
+
+function(ntp_apply_options target)
+  target_compile_options(${target} PRIVATE ${NTP_WARNINGS})
+  if(NTP_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(NTP_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
+                                              -fno-sanitize-recover=all)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+endfunction()
+
+# ntp_add_library(NAME SOURCES a.cpp ... [DEPS lib ...] [SYSTEM_DEPS lib ...])
+# Creates static library ntp_NAME (alias ntp::NAME) with src/ as its public include root.
+function(ntp_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(ntp_${name} STATIC ${ARG_SOURCES})
+  add_library(ntp::${name} ALIAS ntp_${name})
+  target_include_directories(ntp_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(ntp_${name} PUBLIC ${ARG_DEPS})
+  ntp_apply_options(ntp_${name})
+endfunction()
+
+# ntp_add_test(NAME SOURCES a_test.cpp ... [DEPS lib ...] [LABELS label ...])
+# A GoogleTest binary registered with CTest, one CTest entry per TEST().
+function(ntp_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  ntp_apply_options(${name})
+  set(labels unit)
+  if(ARG_LABELS)
+    set(labels ${ARG_LABELS})
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${labels}")
+endfunction()
+
+# ntp_add_bench(NAME SOURCES a_bench.cpp ... [DEPS lib ...])
+function(ntp_add_bench name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} benchmark::benchmark)
+  ntp_apply_options(${name})
+endfunction()

@@ -1,0 +1,36 @@
+// The single `ntp` binary. Subcommands live in *_command.cpp and are registered below.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/cli_error.h"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "ntp: Nonuniform Tensor Parallelism for LLM training.\n"
+      "A replica that loses a GPU keeps training at a lower TP degree; replicas of different\n"
+      "degrees still synchronize gradients. See README.md and docs/ for details.",
+      "ntp"};
+  app.set_version_flag("--version", "ntp " NTP_VERSION_STRING);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  int exit_code = ntp::cli::kExitOk;
+  ntp::cli::add_plan_command(app, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // Malformed command lines are bad input: one line naming the problem, exit code 2.
+    std::fprintf(stderr, "ntp: error: %s (run `ntp --help` or `ntp <command> --help`)\n",
+                 e.what());
+    return ntp::cli::kExitBadInput;
+  }
+  return exit_code;
+}

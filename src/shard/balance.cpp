@@ -1,0 +1,1 @@
+#include "shard/balance.h"
