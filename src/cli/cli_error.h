@@ -9,8 +9,9 @@ namespace ntp::cli {
 
 // Exit codes shared by all subcommands.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;     // the work itself failed (I/O, a peer, a bug)
-inline constexpr int kExitBadInput = 2;    // the user's input is wrong; the message says how to fix it
+inline constexpr int kExitFailure = 1;  // the work itself failed (I/O, a peer, a bug)
+inline constexpr int kExitBadInput =
+    2;  // the user's input is wrong; the message says how to fix it
 
 // Prints "ntp <command>: error: <message>" to stderr and returns the exit code for `status`
 // (kExitBadInput for kInvalidArgument, kExitFailure otherwise). Nothing is printed on stdout.

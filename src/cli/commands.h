@@ -8,6 +8,10 @@ class App;
 
 namespace ntp::cli {
 
-void add_plan_command(CLI::App& app, int& exit_code);
+void add_plan_command(CLI::App& app, int& exit_code);    // shard/
+void add_sim_command(CLI::App& app, int& exit_code);     // sim/
+void add_power_command(CLI::App& app, int& exit_code);   // power/
+void add_launch_command(CLI::App& app, int& exit_code);  // elastic/
+void add_train_command(CLI::App& app, int& exit_code);   // train/
 
 }  // namespace ntp::cli

@@ -17,6 +17,18 @@ int main(int argc, char** argv) {
 
   int exit_code = ntp::cli::kExitOk;
   ntp::cli::add_plan_command(app, exit_code);
+#ifdef NTP_HAVE_SIM
+  ntp::cli::add_sim_command(app, exit_code);
+#endif
+#ifdef NTP_HAVE_POWER
+  ntp::cli::add_power_command(app, exit_code);
+#endif
+#ifdef NTP_HAVE_ELASTIC
+  ntp::cli::add_launch_command(app, exit_code);
+#endif
+#ifdef NTP_HAVE_TRAIN
+  ntp::cli::add_train_command(app, exit_code);
+#endif
 
   try {
     app.parse(argc, argv);
@@ -28,8 +40,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Malformed command lines are bad input: one line naming the problem, exit code 2.
-    std::fprintf(stderr, "ntp: error: %s (run `ntp --help` or `ntp <command> --help`)\n",
-                 e.what());
+    std::fprintf(stderr, "ntp: error: %s (run `ntp --help` or `ntp <command> --help`)\n", e.what());
     return ntp::cli::kExitBadInput;
   }
   return exit_code;

@@ -13,6 +13,6 @@ namespace ntp::detail {
 #define NTP_CHECK(cond) \
   ((cond) ? static_cast<void>(0) : ::ntp::detail::check_failed(__FILE__, __LINE__, #cond, ""))
 
-#define NTP_CHECK_MSG(cond, message)  \
-  ((cond) ? static_cast<void>(0)      \
+#define NTP_CHECK_MSG(cond, message) \
+  ((cond) ? static_cast<void>(0)     \
           : ::ntp::detail::check_failed(__FILE__, __LINE__, #cond, std::string_view(message)))

@@ -93,7 +93,7 @@ inline Status unimplemented(std::string message) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : data_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : data_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     NTP_CHECK_MSG(!std::get<Status>(data_).ok(), "Result built from an OK Status has no value");
   }
