@@ -1,0 +1,40 @@
+// The Gloo (CPU, TCP) backend of Communicator.
+//
+// Every process calls connect_gloo with the same store, size and prefix and its own rank; the
+// call returns once the full mesh of TCP connections is up (or fails with kUnavailable after
+// `timeout`). A new communicator (after a failure, or a subgroup) uses a new prefix, so it never
+// reads the rendezvous keys of an earlier one.
+//
+// Error mapping (Gloo throws; this backend never lets an exception escape):
+//   gloo::IoException for a closed/reset connection  -> kUnavailable ("peer ... closed")
+//   gloo::IoException for a timeout                   -> kUnavailable ("timed out ... dead or
+//   hung") gloo::EnforceNotMet and anything else             -> kInternal
+// A dead or hung peer is reported as kUnavailable in both cases because the remedy is the same:
+// re-form the group. Timeouts are end to end per operation.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "comm/store.h"
+#include "core/status.h"
+
+namespace ntp::comm {
+
+struct GlooOptions {
+  std::shared_ptr<Store> store;  // required
+  int rank = 0;
+  int size = 1;
+  // Namespaces this communicator's rendezvous keys, e.g. "world/e0". Same on every rank.
+  std::string prefix = "world";
+  // Bound on connect and on every operation's lack of progress.
+  std::chrono::milliseconds timeout{30000};
+  // Address to listen on; peers connect to it. 127.0.0.1 on one machine.
+  std::string hostname = "127.0.0.1";
+};
+
+Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options);
+
+}  // namespace ntp::comm

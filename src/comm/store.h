@@ -1,0 +1,45 @@
+// Store: the small key-value service that processes rendezvous through.
+//
+// Gloo exchanges connection addresses through it, survivors agree on membership through it
+// (comm/survivors.h), and `ntp launch` workers report their step through it. Backends:
+//   file:DIR                        one machine; DIR is created if missing (FileStore)
+//   redis://[:PASSWORD@]HOST:PORT   several machines; a real redis-server (RedisStore). The
+//                                   password may also come from NTP_REDIS_PASSWORD.
+// Every key is namespaced by the run id, so two jobs sharing a directory or a redis never see each
+// other's keys. Values are arbitrary bytes. All methods are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ntp::comm {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Sets `key` (overwriting). kUnavailable when the backend is unreachable.
+  virtual Status set(const std::string& key, const std::string& value) = 0;
+  // The value of `key`; kNotFound when it does not exist.
+  virtual Result<std::string> get(const std::string& key) = 0;
+  // Whether `key` exists.
+  virtual Result<bool> exists(const std::string& key) = 0;
+  // Atomically adds `delta` to the integer stored at `key` (absent = 0) and returns the result.
+  virtual Result<std::int64_t> add(const std::string& key, std::int64_t delta) = 0;
+  // Blocks until every key exists; kDeadlineExceeded after `timeout`.
+  virtual Status wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // Human-readable description ("file:/tmp/x run=abc").
+  virtual std::string describe() const = 0;
+};
+
+// Opens the store named by `spec` (see above) with keys namespaced by `run_id` (non-empty,
+// [A-Za-z0-9._-]). kInvalidArgument for a malformed spec or run id; kUnavailable/kUnauthenticated-
+// like kFailedPrecondition when redis is unreachable or rejects the password.
+Result<std::shared_ptr<Store>> open_store(const std::string& spec, const std::string& run_id);
+
+}  // namespace ntp::comm
