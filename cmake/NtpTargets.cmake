@@ -3,6 +3,10 @@
 set(NTP_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
     -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Woverloaded-virtual -Wnull-dereference
     -Wimplicit-fallthrough)
+# GCC 12 reports -Wrestrict false positives inside std::string concatenation at -O3 (GCC bug 105329).
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  list(APPEND NTP_WARNINGS -Wno-restrict)
+endif()
 
 function(ntp_apply_options target)
   target_compile_options(${target} PRIVATE ${NTP_WARNINGS})

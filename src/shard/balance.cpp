@@ -1,1 +1,0 @@
-#include "shard/balance.h"

@@ -1,0 +1,91 @@
+#include "shard/cluster_layout.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace ntp::shard {
+namespace {
+
+// Maps the ranks of a new replica layout onto the domain's healthy slots, preferring for each rank
+// the slot that already holds most of its bytes.
+std::vector<int> assign_slots(const RankUnits& units, const std::vector<int>& healthy,
+                              const ReplicaLayout* previous, const ClusterSpec& spec) {
+  const int degree = static_cast<int>(healthy.size());
+  if (previous == nullptr) return healthy;
+  if (previous->units == units && previous->slots.size() == healthy.size() &&
+      std::is_permutation(previous->slots.begin(), previous->slots.end(), healthy.begin())) {
+    return previous->slots;  // nothing changed in this replica
+  }
+
+  // kept[rank][slot]: bytes rank would keep if it ran on slot.
+  const std::size_t domain_size = static_cast<std::size_t>(spec.domain_size);
+  std::vector<std::int64_t> kept(static_cast<std::size_t>(degree) * domain_size, 0);
+  for (std::size_t sp = 0; sp < units.size(); ++sp) {
+    const std::int64_t unit_bytes = spec.spaces[sp].params_per_unit * spec.bytes.state_bytes;
+    const std::vector<OwnedRange> owners = previous->owner_map(static_cast<int>(sp));
+    for (int r = 0; r < degree; ++r) {
+      for_each_owned_piece(
+          owners, units[sp][static_cast<std::size_t>(r)], [&](const Interval& piece, int slot) {
+            kept[static_cast<std::size_t>(r) * domain_size + static_cast<std::size_t>(slot)] +=
+                piece.size() * unit_bytes;
+          });
+    }
+  }
+  std::vector<bool> usable(domain_size, false);
+  for (int l : healthy) usable[static_cast<std::size_t>(l)] = true;
+  std::vector<std::tuple<std::int64_t, int, int>> candidates;  // (-bytes, rank, slot)
+  for (int r = 0; r < degree; ++r) {
+    for (std::size_t l = 0; l < domain_size; ++l) {
+      const std::int64_t b = kept[static_cast<std::size_t>(r) * domain_size + l];
+      if (b > 0 && usable[l]) candidates.emplace_back(-b, r, static_cast<int>(l));
+    }
+  }
+  std::sort(candidates.begin(), candidates.end());
+  std::vector<int> slots(static_cast<std::size_t>(degree), -1);
+  std::vector<bool> taken(domain_size, false);
+  for (const auto& [neg_bytes, r, l] : candidates) {
+    if (slots[static_cast<std::size_t>(r)] >= 0 || taken[static_cast<std::size_t>(l)]) continue;
+    slots[static_cast<std::size_t>(r)] = l;
+    taken[static_cast<std::size_t>(l)] = true;
+  }
+  auto next_free = healthy.begin();
+  for (int& l : slots) {
+    if (l >= 0) continue;
+    while (taken[static_cast<std::size_t>(*next_free)]) ++next_free;
+    l = *next_free;
+    taken[static_cast<std::size_t>(l)] = true;
+  }
+  return slots;
+}
+
+}  // namespace
+
+Result<ClusterLayout> plan_cluster(ClusterSpec spec, const SyncStrategy& strategy,
+                                   const ClusterLayout* previous) {
+  NTP_RETURN_IF_ERROR(validate_cluster_spec(spec));
+  if (previous != nullptr &&
+      (previous->spec.domains != spec.domains || previous->spec.domain_size != spec.domain_size ||
+       previous->spec.spaces.size() != spec.spaces.size())) {
+    return invalid_argument("the previous layout has a different cluster or model shape");
+  }
+  std::vector<int> degrees(static_cast<std::size_t>(spec.domains));
+  for (int d = 0; d < spec.domains; ++d) degrees[static_cast<std::size_t>(d)] = spec.degree(d);
+  StrategyPlan plan = strategy.plan(degrees, spec.spaces, spec.bytes);
+
+  ClusterLayout layout;
+  layout.replicas.reserve(static_cast<std::size_t>(spec.domains));
+  for (int d = 0; d < spec.domains; ++d) {
+    ReplicaLayout replica;
+    replica.domain = d;
+    replica.units = std::move(plan.units[static_cast<std::size_t>(d)]);
+    const ReplicaLayout* before =
+        previous ? &previous->replicas[static_cast<std::size_t>(d)] : nullptr;
+    replica.slots = assign_slots(replica.units, spec.healthy_slots(d), before, spec);
+    layout.replicas.push_back(std::move(replica));
+  }
+  layout.sync = std::move(plan.sync);
+  layout.spec = std::move(spec);
+  return layout;
+}
+
+}  // namespace ntp::shard

@@ -1,0 +1,127 @@
+#include "shard/cluster_spec.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace ntp::shard {
+namespace {
+
+std::string slot_name(SlotRef s) { return std::to_string(s.domain) + ":" + std::to_string(s.slot); }
+
+Result<int> parse_int(std::string_view text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || text.empty()) {
+    return invalid_argument("'" + std::string(text) + "' is not an integer");
+  }
+  return value;
+}
+
+}  // namespace
+
+Result<std::vector<SlotRef>> parse_slot_list(std::string_view text, std::string_view flag) {
+  std::vector<SlotRef> out;
+  if (text.empty()) return out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    const std::size_t colon = item.find(':');
+    auto bad = [&](std::string_view why) {
+      return invalid_argument(std::string(flag) + ": '" + std::string(item) + "' " +
+                              std::string(why) +
+                              "; expected DOMAIN:SLOT[,DOMAIN:SLOT...], e.g. 3:5,7:0");
+    };
+    if (colon == std::string_view::npos) return bad("has no ':'");
+    auto domain = parse_int(item.substr(0, colon));
+    auto slot = parse_int(item.substr(colon + 1));
+    if (!domain.ok() || !slot.ok()) return bad("is not two integers");
+    out.push_back({*domain, *slot});
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int> ClusterSpec::healthy_slots(int domain) const {
+  std::vector<int> out;
+  out.reserve(static_cast<std::size_t>(domain_size));
+  auto it = std::lower_bound(failed.begin(), failed.end(), SlotRef{domain, 0});
+  for (int l = 0; l < domain_size; ++l) {
+    if (it != failed.end() && it->domain == domain && it->slot == l) {
+      ++it;
+      continue;
+    }
+    out.push_back(l);
+  }
+  return out;
+}
+
+bool ClusterSpec::is_failed(SlotRef slot) const {
+  return std::binary_search(failed.begin(), failed.end(), slot);
+}
+
+int ClusterSpec::degree(int domain) const {
+  auto lo = std::lower_bound(failed.begin(), failed.end(), SlotRef{domain, 0});
+  auto hi = std::lower_bound(failed.begin(), failed.end(), SlotRef{domain + 1, 0});
+  return domain_size - static_cast<int>(hi - lo);
+}
+
+Status validate_cluster_spec(ClusterSpec& spec) {
+  if (spec.domains < 1) {
+    return invalid_argument("--domains must be at least 1, got " + std::to_string(spec.domains));
+  }
+  if (spec.domain_size < 1) {
+    return invalid_argument("--tp must be at least 1, got " + std::to_string(spec.domain_size));
+  }
+  if (spec.min_tp < 1 || spec.min_tp > spec.domain_size) {
+    return invalid_argument("--min-tp " + std::to_string(spec.min_tp) +
+                            " must be between 1 and --tp " + std::to_string(spec.domain_size));
+  }
+  for (const SlotRef& s : spec.failed) {
+    if (s.domain < 0 || s.domain >= spec.domains) {
+      return invalid_argument("failed slot " + slot_name(s) + ": domain " +
+                              std::to_string(s.domain) + " is out of range; domains are 0.." +
+                              std::to_string(spec.domains - 1));
+    }
+    if (s.slot < 0 || s.slot >= spec.domain_size) {
+      return invalid_argument("failed slot " + slot_name(s) + ": slot " + std::to_string(s.slot) +
+                              " is out of range; slots are 0.." +
+                              std::to_string(spec.domain_size - 1) + " (the --tp size)");
+    }
+  }
+  std::sort(spec.failed.begin(), spec.failed.end());
+  auto dup = std::adjacent_find(spec.failed.begin(), spec.failed.end());
+  if (dup != spec.failed.end()) {
+    return invalid_argument("failed slot " + slot_name(*dup) +
+                            " is listed twice; list each slot once");
+  }
+  int max_degree = 0;
+  for (int d = 0; d < spec.domains; ++d) {
+    const int t = spec.degree(d);
+    if (t == 0) {
+      return invalid_argument("domain " + std::to_string(d) + " has every one of its " +
+                              std::to_string(spec.domain_size) +
+                              " slots failed; a replica needs at least --min-tp healthy slots "
+                              "(repair a slot or leave the domain out)");
+    }
+    if (t < spec.min_tp) {
+      return invalid_argument("domain " + std::to_string(d) + " would run at TP degree " +
+                              std::to_string(t) + ", below --min-tp " +
+                              std::to_string(spec.min_tp) +
+                              "; lower --min-tp or repair slots of that domain");
+    }
+    max_degree = std::max(max_degree, t);
+  }
+  for (const UnitSpace& space : spec.spaces) {
+    if (space.units < max_degree) {
+      return invalid_argument(
+          space.name + " has " + std::to_string(space.units) + " units, fewer than TP degree " +
+          std::to_string(max_degree) +
+          ": every rank needs at least one unit; use more units or a lower --tp");
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace ntp::shard

@@ -1,0 +1,48 @@
+// ClusterSpec: the membership a plan is computed from, and its validation.
+//
+// The cluster has `domains` scale-up domains (NVLink racks) of `domain_size` device slots each; one
+// data-parallel replica lives in each domain and runs tensor parallelism over the domain's healthy
+// slots, so a domain with f failed slots runs at TP degree domain_size - f.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "shard/unit_space.h"
+
+namespace ntp::shard {
+
+// One device slot: local index `slot` of domain `domain`.
+struct SlotRef {
+  int domain = 0;
+  int slot = 0;
+  friend auto operator<=>(const SlotRef&, const SlotRef&) = default;
+};
+
+// Parses "d:l[,d:l...]" (e.g. "3:5,7:0"); an empty string is an empty list. Range checks happen in
+// validate_cluster_spec, which knows the cluster size.
+Result<std::vector<SlotRef>> parse_slot_list(std::string_view text, std::string_view flag);
+
+struct ClusterSpec {
+  int domains = 0;
+  int domain_size = 0;            // slots per domain = the full TP degree
+  int min_tp = 1;                 // no replica may run below this degree
+  std::vector<SlotRef> failed;    // sorted, unique after validation
+  std::vector<UnitSpace> spaces;  // what TP splits
+  ByteCosts bytes;
+
+  // Healthy slots of `domain`, ascending.
+  std::vector<int> healthy_slots(int domain) const;
+  bool is_failed(SlotRef slot) const;
+  // TP degree of the replica in `domain`: its number of healthy slots.
+  int degree(int domain) const;
+};
+
+// Checks sizes, slot ranges, duplicates, degrees against min_tp, and that every space has at least
+// as many units as the largest degree. Sorts `failed`. Errors name the bad value and the fix.
+Status validate_cluster_spec(ClusterSpec& spec);
+
+}  // namespace ntp::shard

@@ -1,0 +1,45 @@
+#include "shard/unit_space.h"
+
+namespace ntp::shard {
+
+Status validate_model_shape(const ModelShape& shape) {
+  auto positive = [](const char* flag, std::int64_t v) -> Status {
+    if (v > 0) return ok_status();
+    return invalid_argument(std::string(flag) + " must be positive, got " + std::to_string(v));
+  };
+  NTP_RETURN_IF_ERROR(positive("--heads", shape.heads));
+  NTP_RETURN_IF_ERROR(positive("--hidden", shape.hidden));
+  NTP_RETURN_IF_ERROR(positive("--ffn", shape.ffn));
+  NTP_RETURN_IF_ERROR(positive("--ffn-block", shape.ffn_block));
+  NTP_RETURN_IF_ERROR(positive("--layers", shape.layers));
+  if (shape.vocab < 0) {
+    return invalid_argument("--vocab must be positive (or 0 for none), got " +
+                            std::to_string(shape.vocab));
+  }
+  if (shape.hidden % shape.heads != 0) {
+    return invalid_argument("--hidden " + std::to_string(shape.hidden) +
+                            " is not a multiple of --heads " + std::to_string(shape.heads) +
+                            ": every head needs the same width; pick hidden = heads x head size");
+  }
+  if (shape.ffn % shape.ffn_block != 0) {
+    return invalid_argument("--ffn " + std::to_string(shape.ffn) +
+                            " is not a multiple of --ffn-block " + std::to_string(shape.ffn_block) +
+                            ": pick a block size that divides the FFN width");
+  }
+  return ok_status();
+}
+
+std::vector<UnitSpace> model_unit_spaces(const ModelShape& shape) {
+  const std::int64_t head_dim = shape.hidden / shape.heads;
+  std::vector<UnitSpace> spaces;
+  // Q, K, V columns with biases, plus the head's rows of the output projection.
+  spaces.push_back(
+      {"heads", shape.heads, shape.layers * (4 * head_dim * shape.hidden + 3 * head_dim)});
+  // fc1 columns with biases, plus the matching rows of fc2.
+  spaces.push_back({"ffn", shape.ffn / shape.ffn_block,
+                    shape.layers * shape.ffn_block * (2 * shape.hidden + 1)});
+  if (shape.vocab > 0) spaces.push_back({"vocab", shape.vocab, shape.hidden});
+  return spaces;
+}
+
+}  // namespace ntp::shard

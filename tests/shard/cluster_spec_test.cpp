@@ -1,0 +1,101 @@
+#include "shard/cluster_spec.h"
+
+#include <gtest/gtest.h>
+
+namespace ntp::shard {
+namespace {
+
+ClusterSpec base_spec() {
+  ClusterSpec spec;
+  spec.domains = 4;
+  spec.domain_size = 8;
+  spec.min_tp = 6;
+  spec.spaces = model_unit_spaces({.heads = 16, .hidden = 64, .ffn = 64, .vocab = 100});
+  return spec;
+}
+
+// Validates and returns the error message ("" when valid), checking the code is kInvalidArgument.
+std::string error_of(ClusterSpec spec) {
+  Status s = validate_cluster_spec(spec);
+  if (s.ok()) return "";
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  return s.message();
+}
+
+TEST(ParseSlotList, AcceptsListsAndRejectsMalformedItems) {
+  auto ok = parse_slot_list("3:5,0:0", "--failed");
+  ASSERT_TRUE(ok.ok());
+  ASSERT_EQ(ok->size(), 2u);
+  EXPECT_EQ((*ok)[0], (SlotRef{3, 5}));
+  EXPECT_TRUE(parse_slot_list("", "--failed")->empty());
+  for (const char* bad : {"3", "3:", ":4", "a:1", "1:2,", "1:2,,3:4", "1:2:3", "1 :2"}) {
+    auto r = parse_slot_list(bad, "--failed");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--failed"), std::string::npos) << bad;
+    EXPECT_NE(r.status().message().find("DOMAIN:SLOT"), std::string::npos) << bad;
+  }
+}
+
+TEST(ValidateClusterSpec, AcceptsAValidSpecAndSortsFailures) {
+  ClusterSpec spec = base_spec();
+  spec.failed = {{2, 1}, {0, 7}};
+  ASSERT_TRUE(validate_cluster_spec(spec).ok());
+  EXPECT_EQ(spec.failed.front(), (SlotRef{0, 7}));
+  EXPECT_EQ(spec.degree(0), 7);
+  EXPECT_EQ(spec.degree(1), 8);
+  EXPECT_EQ(spec.healthy_slots(2), (std::vector<int>{0, 2, 3, 4, 5, 6, 7}));
+}
+
+TEST(ValidateClusterSpec, NamesTheBadValue) {
+  ClusterSpec spec = base_spec();
+  spec.failed = {{4, 0}};
+  EXPECT_NE(error_of(spec).find("domain 4 is out of range"), std::string::npos);
+  spec.failed = {{0, 8}};
+  EXPECT_NE(error_of(spec).find("slot 8 is out of range"), std::string::npos);
+  spec.failed = {{1, 2}, {1, 2}};
+  EXPECT_NE(error_of(spec).find("1:2 is listed twice"), std::string::npos);
+  spec.failed = {{1, 0}, {1, 1}, {1, 2}};
+  EXPECT_NE(error_of(spec).find("TP degree 5, below --min-tp 6"), std::string::npos);
+  spec = base_spec();
+  spec.min_tp = 1;
+  for (int l = 0; l < 8; ++l) spec.failed.push_back({3, l});
+  EXPECT_NE(error_of(spec).find("domain 3 has every one of its 8 slots failed"), std::string::npos);
+  spec = base_spec();
+  spec.spaces[0].units = 5;
+  EXPECT_NE(error_of(spec).find("heads has 5 units, fewer than TP degree 8"), std::string::npos);
+  spec = base_spec();
+  spec.min_tp = 9;
+  EXPECT_NE(error_of(spec).find("--min-tp 9"), std::string::npos);
+}
+
+TEST(ValidateModelShape, RejectsIndivisibleShapes) {
+  EXPECT_TRUE(validate_model_shape({.heads = 4, .hidden = 64, .ffn = 256, .ffn_block = 4}).ok());
+  EXPECT_NE(
+      validate_model_shape({.heads = 5, .hidden = 64, .ffn = 256}).message().find("--hidden 64"),
+      std::string::npos);
+  EXPECT_NE(validate_model_shape({.heads = 4, .hidden = 64, .ffn = 250, .ffn_block = 4})
+                .message()
+                .find("--ffn-block 4"),
+            std::string::npos);
+  EXPECT_NE(validate_model_shape({.heads = 0, .hidden = 64, .ffn = 64}).message().find("--heads"),
+            std::string::npos);
+}
+
+TEST(ModelUnitSpaces, CountsParametersPerUnit) {
+  const auto spaces = model_unit_spaces(
+      {.heads = 4, .hidden = 64, .ffn = 256, .ffn_block = 2, .vocab = 100, .layers = 3});
+  ASSERT_EQ(spaces.size(), 3u);
+  // head_dim 16: Q,K,V columns (3 x 16 x 64) + biases (3 x 16) + output rows (16 x 64), x 3 layers.
+  EXPECT_EQ(spaces[0].params_per_unit, 3 * (4 * 16 * 64 + 3 * 16));
+  EXPECT_EQ(spaces[1].units, 128);
+  EXPECT_EQ(spaces[1].params_per_unit, 3 * 2 * (2 * 64 + 1));
+  EXPECT_EQ(spaces[2].params_per_unit, 64);
+  // The unit spaces hold every TP-split parameter of the model exactly once.
+  const std::int64_t per_layer = 64 * 3 * 64 + 3 * 64 + 64 * 64 + 64 * 256 + 256 + 256 * 64;
+  EXPECT_EQ(
+      spaces[0].units * spaces[0].params_per_unit + spaces[1].units * spaces[1].params_per_unit,
+      3 * per_layer);
+}
+
+}  // namespace
+}  // namespace ntp::shard

@@ -1,0 +1,198 @@
+#include "shard/reshard_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "random_cluster.h"
+#include "shard/fold_sync_strategy.h"
+
+namespace ntp::shard {
+namespace {
+
+using testing::describe;
+
+// What each slot holds: holdings[{domain, slot}][space].
+using Holdings = std::map<SlotRef, std::vector<IntervalSet>>;
+
+Holdings holdings_of(const ClusterLayout& layout) {
+  Holdings h;
+  for (const ReplicaLayout& r : layout.replicas) {
+    for (int k = 0; k < r.degree(); ++k) {
+      auto& mine = h[{r.domain, r.slots[static_cast<std::size_t>(k)]}];
+      for (const auto& space : r.units) mine.push_back(space[static_cast<std::size_t>(k)]);
+    }
+  }
+  return h;
+}
+
+// Applies `plan` to the old holdings: survivors keep what they had, receive the transfers, and drop
+// what the new layout does not give them. Checks each transfer's source really held its units.
+void check_plan_reaches_layout(const ClusterLayout& from, const ClusterLayout& to,
+                               const ReshardPlan& plan) {
+  SCOPED_TRACE("from " + describe(from.spec) + " to " + describe(to.spec));
+  const Holdings before = holdings_of(from);
+  const Holdings after = holdings_of(to);
+  const std::size_t spaces = to.spec.spaces.size();
+  Holdings got;
+  for (const auto& [slot, units] : after) {
+    auto it = before.find(slot);
+    std::vector<IntervalSet> kept(spaces);
+    if (it != before.end()) {
+      for (std::size_t sp = 0; sp < spaces; ++sp) kept[sp] = intersect(it->second[sp], units[sp]);
+    }
+    got[slot] = kept;
+  }
+  std::int64_t intra = 0, peer = 0;
+  for (const ShardTransfer& t : plan.transfers) {
+    ASSERT_FALSE(t.units.empty());
+    ASSERT_FALSE(to.spec.is_failed(t.source)) << "source must be alive";
+    auto src = before.find(t.source);
+    ASSERT_NE(src, before.end()) << "source must have been active";
+    EXPECT_EQ(intersect(src->second[static_cast<std::size_t>(t.space)], t.units), t.units)
+        << "source must hold what it sends";
+    auto& dst = got.at(t.destination)[static_cast<std::size_t>(t.space)];
+    EXPECT_EQ(intersection_count(dst, t.units), 0) << "a unit delivered twice";
+    dst = unite(dst, t.units);
+    EXPECT_EQ(t.bytes, t.units.count() *
+                           to.spec.spaces[static_cast<std::size_t>(t.space)].params_per_unit *
+                           to.spec.bytes.state_bytes);
+    (t.intra_domain() ? intra : peer) += t.bytes;
+    if (!t.intra_domain()) {
+      // A DP peer is used only for units no live slot of the destination's domain held.
+      for (const auto& [slot, units] : before) {
+        if (slot.domain != t.destination.domain || to.spec.is_failed(slot)) continue;
+        EXPECT_EQ(intersection_count(units[static_cast<std::size_t>(t.space)], t.units), 0)
+            << "fetched from a DP peer what domain " << slot.domain << " still had";
+      }
+    }
+  }
+  EXPECT_EQ(intra, plan.intra_domain_bytes);
+  EXPECT_EQ(peer, plan.dp_peer_bytes);
+  EXPECT_EQ(got, after) << "applying the plan must give exactly the new layout";
+}
+
+// True when every unit of every space is held by some slot of `from` that is alive in `to`.
+bool every_unit_has_a_live_copy(const ClusterLayout& from, const ClusterSpec& to) {
+  for (std::size_t sp = 0; sp < to.spaces.size(); ++sp) {
+    IntervalSet live;
+    for (const auto& [slot, units] : holdings_of(from)) {
+      if (!to.is_failed(slot)) live = unite(live, units[sp]);
+    }
+    if (live.count() != to.spaces[sp].units) return false;
+  }
+  return true;
+}
+
+TEST(ReshardPlan, FailureAndRepairTransitionsReachTheNewLayout) {
+  Rng rng(4242);
+  const FoldSyncStrategy strategy;
+  int lost = 0;
+  for (int trial = 0; trial < 250; ++trial) {
+    const ClusterSpec spec = testing::random_cluster_spec(rng);
+    auto healthy = plan_cluster(spec, strategy);
+    ASSERT_TRUE(healthy.ok());
+    const ClusterSpec failed_spec =
+        testing::fail_more(spec, rng, 1 + static_cast<int>(rng.below(4)));
+    auto failed = plan_cluster(failed_spec, strategy, &*healthy);
+    ASSERT_TRUE(failed.ok()) << failed.status().to_string();
+    auto on_failure = plan_reshard(*healthy, *failed);
+    if (!every_unit_has_a_live_copy(*healthy, failed_spec)) {
+      // Only possible with a single domain: then the plan must say a checkpoint is needed.
+      ASSERT_FALSE(on_failure.ok());
+      EXPECT_EQ(on_failure.status().code(), StatusCode::kUnavailable);
+      ++lost;
+      continue;
+    }
+    ASSERT_TRUE(on_failure.ok()) << on_failure.status().to_string();
+    check_plan_reaches_layout(*healthy, *failed, *on_failure);
+
+    const ClusterSpec repaired_spec = testing::repair_some(failed_spec, rng, 2);
+    auto repaired = plan_cluster(repaired_spec, strategy, &*failed);
+    ASSERT_TRUE(repaired.ok());
+    auto on_repair = plan_reshard(*failed, *repaired);
+    ASSERT_TRUE(on_repair.ok()) << on_repair.status().to_string();
+    check_plan_reaches_layout(*failed, *repaired, *on_repair);
+    // A repaired slot held nothing, so a repair never needs a DP peer.
+    EXPECT_EQ(on_repair->dp_peer_bytes, 0);
+  }
+  EXPECT_LT(lost, 50) << "most random cases must exercise a successful reshard";
+}
+
+TEST(ReshardPlan, NoChangeMovesNothing) {
+  Rng rng(5);
+  for (int trial = 0; trial < 50; ++trial) {
+    auto layout = plan_cluster(testing::random_cluster_spec(rng), FoldSyncStrategy());
+    ASSERT_TRUE(layout.ok());
+    auto again = plan_cluster(layout->spec, FoldSyncStrategy(), &*layout);
+    auto plan = plan_reshard(*layout, *again);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_TRUE(plan->transfers.empty());
+  }
+}
+
+TEST(ReshardPlan, LostSlotIsRefilledFromADpPeerOnlyForItsOwnUnits) {
+  // Two TP4 replicas of 8 heads; slot 0:1 dies. Domain 0 goes to TP3, and so does the sync degree,
+  // so domain 1 re-lays out too, but only from its own slots.
+  ClusterSpec spec;
+  spec.domains = 2;
+  spec.domain_size = 4;
+  spec.spaces = {{"heads", 8, 10}};
+  spec.bytes = {.grad_bytes = 4, .state_bytes = 1};
+  auto healthy = plan_cluster(spec, FoldSyncStrategy());
+  ASSERT_TRUE(healthy.ok());
+  ClusterSpec failed_spec = spec;
+  failed_spec.failed = {{0, 1}};
+  auto failed = plan_cluster(failed_spec, FoldSyncStrategy(), &*healthy);
+  ASSERT_TRUE(failed.ok());
+  auto plan = plan_reshard(*healthy, *failed);
+  ASSERT_TRUE(plan.ok());
+  // Heads 2-3 lived only on the dead slot in domain 0: exactly they come from domain 1.
+  IntervalSet from_peer;
+  for (const ShardTransfer& t : plan->transfers) {
+    if (!t.intra_domain()) {
+      EXPECT_EQ(t.source.domain, 1);
+      from_peer = unite(from_peer, t.units);
+    }
+  }
+  EXPECT_EQ(from_peer.to_string(), "2-3");
+  EXPECT_EQ(plan->dp_peer_bytes, 2 * 10);
+  check_plan_reaches_layout(*healthy, *failed, *plan);
+}
+
+TEST(ReshardPlan, KeepsMostUnitsInPlaceWhenAReplicaLosesASlot) {
+  // NVL72 replica with 128 heads losing slot 40: the greedy slot mapping keeps the bulk of the
+  // heads where they are; a naive rank shift would move about half of them.
+  ClusterSpec spec;
+  spec.domains = 2;
+  spec.domain_size = 72;
+  spec.spaces = {{"heads", 128, 1}};
+  spec.bytes = {.grad_bytes = 1, .state_bytes = 1};
+  auto healthy = plan_cluster(spec, FoldSyncStrategy());
+  ClusterSpec failed_spec = spec;
+  failed_spec.failed = {{0, 40}};
+  auto failed = plan_cluster(failed_spec, FoldSyncStrategy(), &*healthy);
+  auto plan = plan_reshard(*healthy, *failed);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_GE(plan->kept_bytes, 2 * 128 * 3 / 4) << "kept " << plan->kept_bytes << " of 256 heads";
+  check_plan_reaches_layout(*healthy, *failed, *plan);
+}
+
+TEST(ReshardPlan, UnitWithNoLiveCopyIsUnavailable) {
+  ClusterSpec spec;
+  spec.domains = 2;
+  spec.domain_size = 2;
+  spec.spaces = {{"heads", 2, 1}};
+  auto healthy = plan_cluster(spec, FoldSyncStrategy());
+  ClusterSpec failed_spec = spec;
+  failed_spec.failed = {{0, 0}, {1, 0}};  // both copies of head 0 die at once
+  auto failed = plan_cluster(failed_spec, FoldSyncStrategy(), &*healthy);
+  ASSERT_TRUE(failed.ok());
+  auto plan = plan_reshard(*healthy, *failed);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(plan.status().message().find("checkpoint"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ntp::shard
