@@ -1,0 +1,30 @@
+// Token and position embeddings, GPT-2 style, with vocabulary-parallel support.
+//
+// A rank holds some rows of the logical token table wte[V, C]: local row r stores logical
+// vocabulary id ids[r]. `local_row` maps a logical id to its local row, or -1 when another rank
+// holds it; an empty `local_row` means the table is whole (local row = id).
+//   forward:  out[n, :] = table[local_row[tokens[n]], :]  (zeros when not local; the TP caller
+//             all-reduces the partial lookups)
+//   backward: dtable[local_row[tokens[n]], :] += dout[n, :]
+// Positions: x[b, t, :] += wpe[t, :] for t < T; backward dwpe[t, :] += sum_b dx[b, t, :].
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ntp::kernels::cpu {
+
+// Inverse of `ids` over a vocabulary of size `vocab` (-1 where absent). Checks ids are distinct
+// and in range.
+std::vector<int64_t> make_local_index(std::span<const int64_t> ids, int64_t vocab);
+
+void embedding_forward(const int32_t* tokens, int64_t n, const float* table, int64_t rows,
+                       int64_t c, std::span<const int64_t> local_row, float* out);
+void embedding_backward(const int32_t* tokens, int64_t n, const float* dout, int64_t rows,
+                        int64_t c, std::span<const int64_t> local_row, float* dtable);
+
+void position_forward(const float* wpe, int64_t b, int64_t t, int64_t c, float* x);
+void position_backward(const float* dx, int64_t b, int64_t t, int64_t c, float* dwpe);
+
+}  // namespace ntp::kernels::cpu

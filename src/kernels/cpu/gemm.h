@@ -1,0 +1,20 @@
+// Row-major single-precision matrix product through OpenBLAS:
+//   C[M,N] = alpha * op(A) * op(B) + beta * C
+// op(A) is [M,K] (A stored [M,K] with leading dimension lda, or [K,M] when trans_a).
+// op(B) is [K,N] (B stored [K,N] with leading dimension ldb, or [N,K] when trans_b).
+// Leading dimensions are in elements and let callers address strided column blocks (for example
+// one attention head inside a fused QKV row) without copying.
+#pragma once
+
+#include <cstdint>
+
+namespace ntp::kernels::cpu {
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// Sets the number of OpenBLAS threads (>= 1) and returns the value in effect afterwards.
+int set_blas_threads(int threads);
+int blas_threads();
+
+}  // namespace ntp::kernels::cpu

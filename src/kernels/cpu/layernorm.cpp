@@ -1,0 +1,59 @@
+#include "kernels/cpu/layernorm.h"
+
+#include <cmath>
+
+namespace ntp::kernels::cpu {
+
+void layernorm_forward(const float* x, const float* gamma, const float* beta, int64_t n, int64_t c,
+                       float* y, float* mean, float* rstd) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xr = x + i * c;
+    double sum = 0.0;
+    for (int64_t j = 0; j < c; ++j) sum += xr[j];
+    const double mu = sum / static_cast<double>(c);
+    double sq = 0.0;
+    for (int64_t j = 0; j < c; ++j) {
+      const double d = xr[j] - mu;
+      sq += d * d;
+    }
+    const double rs = 1.0 / std::sqrt(sq / static_cast<double>(c) + kLayerNormEps);
+    const float muf = static_cast<float>(mu);
+    const float rsf = static_cast<float>(rs);
+    float* yr = y + i * c;
+    for (int64_t j = 0; j < c; ++j) yr[j] = (xr[j] - muf) * rsf * gamma[j] + beta[j];
+    mean[i] = muf;
+    rstd[i] = rsf;
+  }
+}
+
+void layernorm_backward(const float* x, const float* gamma, const float* mean, const float* rstd,
+                        const float* dy, int64_t n, int64_t c, float* dx, float* dgamma,
+                        float* dbeta) {
+  // With xhat = (x - mean) * rstd and g = dy * gamma:
+  //   dx = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xr = x + i * c;
+    const float* dyr = dy + i * c;
+    const float mu = mean[i];
+    const float rs = rstd[i];
+    double sum_g = 0.0;
+    double sum_gx = 0.0;
+    for (int64_t j = 0; j < c; ++j) {
+      const float xhat = (xr[j] - mu) * rs;
+      const float g = dyr[j] * gamma[j];
+      sum_g += g;
+      sum_gx += static_cast<double>(g) * xhat;
+      dgamma[j] += dyr[j] * xhat;
+      dbeta[j] += dyr[j];
+    }
+    const float mean_g = static_cast<float>(sum_g / static_cast<double>(c));
+    const float mean_gx = static_cast<float>(sum_gx / static_cast<double>(c));
+    float* dxr = dx + i * c;
+    for (int64_t j = 0; j < c; ++j) {
+      const float xhat = (xr[j] - mu) * rs;
+      dxr[j] = rs * (dyr[j] * gamma[j] - mean_g - xhat * mean_gx);
+    }
+  }
+}
+
+}  // namespace ntp::kernels::cpu

@@ -1,0 +1,34 @@
+#include "kernels/cpu/linear.h"
+
+#include "kernels/cpu/gemm.h"
+
+namespace ntp::kernels::cpu {
+
+void add_bias(const float* b, int64_t n, int64_t out, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = y + i * out;
+    for (int64_t j = 0; j < out; ++j) row[j] += b[j];
+  }
+}
+
+void add_column_sums(const float* dy, int64_t n, int64_t out, float* db) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = dy + i * out;
+    for (int64_t j = 0; j < out; ++j) db[j] += row[j];
+  }
+}
+
+void linear_forward(const float* x, const float* w, const float* b, int64_t n, int64_t in,
+                    int64_t out, float* y) {
+  gemm(false, false, n, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
+  if (b != nullptr) add_bias(b, n, out, y);
+}
+
+void linear_backward(const float* x, const float* w, const float* dy, int64_t n, int64_t in,
+                     int64_t out, float* dx, float* dw, float* db) {
+  if (dx != nullptr) gemm(false, true, n, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
+  gemm(true, false, in, out, n, 1.0f, x, in, dy, out, 1.0f, dw, out);
+  if (db != nullptr) add_column_sums(dy, n, out, db);
+}
+
+}  // namespace ntp::kernels::cpu

@@ -1,0 +1,26 @@
+// Linear layer in Hugging Face Conv1D layout (weight stored [in, out]):
+//   y[N, out] = x[N, in] * w[in, out] + b[out]          (b may be null: no bias)
+// Backward, given dy[N, out]:
+//   dx[N, in]  = dy * w^T      (overwritten; skipped when dx is null)
+//   dw[in, out] += x^T * dy    (accumulated: parameter gradients add up over micro-batches)
+//   db[out]    += sum_n dy     (accumulated; skipped when db is null)
+// In tensor parallelism the same call serves a column-parallel shard (out = local columns) and a
+// row-parallel shard (in = local rows); the caller all-reduces the partial sums.
+#pragma once
+
+#include <cstdint>
+
+namespace ntp::kernels::cpu {
+
+void linear_forward(const float* x, const float* w, const float* b, int64_t n, int64_t in,
+                    int64_t out, float* y);
+
+void linear_backward(const float* x, const float* w, const float* dy, int64_t n, int64_t in,
+                     int64_t out, float* dx, float* dw, float* db);
+
+// db[out] += sum over the n rows of dy[n, out].
+void add_column_sums(const float* dy, int64_t n, int64_t out, float* db);
+// y[n, out] += b[out] for every row.
+void add_bias(const float* b, int64_t n, int64_t out, float* y);
+
+}  // namespace ntp::kernels::cpu
