@@ -1,17 +1,26 @@
 // Agreeing on who survived, so that a new communicator can be formed among the survivors.
 //
-// After an operation failed with kUnavailable, every surviving process calls agree_on_survivors
-// with the failed group's name, the next epoch number, and its rank in the failed group. Each
-// survivor announces itself in the store; the first to arrive becomes the decider: it waits until
-// all `old_size` ranks announced or `window` passed, then publishes the member list. Everyone
-// returns the same list (old ranks, increasing) and its rank in the new group. A process that
-// announces after the list was published is not a member and gets kAborted; it must exit or wait
-// to be re-admitted by a later epoch. If the decider dies before publishing, the others get
-// kUnavailable after `window` plus a margin; retry with epoch + 1.
+// Members are named by stable ids (the launcher's NTP_RANK), not by ranks of a communicator,
+// because ranks change at every rebuild. After an operation failed with kUnavailable, every
+// surviving process calls agree_on_survivors with the group name, the next epoch number, its id
+// and the ids of the failed group. Each survivor announces itself in the store; the first to
+// arrive becomes the decider. It publishes the member list once every candidate has either
+// announced or is known dead, or when `window` has passed. A candidate is known dead when it
+// runs a Heartbeat and its counter has not moved for `stale_after` (a SIGKILLed or SIGSTOPped
+// process stops beating; clocks of different machines are never compared). Without heartbeats
+// (stale_after == 0) the decider waits the whole window for a candidate that never announces.
+//
+// Everyone returns the same list (ids, increasing) and its rank in the new group. A process that
+// announces after the list was published is not a member and gets kAborted. If the decider dies
+// before publishing, the others get kUnavailable after about window + stale_after; retry with
+// epoch + 1.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/store.h"
@@ -21,12 +30,42 @@ namespace ntp::comm {
 
 struct Membership {
   int epoch = 0;
-  std::vector<int> members;  // ranks in the previous group, increasing
+  std::vector<int> members;  // ids, increasing
   int new_rank = -1;         // index of the caller in `members`
   int size() const { return static_cast<int>(members.size()); }
 };
 
-Result<Membership> agree_on_survivors(Store& store, const std::string& group, int epoch,
-                                      int old_rank, int old_size, std::chrono::milliseconds window);
+struct AgreementOptions {
+  // Longest the decider waits for a candidate that neither announces nor is known dead. Make it
+  // longer than the communicator timeout: survivors that are not neighbours of the dead peer
+  // only notice the failure when their operation times out.
+  std::chrono::milliseconds window{5000};
+  // A candidate whose heartbeat did not move for this long is dead. 0 = do not use heartbeats.
+  std::chrono::milliseconds stale_after{0};
+};
+
+Result<Membership> agree_on_survivors(Store& store, const std::string& group, int epoch, int my_id,
+                                      const std::vector<int>& candidates,
+                                      const AgreementOptions& options);
+
+// Increments the store key "hb/<group>/<id>" every `interval` from a background thread, so that
+// others can tell this process is alive. Stops (and joins) on destruction.
+class Heartbeat {
+ public:
+  Heartbeat(std::shared_ptr<Store> store, const std::string& group, int id,
+            std::chrono::milliseconds interval);
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  static std::string key(const std::string& group, int id);
+
+ private:
+  std::shared_ptr<Store> store_;
+  std::string key_;
+  std::chrono::milliseconds interval_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 }  // namespace ntp::comm

@@ -1,0 +1,34 @@
+// FileStore: a Store in a directory shared by the processes of one machine (or a shared FS).
+//
+// Layout: DIR/<run_id>/<escaped key>. set() writes a temporary file and renames it, so readers
+// see either the old or the new value, never a torn one; add() serializes through flock(2) on a
+// per-key lock file. wait() polls with a short backoff (<= 2 ms between looks).
+#pragma once
+
+#include <string>
+
+#include "comm/store.h"
+
+namespace ntp::comm {
+
+class FileStore : public Store {
+ public:
+  // Creates DIR/<run_id> if needed. kUnavailable when the directory cannot be created.
+  static Result<std::shared_ptr<FileStore>> open(const std::string& dir, const std::string& run_id);
+
+  Status set(const std::string& key, const std::string& value) override;
+  Result<std::string> get(const std::string& key) override;
+  Result<bool> exists(const std::string& key) override;
+  Result<std::int64_t> add(const std::string& key, std::int64_t delta) override;
+  std::string describe() const override;
+
+ private:
+  explicit FileStore(std::string root, std::string description)
+      : root_(std::move(root)), description_(std::move(description)) {}
+  std::string path_of(const std::string& key) const;
+
+  std::string root_;
+  std::string description_;
+};
+
+}  // namespace ntp::comm

@@ -1,0 +1,469 @@
+#include "comm/gloo_communicator.h"
+
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <numeric>
+
+#include "comm/progress_thread.h"
+#include "core/rng.h"
+
+namespace ntp::comm {
+namespace {
+
+// Slot prefixes for the operations this backend builds from point-to-point messages. Gloo's own
+// collectives use 0x01..0x08 (gloo/types.h).
+constexpr std::uint8_t kReduceScatterSlotPrefix = 0x70;
+constexpr std::uint8_t kSendRecvSlotPrefix = 0x71;
+
+// Gloo's rendezvous talks to a gloo::rendezvous::Store; this one forwards to an ntp Store under
+// `prefix`, and turns every failure into gloo::IoException (what Gloo expects from a store).
+class GlooStoreAdapter : public gloo::rendezvous::Store {
+ public:
+  GlooStoreAdapter(std::shared_ptr<comm::Store> store, std::string prefix,
+                   std::chrono::milliseconds timeout)
+      : store_(std::move(store)), prefix_(std::move(prefix)), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Status status = store_->set(prefix_ + key, std::string(data.begin(), data.end()));
+    if (!status.ok()) throw gloo::IoException(status.to_string());
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, timeout_);
+    Result<std::string> value = store_->get(prefix_ + key);
+    if (!value.ok()) throw gloo::IoException(value.status().to_string());
+    return std::vector<char>(value->begin(), value->end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    std::vector<std::string> full;
+    full.reserve(keys.size());
+    for (const std::string& key : keys) full.push_back(prefix_ + key);
+    Status status = store_->wait(full, timeout);
+    if (!status.ok()) throw gloo::IoException(status.to_string());
+  }
+
+ private:
+  std::shared_ptr<comm::Store> store_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+};
+
+using ReduceFn = void (*)(void*, const void*, const void*, std::size_t);
+
+bool reducible(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kFloat64; }
+
+ReduceFn sum_fn(DType dtype) {
+  return dtype == DType::kFloat32 ? static_cast<ReduceFn>(&gloo::sum<float>)
+                                  : static_cast<ReduceFn>(&gloo::sum<double>);
+}
+
+void divide(void* data, std::size_t count, DType dtype, int size) {
+  if (dtype == DType::kFloat32) {
+    auto* p = static_cast<float*>(data);
+    for (std::size_t i = 0; i < count; ++i) p[i] /= static_cast<float>(size);
+  } else {
+    auto* p = static_cast<double*>(data);
+    for (std::size_t i = 0; i < count; ++i) p[i] /= static_cast<double>(size);
+  }
+}
+
+std::size_t total(const std::vector<std::size_t>& counts) {
+  return std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+}
+
+// A Gloo peer whose socket breaks may make the transport write to a closed connection; without
+// this the survivor would die of SIGPIPE instead of getting an error.
+void ignore_sigpipe_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current;
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      std::signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(GlooOptions options, std::shared_ptr<gloo::transport::Device> device,
+                   std::shared_ptr<gloo::rendezvous::Context> context)
+      : options_(std::move(options)),
+        device_(std::move(device)),
+        context_(std::move(context)),
+        progress_(std::make_unique<ProgressThread>()) {}
+
+  ~GlooCommunicator() override {
+    progress_.reset();  // joins the progress thread before the context goes away
+  }
+
+  int rank() const override { return options_.rank; }
+  int size() const override { return options_.size; }
+  std::chrono::milliseconds timeout() const override { return options_.timeout; }
+
+  Status health() const override {
+    std::lock_guard lock(health_mutex_);
+    return health_;
+  }
+
+  void abort(const std::string& reason) override {
+    mark_broken(unavailable("communicator aborted: " + reason));
+  }
+
+  WorkPtr allreduce_async(View data, ReduceOp op) override {
+    if (!reducible(data.dtype)) return bad_dtype("allreduce", data.dtype);
+    return submit("allreduce", [this, data, op](std::uint32_t tag) -> Status {
+      if (data.count == 0) return ok_status();
+      if (size() > 1) {
+        gloo::AllreduceOptions opts(context_);
+        if (data.dtype == DType::kFloat32) {
+          opts.setOutput(static_cast<float*>(data.data), data.count);
+        } else {
+          opts.setOutput(static_cast<double*>(data.data), data.count);
+        }
+        opts.setReduceFunction(sum_fn(data.dtype));
+        opts.setTag(tag);
+        opts.setTimeout(options_.timeout);
+        gloo::allreduce(opts);
+      }
+      if (op == ReduceOp::kAvg) divide(data.data, data.count, data.dtype, size());
+      return ok_status();
+    });
+  }
+
+  WorkPtr reduce_scatter_async(ConstView input, View output, std::vector<std::size_t> counts,
+                               ReduceOp op) override {
+    if (!reducible(input.dtype)) return bad_dtype("reduce_scatter", input.dtype);
+    if (Status s = check_counts("reduce_scatter", counts, input, output, /*scatter=*/true);
+        !s.ok()) {
+      return finished_work(s);
+    }
+    return submit("reduce_scatter",
+                  [this, input, output, counts = std::move(counts), op](std::uint32_t tag) {
+                    return ring_reduce_scatter(input, output, counts, op, tag);
+                  });
+  }
+
+  WorkPtr allgather_async(ConstView input, View output, std::vector<std::size_t> counts) override {
+    if (Status s = check_counts("allgather", counts, input, output, /*scatter=*/false); !s.ok()) {
+      return finished_work(s);
+    }
+    return submit("allgather",
+                  [this, input, output, counts = std::move(counts)](std::uint32_t tag) -> Status {
+                    const std::size_t element = dtype_size(input.dtype);
+                    if (size() == 1) {
+                      if (input.count > 0) std::memmove(output.data, input.data, input.bytes());
+                      return ok_status();
+                    }
+                    if (total(counts) == 0) return ok_status();
+                    std::vector<std::size_t> bytes(counts.size());
+                    for (std::size_t i = 0; i < counts.size(); ++i) bytes[i] = counts[i] * element;
+                    gloo::AllgathervOptions opts(context_);
+                    opts.setInput(static_cast<std::uint8_t*>(const_cast<void*>(input.data)),
+                                  input.bytes());
+                    opts.setOutput(static_cast<std::uint8_t*>(output.data), bytes);
+                    opts.setTag(tag);
+                    opts.setTimeout(options_.timeout);
+                    gloo::allgatherv(opts);
+                    return ok_status();
+                  });
+  }
+
+  WorkPtr alltoallv_async(ConstView input, std::vector<std::size_t> send_counts, View output,
+                          std::vector<std::size_t> recv_counts) override {
+    if (input.dtype != output.dtype) return bad_pair("alltoallv", input.dtype, output.dtype);
+    if (send_counts.size() != static_cast<std::size_t>(size()) ||
+        recv_counts.size() != static_cast<std::size_t>(size()) ||
+        total(send_counts) != input.count || total(recv_counts) != output.count) {
+      return finished_work(invalid_argument(
+          "alltoallv on rank " + std::to_string(rank()) +
+          ": need size() send/recv counts summing to the input/output element counts (input " +
+          std::to_string(input.count) + ", output " + std::to_string(output.count) + ")"));
+    }
+    return submit(
+        "alltoallv",
+        [this, input, output, send_counts = std::move(send_counts),
+         recv_counts = std::move(recv_counts)](std::uint32_t tag) -> Status {
+          if (size() == 1) {
+            if (input.count > 0) std::memmove(output.data, input.data, input.bytes());
+            return ok_status();
+          }
+          const auto element = static_cast<std::int64_t>(dtype_size(input.dtype));
+          std::vector<std::int64_t> send_bytes(send_counts.size());
+          std::vector<std::int64_t> recv_bytes(recv_counts.size());
+          for (std::size_t i = 0; i < send_counts.size(); ++i) {
+            send_bytes[i] = static_cast<std::int64_t>(send_counts[i]) * element;
+            recv_bytes[i] = static_cast<std::int64_t>(recv_counts[i]) * element;
+          }
+          // Gloo needs real buffers even when a rank sends or receives nothing.
+          std::uint8_t dummy_in = 0;
+          std::uint8_t dummy_out = 0;
+          gloo::AlltoallvOptions opts(context_);
+          opts.setInput(input.count > 0 ? static_cast<std::uint8_t*>(const_cast<void*>(input.data))
+                                        : &dummy_in,
+                        send_bytes);
+          opts.setOutput(output.count > 0 ? static_cast<std::uint8_t*>(output.data) : &dummy_out,
+                         recv_bytes);
+          opts.setTag(tag);
+          opts.setTimeout(options_.timeout);
+          gloo::alltoallv(opts);
+          return ok_status();
+        });
+  }
+
+  WorkPtr broadcast_async(View data, int root) override {
+    if (root < 0 || root >= size()) {
+      return finished_work(invalid_argument("broadcast root " + std::to_string(root) +
+                                            " is not a rank of a group of size " +
+                                            std::to_string(size())));
+    }
+    return submit("broadcast", [this, data, root](std::uint32_t tag) -> Status {
+      if (size() == 1 || data.count == 0) return ok_status();
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(static_cast<std::uint8_t*>(data.data), data.bytes());
+      opts.setRoot(root);
+      opts.setTag(tag);
+      opts.setTimeout(options_.timeout);
+      gloo::broadcast(opts);
+      return ok_status();
+    });
+  }
+
+  WorkPtr send_async(ConstView data, int dst, std::uint32_t user_tag) override {
+    if (dst < 0 || dst >= size() || dst == rank()) return bad_peer("send", dst);
+    return submit("send", [this, data, dst, user_tag](std::uint32_t) -> Status {
+      if (data.count == 0) return ok_status();
+      auto buffer = context_->createUnboundBuffer(const_cast<void*>(data.data), data.bytes());
+      buffer->send(dst, gloo::Slot::build(kSendRecvSlotPrefix, user_tag));
+      if (!buffer->waitSend(options_.timeout)) return unavailable("send aborted");
+      return ok_status();
+    });
+  }
+
+  WorkPtr recv_async(View data, int src, std::uint32_t user_tag) override {
+    if (src < 0 || src >= size() || src == rank()) return bad_peer("recv", src);
+    return submit("recv", [this, data, src, user_tag](std::uint32_t) -> Status {
+      if (data.count == 0) return ok_status();
+      auto buffer = context_->createUnboundBuffer(data.data, data.bytes());
+      buffer->recv(src, gloo::Slot::build(kSendRecvSlotPrefix, user_tag));
+      if (!buffer->waitRecv(options_.timeout)) return unavailable("recv aborted");
+      return ok_status();
+    });
+  }
+
+  WorkPtr barrier_async() override {
+    return submit("barrier", [this](std::uint32_t tag) -> Status {
+      if (size() == 1) return ok_status();
+      gloo::BarrierOptions opts(context_);
+      opts.setTag(tag);
+      opts.setTimeout(options_.timeout);
+      gloo::barrier(opts);
+      return ok_status();
+    });
+  }
+
+  Result<std::unique_ptr<Communicator>> subgroup(const std::vector<int>& ranks,
+                                                 const std::string& name) override {
+    int my_index = -1;
+    std::uint64_t hash = 0;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i] < 0 || ranks[i] >= size() || (i > 0 && ranks[i] <= ranks[i - 1])) {
+        return invalid_argument("subgroup '" + name +
+                                "': ranks must be strictly increasing ranks of the group");
+      }
+      if (ranks[i] == rank()) my_index = static_cast<int>(i);
+      hash = splitmix64(hash ^ static_cast<std::uint64_t>(ranks[i]));
+    }
+    if (my_index < 0) {
+      return invalid_argument("subgroup '" + name + "': rank " + std::to_string(rank()) +
+                              " is not a member; only members call subgroup()");
+    }
+    GlooOptions sub = options_;
+    sub.rank = my_index;
+    sub.size = static_cast<int>(ranks.size());
+    char hex[17];
+    std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
+    sub.prefix = options_.prefix + "/g/" + name + "/" + hex;
+    return connect_gloo(sub);
+  }
+
+ private:
+  WorkPtr bad_dtype(const char* op, DType dtype) {
+    return finished_work(invalid_argument(std::string(op) + " cannot reduce " + dtype_name(dtype) +
+                                          ": reductions support float32 and float64"));
+  }
+  WorkPtr bad_pair(const char* op, DType a, DType b) {
+    return finished_work(invalid_argument(std::string(op) + ": input is " + dtype_name(a) +
+                                          " but output is " + dtype_name(b) + "; they must match"));
+  }
+  WorkPtr bad_peer(const char* op, int peer) {
+    return finished_work(invalid_argument(std::string(op) + " peer " + std::to_string(peer) +
+                                          " is not another rank of a group of size " +
+                                          std::to_string(size())));
+  }
+
+  Status check_counts(const char* op, const std::vector<std::size_t>& counts, ConstView input,
+                      View output, bool scatter) const {
+    if (input.dtype != output.dtype) {
+      return invalid_argument(std::string(op) + ": input is " + dtype_name(input.dtype) +
+                              " but output is " + dtype_name(output.dtype));
+    }
+    if (counts.size() != static_cast<std::size_t>(size())) {
+      return invalid_argument(std::string(op) + ": " + std::to_string(counts.size()) +
+                              " counts for a group of size " + std::to_string(size()) +
+                              "; pass one count per rank");
+    }
+    const std::size_t mine = counts[static_cast<std::size_t>(rank())];
+    const std::size_t all = total(counts);
+    const std::size_t want_in = scatter ? all : mine;
+    const std::size_t want_out = scatter ? mine : all;
+    if (input.count != want_in || output.count != want_out) {
+      return invalid_argument(std::string(op) + " on rank " + std::to_string(rank()) +
+                              ": input has " + std::to_string(input.count) + " and output " +
+                              std::to_string(output.count) + " elements; the counts need " +
+                              std::to_string(want_in) + " and " + std::to_string(want_out));
+    }
+    return ok_status();
+  }
+
+  void mark_broken(const Status& status) {
+    std::lock_guard lock(health_mutex_);
+    if (health_.ok()) health_ = status;
+    broken_.store(true);
+  }
+
+  // Runs `body` on the progress thread with the next tag; every exception becomes a Status and
+  // any failure other than bad arguments breaks the communicator.
+  WorkPtr submit(const char* name, std::function<Status(std::uint32_t)> body) {
+    if (broken_.load()) return finished_work(health());
+    return progress_->submit([this, name, body = std::move(body)]() -> Status {
+      const std::uint32_t tag = next_tag_++;
+      if (broken_.load()) return health();
+      const std::string where = std::string(name) + " on rank " + std::to_string(rank()) + "/" +
+                                std::to_string(size()) + " (" + options_.prefix + ")";
+      Status status;
+      try {
+        status = body(tag);
+      } catch (const gloo::IoException& e) {
+        status = unavailable(where + ": peer dead or hung: " + e.what());
+      } catch (const gloo::EnforceNotMet& e) {
+        status = internal_error(where + ": gloo check failed: " + e.what());
+      } catch (const std::exception& e) {
+        status = internal_error(where + ": " + e.what());
+      }
+      if (!status.ok() && status.code() != StatusCode::kInvalidArgument) mark_broken(status);
+      return status;
+    });
+  }
+
+  // Ring reduce-scatter with per-rank counts: in step s (0..size-2) rank r sends its partial sum
+  // of chunk (r - s - 1) to rank r + 1 and adds the partial sum of chunk (r - s - 2) received from
+  // rank r - 1; after size - 1 steps chunk r is complete on rank r. Each rank sends
+  // (total - counts[r + 1...]) elements, the bandwidth-optimal (n-1)/n of the input.
+  Status ring_reduce_scatter(ConstView input, View output, const std::vector<std::size_t>& counts,
+                             ReduceOp op, std::uint32_t tag) {
+    const int n = size();
+    const int r = rank();
+    const std::size_t element = dtype_size(input.dtype);
+    std::vector<std::size_t> offsets(counts.size() + 1, 0);
+    for (std::size_t i = 0; i < counts.size(); ++i) offsets[i + 1] = offsets[i] + counts[i];
+    if (n == 1) {
+      if (output.count > 0) std::memmove(output.data, input.data, input.bytes());
+      if (op == ReduceOp::kAvg) divide(output.data, output.count, output.dtype, n);
+      return ok_status();
+    }
+    std::vector<char> acc(static_cast<const char*>(input.data),
+                          static_cast<const char*>(input.data) + input.bytes());
+    const std::size_t max_count = *std::max_element(counts.begin(), counts.end());
+    std::vector<char> incoming(max_count * element);
+    auto acc_buffer = acc.empty() ? nullptr : context_->createUnboundBuffer(acc.data(), acc.size());
+    auto in_buffer = incoming.empty()
+                         ? nullptr
+                         : context_->createUnboundBuffer(incoming.data(), incoming.size());
+    const auto slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
+    const int next = (r + 1) % n;
+    const int prev = (r + n - 1) % n;
+    const ReduceFn reduce = sum_fn(input.dtype);
+    for (int s = 0; s < n - 1; ++s) {
+      const auto send_chunk = static_cast<std::size_t>(((r - s - 1) % n + n) % n);
+      const auto recv_chunk = static_cast<std::size_t>(((r - s - 2) % n + n) % n);
+      const bool sending = counts[send_chunk] > 0;
+      const bool receiving = counts[recv_chunk] > 0;
+      if (receiving) in_buffer->recv(prev, slot, 0, counts[recv_chunk] * element);
+      if (sending) {
+        acc_buffer->send(next, slot, offsets[send_chunk] * element, counts[send_chunk] * element);
+      }
+      if (receiving) {
+        if (!in_buffer->waitRecv(options_.timeout)) return unavailable("reduce_scatter aborted");
+        char* target = acc.data() + offsets[recv_chunk] * element;
+        reduce(target, target, incoming.data(), counts[recv_chunk]);
+      }
+      if (sending && !acc_buffer->waitSend(options_.timeout)) {
+        return unavailable("reduce_scatter aborted");
+      }
+    }
+    const auto mine = static_cast<std::size_t>(r);
+    if (counts[mine] > 0) {
+      std::memcpy(output.data, acc.data() + offsets[mine] * element, counts[mine] * element);
+    }
+    if (op == ReduceOp::kAvg) divide(output.data, output.count, output.dtype, n);
+    return ok_status();
+  }
+
+  GlooOptions options_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  mutable std::mutex health_mutex_;
+  Status health_;
+  std::atomic<bool> broken_{false};
+  std::uint32_t next_tag_ = 0;  // touched only by the progress thread
+  std::unique_ptr<ProgressThread> progress_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
+  if (options.store == nullptr) return invalid_argument("connect_gloo: no store given");
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
+    return invalid_argument("connect_gloo: rank " + std::to_string(options.rank) +
+                            " is not in [0, " + std::to_string(options.size) + ")");
+  }
+  if (options.timeout.count() <= 0) {
+    return invalid_argument("connect_gloo: timeout must be positive");
+  }
+  ignore_sigpipe_once();
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.hostname;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    context->setTimeout(options.timeout);
+    GlooStoreAdapter store(options.store, options.prefix + "/", options.timeout);
+    context->connectFullMesh(store, device);
+    return std::unique_ptr<Communicator>(
+        std::make_unique<GlooCommunicator>(options, std::move(device), std::move(context)));
+  } catch (const gloo::IoException& e) {
+    return unavailable("connect_gloo rank " + std::to_string(options.rank) + "/" +
+                       std::to_string(options.size) + " (" + options.prefix + "): " + e.what());
+  } catch (const std::exception& e) {
+    return unavailable("connect_gloo rank " + std::to_string(options.rank) + "/" +
+                       std::to_string(options.size) + " (" + options.prefix + "): " + e.what());
+  }
+}
+
+}  // namespace ntp::comm

@@ -1,0 +1,57 @@
+// ProgressThread: runs a communicator's operations one at a time, in submission order, on its own
+// thread, and hands out Work handles for them. Backend-independent.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "comm/communicator.h"
+
+namespace ntp::comm {
+
+// A Work whose completion is set exactly once by the progress thread.
+class PendingWork : public Work {
+ public:
+  Status wait() override;
+  Status wait_for(std::chrono::milliseconds timeout) override;
+  bool done() const override;
+
+  void complete(Status status);
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+};
+
+// A Work that is already finished (argument errors found before queueing).
+WorkPtr finished_work(Status status);
+
+class ProgressThread {
+ public:
+  ProgressThread();
+  // Joins the thread after the running operation finishes; operations still queued complete with
+  // kUnavailable ("communicator destroyed").
+  ~ProgressThread();
+  ProgressThread(const ProgressThread&) = delete;
+  ProgressThread& operator=(const ProgressThread&) = delete;
+
+  // Queues `op`; its returned Status completes the Work.
+  WorkPtr submit(std::function<Status()> op);
+
+ private:
+  void loop();
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::function<Status()>, std::shared_ptr<PendingWork>>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ntp::comm

@@ -1,0 +1,258 @@
+// Exact multi-process tests of the Gloo Communicator: real processes, file store, every
+// collective at world sizes 1, 2, 3, 5, 7 and 8 with element counts 0, 1, primes and uneven
+// per-rank counts. Inputs are small integers, so every sum is exact in float32 and float64 and
+// results are compared with ==, against references computed here independently.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/gloo_communicator.h"
+#include "comm/store.h"
+#include "multiprocess.h"
+
+namespace ntp::comm {
+namespace {
+
+using testing::spawn_ranks;
+using testing::TempDir;
+using testing::wait_all;
+
+constexpr std::size_t kCounts[] = {0, 1, 2, 13, 101, 1009, 65537};
+
+// Value that rank r contributes at index i: a small integer (|v| < 2^10), sums stay exact.
+double contribution(int r, std::size_t i) {
+  return static_cast<double>(static_cast<int>((i * 7 + static_cast<std::size_t>(r) * 13) % 97) -
+                             48 + r);
+}
+
+Result<std::unique_ptr<Communicator>> connect(const std::string& dir, int rank, int n,
+                                              const std::string& prefix = "world") {
+  NTP_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, open_store("file:" + dir, "collectives"));
+  GlooOptions options;
+  options.store = store;
+  options.rank = rank;
+  options.size = n;
+  options.prefix = prefix;
+  options.timeout = std::chrono::milliseconds(20000);
+  return connect_gloo(options);
+}
+
+template <typename T>
+int check_allreduce(Communicator& comm, int r, int n) {
+  for (std::size_t count : kCounts) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+      std::vector<T> data(count);
+      for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<T>(contribution(r, i));
+      Status s = comm.allreduce(view(data), op);
+      CHILD_CHECK(s.ok(), r, "allreduce: " + s.to_string());
+      for (std::size_t i = 0; i < count; ++i) {
+        double sum = 0;
+        for (int q = 0; q < n; ++q) sum += contribution(q, i);
+        const T want = op == ReduceOp::kSum
+                           ? static_cast<T>(sum)
+                           : static_cast<T>(static_cast<T>(sum) / static_cast<T>(n));
+        CHILD_CHECK(data[i] == want, r,
+                    "allreduce count " + std::to_string(count) + " index " + std::to_string(i));
+      }
+    }
+  }
+  return 0;
+}
+
+// Uneven per-rank counts with zeros: rank q's share is (base + 5q) mod 7 elements.
+std::vector<std::size_t> uneven_counts(int n, std::size_t base) {
+  std::vector<std::size_t> counts(static_cast<std::size_t>(n));
+  for (int q = 0; q < n; ++q)
+    counts[static_cast<std::size_t>(q)] = (base + 5 * static_cast<std::size_t>(q)) % 7;
+  return counts;
+}
+
+template <typename T>
+int check_reduce_scatter(Communicator& comm, int r, int n) {
+  for (std::size_t base : {0, 1, 3, 6}) {
+    std::vector<std::size_t> counts = uneven_counts(n, base);
+    if (base == 6) counts[0] = 1009;  // one large, prime share
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    std::size_t offset = 0;
+    for (int q = 0; q < r; ++q) offset += counts[static_cast<std::size_t>(q)];
+    std::vector<T> input(total);
+    for (std::size_t i = 0; i < total; ++i) input[i] = static_cast<T>(contribution(r, i));
+    std::vector<T> output(counts[static_cast<std::size_t>(r)], static_cast<T>(-1));
+    Status s = comm.reduce_scatter(const_view(input), view(output), counts, ReduceOp::kSum);
+    CHILD_CHECK(s.ok(), r, "reduce_scatter: " + s.to_string());
+    for (std::size_t i = 0; i < output.size(); ++i) {
+      double sum = 0;
+      for (int q = 0; q < n; ++q) sum += contribution(q, offset + i);
+      CHILD_CHECK(output[i] == static_cast<T>(sum), r,
+                  "reduce_scatter base " + std::to_string(base) + " index " + std::to_string(i));
+    }
+  }
+  return 0;
+}
+
+int check_allgather(Communicator& comm, int r, int n) {
+  for (std::size_t base : {0, 2, 4}) {
+    std::vector<std::size_t> counts = uneven_counts(n, base);
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    std::vector<std::int64_t> mine(counts[static_cast<std::size_t>(r)]);
+    for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = r * 1000 + static_cast<int>(i);
+    std::vector<std::int64_t> all(total, -1);
+    Status s = comm.allgather(const_view(mine), view(all), counts);
+    CHILD_CHECK(s.ok(), r, "allgather: " + s.to_string());
+    std::size_t k = 0;
+    for (int q = 0; q < n; ++q) {
+      for (std::size_t i = 0; i < counts[static_cast<std::size_t>(q)]; ++i, ++k) {
+        CHILD_CHECK(all[k] == q * 1000 + static_cast<int>(i), r,
+                    "allgather element " + std::to_string(k));
+      }
+    }
+  }
+  return 0;
+}
+
+int check_alltoallv(Communicator& comm, int r, int n) {
+  // Rank s sends (s + 2d) mod 5 elements to rank d; element i of that piece is s*10000+d*100+i.
+  auto amount = [](int s, int d) { return static_cast<std::size_t>((s + 2 * d) % 5); };
+  std::vector<std::size_t> send_counts(static_cast<std::size_t>(n));
+  std::vector<std::size_t> recv_counts(static_cast<std::size_t>(n));
+  std::vector<float> input;
+  for (int d = 0; d < n; ++d) {
+    send_counts[static_cast<std::size_t>(d)] = amount(r, d);
+    recv_counts[static_cast<std::size_t>(d)] = amount(d, r);
+    for (std::size_t i = 0; i < amount(r, d); ++i) {
+      input.push_back(static_cast<float>(r * 10000 + d * 100 + static_cast<int>(i)));
+    }
+  }
+  std::vector<float> output(std::accumulate(recv_counts.begin(), recv_counts.end(), std::size_t{0}),
+                            -1.0F);
+  Status s = comm.alltoallv(const_view(input), send_counts, view(output), recv_counts);
+  CHILD_CHECK(s.ok(), r, "alltoallv: " + s.to_string());
+  std::size_t k = 0;
+  for (int src = 0; src < n; ++src) {
+    for (std::size_t i = 0; i < amount(src, r); ++i, ++k) {
+      CHILD_CHECK(output[k] == static_cast<float>(src * 10000 + r * 100 + static_cast<int>(i)), r,
+                  "alltoallv element " + std::to_string(k));
+    }
+  }
+  return 0;
+}
+
+int check_broadcast_and_p2p(Communicator& comm, int r, int n) {
+  for (int root : {0, n - 1}) {
+    std::vector<double> data(1009);
+    for (std::size_t i = 0; i < data.size(); ++i)
+      data[i] = r == root ? contribution(root, i) : -7.0;
+    Status s = comm.broadcast(view(data), root);
+    CHILD_CHECK(s.ok(), r, "broadcast: " + s.to_string());
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      CHILD_CHECK(data[i] == contribution(root, i), r, "broadcast element " + std::to_string(i));
+    }
+  }
+  if (n > 1) {
+    // A ring shift: rank 0 sends first, every other rank receives first, so nobody waits on a
+    // send whose receiver is itself blocked in a send.
+    std::vector<std::int32_t> out(101), in(101, -1);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = r * 1000 + static_cast<int>(i);
+    const int next = (r + 1) % n;
+    const int prev = (r + n - 1) % n;
+    if (r == 0) {
+      CHILD_CHECK(comm.send(const_view(out), next, 5).ok(), r, "send");
+      CHILD_CHECK(comm.recv(view(in), prev, 5).ok(), r, "recv");
+    } else {
+      CHILD_CHECK(comm.recv(view(in), prev, 5).ok(), r, "recv");
+      CHILD_CHECK(comm.send(const_view(out), next, 5).ok(), r, "send");
+    }
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      CHILD_CHECK(in[i] == prev * 1000 + static_cast<int>(i), r,
+                  "recv element " + std::to_string(i));
+    }
+  }
+  CHILD_CHECK(comm.barrier().ok(), r, "barrier");
+  return 0;
+}
+
+int check_async(Communicator& comm, int r, int n) {
+  // Three operations in flight at once; they run in submission order and each result is exact.
+  std::vector<float> a(4099), b(13);
+  std::vector<double> c(1009);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(contribution(r, i));
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(contribution(r, i + 1));
+  for (std::size_t i = 0; i < c.size(); ++i) c[i] = contribution(r, i + 2);
+  WorkPtr wa = comm.allreduce_async(view(a), ReduceOp::kSum);
+  WorkPtr wb = comm.allreduce_async(view(b), ReduceOp::kSum);
+  WorkPtr wc = comm.allreduce_async(view(c), ReduceOp::kSum);
+  CHILD_CHECK(wc->wait().ok() && wb->wait().ok() && wa->wait().ok(), r, "async waits");
+  CHILD_CHECK(wa->done() && wb->done() && wc->done(), r, "done() after wait");
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    double sum = 0;
+    for (int q = 0; q < n; ++q) sum += contribution(q, i);
+    CHILD_CHECK(a[i] == static_cast<float>(sum), r, "async a");
+  }
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    double sum = 0;
+    for (int q = 0; q < n; ++q) sum += contribution(q, i + 2);
+    CHILD_CHECK(c[i] == sum, r, "async c");
+  }
+  return 0;
+}
+
+int check_subgroup(Communicator& comm, int r, int n) {
+  // Even ranks and odd ranks form two concurrent subgroups.
+  std::vector<int> members;
+  for (int q = r % 2; q < n; q += 2) members.push_back(q);
+  Result<std::unique_ptr<Communicator>> sub = comm.subgroup(members, r % 2 == 0 ? "even" : "odd");
+  CHILD_CHECK(sub.ok(), r, "subgroup: " + sub.status().to_string());
+  CHILD_CHECK((*sub)->size() == static_cast<int>(members.size()) && (*sub)->rank() == r / 2, r,
+              "subgroup rank/size");
+  std::vector<double> data(101);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = contribution(r, i);
+  CHILD_CHECK((*sub)->allreduce(view(data)).ok(), r, "subgroup allreduce");
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    double sum = 0;
+    for (int q : members) sum += contribution(q, i);
+    CHILD_CHECK(data[i] == sum, r, "subgroup sum");
+  }
+  return 0;
+}
+
+int run_all(const std::string& dir, int r, int n) {
+  Result<std::unique_ptr<Communicator>> comm = connect(dir, r, n);
+  CHILD_CHECK(comm.ok(), r, "connect: " + comm.status().to_string());
+  Communicator& c = **comm;
+  CHILD_CHECK(c.rank() == r && c.size() == n, r, "rank/size");
+  if (check_allreduce<float>(c, r, n) != 0) return 1;
+  if (check_allreduce<double>(c, r, n) != 0) return 1;
+  if (check_reduce_scatter<float>(c, r, n) != 0) return 1;
+  if (check_reduce_scatter<double>(c, r, n) != 0) return 1;
+  if (check_allgather(c, r, n) != 0) return 1;
+  if (check_alltoallv(c, r, n) != 0) return 1;
+  if (check_broadcast_and_p2p(c, r, n) != 0) return 1;
+  if (check_async(c, r, n) != 0) return 1;
+  if (check_subgroup(c, r, n) != 0) return 1;
+  CHILD_CHECK(c.health().ok(), r, "healthy at the end");
+  return 0;
+}
+
+class CollectivesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollectivesTest, EveryCollectiveIsExact) {
+  const int n = GetParam();
+  TempDir dir;
+  std::vector<pid_t> pids = spawn_ranks(n, [&](int r) { return run_all(dir.path(), r, n); });
+  std::vector<testing::ChildExit> exits = wait_all(pids, std::chrono::seconds(60));
+  for (int r = 0; r < n; ++r) {
+    const auto& e = exits[static_cast<std::size_t>(r)];
+    EXPECT_FALSE(e.timed_out) << "rank " << r << " hung";
+    EXPECT_TRUE(e.exited && e.code == 0)
+        << "rank " << r << " code " << e.code << " signal " << e.signal;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 5, 7, 8));
+
+}  // namespace
+}  // namespace ntp::comm

@@ -1,0 +1,96 @@
+#include "multiprocess.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+namespace ntp::comm::testing {
+
+std::vector<pid_t> spawn_ranks(int n, const std::function<int(int rank)>& body) {
+  std::vector<pid_t> pids;
+  std::fflush(nullptr);
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int code = 1;
+      try {
+        code = body(r);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: exception: %s\n", r, e.what());
+      }
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    if (pid < 0) std::abort();
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
+std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids,
+                                std::chrono::milliseconds deadline) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  std::vector<ChildExit> result(pids.size());
+  std::size_t remaining = pids.size();
+  for (std::size_t i = 0; i < pids.size(); ++i) result[i].pid = pids[i];
+  std::vector<bool> reaped(pids.size(), false);
+  while (remaining > 0) {
+    for (std::size_t i = 0; i < pids.size(); ++i) {
+      if (reaped[i]) continue;
+      int status = 0;
+      const pid_t got = waitpid(pids[i], &status, WNOHANG);
+      if (got == pids[i]) {
+        reaped[i] = true;
+        --remaining;
+        result[i].exited = WIFEXITED(status);
+        result[i].code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        result[i].signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      }
+    }
+    if (remaining == 0) break;
+    if (std::chrono::steady_clock::now() >= end) {
+      for (std::size_t i = 0; i < pids.size(); ++i) {
+        if (reaped[i]) continue;
+        kill(pids[i], SIGKILL);
+        int status = 0;
+        waitpid(pids[i], &status, 0);
+        result[i].timed_out = true;
+        result[i].signal = SIGKILL;
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return result;
+}
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/ntp-comm-test-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) std::abort();
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+long long monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+bool child_check(bool ok, int rank, const std::string& what) {
+  if (!ok) std::fprintf(stderr, "rank %d: check failed: %s\n", rank, what.c_str());
+  return ok;
+}
+
+}  // namespace ntp::comm::testing

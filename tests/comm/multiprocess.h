@@ -1,0 +1,58 @@
+// Test helpers that run real worker processes (fork) and collect how they ended.
+//
+// Children must not use GoogleTest assertions (the parent owns the test); they report failures
+// on stderr and through their exit code, which the parent asserts on. Communicators are created
+// in the children after fork, never inherited.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ntp::comm::testing {
+
+struct ChildExit {
+  pid_t pid = -1;
+  bool exited = false;  // false: killed by a signal (or still running at the deadline)
+  int code = -1;        // exit code when exited
+  int signal = 0;       // terminating signal otherwise
+  bool timed_out = false;
+};
+
+// Forks one child per rank; child r runs body(r) and exits with its return value (via _exit, so
+// no parent state such as gtest's is flushed twice).
+std::vector<pid_t> spawn_ranks(int n, const std::function<int(int rank)>& body);
+
+// Waits for `pids` until `deadline`; children still alive then are SIGKILLed, reaped and marked
+// timed_out (a hang). The result is in the order of `pids`.
+std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, std::chrono::milliseconds deadline);
+
+// A fresh empty directory under $TMPDIR, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Monotonic clock in nanoseconds, comparable between processes of one machine.
+long long monotonic_ns();
+
+// Reports a failed check from a child: prints "rank R: what" and returns false.
+bool child_check(bool ok, int rank, const std::string& what);
+
+}  // namespace ntp::comm::testing
+
+// Inside a child's body: on failure print and return exit code 1.
+#define CHILD_CHECK(cond, rank, what)                                         \
+  do {                                                                        \
+    if (!::ntp::comm::testing::child_check((cond), (rank), (what))) return 1; \
+  } while (false)
