@@ -3,7 +3,7 @@
 #
 #   scripts/demo.sh
 #
-# Today the demo plans a 16-rack NVL72 cluster (TP72 replicas, Llama-70B-like shapes) in which four
+# Today the demo plans a 16-rack NVL72 cluster (TP72 replicas, the NTP paper's 480B model shape) in which four
 # racks have lost GPUs to different degrees, then repairs one of them: it prints every replica's
 # degree and balance, the gradient sync plan across replicas of mixed degrees, and the bytes that
 # must move on failure and on repair.
@@ -16,4 +16,4 @@ echo "== ntp plan: 16 x NVL72, failures in 4 racks (degrees 71, 70, 69, 71), the
 set -x
 ./build/bin/ntp plan --domains 16 --tp 72 --min-tp 64 \
   --failed 3:5,3:40,7:0,7:1,7:2,11:71,12:17 --repair 3:5 \
-  --heads 64 --hidden 8192 --ffn 28672 --ffn-block 128 --vocab 128256 --layers 80
+  --heads 128 --hidden 20480 --ffn 81920 --ffn-block 256 --vocab 128256 --layers 100
