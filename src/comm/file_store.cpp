@@ -7,13 +7,17 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace ntp::comm {
 namespace {
+
+constexpr auto kLockTimeout = std::chrono::seconds(10);
 
 // Keys may contain '/', ':' and other characters; file names get only [A-Za-z0-9._-], the rest
 // as %XX, so the mapping is injective.
@@ -90,9 +94,15 @@ Result<std::int64_t> FileStore::add(const std::string& key, std::int64_t delta) 
   const int fd = ::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
   if (fd < 0)
     return unavailable("file store: cannot open " + lock_path + ": " + std::strerror(errno));
-  if (::flock(fd, LOCK_EX) != 0) {
-    ::close(fd);
-    return unavailable("file store: cannot lock " + lock_path);
+  // Poll instead of blocking: a holder that is SIGSTOPped must not hang everyone else.
+  const auto deadline = std::chrono::steady_clock::now() + kLockTimeout;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) {
+      ::close(fd);
+      return unavailable("file store: cannot lock " + lock_path +
+                         " (its holder may be hung or dead)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   std::int64_t value = 0;
   Result<std::string> old = get(key);
