@@ -1,0 +1,287 @@
+#include "model/gpt_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/clip.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/linear.h"
+#include "model/init.h"
+
+namespace ntp::model {
+
+namespace k = ntp::kernels::cpu;
+
+namespace {
+void resize(std::vector<float>& v, int64_t n) { v.resize(static_cast<size_t>(n)); }
+void add_into(std::vector<float>& dst, const std::vector<float>& src) {
+  for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
+}
+}  // namespace
+
+GptModel::GptModel(GptConfig config, TpShard shard, TpGroup* group)
+    : config_(config), shard_(std::move(shard)), group_(group) {}
+
+int GptModel::add_param(std::string name, std::vector<int64_t> logical_shape, int shard_axis,
+                        std::vector<int64_t> logical_index) {
+  Param p;
+  p.name = std::move(name);
+  p.logical_shape = std::move(logical_shape);
+  p.shard_axis = shard_axis;
+  p.logical_index = std::move(logical_index);
+  params_.push_back(std::move(p));
+  return static_cast<int>(params_.size()) - 1;
+}
+
+Result<GptModel> GptModel::create(const GptConfig& config, TpShard shard, uint64_t seed,
+                                  TpGroup* group) {
+  NTP_RETURN_IF_ERROR(config.validate());
+  NTP_RETURN_IF_ERROR(validate_shard(config, shard));
+  GptModel m(config, std::move(shard), group);
+  const int64_t c = config.n_embd, d = config.head_dim(), f = config.ffn();
+  const int64_t unit = config.ffn_unit;
+
+  // Logical column / row indices of the shard's units.
+  std::vector<int64_t> qkv_cols, head_rows, ffn_cols;
+  for (int64_t part = 0; part < 3; ++part) {
+    for (int64_t h : m.shard_.heads) {
+      for (int64_t e = 0; e < d; ++e) qkv_cols.push_back(part * c + h * d + e);
+    }
+  }
+  for (int64_t h : m.shard_.heads) {
+    for (int64_t e = 0; e < d; ++e) head_rows.push_back(h * d + e);
+  }
+  for (int64_t u : m.shard_.ffn_units) {
+    for (int64_t e = 0; e < unit; ++e) ffn_cols.push_back(u * unit + e);
+  }
+
+  m.wte_ = m.add_param("transformer.wte.weight", {config.vocab_size, c}, 0, m.shard_.vocab_rows);
+  m.wpe_ = m.add_param("transformer.wpe.weight", {config.n_ctx, c}, -1, {});
+  for (int64_t l = 0; l < config.n_layer; ++l) {
+    const std::string p = "transformer.h." + std::to_string(l) + ".";
+    LayerParams lp{};
+    lp.ln1_w = m.add_param(p + "ln_1.weight", {c}, -1, {});
+    lp.ln1_b = m.add_param(p + "ln_1.bias", {c}, -1, {});
+    lp.attn_w = m.add_param(p + "attn.c_attn.weight", {c, 3 * c}, 1, qkv_cols);
+    lp.attn_b = m.add_param(p + "attn.c_attn.bias", {3 * c}, 0, qkv_cols);
+    lp.proj_w = m.add_param(p + "attn.c_proj.weight", {c, c}, 0, head_rows);
+    lp.proj_b = m.add_param(p + "attn.c_proj.bias", {c}, -1, {});
+    lp.ln2_w = m.add_param(p + "ln_2.weight", {c}, -1, {});
+    lp.ln2_b = m.add_param(p + "ln_2.bias", {c}, -1, {});
+    lp.fc_w = m.add_param(p + "mlp.c_fc.weight", {c, f}, 1, ffn_cols);
+    lp.fc_b = m.add_param(p + "mlp.c_fc.bias", {f}, 0, ffn_cols);
+    lp.fc2_w = m.add_param(p + "mlp.c_proj.weight", {f, c}, 0, ffn_cols);
+    lp.fc2_b = m.add_param(p + "mlp.c_proj.bias", {c}, -1, {});
+    m.layers_.push_back(lp);
+  }
+  m.lnf_w_ = m.add_param("transformer.ln_f.weight", {c}, -1, {});
+  m.lnf_b_ = m.add_param("transformer.ln_f.bias", {c}, -1, {});
+  for (Param& param : m.params_) initialize_param(seed, config, param);
+  m.vocab_local_ = k::make_local_index(m.shard_.vocab_rows, config.vocab_size);
+  m.acts_.resize(static_cast<size_t>(config.n_layer));
+  return m;
+}
+
+Param* GptModel::find(std::string_view name) {
+  for (Param& p : params_) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+void GptModel::zero_grad() {
+  for (Param& p : params_) p.grad.zero();
+}
+
+Status GptModel::all_reduce(std::vector<float>& data) {
+  TpGroup* g = group_ != nullptr ? group_ : &solo_;
+  if (g->size() == 1) return ok_status();
+  return g->all_reduce_sum(data);
+}
+
+Status GptModel::check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                             int64_t b, int64_t t) const {
+  if (b <= 0 || t <= 0 || t > config_.n_ctx) {
+    return invalid_argument(
+        "batch shape [" + std::to_string(b) + ", " + std::to_string(t) +
+        "] needs b >= 1 and 1 <= t <= n_ctx = " + std::to_string(config_.n_ctx));
+  }
+  if (static_cast<int64_t>(tokens.size()) != b * t ||
+      static_cast<int64_t>(targets.size()) != b * t) {
+    return invalid_argument("tokens and targets must hold b * t = " + std::to_string(b * t) +
+                            " ids");
+  }
+  for (std::span<const int32_t> ids : {tokens, targets}) {
+    for (int32_t id : ids) {
+      if (id < 0 || id >= config_.vocab_size) {
+        return invalid_argument("token id " + std::to_string(id) +
+                                " is outside the vocabulary [0, " +
+                                std::to_string(config_.vocab_size) + ")");
+      }
+    }
+  }
+  return ok_status();
+}
+
+Result<double> GptModel::forward_backward(std::span<const int32_t> tokens,
+                                          std::span<const int32_t> targets, int64_t b, int64_t t) {
+  return run(tokens, targets, b, t, true);
+}
+
+Result<double> GptModel::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                              int64_t b, int64_t t) {
+  return run(tokens, targets, b, t, false);
+}
+
+Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                             int64_t b, int64_t t, bool backward) {
+  NTP_RETURN_IF_ERROR(check_batch(tokens, targets, b, t));
+  TpGroup* group = group_ != nullptr ? group_ : &solo_;
+  const int64_t n = b * t, c = config_.n_embd, d = config_.head_dim();
+  const int64_t hl = static_cast<int64_t>(shard_.heads.size());
+  const int64_t cl = hl * d;
+  const int64_t fl = static_cast<int64_t>(shard_.ffn_units.size()) * config_.ffn_unit;
+  const int64_t vl = static_cast<int64_t>(shard_.vocab_rows.size());
+
+  // ---- forward ----
+  std::vector<float> x(static_cast<size_t>(n * c));
+  k::embedding_forward(tokens.data(), n, w(wte_), vl, c, vocab_local_, x.data());
+  NTP_RETURN_IF_ERROR(all_reduce(x));
+  k::position_forward(w(wpe_), b, t, c, x.data());
+
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerParams& p = layers_[l];
+    LayerActs& a = acts_[l];
+    a.x_in = x;
+    resize(a.h1, n * c), resize(a.mean1, n), resize(a.rstd1, n);
+    resize(a.qkv, n * 3 * cl), resize(a.probs, b * hl * t * t), resize(a.att, n * cl);
+    resize(a.h2, n * c), resize(a.mean2, n), resize(a.rstd2, n);
+    resize(a.f, n * fl), resize(a.g, n * fl);
+
+    k::layernorm_forward(x.data(), w(p.ln1_w), w(p.ln1_b), n, c, a.h1.data(), a.mean1.data(),
+                         a.rstd1.data());
+    k::linear_forward(a.h1.data(), w(p.attn_w), w(p.attn_b), n, c, 3 * cl, a.qkv.data());
+    k::attention_forward(a.qkv.data(), b, t, hl, d, a.att.data(), a.probs.data());
+    std::vector<float> y(static_cast<size_t>(n * c));
+    k::linear_forward(a.att.data(), w(p.proj_w), nullptr, n, cl, c, y.data());
+    NTP_RETURN_IF_ERROR(all_reduce(y));
+    k::add_bias(w(p.proj_b), n, c, y.data());
+    add_into(x, y);
+    a.x_mid = x;
+
+    k::layernorm_forward(x.data(), w(p.ln2_w), w(p.ln2_b), n, c, a.h2.data(), a.mean2.data(),
+                         a.rstd2.data());
+    k::linear_forward(a.h2.data(), w(p.fc_w), w(p.fc_b), n, c, fl, a.f.data());
+    k::gelu_forward(a.f.data(), n * fl, a.g.data());
+    k::linear_forward(a.g.data(), w(p.fc2_w), nullptr, n, fl, c, y.data());
+    NTP_RETURN_IF_ERROR(all_reduce(y));
+    k::add_bias(w(p.fc2_b), n, c, y.data());
+    add_into(x, y);
+  }
+  x_final_ = x;
+  resize(hf_, n * c), resize(meanf_, n), resize(rstdf_, n), resize(logits_, n * vl);
+  k::layernorm_forward(x.data(), w(lnf_w_), w(lnf_b_), n, c, hf_.data(), meanf_.data(),
+                       rstdf_.data());
+  // logits[n, vl] = hf[n, c] * wte_local[vl, c]^T
+  k::gemm(false, true, n, vl, c, 1.0f, hf_.data(), c, w(wte_), c, 0.0f, logits_.data(), vl);
+
+  // Parallel cross-entropy: global row max, then global exp-sum and target logit.
+  std::vector<float> local_max(static_cast<size_t>(n));
+  k::row_max(logits_.data(), n, vl, local_max.data());
+  std::vector<float> gmax(static_cast<size_t>(n));
+  if (group->size() == 1) {
+    gmax = local_max;
+  } else {
+    std::vector<float> all(static_cast<size_t>(n * group->size()));
+    NTP_RETURN_IF_ERROR(group->all_gather(local_max, all));
+    std::fill(gmax.begin(), gmax.end(), -std::numeric_limits<float>::infinity());
+    for (int r = 0; r < group->size(); ++r) {
+      for (int64_t i = 0; i < n; ++i) gmax[i] = std::max(gmax[i], all[r * n + i]);
+    }
+  }
+  std::vector<float> stats(static_cast<size_t>(2 * n));  // [exp-sum | target logit]
+  k::row_sum_exp(logits_.data(), n, vl, gmax.data(), stats.data());
+  k::target_logits(logits_.data(), n, vl, targets.data(), vocab_local_, stats.data() + n);
+  NTP_RETURN_IF_ERROR(all_reduce(stats));
+  const double loss = k::cross_entropy_loss_sum(n, gmax.data(), stats.data(), stats.data() + n) /
+                      static_cast<double>(n);
+  if (!backward) return loss;
+
+  // ---- backward ----
+  std::vector<float> dlogits(static_cast<size_t>(n * vl));
+  k::cross_entropy_backward(logits_.data(), n, vl, targets.data(), vocab_local_, gmax.data(),
+                            stats.data(), 1.0f / static_cast<float>(n), dlogits.data());
+  // Tied head: dwte_local += dlogits^T hf; dhf = dlogits wte_local (partial over vocabulary).
+  k::gemm(true, false, vl, c, n, 1.0f, dlogits.data(), vl, hf_.data(), c, 1.0f, dw(wte_), c);
+  std::vector<float> dh(static_cast<size_t>(n * c));
+  k::gemm(false, false, n, c, vl, 1.0f, dlogits.data(), vl, w(wte_), c, 0.0f, dh.data(), c);
+  NTP_RETURN_IF_ERROR(all_reduce(dh));
+  std::vector<float> dx(static_cast<size_t>(n * c)), tmp(static_cast<size_t>(n * c));
+  k::layernorm_backward(x_final_.data(), w(lnf_w_), meanf_.data(), rstdf_.data(), dh.data(), n, c,
+                        dx.data(), dw(lnf_w_), dw(lnf_b_));
+
+  std::vector<float> dg, df, datt, dqkv;
+  for (size_t li = layers_.size(); li-- > 0;) {
+    const LayerParams& p = layers_[li];
+    LayerActs& a = acts_[li];
+    // MLP: dx is the gradient of the block output (and of x_mid through the residual).
+    resize(dg, n * fl), resize(df, n * fl);
+    k::linear_backward(a.g.data(), w(p.fc2_w), dx.data(), n, fl, c, dg.data(), dw(p.fc2_w),
+                       dw(p.fc2_b));
+    k::gelu_backward(a.f.data(), dg.data(), n * fl, df.data());
+    k::linear_backward(a.h2.data(), w(p.fc_w), df.data(), n, c, fl, dh.data(), dw(p.fc_w),
+                       dw(p.fc_b));
+    NTP_RETURN_IF_ERROR(all_reduce(dh));
+    k::layernorm_backward(a.x_mid.data(), w(p.ln2_w), a.mean2.data(), a.rstd2.data(), dh.data(), n,
+                          c, tmp.data(), dw(p.ln2_w), dw(p.ln2_b));
+    add_into(dx, tmp);
+    // Attention.
+    resize(datt, n * cl), resize(dqkv, n * 3 * cl);
+    k::linear_backward(a.att.data(), w(p.proj_w), dx.data(), n, cl, c, datt.data(), dw(p.proj_w),
+                       dw(p.proj_b));
+    k::attention_backward(a.qkv.data(), a.probs.data(), datt.data(), b, t, hl, d, dqkv.data());
+    k::linear_backward(a.h1.data(), w(p.attn_w), dqkv.data(), n, c, 3 * cl, dh.data(), dw(p.attn_w),
+                       dw(p.attn_b));
+    NTP_RETURN_IF_ERROR(all_reduce(dh));
+    k::layernorm_backward(a.x_in.data(), w(p.ln1_w), a.mean1.data(), a.rstd1.data(), dh.data(), n,
+                          c, tmp.data(), dw(p.ln1_w), dw(p.ln1_b));
+    add_into(dx, tmp);
+  }
+  k::embedding_backward(tokens.data(), n, dx.data(), vl, c, vocab_local_, dw(wte_));
+  k::position_backward(dx.data(), b, t, c, dw(wpe_));
+  return loss;
+}
+
+Result<double> GptModel::grad_norm() {
+  std::vector<float> sharded(1, 0.0f);
+  double sharded_sq = 0.0, replicated_sq = 0.0;
+  for (const Param& p : params_) {
+    const double s = k::sum_of_squares(p.grad.data(), p.grad.numel());
+    (p.replicated() ? replicated_sq : sharded_sq) += s;
+  }
+  // float32 all-reduce of the sharded sum: relative rounding 1e-7 is far below any clip concern.
+  sharded[0] = static_cast<float>(sharded_sq);
+  NTP_RETURN_IF_ERROR(all_reduce(sharded));
+  return std::sqrt(static_cast<double>(sharded[0]) + replicated_sq);
+}
+
+double GptModel::training_flops(const GptConfig& config, int64_t b, int64_t t) {
+  const double c = static_cast<double>(config.n_embd);
+  const double f = static_cast<double>(config.ffn());
+  const double matmul_params =
+      static_cast<double>(config.n_layer) * (3 * c * c + c * c + 2 * c * f) +
+      static_cast<double>(config.vocab_size) * c;
+  const double tokens = static_cast<double>(b * t);
+  const double attention = 12.0 * static_cast<double>(config.n_layer) * static_cast<double>(t) * c;
+  return tokens * (6.0 * matmul_params + attention);
+}
+
+}  // namespace ntp::model

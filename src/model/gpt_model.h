@@ -1,0 +1,101 @@
+// GptModel: a GPT-2 decoder (pre-LayerNorm blocks, learned positions, tied input/output
+// embedding) whose tensor parallelism is given by a TpShard, not a scalar degree.
+//
+// One instance is one TP rank of one replica. Megatron pattern, every rank holding the units its
+// shard lists (non-contiguous allowed):
+//   embedding      vocabulary-parallel lookup, all-reduce, + wpe (replicated)
+//   attention      column-parallel c_attn (the shard's heads' Q, K, V columns), causal attention on
+//                  local heads, row-parallel attn.c_proj (the heads' rows), all-reduce, + bias
+//   MLP            column-parallel c_fc (the shard's FFN units), GELU, row-parallel mlp.c_proj,
+//                  all-reduce, + bias
+//   LM head        tied wte rows -> logits of the local vocabulary; parallel cross-entropy
+//                  (all-gather of row maxima, all-reduce of exp-sums and target logits)
+// Backward mirrors it: the input gradients of column-parallel layers and of the LM head are
+// all-reduced. Replicated parameters (LayerNorms, row-parallel biases, wpe) receive identical
+// gradients on every rank; count them once per replica.
+//
+// Tokens and targets are int32 [B, T] row-major, T <= n_ctx. Loss is the mean over B*T tokens
+// in nats; backward accumulates d(loss)/d(param) into Param::grad.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "model/gpt_config.h"
+#include "model/param.h"
+#include "model/tp_group.h"
+#include "model/tp_shard.h"
+
+namespace ntp::model {
+
+class GptModel {
+ public:
+  // `group` (degree 1 when null) must outlive the model; shard must be valid for config.
+  static Result<GptModel> create(const GptConfig& config, TpShard shard, uint64_t seed,
+                                 TpGroup* group = nullptr);
+
+  GptModel(GptModel&&) = default;
+  GptModel& operator=(GptModel&&) = default;
+  GptModel(const GptModel&) = delete;
+  GptModel& operator=(const GptModel&) = delete;
+
+  const GptConfig& config() const { return config_; }
+  const TpShard& shard() const { return shard_; }
+  // In Hugging Face order: wte, wpe, h.0.ln_1 ... h.L-1.mlp.c_proj.bias, ln_f.
+  std::vector<Param>& params() { return params_; }
+  const std::vector<Param>& params() const { return params_; }
+  // Null when no parameter has that name.
+  Param* find(std::string_view name);
+
+  void zero_grad();
+  // Forward and backward; returns the mean loss and accumulates gradients.
+  Result<double> forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                                  int64_t b, int64_t t);
+  // Forward only (evaluation).
+  Result<double> loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
+                      int64_t t);
+  // Global gradient L2 norm of the replica: sharded gradients summed over ranks, replicated ones
+  // counted once.
+  Result<double> grad_norm();
+
+  // Model FLOPs of one forward+backward over b*t tokens of the whole replica: 6 per parameter
+  // per token for the matrix products (tied head counted as a product) plus 12 * n_layer * t *
+  // n_embd per token for attention scores and values (the causal half counted in full, as usual).
+  static double training_flops(const GptConfig& config, int64_t b, int64_t t);
+
+ private:
+  struct LayerParams {
+    int ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b;
+  };
+  struct LayerActs {
+    std::vector<float> x_in, h1, mean1, rstd1, qkv, probs, att, x_mid, h2, mean2, rstd2, f, g;
+  };
+
+  GptModel(GptConfig config, TpShard shard, TpGroup* group);
+  int add_param(std::string name, std::vector<int64_t> logical_shape, int shard_axis,
+                std::vector<int64_t> logical_index);
+  float* w(int index) { return params_[static_cast<size_t>(index)].value.data(); }
+  float* dw(int index) { return params_[static_cast<size_t>(index)].grad.data(); }
+  Status all_reduce(std::vector<float>& data);
+  Status check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
+                     int64_t t) const;
+  Result<double> run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
+                     int64_t t, bool backward);
+
+  GptConfig config_;
+  TpShard shard_;
+  TpGroup* group_;
+  SoloTpGroup solo_;
+  std::vector<Param> params_;
+  int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1;
+  std::vector<LayerParams> layers_;
+  std::vector<int64_t> vocab_local_;  // logical id -> local wte row or -1
+  // Activations of the last forward, reused across steps of the same shape.
+  std::vector<LayerActs> acts_;
+  std::vector<float> x_final_, hf_, meanf_, rstdf_, logits_;
+};
+
+}  // namespace ntp::model

@@ -1,0 +1,36 @@
+// Param: one named model tensor as a rank stores it, plus the map back to the logical tensor.
+//
+// The logical tensor is Hugging Face GPT2LMHeadModel's (name and shape, Conv1D weights stored
+// [in, out]). A rank stores either the whole tensor (shard_axis = -1, replicated on every TP rank)
+// or a subset of the slices along one axis: local slice i along `shard_axis` is logical slice
+// logical_index[i]. Local shape = logical shape with that dimension = logical_index.size().
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace ntp::model {
+
+struct Param {
+  std::string name;
+  std::vector<int64_t> logical_shape;
+  int shard_axis = -1;                 // -1: replicated
+  std::vector<int64_t> logical_index;  // used when shard_axis >= 0
+  Tensor value;                        // local shape
+  Tensor grad;                         // local shape, accumulated by backward
+
+  bool replicated() const { return shard_axis < 0; }
+  std::vector<int64_t> local_shape() const;
+  // Logical flat (row-major) offset of local flat element i.
+  int64_t logical_offset(int64_t local_flat) const;
+  // logical[logical_offset(i)] = local[i] for every local element i (the rest untouched).
+  void scatter_to_logical(std::span<const float> local, std::span<float> logical) const;
+  // local[i] = logical[logical_offset(i)].
+  void gather_from_logical(std::span<const float> logical, std::span<float> local) const;
+};
+
+}  // namespace ntp::model
