@@ -16,17 +16,19 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
 
   int exit_code = ntp::cli::kExitOk;
+#ifdef NTP_CLI_PLAN
   ntp::cli::add_plan_command(app, exit_code);
-#ifdef NTP_HAVE_SIM
+#endif
+#ifdef NTP_CLI_SIM
   ntp::cli::add_sim_command(app, exit_code);
 #endif
-#ifdef NTP_HAVE_POWER
+#ifdef NTP_CLI_POWER
   ntp::cli::add_power_command(app, exit_code);
 #endif
-#ifdef NTP_HAVE_ELASTIC
+#ifdef NTP_CLI_LAUNCH
   ntp::cli::add_launch_command(app, exit_code);
 #endif
-#ifdef NTP_HAVE_TRAIN
+#ifdef NTP_CLI_TRAIN
   ntp::cli::add_train_command(app, exit_code);
 #endif
 

@@ -1,0 +1,120 @@
+// End-to-end tests of `ntp plan` through the real binary.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "run_command.h"
+
+namespace ntp {
+namespace {
+
+using testing::run_command;
+
+testing::CommandOutput ntp(std::vector<std::string> args) {
+  args.insert(args.begin(), NTP_BINARY);
+  return run_command(args);
+}
+
+// A small valid `ntp plan` command line; `extra` adds flags or overrides the defaults.
+std::vector<std::string> plan_args(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"plan"};
+  for (const auto& [flag, value] :
+       {std::pair{"--domains", "3"}, {"--tp", "8"}, {"--heads", "16"}, {"--ffn", "64"}}) {
+    if (std::find(extra.begin(), extra.end(), flag) == extra.end()) {
+      args.push_back(flag);
+      args.push_back(value);
+    }
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+TEST(NtpCli, HelpAndVersion) {
+  auto help = ntp({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("plan"), std::string::npos);
+  auto plan_help = ntp({"plan", "--help"});
+  EXPECT_EQ(plan_help.exit_code, 0);
+  for (const char* flag : {"--domains", "--tp", "--failed", "--min-tp", "--repair", "--json"}) {
+    EXPECT_NE(plan_help.out.find(flag), std::string::npos) << flag;
+  }
+  auto version = ntp({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("ntp ", 0), 0u);
+}
+
+TEST(NtpPlan, BadInputIsOneLineOnStderrAndExitCode2) {
+  struct Case {
+    std::vector<std::string> extra;
+    std::string mentions;
+  };
+  const std::vector<Case> cases = {
+      {{"--failed", "0:1,0:2,0:3", "--min-tp", "6"}, "below --min-tp 6"},
+      {{"--failed", "1:0,1:1,1:2,1:3,1:4,1:5,1:6,1:7"}, "domain 1 has every one"},
+      {{"--failed", "0:8"}, "slot 8 is out of range"},
+      {{"--failed", "5:0"}, "domain 5 is out of range"},
+      {{"--failed", "0-1"}, "'0-1' has no ':'"},
+      {{"--failed", "0:1,,2:2"}, "DOMAIN:SLOT"},
+      {{"--repair", "0:1"}, "--repair 0:1 is not a failed slot"},
+      {{"--heads", "5"}, "heads has 5 units, fewer than TP degree 8"},
+      {{"--ffn-block", "7"}, "--ffn 64 is not a multiple of --ffn-block 7"},
+      {{"--domains", "x"}, "--domains"},
+  };
+  for (const Case& c : cases) {
+    auto r = ntp(plan_args(c.extra));
+    EXPECT_EQ(r.exit_code, 2) << c.mentions;
+    EXPECT_TRUE(r.out.empty()) << c.mentions << ": stdout was " << r.out;
+    EXPECT_NE(r.err.find(c.mentions), std::string::npos) << "stderr: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
+  }
+}
+
+TEST(NtpPlan, JsonFollowsTheDocumentedSchema) {
+  auto r =
+      ntp(plan_args({"--failed", "0:3,2:0,2:7", "--vocab", "50", "--repair", "2:7", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  const std::vector<int> degrees = {7, 8, 6};
+  ASSERT_EQ(doc["replicas"].size(), 3u);
+  for (int d = 0; d < 3; ++d) {
+    const auto& replica = doc["replicas"][static_cast<std::size_t>(d)];
+    EXPECT_EQ(replica["domain"], d);
+    EXPECT_EQ(replica["degree"], degrees[static_cast<std::size_t>(d)]);
+    EXPECT_EQ(replica["slots"].size(),
+              static_cast<std::size_t>(degrees[static_cast<std::size_t>(d)]));
+    for (const auto& [space, units] : {std::pair{"heads", 16}, {"ffn", 64}, {"vocab", 50}}) {
+      const auto& per_rank = replica["units"][space];
+      ASSERT_EQ(per_rank.size(), static_cast<std::size_t>(degrees[static_cast<std::size_t>(d)]));
+      std::multiset<int> seen;
+      for (const auto& rank : per_rank) {
+        for (int u : rank) seen.insert(u);
+      }
+      ASSERT_EQ(seen.size(), static_cast<std::size_t>(units)) << space;
+      for (int u = 0; u < units; ++u) EXPECT_EQ(seen.count(u), 1u) << space << " unit " << u;
+    }
+  }
+  EXPECT_EQ(doc["sync"]["sync_degree"], 6);
+  EXPECT_EQ(doc["sync"]["dp_groups"].size(), 3u * 6u);
+  long long bytes = 0;
+  for (const auto& t : doc["reshard"]["failure"]["transfers"]) bytes += t["bytes"].get<long long>();
+  EXPECT_EQ(bytes, doc["reshard"]["failure"]["intra_domain_bytes"].get<long long>() +
+                       doc["reshard"]["failure"]["dp_peer_bytes"].get<long long>());
+  EXPECT_GT(doc["reshard"]["failure"]["dp_peer_bytes"].get<long long>(), 0);
+  ASSERT_FALSE(doc["reshard"]["repair"].is_null());
+  EXPECT_EQ(doc["reshard"]["repair"]["dp_peer_bytes"], 0);
+  EXPECT_EQ(doc["repaired"]["replicas"][2]["degree"], 7);
+}
+
+TEST(NtpPlan, TextReportNamesEveryDegradedReplica) {
+  auto r = ntp(plan_args({"--failed", "1:2,1:5"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty());
+  EXPECT_NE(r.out.find("sync degree 6"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0-1,3-4,6-7"), std::string::npos) << "active slots of domain 1\n" << r.out;
+  EXPECT_NE(r.out.find("reshard on failure (2 GPUs lost)"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace ntp
