@@ -3,6 +3,7 @@
 // kernel's float32 backward must match dL/dx. Sizes are small so the suite also runs under ASan.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <numeric>
 
 #include "kernels/cpu/attention.h"
@@ -129,9 +130,16 @@ TEST(GeluTest, ForwardAndBackwardMatchReference) {
   EXPECT_LT(rel_error(to_double(dx), numeric_grad(l, x)), kGradTol);
 }
 
-TEST(AttentionTest, ForwardAndBackwardMatchReference) {
+class AttentionTest : public ::testing::TestWithParam<std::array<int64_t, 4>> {};
+
+// Shapes [b, t, h, d]; t = 70 spans two of the kernel's 64-query blocks.
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
+                         ::testing::Values(std::array<int64_t, 4>{2, 5, 3, 4},
+                                           std::array<int64_t, 4>{1, 70, 1, 2}));
+
+TEST_P(AttentionTest, ForwardAndBackwardMatchReference) {
   Rng rng(5);
-  const int64_t b = 2, t = 5, h = 3, d = 4;
+  const auto [b, t, h, d] = GetParam();
   Vec qkv = reference::random_vec(rng, b * t * 3 * h * d),
       probe = reference::random_vec(rng, b * t * h * d);
   std::vector<float> out(b * t * h * d), probs(b * h * t * t), dqkv(qkv.size());

@@ -1,11 +1,16 @@
 #include "kernels/cpu/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
 
 namespace ntp::kernels::cpu {
+
+// Products are done in row blocks of kBlock queries: block [i0, i1) only needs keys [0, i1), so
+// the masked upper triangle is mostly skipped (about 40% fewer FLOPs at T = 256).
+constexpr int64_t kBlock = 64;
 
 void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t h, int64_t d, float* out,
                        float* probs) {
@@ -18,7 +23,10 @@ void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t h, int64_
       const float* k = q + hd;
       const float* v = q + 2 * hd;
       float* p = probs + (bi * h + hi) * t * t;
-      gemm(false, true, t, t, d, scale, q, row, k, row, 0.0f, p, t);
+      for (int64_t i0 = 0; i0 < t; i0 += kBlock) {
+        const int64_t i1 = std::min(t, i0 + kBlock);
+        gemm(false, true, i1 - i0, i1, d, scale, q + i0 * row, row, k, row, 0.0f, p + i0 * t, t);
+      }
       for (int64_t i = 0; i < t; ++i) {
         float* pr = p + i * t;
         float mx = pr[0];
@@ -32,7 +40,11 @@ void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t h, int64_
         for (int64_t j = 0; j <= i; ++j) pr[j] *= inv;
         for (int64_t j = i + 1; j < t; ++j) pr[j] = 0.0f;
       }
-      gemm(false, false, t, d, t, 1.0f, p, t, v, row, 0.0f, out + bi * t * hd + hi * d, hd);
+      float* o = out + bi * t * hd + hi * d;
+      for (int64_t i0 = 0; i0 < t; i0 += kBlock) {
+        const int64_t i1 = std::min(t, i0 + kBlock);
+        gemm(false, false, i1 - i0, d, i1, 1.0f, p + i0 * t, t, v, row, 0.0f, o + i0 * hd, hd);
+      }
     }
   }
 }
@@ -53,9 +65,12 @@ void attention_backward(const float* qkv, const float* probs, const float* dout,
       float* dv = dq + 2 * hd;
       const float* p = probs + (bi * h + hi) * t * t;
       const float* dout_bh = dout + bi * t * hd + hi * d;
-      // dP = dO V^T; dV = P^T dO.
-      gemm(false, true, t, t, d, 1.0f, dout_bh, hd, v, row, 0.0f, ds.data(), t);
-      gemm(true, false, t, d, t, 1.0f, p, t, dout_bh, hd, 0.0f, dv, row);
+      // dP = dO V^T (lower triangle by blocks).
+      for (int64_t i0 = 0; i0 < t; i0 += kBlock) {
+        const int64_t i1 = std::min(t, i0 + kBlock);
+        gemm(false, true, i1 - i0, i1, d, 1.0f, dout_bh + i0 * hd, hd, v, row, 0.0f,
+             ds.data() + i0 * t, t);
+      }
       // Softmax backward: dS = P * (dP - sum_j P dP), zero above the diagonal.
       for (int64_t i = 0; i < t; ++i) {
         const float* pr = p + i * t;
@@ -65,9 +80,22 @@ void attention_backward(const float* qkv, const float* probs, const float* dout,
         for (int64_t j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - dot);
         for (int64_t j = i + 1; j < t; ++j) dr[j] = 0.0f;
       }
-      // dQ = scale * dS K; dK = scale * dS^T Q.
-      gemm(false, false, t, d, t, scale, ds.data(), t, k, row, 0.0f, dq, row);
-      gemm(true, false, t, d, t, scale, ds.data(), t, q, row, 0.0f, dk, row);
+      for (int64_t i = 0; i < t; ++i) {
+        std::fill(dk + i * row, dk + i * row + d, 0.0f);
+        std::fill(dv + i * row, dv + i * row + d, 0.0f);
+      }
+      for (int64_t i0 = 0; i0 < t; i0 += kBlock) {
+        const int64_t i1 = std::min(t, i0 + kBlock);
+        const int64_t rows = i1 - i0;
+        // dV[0:i1] += P[i0:i1, 0:i1]^T dO[i0:i1]
+        gemm(true, false, i1, d, rows, 1.0f, p + i0 * t, t, dout_bh + i0 * hd, hd, 1.0f, dv, row);
+        // dQ[i0:i1] = scale * dS[i0:i1, 0:i1] K[0:i1]
+        gemm(false, false, rows, d, i1, scale, ds.data() + i0 * t, t, k, row, 0.0f, dq + i0 * row,
+             row);
+        // dK[0:i1] += scale * dS[i0:i1, 0:i1]^T Q[i0:i1]
+        gemm(true, false, i1, d, rows, scale, ds.data() + i0 * t, t, q + i0 * row, row, 1.0f, dk,
+             row);
+      }
     }
   }
 }

@@ -6,13 +6,18 @@ namespace ntp::kernels::cpu {
 namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
+
+// tanh(u) = 1 - 2 / (exp(2u) + 1): one expf instead of glibc's tanhf (expm1f-based, about 3x
+// slower; GELU was ~13% of a training step). Saturates correctly (exp -> inf gives 1, exp -> 0
+// gives -1); the absolute error stays ~1e-7, which is all GELU needs since it uses 1 + tanh.
+inline float fast_tanh(float u) { return 1.0f - 2.0f / (std::exp(2.0f * u) + 1.0f); }
 }  // namespace
 
 void gelu_forward(const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float u = kSqrt2OverPi * (v + kCubic * v * v * v);
-    y[i] = 0.5f * v * (1.0f + std::tanh(u));
+    y[i] = 0.5f * v * (1.0f + fast_tanh(u));
   }
 }
 
@@ -20,7 +25,7 @@ void gelu_backward(const float* x, const float* dy, int64_t n, float* dx) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float u = kSqrt2OverPi * (v + kCubic * v * v * v);
-    const float t = std::tanh(u);
+    const float t = fast_tanh(u);
     const float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
     dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
   }

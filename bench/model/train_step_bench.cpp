@@ -1,0 +1,157 @@
+// Model FLOP/s of a GPT-2 training step on CPU as a fraction of OpenBLAS sgemm FLOP/s, both
+// measured in the same run, interleaved, at the same OpenBLAS thread count.
+//
+//   build-model/bench/model/model_train_step_bench [--threads N] [--layers L] [--batch B]
+//                                                  [--rounds R]
+// Defaults: width 512, context 256, 8 heads, 2 layers, vocabulary 256, batch 4, 1 thread.
+// Model FLOPs per step = GptModel::training_flops (6 per matmul parameter per token + 12 L T C
+// per token for attention); the step is forward + backward + grad norm + AdamW. The sgemm
+// reference is the model's largest product shape (B*T x C) * (C x 4C) and a 1024^3 square; the
+// ratio is taken against the faster of the two. Each figure is the best of R rounds.
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "kernels/cpu/clip.h"
+#include "kernels/cpu/gemm.h"
+#include "model/gpt_model.h"
+#include "train/adamw_optimizer.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+// Best-of-`reps` FLOP/s of C[m,n] = A[m,k] B[k,n].
+double sgemm_flops(int64_t m, int64_t n, int64_t k, int reps) {
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)),
+      c(static_cast<size_t>(m * n));
+  ntp::Rng rng(1);
+  for (float& v : a) v = static_cast<float>(rng.uniform() - 0.5);
+  for (float& v : b) v = static_cast<float>(rng.uniform() - 0.5);
+  ntp::kernels::cpu::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t = Clock::now();
+    ntp::kernels::cpu::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(),
+                            n);
+    best = std::min(best, seconds_since(t));
+  }
+  return 2.0 * static_cast<double>(m * n * k) / best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1, rounds = 5;
+  int64_t layers = 2, batch = 4;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const long value = std::strtol(argv[i + 1], nullptr, 10);
+    if (value <= 0) {
+      std::fprintf(stderr, "error: %s needs a positive integer, got '%s'\n", flag.c_str(),
+                   argv[i + 1]);
+      return 2;
+    }
+    if (flag == "--threads") {
+      threads = static_cast<int>(value);
+    } else if (flag == "--layers") {
+      layers = value;
+    } else if (flag == "--batch") {
+      batch = value;
+    } else if (flag == "--rounds") {
+      rounds = static_cast<int>(value);
+    } else {
+      std::fprintf(stderr, "error: unknown flag %s (use --threads, --layers, --batch, --rounds)\n",
+                   flag.c_str());
+      return 2;
+    }
+  }
+  const int used_threads = ntp::kernels::cpu::set_blas_threads(threads);
+
+  ntp::model::GptConfig config;
+  config.n_layer = layers;
+  config.n_head = 8;
+  config.n_embd = 512;
+  config.n_ctx = 256;
+  config.vocab_size = 256;
+  const int64_t t = config.n_ctx;
+  auto created = ntp::model::GptModel::create(config, ntp::model::full_shard(config), 1);
+  if (!created.ok()) {
+    std::fprintf(stderr, "error: %s\n", created.status().to_string().c_str());
+    return 1;
+  }
+  ntp::model::GptModel& model = *created;
+  ntp::train::AdamWOptimizer opt(model.params(), {.lr = 1e-4f});
+  std::vector<int32_t> tokens(static_cast<size_t>(batch * t)), targets(tokens.size());
+  ntp::Rng rng(3);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>(rng.below(256));
+    targets[i] = static_cast<int32_t>(rng.below(256));
+  }
+  auto step = [&]() {
+    model.zero_grad();
+    const double loss = model.forward_backward(tokens, targets, batch, t).value();
+    const double norm = model.grad_norm().value();
+    opt.step(model.params(), 1e-4f, ntp::kernels::cpu::clip_coefficient(norm, 1.0));
+    return loss;
+  };
+  step();  // warm-up: allocates activations
+
+  const double step_flops = ntp::model::GptModel::training_flops(config, batch, t);
+  double best_step = 1e30, best_fc = 0.0, best_square = 0.0;
+  for (int r = 0; r < rounds; ++r) {
+    // Interleaved so that both see the same machine load.
+    best_fc = std::max(best_fc, sgemm_flops(batch * t, 4 * config.n_embd, config.n_embd, 3));
+    const auto start = Clock::now();
+    step();
+    best_step = std::min(best_step, seconds_since(start));
+    best_square = std::max(best_square, sgemm_flops(1024, 1024, 1024, 2));
+  }
+  const double model_flops = step_flops / best_step;
+  const double reference = std::max(best_fc, best_square);
+
+  utsname u{};
+  uname(&u);
+  std::printf("machine: %s, %ld online CPUs, %s %s\n", cpu_model().c_str(),
+              sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release);
+  std::printf(
+      "config: GPT-2 width %lld, context %lld, %lld heads, %lld layers, vocab %lld, "
+      "batch %lld (%lld tokens/step), %lld params; OpenBLAS threads %d; best of %d rounds\n",
+      static_cast<long long>(config.n_embd), static_cast<long long>(t),
+      static_cast<long long>(config.n_head), static_cast<long long>(layers),
+      static_cast<long long>(config.vocab_size), static_cast<long long>(batch),
+      static_cast<long long>(batch * t), static_cast<long long>(config.num_params()), used_threads,
+      rounds);
+  std::printf("reproduce: %s --threads %d --layers %lld --batch %lld --rounds %d\n", argv[0],
+              threads, static_cast<long long>(layers), static_cast<long long>(batch), rounds);
+  std::printf("sgemm (%lldx%lld)*(%lldx%lld): %.2f GFLOP/s; sgemm 1024^3: %.2f GFLOP/s\n",
+              static_cast<long long>(batch * t), static_cast<long long>(config.n_embd),
+              static_cast<long long>(config.n_embd), static_cast<long long>(4 * config.n_embd),
+              best_fc / 1e9, best_square / 1e9);
+  std::printf("training step: %.1f ms, %.2f model GFLOP/step, %.2f model GFLOP/s\n",
+              best_step * 1e3, step_flops / 1e9, model_flops / 1e9);
+  std::printf("ratio model FLOP/s / sgemm FLOP/s = %.3f (goal >= 0.6)\n", model_flops / reference);
+  return 0;
+}
