@@ -1,0 +1,114 @@
+// `ntp launch` (start, watch and break workers; docs/launch.md) and the hidden `ntp comm-worker`
+// it is tested and demonstrated with.
+#include <CLI/CLI.hpp>
+
+#include "cli/cli_error.h"
+#include "cli/commands.h"
+#include "elastic/comm_worker.h"
+#include "elastic/launcher.h"
+
+namespace ntp::cli {
+namespace {
+
+struct LaunchArgs {
+  int nproc_per_node = 1;
+  std::optional<int> nnodes;
+  std::optional<int> node_rank;
+  std::string store;
+  std::string run_id;
+  std::vector<std::string> inject;
+  std::string chaos;
+  std::string log_dir;
+  bool no_prefix = false;
+  double grace_seconds = 3.0;
+  std::vector<std::string> command;
+};
+
+Result<elastic::LaunchOptions> to_options(const LaunchArgs& args) {
+  elastic::LaunchOptions options;
+  options.nproc_per_node = args.nproc_per_node;
+  options.nnodes = args.nnodes;
+  options.node_rank = args.node_rank;
+  options.store = args.store;
+  options.run_id = args.run_id;
+  for (const std::string& text : args.inject) {
+    NTP_ASSIGN_OR_RETURN(elastic::FaultSpec fault, elastic::parse_fault_spec(text));
+    options.faults.push_back(fault);
+  }
+  if (!args.chaos.empty()) {
+    NTP_ASSIGN_OR_RETURN(elastic::ChaosSpec chaos, elastic::parse_chaos_spec(args.chaos));
+    options.chaos = chaos;
+  }
+  options.log_dir = args.log_dir;
+  options.prefix_output = !args.no_prefix;
+  if (!(args.grace_seconds >= 0)) {
+    return invalid_argument("--grace " + std::to_string(args.grace_seconds) + " must be >= 0");
+  }
+  options.grace = std::chrono::milliseconds(static_cast<long long>(args.grace_seconds * 1000));
+  options.command = args.command;
+  return options;
+}
+
+void add_comm_worker_command(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<elastic::CommWorkerOptions>();
+  auto timeout_ms = std::make_shared<long long>(2000);
+  auto step_ms = std::make_shared<long long>(20);
+  CLI::App* cmd = app.add_subcommand(
+      "comm-worker",
+      "Test worker for `ntp launch`: allreduce steps that survive dead peers (see docs/launch.md)");
+  cmd->group("");  // hidden from `ntp --help`
+  cmd->add_option("--steps", options->steps, "Steps to run")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--elements", options->elements, "float32 elements per allreduce");
+  cmd->add_option("--timeout-ms", *timeout_ms, "Communicator timeout")->check(CLI::PositiveNumber);
+  cmd->add_option("--step-ms", *step_ms, "Pause between steps")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-world", options->min_world, "Fail when fewer workers remain")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([&exit_code, options, timeout_ms, step_ms] {
+    options->timeout = std::chrono::milliseconds(*timeout_ms);
+    options->step_time = std::chrono::milliseconds(*step_ms);
+    exit_code = elastic::run_comm_worker(*options);
+  });
+}
+
+}  // namespace
+
+void add_launch_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<LaunchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "launch",
+      "Start, watch and (for tests) break worker processes: ntp launch --nproc-per-node N -- "
+      "ntp <subcommand> ...");
+  cmd->add_option("--nproc-per-node", args->nproc_per_node, "Workers on this node")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--nnodes", args->nnodes,
+                  "Number of nodes (default: Slurm/Open MPI variables, else 1)");
+  cmd->add_option("--node-rank", args->node_rank,
+                  "This node's index (default: Slurm/Open MPI variables, else 0)");
+  cmd->add_option("--store", args->store,
+                  "Rendezvous store: file:DIR (default file:$TMPDIR/ntp-store) or "
+                  "redis://[:PASSWORD@]HOST:PORT");
+  cmd->add_option("--run-id", args->run_id, "Namespaces the store keys (default: generated)");
+  cmd->add_option("--inject", args->inject,
+                  "Fault: kill|hang|repair:rank=R,at=STEP or at=SECONDSs (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--chaos", args->chaos, "Random kill/hang faults: SEED,RATE (faults per second)");
+  cmd->add_option("--log-dir", args->log_dir, "Also write each worker's output to DIR/rank_R.log");
+  cmd->add_flag("--no-prefix", args->no_prefix, "Do not prefix worker lines with [rank R]");
+  cmd->add_option("--grace", args->grace_seconds,
+                  "Seconds between SIGTERM and SIGKILL when stopping workers (default 3)");
+  cmd->add_option("command", args->command, "Worker command after --, e.g. -- ntp comm-worker")
+      ->required();
+  cmd->callback([&exit_code, args] {
+    Result<elastic::LaunchOptions> options = to_options(*args);
+    if (!options.ok()) {
+      exit_code = report_error("launch", options.status());
+      return;
+    }
+    Result<int> code = elastic::run_launch(*options);
+    exit_code = code.ok() ? *code : report_error("launch", code.status());
+  });
+  add_comm_worker_command(app, exit_code);
+}
+
+}  // namespace ntp::cli

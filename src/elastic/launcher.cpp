@@ -1,0 +1,515 @@
+#include "elastic/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "comm/store.h"
+#include "core/rng.h"
+#include "elastic/identity.h"
+#include "elastic/step_report.h"
+
+namespace ntp::elastic {
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int signo) { g_stop_signal = signo; }
+
+using Clock = std::chrono::steady_clock;
+
+enum class SlotState { kRunning, kHung, kDone };
+
+// One output stream of one worker: a non-blocking pipe and the unfinished last line.
+struct Stream {
+  int fd = -1;
+  std::string partial;
+};
+
+struct Slot {
+  WorkerIdentity id;
+  pid_t pid = -1;
+  SlotState state = SlotState::kDone;
+  bool injected = false;  // hit by kill/hang: its exit does not count
+  int exit_code = 0;      // when done: exit code, or 128 + signal
+  long long step = -1;    // last reported step
+  Stream out;
+  Stream err;
+  std::unique_ptr<std::ofstream> log;
+};
+
+std::string self_exe() {
+  std::error_code ec;
+  std::filesystem::path path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("ntp") : path.string();
+}
+
+std::string generated_run_id() {
+  const auto now = std::chrono::system_clock::now().time_since_epoch().count();
+  const std::uint64_t mix =
+      splitmix64(static_cast<std::uint64_t>(now) ^ (static_cast<std::uint64_t>(::getpid()) << 32));
+  char text[32];
+  std::snprintf(text, sizeof(text), "run-%012llx",
+                static_cast<unsigned long long>(mix & 0xFFFFFFFFFFFFULL));
+  return text;
+}
+
+// The store spec workers see: a password stays out of NTP_STORE (it would show in `ps e`).
+std::string strip_password(const std::string& spec, std::string* password) {
+  if (spec.rfind("redis://", 0) != 0) return spec;
+  const std::string rest = spec.substr(8);
+  const auto at = rest.rfind('@');
+  if (at == std::string::npos) return spec;
+  const std::string auth = rest.substr(0, at);
+  *password = !auth.empty() && auth[0] == ':' ? auth.substr(1) : auth;
+  return "redis://" + rest.substr(at + 1);
+}
+
+class Launcher {
+ public:
+  Launcher(LaunchOptions options, NodeIdentity node, std::shared_ptr<comm::Store> store,
+           std::string worker_store, std::string password, std::string run_id)
+      : options_(std::move(options)),
+        node_(node),
+        store_(std::move(store)),
+        worker_store_(std::move(worker_store)),
+        password_(std::move(password)),
+        run_id_(std::move(run_id)),
+        rng_(options_.chaos
+                 ? Rng(options_.chaos->seed).fork(static_cast<std::uint64_t>(node_.node_rank))
+                 : Rng(0)) {
+    if (!options_.command.empty() && options_.command[0] == "ntp") options_.command[0] = self_exe();
+    const int n = options_.nproc_per_node;
+    slots_.resize(static_cast<std::size_t>(n));
+    for (int local = 0; local < n; ++local) {
+      WorkerIdentity& id = slots_[static_cast<std::size_t>(local)].id;
+      id.rank = node_.node_rank * n + local;
+      id.world_size = node_.nnodes * n;
+      id.local_rank = local;
+      id.local_world_size = n;
+      id.node_rank = node_.node_rank;
+      id.nnodes = node_.nnodes;
+      id.store = worker_store_;
+      id.run_id = run_id_;
+    }
+    for (const FaultSpec& fault : options_.faults) {
+      if (local_slot(fault.rank) != nullptr) pending_.push_back(fault);
+    }
+  }
+
+  int run() {
+    start_ = Clock::now();
+    for (Slot& slot : slots_) spawn(slot);
+    Clock::time_point last_steps = start_;
+    Clock::time_point last_tick = start_;
+    for (;;) {
+      pump_output(std::chrono::milliseconds(10));
+      reap();
+      if (g_stop_signal != 0) return stop_all(g_stop_signal);
+      const auto now = Clock::now();
+      if (now - last_steps >= std::chrono::milliseconds(20)) {
+        read_steps();
+        last_steps = now;
+      }
+      fire_faults();
+      if (options_.chaos) {
+        chaos(std::chrono::duration<double>(now - last_tick).count());
+      }
+      last_tick = now;
+      if (running_count() == 0) break;
+    }
+    // Everyone still able to finish has finished: hung workers never will.
+    for (Slot& slot : slots_) {
+      if (slot.state == SlotState::kHung) {
+        ::killpg(slot.pid, SIGKILL);
+      }
+    }
+    while (!all_done()) {
+      pump_output(std::chrono::milliseconds(5));
+      reap();
+    }
+    drain_all();
+    return exit_code();
+  }
+
+ private:
+  Slot* local_slot(int rank) {
+    const int local = rank - node_.node_rank * options_.nproc_per_node;
+    if (local < 0 || local >= options_.nproc_per_node) return nullptr;
+    return &slots_[static_cast<std::size_t>(local)];
+  }
+
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+  void say(const std::string& line) { std::fprintf(stderr, "ntp launch: %s\n", line.c_str()); }
+
+  void spawn(Slot& slot) {
+    int out[2];
+    int err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+      say(std::string("cannot create pipes: ") + std::strerror(errno));
+      slot.state = SlotState::kDone;
+      slot.exit_code = 1;
+      return;
+    }
+    std::vector<std::string> env = worker_env_entries(slot.id);
+    if (!password_.empty()) env.push_back("NTP_REDIS_PASSWORD=" + password_);
+    std::vector<char*> argv;
+    for (std::string& arg : options_.command) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) _exit(127);  // the launcher died before we got here
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      for (int signo : {SIGINT, SIGTERM, SIGPIPE}) ::sigaction(signo, &dfl, nullptr);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::dup2(out[1], STDOUT_FILENO);
+      ::dup2(err[1], STDERR_FILENO);
+      for (std::string& entry : env) ::putenv(entry.data());
+      ::execvp(argv[0], argv.data());
+      std::fprintf(stderr, "ntp launch: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+      _exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    if (pid < 0) {
+      say(std::string("fork failed: ") + std::strerror(errno));
+      ::close(out[0]);
+      ::close(err[0]);
+      slot.state = SlotState::kDone;
+      slot.exit_code = 1;
+      return;
+    }
+    ::setpgid(pid, pid);  // also here, so killpg works even before the child ran
+    ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+    ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+    slot.pid = pid;
+    slot.state = SlotState::kRunning;
+    slot.injected = false;
+    slot.step = -1;
+    slot.out = Stream{out[0], {}};
+    slot.err = Stream{err[0], {}};
+    if (!options_.log_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(options_.log_dir, ec);
+      slot.log = std::make_unique<std::ofstream>(
+          options_.log_dir + "/rank_" + std::to_string(slot.id.rank) + ".log", std::ios::app);
+      *slot.log << "=== ntp launch: rank " << slot.id.rank << " pid " << pid << " restart "
+                << slot.id.restart_count << " ===\n";
+    }
+  }
+
+  void emit(Slot& slot, bool is_err, const std::string& line) {
+    std::FILE* to = is_err ? stderr : stdout;
+    if (options_.prefix_output) {
+      std::fprintf(to, "[rank %d] %s\n", slot.id.rank, line.c_str());
+    } else {
+      std::fprintf(to, "%s\n", line.c_str());
+    }
+    std::fflush(to);
+    if (slot.log) {
+      *slot.log << line << '\n';
+      slot.log->flush();
+    }
+  }
+
+  // Reads what is available on `stream`; returns false at EOF or error (fd closed).
+  bool read_stream(Slot& slot, Stream& stream, bool is_err) {
+    char buffer[4096];
+    for (;;) {
+      const ssize_t got = ::read(stream.fd, buffer, sizeof(buffer));
+      if (got > 0) {
+        stream.partial.append(buffer, static_cast<std::size_t>(got));
+        std::size_t pos;
+        while ((pos = stream.partial.find('\n')) != std::string::npos) {
+          emit(slot, is_err, stream.partial.substr(0, pos));
+          stream.partial.erase(0, pos + 1);
+        }
+        continue;
+      }
+      if (got < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+      if (!stream.partial.empty()) emit(slot, is_err, stream.partial);
+      stream.partial.clear();
+      ::close(stream.fd);
+      stream.fd = -1;
+      return false;
+    }
+  }
+
+  void pump_output(std::chrono::milliseconds wait) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Slot*, bool>> owners;
+    for (Slot& slot : slots_) {
+      if (slot.out.fd >= 0) {
+        fds.push_back(pollfd{slot.out.fd, POLLIN, 0});
+        owners.emplace_back(&slot, false);
+      }
+      if (slot.err.fd >= 0) {
+        fds.push_back(pollfd{slot.err.fd, POLLIN, 0});
+        owners.emplace_back(&slot, true);
+      }
+    }
+    if (fds.empty()) {
+      std::this_thread::sleep_for(wait);
+      return;
+    }
+    const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(wait.count()));
+    if (ready <= 0) return;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto [slot, is_err] = owners[i];
+      read_stream(*slot, is_err ? slot->err : slot->out, is_err);
+    }
+  }
+
+  // After a worker exited, its pipes may still be held open by its children; take what is
+  // there now and stop listening.
+  void drain(Slot& slot) {
+    for (bool is_err : {false, true}) {
+      Stream& stream = is_err ? slot.err : slot.out;
+      if (stream.fd < 0) continue;
+      if (read_stream(slot, stream, is_err)) {
+        if (!stream.partial.empty()) emit(slot, is_err, stream.partial);
+        stream.partial.clear();
+        ::close(stream.fd);
+        stream.fd = -1;
+      }
+    }
+  }
+  void drain_all() {
+    for (Slot& slot : slots_) drain(slot);
+  }
+
+  void reap() {
+    for (Slot& slot : slots_) {
+      if (slot.state == SlotState::kDone || slot.pid <= 0) continue;
+      int status = 0;
+      const pid_t got = ::waitpid(slot.pid, &status, WNOHANG);
+      if (got != slot.pid) continue;
+      slot.state = SlotState::kDone;
+      slot.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      // Its group may still hold children: they go with it (no orphans).
+      ::killpg(slot.pid, SIGKILL);
+      drain(slot);
+      if (slot.exit_code != 0 && !slot.injected) {
+        say("rank " + std::to_string(slot.id.rank) + " exited with code " +
+            std::to_string(slot.exit_code));
+      }
+    }
+  }
+
+  int running_count() const {
+    int n = 0;
+    for (const Slot& slot : slots_) n += slot.state == SlotState::kRunning ? 1 : 0;
+    return n;
+  }
+  bool all_done() const {
+    for (const Slot& slot : slots_) {
+      if (slot.state != SlotState::kDone) return false;
+    }
+    return true;
+  }
+
+  void read_steps() {
+    for (Slot& slot : slots_) {
+      if (slot.state != SlotState::kRunning) continue;
+      Result<std::string> value = store_->get(step_key(slot.id.rank));
+      if (!value.ok()) continue;
+      try {
+        slot.step = std::stoll(*value);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+
+  long long max_live_step() const {
+    long long best = -1;
+    for (const Slot& slot : slots_) {
+      if (slot.state == SlotState::kRunning) best = std::max(best, slot.step);
+    }
+    return best;
+  }
+
+  void inject(Slot& slot, FaultKind kind, const std::string& why) {
+    if (kind == FaultKind::kRepair) {
+      if (slot.state == SlotState::kRunning) return;  // nothing to repair (yet)
+      if (slot.state == SlotState::kHung) {
+        ::killpg(slot.pid, SIGKILL);
+        int status = 0;
+        ::waitpid(slot.pid, &status, 0);
+        drain(slot);
+        slot.state = SlotState::kDone;
+      }
+      slot.id.restart_count += 1;
+      // A fresh worker must not see the dead one's step.
+      (void)store_->set(step_key(slot.id.rank), "-1");
+      say("repair: starting a fresh worker for rank " + std::to_string(slot.id.rank) +
+          " (restart " + std::to_string(slot.id.restart_count) + ", " + why + ")");
+      spawn(slot);
+      return;
+    }
+    if (slot.state != SlotState::kRunning) return;
+    slot.injected = true;
+    if (kind == FaultKind::kKill) {
+      say("injecting kill (SIGKILL) into rank " + std::to_string(slot.id.rank) + " (" + why + ")");
+      ::killpg(slot.pid, SIGKILL);
+    } else {
+      say("injecting hang (SIGSTOP) into rank " + std::to_string(slot.id.rank) + " (" + why + ")");
+      ::killpg(slot.pid, SIGSTOP);
+      slot.state = SlotState::kHung;
+    }
+  }
+
+  void fire_faults() {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      Slot* slot = local_slot(it->rank);
+      bool due = false;
+      std::string why;
+      if (it->seconds) {
+        due = elapsed() >= *it->seconds;
+        why = "at " + std::to_string(*it->seconds) + " s";
+      } else {
+        const long long step = it->kind == FaultKind::kRepair ? max_live_step() : slot->step;
+        due = slot->state != SlotState::kDone && step >= *it->step;
+        if (it->kind == FaultKind::kRepair) due = step >= *it->step;
+        why = "at step " + std::to_string(*it->step);
+      }
+      if (due && it->kind == FaultKind::kRepair && slot->state == SlotState::kRunning) {
+        due = false;  // wait until the slot is dead or hung
+      }
+      if (due) {
+        inject(*slot, it->kind, why);
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void chaos(double dt) {
+    if (dt <= 0) return;
+    const double p = 1.0 - std::exp(-options_.chaos->rate_per_second * dt);
+    if (rng_.uniform() >= p) return;
+    std::vector<Slot*> live;
+    for (Slot& slot : slots_) {
+      if (slot.state == SlotState::kRunning) live.push_back(&slot);
+    }
+    if (live.size() < 2) return;  // never the last live worker
+    Slot* victim = live[rng_.below(live.size())];
+    const FaultKind kind = rng_.below(2) == 0 ? FaultKind::kKill : FaultKind::kHang;
+    inject(*victim, kind, "chaos at " + std::to_string(elapsed()) + " s");
+  }
+
+  int stop_all(int signo) {
+    say(std::string("received ") + (signo == SIGINT ? "SIGINT" : "SIGTERM") +
+        ": stopping every worker");
+    for (Slot& slot : slots_) {
+      if (slot.state == SlotState::kDone) continue;
+      ::killpg(slot.pid, SIGTERM);
+      ::killpg(slot.pid, SIGCONT);  // a hung worker must run to act on SIGTERM
+    }
+    const auto deadline = Clock::now() + options_.grace;
+    while (!all_done() && Clock::now() < deadline) {
+      pump_output(std::chrono::milliseconds(5));
+      reap();
+    }
+    for (Slot& slot : slots_) {
+      if (slot.state != SlotState::kDone) ::killpg(slot.pid, SIGKILL);
+    }
+    while (!all_done()) {
+      pump_output(std::chrono::milliseconds(5));
+      reap();
+    }
+    drain_all();
+    return 128 + signo;
+  }
+
+  int exit_code() {
+    for (const Slot& slot : slots_) {
+      if (!slot.injected && slot.exit_code != 0) return slot.exit_code;
+    }
+    return 0;
+  }
+
+  LaunchOptions options_;
+  NodeIdentity node_;
+  std::shared_ptr<comm::Store> store_;
+  std::string worker_store_;
+  std::string password_;
+  std::string run_id_;
+  Rng rng_;
+  std::vector<Slot> slots_;
+  std::vector<FaultSpec> pending_;
+  Clock::time_point start_;
+};
+
+}  // namespace
+
+Result<int> run_launch(const LaunchOptions& options) {
+  if (options.nproc_per_node < 1) {
+    return invalid_argument("--nproc-per-node " + std::to_string(options.nproc_per_node) +
+                            " must be >= 1");
+  }
+  if (options.command.empty()) {
+    return invalid_argument("no worker command: use `ntp launch [options] -- COMMAND ...`");
+  }
+  NTP_ASSIGN_OR_RETURN(NodeIdentity node,
+                       resolve_node_identity(options.nnodes, options.node_rank, process_env()));
+  const int world = node.nnodes * options.nproc_per_node;
+  for (const FaultSpec& fault : options.faults) {
+    if (fault.rank >= world) {
+      return invalid_argument("--inject " + std::string(fault_kind_name(fault.kind)) +
+                              ":rank=" + std::to_string(fault.rank) + " is outside the world of " +
+                              std::to_string(world) + " ranks; use a rank below " +
+                              std::to_string(world));
+    }
+  }
+  const std::string run_id = options.run_id.empty() ? generated_run_id() : options.run_id;
+  std::string spec = options.store;
+  if (spec.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    spec = std::string("file:") + (tmp != nullptr ? tmp : "/tmp") + "/ntp-store";
+  }
+  NTP_ASSIGN_OR_RETURN(std::shared_ptr<comm::Store> store, comm::open_store(spec, run_id));
+  std::string password;
+  const std::string worker_store = strip_password(spec, &password);
+
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  struct sigaction old_int {};
+  struct sigaction old_term {};
+  ::sigaction(SIGINT, &action, &old_int);
+  ::sigaction(SIGTERM, &action, &old_term);
+  g_stop_signal = 0;
+
+  Launcher launcher(options, node, store, worker_store, password, run_id);
+  const int code = launcher.run();
+
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  return code;
+}
+
+}  // namespace ntp::elastic

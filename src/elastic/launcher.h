@@ -1,0 +1,46 @@
+// The launcher behind `ntp launch`: starts nproc_per_node workers on this node, watches them,
+// relays their output, injects faults, and stops all of them on SIGINT/SIGTERM.
+//
+// Contracts:
+// * Each worker runs in its own process group (so a fault or a stop reaches its children too)
+//   and dies with the launcher (PR_SET_PDEATHSIG). On SIGINT/SIGTERM the launcher sends SIGTERM
+//   (and SIGCONT, so hung workers can act on it) to every group, SIGKILLs what is left after
+//   `grace`, reaps everything and returns 128 + the signal number.
+// * Each output line of worker R goes to the launcher's stdout/stderr (matching the stream) as
+//   "[rank R] line" (without the prefix if prefix_output is false), and to LOG_DIR/rank_R.log when
+//   a log directory is given.
+// * Exit code: 0 when every worker that was not hit by an injected fault exited 0; otherwise the
+//   code of the lowest such failing rank (128 + signal when it was killed by a signal).
+//   Workers hit by kill/hang are expected casualties; a hung worker is SIGKILLed once every other
+//   worker has finished.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "elastic/fault_spec.h"
+
+namespace ntp::elastic {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  std::optional<int> nnodes;     // else Slurm / Open MPI / 1
+  std::optional<int> node_rank;  // else Slurm / Open MPI / 0
+  std::string store;             // empty: file:$TMPDIR/ntp-store
+  std::string run_id;            // empty: generated
+  std::vector<FaultSpec> faults;
+  std::optional<ChaosSpec> chaos;
+  std::string log_dir;  // empty: no log files
+  bool prefix_output = true;
+  std::chrono::milliseconds grace{3000};
+  std::vector<std::string> command;  // argv; "ntp" means this very binary
+};
+
+// Runs the job to completion and returns the launcher's exit code (see above). kInvalidArgument
+// for bad options (nothing was started).
+Result<int> run_launch(const LaunchOptions& options);
+
+}  // namespace ntp::elastic
