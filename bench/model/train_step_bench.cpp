@@ -64,7 +64,7 @@ double sgemm_flops(int64_t m, int64_t n, int64_t k, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 1, rounds = 5;
+  int threads = 1, rounds = 8;
   int64_t layers = 2, batch = 4;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];

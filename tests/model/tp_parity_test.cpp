@@ -2,7 +2,9 @@
 // nonuniform degrees 3, 5, 7 (shuffled, non-contiguous units), `degree` forked processes joined
 // by a Gloo communicator run one forward/backward; the loss and every logical gradient must equal
 // the single-process (degree 1, no communicator) result:
-//   |loss_tp - loss_1| / |loss_1| <= 1e-5,  ||g_tp - g_1|| / ||g_1|| <= 1e-4 per tensor.
+//   |loss_tp - loss_1| / |loss_1| <= 1e-5,  ||g_tp - g_1|| / ||g_1|| <= 1e-4 per tensor,
+// and so must the replica's global gradient norm (replicated tensors counted once).
+// One more degree-7 case pads the vocabulary to 259 rows (37 per rank).
 // Children write their loss and gradients (scattered into logical tensors, NaN where not held) to
 // files; the parent assembles them, checks each sharded element came from exactly one rank and
 // replicated gradients agree across ranks.
@@ -31,14 +33,14 @@ constexpr int64_t kBatch = 2;
 constexpr int64_t kSeq = 16;
 constexpr uint64_t kSeed = 1234;
 
-GptConfig parity_config() {
+GptConfig parity_config(int64_t vocab) {
   GptConfig c;
   c.n_layer = 2;
   c.n_head = 8;
   c.n_embd = 32;
   c.n_ctx = kSeq;
-  c.vocab_size = 256;
-  c.ffn_unit = 4;  // 32 FFN units of 4 columns
+  c.vocab_size = vocab;  // 256 bytes, or padded so the vocabulary splits evenly
+  c.ffn_unit = 4;        // 32 FFN units of 4 columns
   return c;
 }
 
@@ -53,7 +55,8 @@ void make_batch(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
 }
 
 // One rank's work; returns the process exit code (children cannot use gtest assertions).
-int run_rank(const std::string& dir, const std::vector<TpShard>& layout, int rank) {
+int run_rank(const std::string& dir, const GptConfig& config, const std::vector<TpShard>& layout,
+             int rank) {
   kernels::cpu::set_blas_threads(1);
   auto store = comm::open_store("file:" + dir, "parity");
   if (!store.ok()) return 10;
@@ -69,7 +72,7 @@ int run_rank(const std::string& dir, const std::vector<TpShard>& layout, int ran
     return 11;
   }
   CommTpGroup group(**communicator);
-  auto model = GptModel::create(parity_config(), layout[static_cast<size_t>(rank)], kSeed, &group);
+  auto model = GptModel::create(config, layout[static_cast<size_t>(rank)], kSeed, &group);
   if (!model.ok()) return 12;
   std::vector<int32_t> tokens, targets;
   make_batch(tokens, targets);
@@ -79,8 +82,10 @@ int run_rank(const std::string& dir, const std::vector<TpShard>& layout, int ran
     return 13;
   }
   std::ofstream out(dir + "/rank" + std::to_string(rank) + ".bin", std::ios::binary);
-  const double l = *loss;
-  out.write(reinterpret_cast<const char*>(&l), sizeof(l));
+  auto norm = model->grad_norm();  // sharded squares all-reduced, replicated counted once
+  if (!norm.ok()) return 15;
+  const double header[2] = {*loss, *norm};
+  out.write(reinterpret_cast<const char*>(header), sizeof(header));
   for (const Param& p : model->params()) {
     std::vector<float> logical(static_cast<size_t>(shape_numel(p.logical_shape)), NAN);
     p.scatter_to_logical(p.grad.span(), logical);
@@ -94,13 +99,14 @@ struct ParityCase {
   const char* name;
   int degree;
   bool shuffled;
+  int64_t vocab;
 };
 
 class TpParityTest : public ::testing::TestWithParam<ParityCase> {};
 
 TEST_P(TpParityTest, LossAndLogicalGradientsMatchDegreeOne) {
   const ParityCase pc = GetParam();
-  const GptConfig config = parity_config();
+  const GptConfig config = parity_config(pc.vocab);
   const std::vector<TpShard> layout =
       pc.shuffled ? shuffled_layout(config, pc.degree, 99) : contiguous_layout(config, pc.degree);
   ASSERT_TRUE(validate_layout(config, layout).ok());
@@ -113,7 +119,7 @@ TEST_P(TpParityTest, LossAndLogicalGradientsMatchDegreeOne) {
   for (int r = 0; r < pc.degree; ++r) {
     const pid_t pid = fork();
     if (pid == 0) {
-      const int code = run_rank(dir, layout, r);
+      const int code = run_rank(dir, config, layout, r);
       std::fflush(nullptr);
       _exit(code);
     }
@@ -141,14 +147,17 @@ TEST_P(TpParityTest, LossAndLogicalGradientsMatchDegreeOne) {
   std::vector<int32_t> tokens, targets;
   make_batch(tokens, targets);
   const double ref_loss = reference->forward_backward(tokens, targets, kBatch, kSeq).value();
+  const double ref_norm = reference->grad_norm().value();
 
   double worst_loss = 0.0, worst_grad = 0.0;
   std::vector<std::ifstream> files;
   for (int r = 0; r < pc.degree; ++r) {
     files.emplace_back(dir + "/rank" + std::to_string(r) + ".bin", std::ios::binary);
-    double loss = 0.0;
-    files.back().read(reinterpret_cast<char*>(&loss), sizeof(loss));
+    double header[2] = {0.0, 0.0};
+    files.back().read(reinterpret_cast<char*>(header), sizeof(header));
     ASSERT_TRUE(files.back().good());
+    const double loss = header[0];
+    EXPECT_LE(std::abs(header[1] - ref_norm) / ref_norm, 1e-5) << "gradient norm, rank " << r;
     EXPECT_LE(std::abs(loss - ref_loss) / std::abs(ref_loss), 1e-5) << "rank " << r;
     worst_loss = std::max(worst_loss, std::abs(loss - ref_loss) / std::abs(ref_loss));
   }
@@ -185,14 +194,17 @@ TEST_P(TpParityTest, LossAndLogicalGradientsMatchDegreeOne) {
   std::filesystem::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Degrees, TpParityTest,
-    ::testing::Values(ParityCase{"uniform1", 1, false}, ParityCase{"uniform2", 2, false},
-                      ParityCase{"uniform4", 4, false}, ParityCase{"nonuniform3", 3, true},
-                      ParityCase{"nonuniform5", 5, true}, ParityCase{"nonuniform7", 7, true}),
-    [](const ::testing::TestParamInfo<ParityCase>& case_info) {
-      return std::string(case_info.param.name);
-    });
+INSTANTIATE_TEST_SUITE_P(Degrees, TpParityTest,
+                         ::testing::Values(ParityCase{"uniform1", 1, false, 256},
+                                           ParityCase{"uniform2", 2, false, 256},
+                                           ParityCase{"uniform4", 4, false, 256},
+                                           ParityCase{"nonuniform3", 3, true, 256},
+                                           ParityCase{"nonuniform5", 5, true, 256},
+                                           ParityCase{"nonuniform7", 7, true, 256},
+                                           ParityCase{"nonuniform7_padded_vocab", 7, true, 259}),
+                         [](const ::testing::TestParamInfo<ParityCase>& case_info) {
+                           return std::string(case_info.param.name);
+                         });
 
 }  // namespace
 }  // namespace ntp::model
