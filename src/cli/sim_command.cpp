@@ -1,0 +1,219 @@
+// `ntp sim`: Monte Carlo cluster goodput simulation of the failure policies.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/cli_error.h"
+#include "cli/commands.h"
+#include "sim/config.h"
+#include "sim/engine.h"
+#include "sim/report.h"
+#include "sim/snapshot.h"
+
+namespace ntp::cli {
+
+namespace {
+
+struct SimOptions {
+  std::string config;
+  std::optional<int> trials;
+  std::optional<std::uint64_t> seed;
+  std::optional<double> days;
+  std::string sweep;
+  std::vector<std::string> sets;
+  std::string failed_fractions;
+  bool json = false;
+  std::string csv_dir, plot_dir;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) out.push_back(item);
+  return out;
+}
+
+nlohmann::json stat_json(const sim::MetricStat& m) {
+  return {{"mean", m.mean}, {"ci95", m.ci95}, {"max", m.max}};
+}
+
+void progress_bar(int done, int total) {
+  const int width = 40;
+  const int filled = total > 0 ? done * width / total : width;
+  std::fprintf(stderr, "\r[%s%s] %d/%d", std::string(static_cast<std::size_t>(filled), '#').c_str(),
+               std::string(static_cast<std::size_t>(width - filled), '.').c_str(), done, total);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+int run_sim(const SimOptions& o) {
+  std::vector<std::string> overrides = o.sets;
+  if (o.trials) overrides.push_back("sim.trials=" + std::to_string(*o.trials));
+  if (o.seed) overrides.push_back("sim.seed=" + std::to_string(*o.seed));
+  if (o.days) {
+    std::ostringstream d;
+    d << "sim.days=" << *o.days;
+    overrides.push_back(d.str());
+  }
+  // Sweep: KEY=V1,V2,... -> one run per value.
+  std::string sweep_key;
+  std::vector<std::string> sweep_values = {""};
+  if (!o.sweep.empty()) {
+    const auto eq = o.sweep.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 >= o.sweep.size()) {
+      return report_error("sim", invalid_argument("--sweep '" + o.sweep +
+                                                  "' must look like section.key=V1,V2,..."));
+    }
+    sweep_key = o.sweep.substr(0, eq);
+    sweep_values = split(o.sweep.substr(eq + 1), ',');
+  }
+  std::vector<sim::SimConfig> configs;
+  for (const std::string& v : sweep_values) {
+    std::vector<std::string> ov = overrides;
+    if (!sweep_key.empty()) ov.push_back(sweep_key + "=" + v);
+    Result<sim::SimConfig> c = sim::load_config(o.config, ov);
+    if (!c.ok()) return report_error("sim", c.status());
+    configs.push_back(*c);
+  }
+  std::vector<std::string> names;
+  for (const auto& p : configs[0].run.policies) names.push_back(p.name());
+  const bool tty = isatty(fileno(stderr)) != 0;
+
+  // Snapshot mode: steady loss at fixed failed-GPU fractions.
+  if (!o.failed_fractions.empty()) {
+    std::vector<double> fractions;
+    for (const std::string& f : split(o.failed_fractions, ',')) {
+      char* end = nullptr;
+      const double v = std::strtod(f.c_str(), &end);
+      if (end == f.c_str() || *end != '\0' || !(v >= 0 && v <= 1)) {
+        return report_error("sim", invalid_argument("--failed-fraction value '" + f +
+                                                    "' must be a number in [0, 1]"));
+      }
+      fractions.push_back(v);
+    }
+    nlohmann::json jout = nlohmann::json::array();
+    for (std::size_t k = 0; k < configs.size(); ++k) {
+      std::vector<sim::SnapshotResult> rows;
+      for (double f : fractions) rows.push_back(sim::snapshot(configs[k], f));
+      if (o.json) {
+        nlohmann::json j;
+        j["sweep"] = sweep_key.empty() ? "" : sweep_key + "=" + sweep_values[k];
+        for (const auto& r : rows) {
+          nlohmann::json row;
+          row["failed_fraction"] = r.failed_fraction;
+          row["failed_gpus"] = r.failed_gpus;
+          for (std::size_t i = 0; i < names.size(); ++i) {
+            row["policies"][names[i]] = {{"throughput_loss", r.loss[i]},
+                                         {"ci95", r.loss_ci[i]},
+                                         {"spare_domains", r.spare_domains[i]}};
+          }
+          j["rows"].push_back(row);
+        }
+        jout.push_back(j);
+      } else {
+        if (!sweep_key.empty())
+          std::printf("== %s=%s ==\n", sweep_key.c_str(), sweep_values[k].c_str());
+        std::printf("%s", sim::format_snapshot_table(names, rows).c_str());
+      }
+    }
+    if (o.json) std::printf("%s\n", jout.dump(2).c_str());
+    return kExitOk;
+  }
+
+  std::vector<sim::Summary> summaries;
+  const int total = static_cast<int>(configs.size()) * configs[0].run.trials;
+  int done_before = 0;
+  for (std::size_t k = 0; k < configs.size(); ++k) {
+    Result<sim::Simulator> simulator = sim::Simulator::create(configs[k]);
+    if (!simulator.ok()) return report_error("sim", simulator.status());
+    const bool series = !o.csv_dir.empty() || !o.plot_dir.empty();
+    std::function<void(int, int)> progress;
+    if (tty && total > 1) {
+      progress = [&](int done, int) { progress_bar(done_before + done, total); };
+    }
+    sim::Summary s = sim::run_monte_carlo(*simulator, series, progress);
+    done_before += configs[k].run.trials;
+    if (!sweep_key.empty()) s.label = sweep_key + "=" + sweep_values[k];
+    summaries.push_back(std::move(s));
+  }
+  if (!o.csv_dir.empty()) {
+    const Status st = sim::write_csv(o.csv_dir, summaries, names);
+    if (!st.ok()) return report_error("sim", st);
+  }
+  if (!o.plot_dir.empty()) {
+    const Status st = sim::write_plots(o.plot_dir, summaries, names, sweep_key);
+    if (st.code() == StatusCode::kFailedPrecondition) {
+      std::fprintf(stderr, "ntp sim: note: %s\n", st.message().c_str());
+    } else if (!st.ok()) {
+      return report_error("sim", st);
+    }
+  }
+  if (o.json) {
+    nlohmann::json out;
+    out["config"] = o.config;
+    for (const sim::Summary& s : summaries) {
+      nlohmann::json j;
+      j["sweep"] = s.label;
+      j["trials"] = s.trials;
+      j["days"] = s.days;
+      j["failures"] = stat_json(s.failures);
+      j["mean_failed_gpus"] = stat_json(s.mean_failed_gpus);
+      j["max_failed_tp_groups"] = stat_json(s.max_failed_groups);
+      j["events"] = s.events;
+      j["step_seconds"] = s.step_seconds;
+      j["checkpoint_interval_seconds"] = s.checkpoint_interval_s;
+      for (const sim::PolicySummary& p : s.policies) {
+        j["policies"].push_back({{"name", p.name},
+                                 {"throughput_loss", stat_json(p.throughput_loss)},
+                                 {"goodput", stat_json(p.goodput)},
+                                 {"energy_mwh", stat_json(p.energy_mwh)},
+                                 {"energy_per_work", stat_json(p.energy_per_work)},
+                                 {"pauses", stat_json(p.pauses)},
+                                 {"paused_hours", stat_json(p.paused_hours)},
+                                 {"down_hours", stat_json(p.down_hours)},
+                                 {"restarts", stat_json(p.restarts)},
+                                 {"spares_needed", stat_json(p.spares_needed)}});
+      }
+      out["results"].push_back(j);
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  for (const sim::Summary& s : summaries) std::printf("%s\n", sim::format_table(s).c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_sim_command(CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "sim",
+      "Simulate cluster goodput under failures for DP-DROP, SPARES, CKPT-RESTART, NTP, "
+      "NTP-PW and NTP-LIVE");
+  auto o = std::make_shared<SimOptions>();
+  cmd->add_option("--config", o->config,
+                  "simulator config (TOML), e.g. configs/sim/paper-b200-nvl32.toml")
+      ->required();
+  cmd->add_option("--trials", o->trials, "Monte Carlo trials (overrides sim.trials)");
+  cmd->add_option("--seed", o->seed, "random seed (overrides sim.seed)");
+  cmd->add_option("--days", o->days, "simulated days per trial (overrides sim.days)");
+  cmd->add_option("--sweep", o->sweep,
+                  "KEY=V1,V2,...: one run per value, e.g. failures.rate_multiplier=1,2,4");
+  cmd->add_option("--set", o->sets, "KEY=VALUE: override one config key (repeatable)");
+  cmd->add_option("--failed-fraction", o->failed_fractions,
+                  "F1,F2,...: snapshot mode, steady throughput loss with these fractions of GPUs "
+                  "failed (the paper's loss curve)");
+  cmd->add_flag("--json", o->json, "print JSON instead of tables");
+  cmd->add_option("--csv", o->csv_dir, "write summary.csv and time series CSVs to DIR");
+  cmd->add_option("--plot", o->plot_dir, "write gnuplot scripts and SVG plots to DIR");
+  cmd->callback([o, &exit_code] { exit_code = run_sim(*o); });
+}
+
+}  // namespace ntp::cli

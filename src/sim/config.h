@@ -1,0 +1,128 @@
+// Simulator configuration: the TOML schema of `ntp sim --config FILE.toml`.
+//
+// Sections and keys (units in the key names; every key is optional unless marked, defaults below):
+//   [model]     layers, hidden, heads, ffn_multiplier, sequence, global_batch_tokens,
+//               ffn_unit_columns (FFN columns per indivisible unit), activation_bytes_per_elem
+//   [parallel]  tp, pp, domain_size, min_degree, degree_multiple, microbatch_sequences,
+//               distributed_optimizer, tp_overlap, dp_overlap
+//   [system]    gpus, peak_tflops, efficiency, hbm_gb, scale_up_gbytes_per_s,
+//               scale_out_gbits_per_s, tdp_watts, idle_power_fraction
+//   [power]     headroom
+//   [failures]  rate_per_gpu_day, rate_multiplier, hardware_fraction, hardware_repair_hours,
+//               software_recovery_hours, blast_sizes, blast_weights, warm_start, trace
+//   [recovery]  restart_minutes, checkpoint_write_seconds, replace_hours, live_recovery_seconds
+//   [sim]       days, trials, seed, sample_hours, fixed_batch, target_batch_fraction, spares,
+//               policies
+// Unknown sections or keys, wrong types and out-of-range values are errors naming the key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "sim/policy.h"
+
+namespace ntp::sim {
+
+struct ModelConfig {
+  int layers = 100;
+  int hidden = 20480;
+  int heads = 128;
+  double ffn_multiplier = 4.0;
+  int sequence = 16384;
+  double global_batch_tokens = 16777216.0;
+  int ffn_unit_columns = 1;
+  // Activation bytes kept per (token x hidden element) per layer before dividing by the TP degree
+  // (34 with sequence parallelism and selective recomputation, Korthikanti et al. 2022).
+  double activation_bytes_per_elem = 34.0;
+};
+
+struct ParallelConfig {
+  int tp = 32;
+  int pp = 8;
+  int domain_size = 32;
+  int min_degree = 28;
+  int degree_multiple = 4;  // a reduced degree is rounded down to a multiple of this
+  int microbatch_sequences = 1;
+  bool distributed_optimizer = true;  // optimizer state sharded over DP (ZeRO-1)
+  double tp_overlap = 0.0;            // fraction of TP communication hidden behind compute
+  double dp_overlap = 0.9;  // fraction of the backward pass the DP reduction can hide behind
+};
+
+struct SystemConfig {
+  std::int64_t gpus = 32768;
+  double peak_tflops = 2250.0;  // dense BF16 per GPU
+  double efficiency = 0.45;     // achieved / peak for the GEMMs
+  double hbm_gb = 189.0;
+  double scale_up_gbytes_per_s = 1800.0;  // per GPU, NVLink
+  double scale_out_gbits_per_s = 800.0;   // per GPU, network
+  double tdp_watts = 1000.0;
+  double idle_power_fraction = 0.2;  // powered but idle GPUs draw this fraction of TDP
+};
+
+struct PowerConfig {
+  double headroom = 0.3;  // extra TDP fraction the rack gives each surviving GPU
+};
+
+struct FailureConfig {
+  double rate_per_gpu_day = 419.0 / (16384.0 * 54.0);  // Llama 3 unexpected interruptions
+  double rate_multiplier = 1.0;
+  double hardware_fraction = 0.78;
+  double hardware_repair_hours = 168.0;
+  double software_recovery_hours = 3.0;
+  // A failure takes down the aligned group of blast_sizes[i] GPUs around it with probability
+  // blast_weights[i] (1 = one GPU, a node/tray size, domain_size = an NVLink spread).
+  std::vector<int> blast_sizes = {1};
+  std::vector<double> blast_weights = {1.0};
+  bool warm_start = true;  // start from the stationary failed/repair state instead of all healthy
+  std::string trace;       // CSV trace to replay instead of random failures (empty: none)
+};
+
+struct RecoveryConfig {
+  double restart_minutes = 10.0;           // job restart from a checkpoint
+  double checkpoint_write_seconds = 30.0;  // blocking part of writing one checkpoint
+  double replace_hours = 0.5;              // CKPT-RESTART: swap in replacement hardware
+  double live_recovery_seconds = 30.0;     // NTP-LIVE: in-job reshard, no restart
+};
+
+struct RunConfig {
+  double days = 15.0;
+  int trials = 8;
+  std::uint64_t seed = 1;
+  double sample_hours = 1.0;  // time-series resolution
+  bool fixed_batch = false;   // pause when the effective batch falls below the target
+  double target_batch_fraction = 1.0;
+  int spares = 0;  // spare domains available to fill the batch in fixed-batch mode
+  std::vector<PolicySpec> policies;
+};
+
+struct SimConfig {
+  ModelConfig model;
+  ParallelConfig parallel;
+  SystemConfig system;
+  PowerConfig power;
+  FailureConfig failures;
+  RecoveryConfig recovery;
+  RunConfig run;
+
+  std::int64_t domains() const { return system.gpus / parallel.domain_size; }
+  std::int64_t replicas() const { return domains() / parallel.pp; }
+};
+
+// The default policy list: every policy, spares sized at 16 domains.
+std::vector<PolicySpec> default_policies();
+
+// Parses TOML text. `overrides` are "section.key=value" strings applied before validation (the
+// value is parsed as a TOML value: 4, 2.5, true, "text", [1, 2]). `base_dir` resolves a relative
+// failures.trace path.
+Result<SimConfig> parse_config(const std::string& toml_text,
+                               const std::vector<std::string>& overrides = {},
+                               const std::string& base_dir = ".");
+Result<SimConfig> load_config(const std::string& path,
+                              const std::vector<std::string>& overrides = {});
+
+// Cross-field checks (divisibility, memory fit at the minimum degree, ...).
+Status validate(const SimConfig& config);
+
+}  // namespace ntp::sim

@@ -1,0 +1,272 @@
+#include "sim/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+
+#include "sim/cluster_state.h"
+
+namespace ntp::sim {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Repair {
+  double time_s;
+  std::int64_t first_gpu;
+  int count;
+  std::uint32_t id;  // the failure event that took the GPUs down
+  bool operator>(const Repair& o) const { return time_s > o.time_s; }
+};
+
+// Per-policy running totals and transient state.
+struct PolicyRun {
+  PolicySpec spec;
+  PolicyRates rates;
+  double spare_groups = 0;  // fixed-batch: spare groups available
+  bool paused = false;
+  double down_until = -kInf, up_since = 0;
+  double capacity_integral = 0, work = 0, energy_j = 0, paused_s = 0, down_s = 0;
+  double max_need = 0;
+  int pauses = 0, restarts = 0;
+};
+
+bool restarts_on_failure(PolicyKind k) { return k != PolicyKind::kNtpLive; }
+
+}  // namespace
+
+Simulator::Simulator(const SimConfig& config, std::vector<FailureEvent> trace, bool use_trace)
+    : config_(config), workload_(config), trace_(std::move(trace)), use_trace_(use_trace) {
+  double rate = static_cast<double>(config_.system.gpus) * config_.failures.rate_per_gpu_day *
+                config_.failures.rate_multiplier / 86400.0;
+  if (use_trace_) {
+    rate = static_cast<double>(trace_.size()) / (config_.run.days * 86400.0);
+  }
+  const double write = config_.recovery.checkpoint_write_seconds;
+  tau_s_ = rate > 0 ? std::sqrt(2.0 * write / rate) : kInf;
+}
+
+Result<Simulator> Simulator::create(const SimConfig& config) {
+  std::vector<FailureEvent> trace;
+  const bool use_trace = !config.failures.trace.empty();
+  if (use_trace) {
+    NTP_ASSIGN_OR_RETURN(trace, load_trace(config.failures.trace, config));
+  }
+  return Simulator(config, std::move(trace), use_trace);
+}
+
+TrialResult Simulator::run_trial(int trial, bool record_series) const {
+  const SimConfig& c = config_;
+  ClusterState state(c, workload_, power_model_);
+  const double end_s = c.run.days * 86400.0;
+  const double replicas = static_cast<double>(state.replicas());
+  const double gpus = static_cast<double>(c.system.gpus);
+  const double tdp = c.system.tdp_watts;
+  const double idle = c.system.idle_power_fraction;
+  const double write = c.recovery.checkpoint_write_seconds;
+  const double ckpt_eff =
+      std::isinf(tau_s_) || tau_s_ + write <= 0 ? 1.0 : tau_s_ / (tau_s_ + write);
+  const int gpd = state.groups_per_domain();
+  const double slack_groups =
+      (1.0 - c.run.target_batch_fraction) * replicas * static_cast<double>(c.parallel.pp);
+
+  std::vector<PolicyRun> runs(c.run.policies.size());
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    runs[i].spec = c.run.policies[i];
+    const int spares = runs[i].spec.kind == PolicyKind::kSpares
+                           ? std::max(runs[i].spec.spares, c.run.spares)
+                           : c.run.spares;
+    runs[i].spare_groups = static_cast<double>(spares) * gpd;
+  }
+
+  // Warm start: run the failure process for 5 mean repair times before time 0 so that the
+  // failed/repair state at time 0 is (nearly) stationary.
+  const double warmup_s =
+      (!use_trace_ && c.failures.warm_start)
+          ? 5.0 * std::max(c.failures.hardware_repair_hours, c.failures.software_recovery_hours) *
+                3600.0
+          : 0.0;
+  FailureProcess process(c, Rng(c.run.seed).fork(static_cast<std::uint64_t>(trial)), -warmup_s);
+  std::size_t trace_pos = 0;
+  auto next_failure = [&]() -> FailureEvent {
+    if (use_trace_) {
+      if (trace_pos < trace_.size()) return trace_[trace_pos++];
+      FailureEvent none;
+      none.time_s = kInf;
+      return none;
+    }
+    return process.next();
+  };
+
+  TrialResult result;
+  std::priority_queue<Repair, std::vector<Repair>, std::greater<>> repairs;
+  FailureEvent pending = next_failure();
+  const double sample_s = c.run.sample_hours * 3600.0;
+  double next_sample = record_series ? 0.0 : kInf;
+  double failed_gpu_integral = 0;
+  std::vector<std::uint32_t> owner(static_cast<std::size_t>(c.system.gpus), 0);
+  std::uint32_t event_id = 0;
+
+  auto refresh = [&](double now) {
+    for (PolicyRun& r : runs) {
+      r.rates = state.rates(r.spec);
+      const bool was_paused = r.paused;
+      r.paused = c.run.fixed_batch && r.spec.kind != PolicyKind::kCkptRestart &&
+                 r.rates.need_groups > r.spare_groups + slack_groups + 1e-9;
+      if (now >= 0) {
+        if (r.paused && !was_paused) ++r.pauses;
+        r.max_need = std::max(r.max_need, r.rates.need_groups);
+      }
+    }
+  };
+  // Effective work rate (replica units) of a policy while up.
+  auto up_rate = [&](const PolicyRun& r) {
+    if (r.paused) return 0.0;
+    return c.run.fixed_batch && r.spec.kind != PolicyKind::kCkptRestart
+               ? c.run.target_batch_fraction * replicas
+               : r.rates.capacity;
+  };
+  auto advance = [&](double from, double to) {
+    from = std::max(from, 0.0);
+    to = std::min(to, end_s);
+    if (to <= from) return;
+    const double dt = to - from;
+    const double healthy = gpus - static_cast<double>(state.failed_gpus());
+    failed_gpu_integral += static_cast<double>(state.failed_gpus()) * dt;
+    for (PolicyRun& r : runs) {
+      r.capacity_integral += r.rates.capacity * dt;
+      const double down = std::clamp(r.down_until - from, 0.0, dt);
+      const double up = dt - down;
+      r.down_s += down;
+      const double idle_watts = tdp * idle * healthy;
+      if (r.paused) {
+        r.paused_s += up;
+        r.energy_j += idle_watts * dt;
+        continue;
+      }
+      r.work += up_rate(r) * up * ckpt_eff;
+      const double busy_watts =
+          tdp * (r.rates.power_units + idle * std::max(0.0, healthy - r.rates.active_gpus));
+      r.energy_j += busy_watts * up + idle_watts * down;
+    }
+  };
+  auto on_failure = [&](double now) {
+    if (now < 0) return;
+    for (PolicyRun& r : runs) {
+      if (restarts_on_failure(r.spec.kind)) {
+        double cost = c.recovery.restart_minutes * 60.0;
+        if (r.spec.kind == PolicyKind::kCkptRestart) cost += c.recovery.replace_hours * 3600.0;
+        if (now >= r.down_until && !r.paused) {
+          const double since = now - std::max(r.up_since, 0.0);
+          const double lost =
+              std::isinf(tau_s_) ? since : (tau_s_ > 0 ? std::fmod(since, tau_s_) : 0.0);
+          r.work = std::max(0.0, r.work - lost * up_rate(r) * ckpt_eff);
+        }
+        r.down_until = std::max(r.down_until, now + cost);
+        r.up_since = r.down_until;
+        ++r.restarts;
+      } else {
+        r.down_until = std::max(r.down_until, now) + c.recovery.live_recovery_seconds;
+      }
+    }
+  };
+  auto on_repair = [&](double now) {
+    if (now < 0) return;
+    for (PolicyRun& r : runs) {
+      if (r.spec.kind == PolicyKind::kNtpLive) {
+        r.down_until = std::max(r.down_until, now) + c.recovery.live_recovery_seconds;
+      }
+    }
+  };
+
+  double now = -warmup_s;
+  refresh(now);
+  bool started = now >= 0;
+  while (true) {
+    const double t_fail = pending.time_s;
+    const double t_rep = repairs.empty() ? kInf : repairs.top().time_s;
+    double t = std::min({t_fail, t_rep, next_sample, end_s});
+    if (!started && t >= 0) {
+      // Crossing time 0: reset the per-policy maxima to the state at time 0.
+      refresh(0.0);
+      for (PolicyRun& r : runs) {
+        r.max_need = std::max(0.0, r.rates.need_groups);
+        r.pauses = r.paused ? 1 : 0;
+      }
+      result.max_failed_groups = state.failed_groups();
+      started = true;
+      now = 0;
+      t = std::min({t_fail, t_rep, next_sample, end_s});
+    }
+    advance(now, t);
+    now = t;
+    if (t >= end_s) break;
+    if (t == next_sample) {
+      SeriesPoint p;
+      p.hours = t / 3600.0;
+      p.failed_gpus = state.failed_gpus();
+      p.failed_groups = state.failed_groups();
+      for (const PolicyRun& r : runs) {
+        const bool down = r.down_until > t;
+        p.capacity.push_back(down ? 0.0 : up_rate(r) / replicas);
+      }
+      result.series.push_back(std::move(p));
+      next_sample += sample_s;
+      continue;
+    }
+    if (t == t_rep) {
+      const Repair rep = repairs.top();
+      repairs.pop();
+      ++result.events;
+      // Only the GPUs this failure took down come back; a GPU that was already down when it hit
+      // belongs to the earlier failure and keeps that one's repair time.
+      int changed = 0;
+      for (std::int64_t g = rep.first_gpu; g < rep.first_gpu + rep.count; ++g) {
+        if (owner[g] == rep.id) changed += state.repair(g, 1);
+      }
+      if (changed > 0) {
+        refresh(t);
+        on_repair(t);
+      }
+      continue;
+    }
+    // Failure.
+    ++result.events;
+    ++event_id;
+    for (std::int64_t g = pending.first_gpu; g < pending.first_gpu + pending.count; ++g) {
+      if (!state.is_failed(g)) owner[g] = event_id;
+    }
+    const int changed = state.fail(pending.first_gpu, pending.count);
+    if (changed > 0) {
+      if (t >= 0) ++result.failures;
+      repairs.push({t + pending.repair_s, pending.first_gpu, pending.count, event_id});
+      on_failure(t);
+      refresh(t);
+      if (t >= 0)
+        result.max_failed_groups = std::max(result.max_failed_groups, state.failed_groups());
+    }
+    pending = next_failure();
+  }
+
+  for (const PolicyRun& r : runs) {
+    PolicyOutcome o;
+    const double ideal = replicas * end_s;
+    o.throughput_loss = std::max(0.0, 1.0 - r.capacity_integral / ideal);
+    o.goodput = r.work / ideal;
+    o.energy_mwh = r.energy_j / 3.6e9;
+    const double ideal_energy_per_work = gpus * tdp / replicas;
+    o.energy_per_work = r.work > 0 ? (r.energy_j / r.work) / ideal_energy_per_work : kInf;
+    o.paused_hours = r.paused_s / 3600.0;
+    o.down_hours = r.down_s / 3600.0;
+    o.pauses = r.pauses;
+    o.restarts = r.restarts;
+    o.spares_needed = static_cast<int>(std::ceil(std::max(0.0, r.max_need) / gpd - 1e-9));
+    result.policies.push_back(o);
+  }
+  result.mean_failed_gpus = failed_gpu_integral / end_s;
+  return result;
+}
+
+}  // namespace ntp::sim

@@ -1,0 +1,80 @@
+// The event-driven simulator: one trial of the cluster over `days` under every policy at once.
+//
+// Events (failures, repairs, time-series samples) come from a priority queue; between events the
+// state is constant, so each policy's capacity, useful work and energy are integrated exactly over
+// the interval. All policies see the same failure trajectory (common random numbers), which makes
+// their differences far less noisy than independent runs. Per trial the failure stream is
+// rng.fork(trial) of the seed, so results are deterministic per (seed, trial).
+//
+// Transients per failure (policies.h): restart-based policies lose the work since the last
+// checkpoint (checkpoints every Young/Daly interval tau = sqrt(2 x write x MTBF) of up time) and
+// are down for the restart (+ hardware replacement for CKPT-RESTART); NTP-LIVE is down for
+// live_recovery_seconds on every failure and repair and loses no work. Every policy pays the
+// checkpoint overhead write / (tau + write) while it runs. Repaired hardware rejoins without a
+// restart for the other policies.
+// Fixed-batch mode: a policy pauses while its need for spare groups exceeds the spares it has
+// (sim.spares domains, or n for SPARES(n)) plus the slack allowed by target_batch_fraction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/status.h"
+#include "power/power_model.h"
+#include "sim/config.h"
+#include "sim/failures.h"
+#include "sim/workload.h"
+
+namespace ntp::sim {
+
+struct PolicyOutcome {
+  double throughput_loss = 0;  // 1 - mean steady capacity / failure-free (no transients, pauses)
+  double goodput = 0;          // useful work / failure-free work, all losses included
+  double energy_mwh = 0;
+  double energy_per_work = 0;  // energy per unit of useful work, relative to failure-free
+  double paused_hours = 0;
+  double down_hours = 0;  // restarts and live recoveries
+  int pauses = 0;
+  int restarts = 0;
+  int spares_needed = 0;  // spare domains for pause-free training at the full batch
+};
+
+struct SeriesPoint {
+  double hours = 0;
+  std::int64_t failed_gpus = 0, failed_groups = 0;
+  std::vector<double> capacity;  // per policy: effective capacity / failure-free (0 when down)
+};
+
+struct TrialResult {
+  std::vector<PolicyOutcome> policies;  // in config.run.policies order
+  std::int64_t events = 0;              // failures and repairs processed (warm-up included)
+  std::int64_t failures = 0;            // failure events in [0, days) that changed the state
+  double mean_failed_gpus = 0;
+  std::int64_t max_failed_groups = 0;
+  std::vector<SeriesPoint> series;  // only when requested
+};
+
+class Simulator {
+ public:
+  // `config` must be validated. A trace (failures.trace) is loaded here.
+  static Result<Simulator> create(const SimConfig& config);
+
+  TrialResult run_trial(int trial, bool record_series) const;
+  const Workload& workload() const { return workload_; }
+  const SimConfig& config() const { return config_; }
+  // Young/Daly checkpoint interval in seconds (infinite without failures, 0 for free writes).
+  double checkpoint_interval_s() const { return tau_s_; }
+
+ private:
+  Simulator(const SimConfig& config, std::vector<FailureEvent> trace, bool use_trace);
+
+  SimConfig config_;
+  Workload workload_;
+  power::PowerModel power_model_;
+  std::vector<FailureEvent> trace_;
+  bool use_trace_;
+  double tau_s_ = 0;
+};
+
+}  // namespace ntp::sim

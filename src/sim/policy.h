@@ -1,0 +1,37 @@
+// Failure-handling policies the simulator compares.
+//
+//   DP-DROP       a replica with a failed GPU stops contributing until repaired.
+//   SPARES(n)     as DP-DROP, but n hot spare domains take the place of failed domains.
+//   CKPT-RESTART  every failure restarts the job from its last checkpoint on replacement hardware.
+//   NTP           a degraded domain keeps training at the reduced TP degree and takes fewer
+//                 samples (`scale`); its whole pipeline replica runs at the slowest stage's pace.
+//   NTP-PW        NTP plus a power boost within the rack budget; falls back to `scale` for the gap.
+//   NTP-LIVE      NTP whose reconfiguration is ntp's live recovery instead of a job restart.
+// DP-DROP, SPARES, NTP and NTP-PW reconfigure through a job restart from the last checkpoint, as
+// today's frameworks do; NTP-LIVE pays only the live recovery time.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace ntp::sim {
+
+enum class PolicyKind { kDpDrop, kSpares, kCkptRestart, kNtp, kNtpPw, kNtpLive };
+
+struct PolicySpec {
+  PolicyKind kind = PolicyKind::kDpDrop;
+  int spares = 0;  // SPARES(n) only
+  std::string name() const;
+  friend bool operator==(const PolicySpec&, const PolicySpec&) = default;
+};
+
+// "DP-DROP", "SPARES(16)", "CKPT-RESTART", "NTP", "NTP-PW", "NTP-LIVE" (case-sensitive).
+Result<PolicySpec> parse_policy(const std::string& text);
+
+inline bool is_ntp(PolicyKind kind) {
+  return kind == PolicyKind::kNtp || kind == PolicyKind::kNtpPw || kind == PolicyKind::kNtpLive;
+}
+inline bool boosts_power(PolicyKind kind) { return kind == PolicyKind::kNtpPw; }
+
+}  // namespace ntp::sim

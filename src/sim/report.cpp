@@ -1,0 +1,260 @@
+#include "sim/report.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sim/stats.h"
+
+namespace ntp::sim {
+
+namespace {
+
+// Non-finite samples (energy per work of a trial that did no work) are skipped.
+struct Acc {
+  RunningStat s;
+  double max = -1e300;
+  void add(double x) {
+    if (!std::isfinite(x)) return;
+    s.add(x);
+    max = std::max(max, x);
+  }
+  MetricStat get() const {
+    if (s.count() == 0) return {std::nan(""), 0.0, std::nan("")};
+    return {s.mean(), s.ci95(), max};
+  }
+};
+
+std::string pct(const MetricStat& m) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%6.2f%% +-%.2f", 100 * m.mean, 100 * m.ci95);
+  return buf;
+}
+
+}  // namespace
+
+Summary run_monte_carlo(const Simulator& sim, bool series,
+                        const std::function<void(int, int)>& progress) {
+  const SimConfig& c = sim.config();
+  const std::size_t n = c.run.policies.size();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Acc> loss(n), goodput(n), energy(n), epw(n), paused(n), pauses(n), down(n),
+      restarts(n), spares(n);
+  Acc failures, mean_failed, max_groups;
+  Summary out;
+  for (int t = 0; t < c.run.trials; ++t) {
+    TrialResult r = sim.run_trial(t, series && t == 0);
+    out.events += r.events;
+    failures.add(static_cast<double>(r.failures));
+    mean_failed.add(r.mean_failed_gpus);
+    max_groups.add(static_cast<double>(r.max_failed_groups));
+    for (std::size_t i = 0; i < n; ++i) {
+      const PolicyOutcome& o = r.policies[i];
+      loss[i].add(o.throughput_loss);
+      goodput[i].add(o.goodput);
+      energy[i].add(o.energy_mwh);
+      epw[i].add(o.energy_per_work);
+      paused[i].add(o.paused_hours);
+      pauses[i].add(o.pauses);
+      down[i].add(o.down_hours);
+      restarts[i].add(o.restarts);
+      spares[i].add(o.spares_needed);
+    }
+    if (t == 0) out.series = std::move(r.series);
+    if (progress) progress(t + 1, c.run.trials);
+  }
+  out.trials = c.run.trials;
+  out.days = c.run.days;
+  out.failures = failures.get();
+  out.mean_failed_gpus = mean_failed.get();
+  out.max_failed_groups = max_groups.get();
+  out.step_seconds = sim.workload().step(c.parallel.tp, c.parallel.tp).total_s;
+  out.checkpoint_interval_s = sim.checkpoint_interval_s();
+  for (std::size_t i = 0; i < n; ++i) {
+    PolicySummary p;
+    p.name = c.run.policies[i].name();
+    p.throughput_loss = loss[i].get();
+    p.goodput = goodput[i].get();
+    p.energy_mwh = energy[i].get();
+    p.energy_per_work = epw[i].get();
+    p.paused_hours = paused[i].get();
+    p.pauses = pauses[i].get();
+    p.down_hours = down[i].get();
+    p.restarts = restarts[i].get();
+    p.spares_needed = spares[i].get();
+    out.policies.push_back(p);
+  }
+  out.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+std::string format_table(const Summary& s) {
+  std::ostringstream os;
+  char buf[512];
+  if (!s.label.empty()) os << "== " << s.label << " ==\n";
+  std::snprintf(buf, sizeof(buf),
+                "%d trial(s) x %.1f days; failures/trial %.1f +-%.1f; mean failed GPUs %.1f; "
+                "max failed TP groups %.0f (mean of trial maxima %.1f)\n"
+                "failure-free step %.2f s; checkpoint interval (Young/Daly) %.1f min\n",
+                s.trials, s.days, s.failures.mean, s.failures.ci95, s.mean_failed_gpus.mean,
+                s.max_failed_groups.max, s.max_failed_groups.mean, s.step_seconds,
+                s.checkpoint_interval_s / 60.0);
+  os << buf;
+  std::snprintf(buf, sizeof(buf), "%-14s %-17s %-17s %10s %9s %8s %8s %9s %s\n", "policy",
+                "throughput loss", "goodput", "energy MWh", "MWh/work", "pauses", "paused h",
+                "down h", "spares for pause-free (mean/max)");
+  os << buf;
+  for (const PolicySummary& p : s.policies) {
+    std::snprintf(buf, sizeof(buf),
+                  "%-14s %-17s %-17s %10.1f %9.3f %8.1f %8.1f %9.1f %.1f / %.0f\n", p.name.c_str(),
+                  pct(p.throughput_loss).c_str(), pct(p.goodput).c_str(), p.energy_mwh.mean,
+                  p.energy_per_work.mean, p.pauses.mean, p.paused_hours.mean, p.down_hours.mean,
+                  p.spares_needed.mean, p.spares_needed.max);
+    os << buf;
+  }
+  return os.str();
+}
+
+std::string format_snapshot_table(const std::vector<std::string>& names,
+                                  const std::vector<SnapshotResult>& rows) {
+  std::ostringstream os;
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "%-10s %-8s", "failed %", "GPUs");
+  os << buf;
+  for (const std::string& n : names) {
+    std::snprintf(buf, sizeof(buf), " %14s", n.c_str());
+    os << buf;
+  }
+  os << "   (throughput loss; spare domains for the full batch in brackets)\n";
+  for (const SnapshotResult& r : rows) {
+    std::snprintf(buf, sizeof(buf), "%-10.4g %-8lld", 100 * r.failed_fraction,
+                  static_cast<long long>(r.failed_gpus));
+    os << buf;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      std::snprintf(buf, sizeof(buf), " %7.2f%% [%4.0f]", 100 * r.loss[i], r.spare_domains[i]);
+      os << buf;
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string safe_label(const std::string& label) {
+  std::string out;
+  for (char ch : label) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '-' || ch == '.';
+    out += ok ? ch : '_';
+  }
+  return out;
+}
+
+namespace {
+std::string series_name(const Summary& s) {
+  return s.label.empty() ? "series.csv" : "series-" + safe_label(s.label) + ".csv";
+}
+Status make_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return invalid_argument("cannot create directory '" + dir + "': " + ec.message());
+  return ok_status();
+}
+}  // namespace
+
+Status write_csv(const std::string& dir, const std::vector<Summary>& summaries,
+                 const std::vector<std::string>& names) {
+  NTP_RETURN_IF_ERROR(make_dir(dir));
+  const std::string path = dir + "/summary.csv";
+  std::ofstream out(path);
+  if (!out) return internal_error("cannot write " + path);
+  out << "sweep,policy,trials,days,throughput_loss,throughput_loss_ci95,goodput,goodput_ci95,"
+         "energy_mwh,energy_per_work,pauses,paused_hours,down_hours,restarts,spares_needed_mean,"
+         "spares_needed_max\n";
+  for (const Summary& s : summaries) {
+    for (const PolicySummary& p : s.policies) {
+      out << s.label << ',' << p.name << ',' << s.trials << ',' << s.days << ','
+          << p.throughput_loss.mean << ',' << p.throughput_loss.ci95 << ',' << p.goodput.mean << ','
+          << p.goodput.ci95 << ',' << p.energy_mwh.mean << ',' << p.energy_per_work.mean << ','
+          << p.pauses.mean << ',' << p.paused_hours.mean << ',' << p.down_hours.mean << ','
+          << p.restarts.mean << ',' << p.spares_needed.mean << ',' << p.spares_needed.max << '\n';
+    }
+  }
+  for (const Summary& s : summaries) {
+    if (s.series.empty()) continue;
+    const std::string spath = dir + "/" + series_name(s);
+    std::ofstream so(spath);
+    if (!so) return internal_error("cannot write " + spath);
+    so << "hours,failed_gpus,failed_tp_groups";
+    for (const std::string& n : names) so << ',' << n;
+    so << '\n';
+    for (const SeriesPoint& p : s.series) {
+      so << p.hours << ',' << p.failed_gpus << ',' << p.failed_groups;
+      for (double v : p.capacity) so << ',' << v;
+      so << '\n';
+    }
+  }
+  return ok_status();
+}
+
+Status write_plots(const std::string& dir, const std::vector<Summary>& summaries,
+                   const std::vector<std::string>& names, const std::string& sweep_key) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    return failed_precondition(
+        "gnuplot is not installed; skipped the plots (apt-get install "
+        "gnuplot-nox)");
+  }
+  NTP_RETURN_IF_ERROR(write_csv(dir, summaries, names));
+  const std::string script = dir + "/plots.gp";
+  std::ofstream gp(script);
+  if (!gp) return internal_error("cannot write " + script);
+  gp << "set terminal svg size 1000,560 dynamic background rgb 'white'\n"
+        "set datafile separator ','\nset key outside right\nset grid\n";
+  for (const Summary& s : summaries) {
+    if (s.series.empty()) continue;
+    const std::string base = s.label.empty() ? "capacity" : "capacity-" + safe_label(s.label);
+    gp << "set output '" << dir << "/" << base << ".svg'\n";
+    gp << "set title 'effective capacity over time, trial 0" << (s.label.empty() ? "" : ", ")
+       << s.label << "'\nset xlabel 'hours'\nset ylabel 'fraction of failure-free'\n";
+    gp << "plot ";
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      gp << (i ? ", " : "") << "'" << dir << "/" << series_name(s) << "' using 1:" << (4 + i)
+         << " with steps title '" << names[i] << "'";
+    }
+    gp << "\n";
+  }
+  if (summaries.size() > 1) {
+    const std::string data = dir + "/goodput.dat";
+    std::ofstream d(data);
+    for (std::size_t k = 0; k < summaries.size(); ++k) {
+      d << k;
+      for (const PolicySummary& p : summaries[k].policies) d << ',' << p.goodput.mean;
+      d << ',' << summaries[k].label << '\n';
+    }
+    gp << "set output '" << dir << "/goodput.svg'\nset title 'goodput vs " << sweep_key
+       << "'\nset xlabel '" << sweep_key << "'\nset ylabel 'goodput'\nset xtics (";
+    for (std::size_t k = 0; k < summaries.size(); ++k) {
+      const std::string& l = summaries[k].label;
+      gp << (k ? ", " : "") << "'" << l.substr(l.find('=') + 1) << "' " << k;
+    }
+    gp << ")\nplot ";
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      gp << (i ? ", " : "") << "'" << data << "' using 1:" << (2 + i) << " with linespoints title '"
+         << names[i] << "'";
+    }
+    gp << "\n";
+  }
+  gp.close();
+  const std::string cmd = "gnuplot '" + script + "' 2>" + dir + "/gnuplot.log";
+  if (std::system(cmd.c_str()) != 0) {
+    return internal_error("gnuplot failed on " + script + "; see " + dir + "/gnuplot.log");
+  }
+  return ok_status();
+}
+
+}  // namespace ntp::sim

@@ -1,0 +1,60 @@
+// Monte Carlo aggregation and the human/CSV/plot outputs of `ntp sim`.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "sim/engine.h"
+#include "sim/snapshot.h"
+
+namespace ntp::sim {
+
+struct MetricStat {
+  double mean = 0, ci95 = 0, max = 0;
+};
+
+struct PolicySummary {
+  std::string name;
+  MetricStat throughput_loss, goodput, energy_mwh, energy_per_work, paused_hours, pauses,
+      down_hours, restarts, spares_needed;
+};
+
+struct Summary {
+  std::string label;  // the sweep point ("" without a sweep)
+  int trials = 0;
+  double days = 0;
+  MetricStat failures, mean_failed_gpus, max_failed_groups;
+  std::int64_t events = 0;
+  double wall_seconds = 0;
+  double step_seconds = 0;           // failure-free step time
+  double checkpoint_interval_s = 0;  // Young/Daly
+  std::vector<PolicySummary> policies;
+  std::vector<SeriesPoint> series;  // trial 0, when recorded
+};
+
+// Runs config.run.trials trials (trial 0 records its time series when `series` is set);
+// `progress(done, total)` is called after each trial when given.
+Summary run_monte_carlo(const Simulator& sim, bool series,
+                        const std::function<void(int, int)>& progress = {});
+
+// A fixed-width table, one row per policy, means with +- 95% half-widths.
+std::string format_table(const Summary& summary);
+std::string format_snapshot_table(const std::vector<std::string>& policy_names,
+                                  const std::vector<SnapshotResult>& rows);
+
+// CSV files under `dir` (created): summary.csv (one row per sweep point and policy) and
+// series[-<label>].csv (trial 0's time series).
+Status write_csv(const std::string& dir, const std::vector<Summary>& summaries,
+                 const std::vector<std::string>& policy_names);
+// A gnuplot script and its SVG output under `dir`: capacity over time per policy for each sweep
+// point, and goodput against the sweep value when there is more than one point. Returns
+// kFailedPrecondition (the caller prints it as a note) when gnuplot is not installed.
+Status write_plots(const std::string& dir, const std::vector<Summary>& summaries,
+                   const std::vector<std::string>& policy_names, const std::string& sweep_key);
+
+// File-name-safe form of a sweep label ("rate_multiplier=2" -> "rate_multiplier_2").
+std::string safe_label(const std::string& label);
+
+}  // namespace ntp::sim
