@@ -1,0 +1,331 @@
+// End-to-end tests of `ntp launch`: the real binary, real worker processes, real signals.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct LaunchRun {
+  int code = -1;  // exit code, or 128 + signal
+  std::string out;
+  std::string err;
+};
+
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/ntp-launch-test-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) std::abort();
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Starts `ntp` with `args` (extra environment in `env`), returns its pid and the read ends of
+// its stdout and stderr.
+pid_t start(const std::vector<std::string>& args, const std::vector<std::string>& env, int* out,
+            int* err) {
+  int o[2];
+  int e[2];
+  if (pipe(o) != 0 || pipe(e) != 0) std::abort();
+  std::vector<std::string> argv_storage{NTP_BINARY};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<std::string> env_storage = env;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(o[1], STDOUT_FILENO);
+    dup2(e[1], STDERR_FILENO);
+    close(o[0]);
+    close(e[0]);
+    for (std::string& entry : env_storage) putenv(entry.data());
+    std::vector<char*> argv;
+    for (std::string& arg : argv_storage) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(o[1]);
+  close(e[1]);
+  *out = o[0];
+  *err = e[0];
+  return pid;
+}
+
+// Collects output until both pipes close, then reaps. Fails the test (and kills) on a hang.
+LaunchRun finish(pid_t pid, int out, int err, std::chrono::seconds limit) {
+  LaunchRun run;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "ntp launch did not finish within " << limit.count() << " s";
+      kill(pid, SIGKILL);
+      break;
+    }
+    if (poll(fds, 2, 100) <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buffer[4096];
+      const ssize_t got = read(fds[i].fd, buffer, sizeof(buffer));
+      if (got <= 0) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      } else {
+        (i == 0 ? run.out : run.err).append(buffer, static_cast<std::size_t>(got));
+      }
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+LaunchRun ntp(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+              std::chrono::seconds limit = std::chrono::seconds(60)) {
+  int out = -1;
+  int err = -1;
+  const pid_t pid = start(args, env, &out, &err);
+  return finish(pid, out, err, limit);
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (std::size_t pos = text.find(needle); pos != std::string::npos;
+       pos = text.find(needle, pos + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+bool process_gone(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  // A zombie waiting for a reaper that is not us counts as gone.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close_paren = line.rfind(')');
+  return close_paren != std::string::npos && line.size() > close_paren + 2 &&
+         line[close_paren + 2] == 'Z';
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+const std::string kWorker = "comm-worker";
+
+TEST(LaunchTest, GivesEachWorkerItsIdentityAndPrefixesItsLines) {
+  TempDir dir;
+  LaunchRun run = ntp({"launch", "--nproc-per-node", "3", "--nnodes", "2", "--node-rank", "1",
+                       "--store", "file:" + dir.path(), "--run-id", "ident", "--log-dir",
+                       dir.path() + "/logs", "--", "sh", "-c",
+                       "echo id $NTP_RANK $NTP_WORLD_SIZE $NTP_LOCAL_RANK $NTP_LOCAL_WORLD_SIZE "
+                       "$NTP_NODE_RANK $NTP_NNODES $NTP_RUN_ID $NTP_RESTART_COUNT $NTP_STORE; "
+                       "echo oops >&2"});
+  EXPECT_EQ(run.code, 0) << run.err;
+  for (int local = 0; local < 3; ++local) {
+    const int rank = 3 + local;
+    const std::string want = "[rank " + std::to_string(rank) + "] id " + std::to_string(rank) +
+                             " 6 " + std::to_string(local) + " 3 1 2 ident 0 file:" + dir.path();
+    EXPECT_NE(run.out.find(want + "\n"), std::string::npos) << run.out;
+    EXPECT_NE(run.err.find("[rank " + std::to_string(rank) + "] oops\n"), std::string::npos)
+        << run.err;
+    const std::string log = read_file(dir.path() + "/logs/rank_" + std::to_string(rank) + ".log");
+    EXPECT_NE(log.find("id " + std::to_string(rank) + " 6"), std::string::npos) << log;
+    EXPECT_NE(log.find("oops"), std::string::npos) << log;
+  }
+}
+
+TEST(LaunchTest, TakesTheNodeFromSlurmAndOpenMpiVariables) {
+  TempDir dir;
+  const std::vector<std::string> args = {"launch",
+                                         "--nproc-per-node",
+                                         "2",
+                                         "--store",
+                                         "file:" + dir.path(),
+                                         "--",
+                                         "sh",
+                                         "-c",
+                                         "echo at $NTP_RANK of $NTP_WORLD_SIZE"};
+  LaunchRun slurm = ntp(args, {"SLURM_NODEID=2", "SLURM_NNODES=3"});
+  EXPECT_EQ(slurm.code, 0) << slurm.err;
+  EXPECT_EQ(count(slurm.out, "at 4 of 6\n") + count(slurm.out, "at 5 of 6\n"), 2) << slurm.out;
+  LaunchRun ompi = ntp(args, {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"});
+  EXPECT_EQ(ompi.code, 0) << ompi.err;
+  EXPECT_EQ(count(ompi.out, "at 2 of 4\n") + count(ompi.out, "at 3 of 4\n"), 2) << ompi.out;
+}
+
+TEST(LaunchTest, PropagatesTheExitCodeOfTheLowestFailingRank) {
+  TempDir dir;
+  LaunchRun fail = ntp({"launch", "--nproc-per-node", "3", "--store", "file:" + dir.path(), "--",
+                        "sh", "-c", "[ $NTP_RANK -eq 0 ] && exit 0; exit $((NTP_RANK + 40))"});
+  EXPECT_EQ(fail.code, 41) << fail.err;
+  EXPECT_NE(fail.err.find("rank 2 exited with code 42"), std::string::npos) << fail.err;
+  LaunchRun missing = ntp({"launch", "--nproc-per-node", "1", "--store", "file:" + dir.path(), "--",
+                           "/nonexistent/program"});
+  EXPECT_EQ(missing.code, 127);
+}
+
+TEST(LaunchTest, BadInputIsOneLineAndExitCodeTwo) {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> args;
+    std::string named;  // the bad value the message must name
+  };
+  const std::string store = "file:" + dir.path();
+  const std::vector<Case> cases = {
+      {{"--store", store, "--inject", "kill:rank=9,at=3"}, "rank=9"},
+      {{"--store", store, "--inject", "kill:rank=1"}, "kill:rank=1"},
+      {{"--store", store, "--chaos", "1"}, "--chaos '1'"},
+      {{"--store", "bogus:x"}, "bogus:x"},
+      {{"--store", store, "--run-id", "has space"}, "has space"},
+      {{"--store", store, "--nnodes", "2", "--node-rank", "2"}, "--node-rank 2"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"launch", "--nproc-per-node", "2"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), {"--", "true"});
+    LaunchRun run = ntp(args);
+    EXPECT_EQ(run.code, 2) << c.named;
+    EXPECT_TRUE(run.out.empty()) << run.out;
+    EXPECT_EQ(count(run.err, "\n"), 1) << run.err;
+    EXPECT_NE(run.err.find(c.named), std::string::npos) << run.err;
+  }
+}
+
+// Finished lines of comm-worker ranks in `ranks`, all with the expected members.
+void expect_finished(const LaunchRun& run, const std::vector<int>& ranks, const std::string& steps,
+                     const std::string& members) {
+  for (int rank : ranks) {
+    const std::string want = "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) +
+                             ": finished " + steps + " steps";
+    const auto pos = run.out.find(want);
+    ASSERT_NE(pos, std::string::npos) << run.out << run.err;
+    const std::string line = run.out.substr(pos, run.out.find('\n', pos) - pos);
+    EXPECT_NE(line.find("members [" + members + "]"), std::string::npos) << line;
+  }
+}
+
+TEST(LaunchTest, KillAtAStepLeavesSurvivorsThatFinish) {
+  TempDir dir;
+  LaunchRun run =
+      ntp({"launch", "--nproc-per-node", "4", "--store", "file:" + dir.path(), "--inject",
+           "kill:rank=1,at=4", "--", "ntp", kWorker, "--steps", "12", "--timeout-ms", "700"});
+  EXPECT_EQ(run.code, 0) << run.out << run.err;
+  EXPECT_NE(run.err.find("injecting kill (SIGKILL) into rank 1 (at step 4)"), std::string::npos)
+      << run.err;
+  expect_finished(run, {0, 2, 3}, "12", "0,2,3");
+  EXPECT_EQ(run.out.find("[rank 1] rank 1: finished"), std::string::npos);
+}
+
+TEST(LaunchTest, HangAtAStepIsDetectedAndTheHungWorkerIsReaped) {
+  TempDir dir;
+  LaunchRun run =
+      ntp({"launch", "--nproc-per-node", "3", "--store", "file:" + dir.path(), "--inject",
+           "hang:rank=0,at=3", "--", "ntp", kWorker, "--steps", "10", "--timeout-ms", "700"});
+  EXPECT_EQ(run.code, 0) << run.out << run.err;
+  EXPECT_NE(run.err.find("injecting hang (SIGSTOP) into rank 0"), std::string::npos) << run.err;
+  expect_finished(run, {1, 2}, "10", "1,2");
+}
+
+TEST(LaunchTest, RepairBringsTheGroupBackToFullSize) {
+  TempDir dir;
+  LaunchRun run = ntp({"launch", "--nproc-per-node", "3", "--store", "file:" + dir.path(),
+                       "--inject", "kill:rank=1,at=3", "--inject", "repair:rank=1,at=6", "--",
+                       "ntp", kWorker, "--steps", "14", "--timeout-ms", "700"});
+  EXPECT_EQ(run.code, 0) << run.out << run.err;
+  EXPECT_NE(run.err.find("starting a fresh worker for rank 1 (restart 1"), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.out.find("[rank 1] rank 1: joined"), std::string::npos) << run.out;
+  expect_finished(run, {0, 1, 2}, "14", "0,1,2");
+}
+
+TEST(LaunchTest, ChaosInjectsFaultsAndTheJobStillFinishes) {
+  TempDir dir;
+  LaunchRun run =
+      ntp({"launch", "--nproc-per-node", "4", "--store", "file:" + dir.path(), "--chaos", "11,4",
+           "--", "ntp", kWorker, "--steps", "60", "--step-ms", "30", "--timeout-ms", "700"});
+  EXPECT_EQ(run.code, 0) << run.out << run.err;
+  const int faults = count(run.err, "(chaos at");
+  EXPECT_GE(faults, 1) << run.err;
+  EXPECT_LE(faults, 3) << "chaos must leave the last worker alone";
+  // Every rank that chaos did not hit finished all steps.
+  for (int rank = 0; rank < 4; ++rank) {
+    if (run.err.find("into rank " + std::to_string(rank) + " (chaos") != std::string::npos)
+      continue;
+    EXPECT_NE(run.out.find("[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) +
+                           ": finished 60 steps"),
+              std::string::npos)
+        << run.out << run.err;
+  }
+}
+
+// SIGTERM/SIGINT reach every worker and its children; nothing is left behind.
+void expect_stop_without_orphans(int signo, bool with_hang) {
+  TempDir dir;
+  std::vector<std::string> args = {
+      "launch", "--nproc-per-node", "3", "--store", "file:" + dir.path(), "--grace", "1"};
+  if (with_hang) args.insert(args.end(), {"--inject", "hang:rank=1,at=0.3s"});
+  args.insert(args.end(), {"--", "sh", "-c",
+                           "sleep 60 & echo $! > " + dir.path() + "/child_$NTP_RANK; echo $$ > " +
+                               dir.path() + "/worker_$NTP_RANK; wait"});
+  int out = -1;
+  int err = -1;
+  const pid_t launcher = start(args, {}, &out, &err);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 500 && pids.size() < 6; ++i) {
+    pids.clear();
+    for (const char* kind : {"child_", "worker_"}) {
+      for (int rank = 0; rank < 3; ++rank) {
+        const std::string text = read_file(dir.path() + "/" + kind + std::to_string(rank));
+        if (!text.empty() && text.back() == '\n') pids.push_back(std::stoi(text));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(pids.size(), 6U) << "workers did not start";
+  if (with_hang) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (pid_t pid : pids) EXPECT_FALSE(process_gone(pid)) << pid;
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(launcher, signo), 0);
+  LaunchRun run = finish(launcher, out, err, std::chrono::seconds(20));
+  const auto took = std::chrono::steady_clock::now() - sent;
+  EXPECT_EQ(run.code, 128 + signo) << run.err;
+  EXPECT_LT(took, std::chrono::seconds(5));
+  for (pid_t pid : pids) EXPECT_TRUE(process_gone(pid)) << "orphan " << pid;
+}
+
+TEST(LaunchTest, SigtermStopsEveryWorkerAndItsChildren) {
+  expect_stop_without_orphans(SIGTERM, false);
+}
+
+TEST(LaunchTest, SigintStopsHungWorkersToo) { expect_stop_without_orphans(SIGINT, true); }
+
+}  // namespace
