@@ -1,0 +1,33 @@
+#!/bin/sh
+# Bad input to `ntp sim` and `ntp power plan`: exit code 2, one stderr line naming the key and the
+# value, nothing on stdout. Usage: cli_bad_input.sh NTP_BINARY SOURCE_DIR
+ntp="$1"
+cfg="$2/configs/sim/paper-b200-nvl32.toml"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() {  # check EXPECTED_SUBSTRING ARGS...
+  want="$1"
+  shift
+  "$ntp" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" -ne 2 ] || [ -s "$tmp/out" ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] ||
+    ! grep -qF -- "$want" "$tmp/err"; then
+    echo "FAIL: ntp $* -> rc=$rc, stderr: $(cat "$tmp/err"), stdout bytes: $(wc -c <"$tmp/out")"
+    fail=1
+  fi
+}
+check "model.layerz" sim --config "$cfg" --set model.layerz=3
+check "failures.rate_per_gpu_day" sim --config "$cfg" --set failures.rate_per_gpu_day=-1
+check "parallel.domain_size = 30" sim --config "$cfg" --set parallel.domain_size=30 --set system.gpus=30720
+check "does not fit" sim --config "$cfg" --set parallel.min_degree=2 --set parallel.degree_multiple=1
+check "BOGUS" sim --config "$cfg" --set 'sim.policies=["BOGUS"]'
+check "--failed-fraction" sim --config "$cfg" --failed-fraction 2
+check "cannot read config" sim --config "$tmp/missing.toml"
+check "--failed 40" power plan --failed 40
+check "--speed" power plan --speed 1.5
+# And a good run prints a table on stdout and nothing on stderr.
+"$ntp" sim --config "$cfg" --trials 1 --days 1 >"$tmp/out" 2>"$tmp/err" || fail=1
+grep -q "NTP-PW" "$tmp/out" || { echo "FAIL: no table"; fail=1; }
+[ -s "$tmp/err" ] && { echo "FAIL: stderr on success: $(cat "$tmp/err")"; fail=1; }
+exit $fail

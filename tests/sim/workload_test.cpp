@@ -1,0 +1,72 @@
+#include "sim/workload.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim_test_util.h"
+
+namespace ntp::sim {
+namespace {
+
+TEST(Workload, DegreeAfterFailuresRoundsAndRespectsMinimum) {
+  SimConfig c = testing::small_config(1, {"parallel.tp=8", "parallel.domain_size=8",
+                                          "parallel.min_degree=4", "parallel.degree_multiple=2"});
+  const Workload w(c);
+  EXPECT_EQ(w.degree_after_failures(0), 8);
+  EXPECT_EQ(w.degree_after_failures(1), 6);  // 7 healthy, rounded down to a multiple of 2
+  EXPECT_EQ(w.degree_after_failures(2), 6);
+  EXPECT_EQ(w.degree_after_failures(4), 4);
+  EXPECT_EQ(w.degree_after_failures(5), 0);  // 3 < min_degree: cannot run
+}
+
+// With the FFN negligible and TP communication free, a stage's compute is set by the rank with
+// the most heads: speed(t) = ceil(heads / tp) / ceil(heads / t), computed here without the model.
+TEST(Workload, SpeedFollowsHeadGranularity) {
+  SimConfig c = testing::small_config(
+      1, {"model.heads=12", "model.ffn_multiplier=0.001", "parallel.tp=8", "parallel.domain_size=8",
+          "parallel.min_degree=1", "model.sequence=1", "model.global_batch_tokens=8"});
+  c.parallel.tp_overlap = 1.0;
+  const Workload w(c);
+  auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
+  for (int t = 1; t <= 8; ++t) {
+    const double expected = static_cast<double>(ceil_div(12, 8)) / ceil_div(12, t);
+    EXPECT_NEAR(w.speed(t), expected, 2e-3) << t;
+  }
+  // 12 heads at degree 7 or 6 cost the same (2 heads on the busiest rank).
+  EXPECT_NEAR(w.speed(7), w.speed(6), 2e-3);
+}
+
+TEST(Workload, SpeedIsOneAtFullDegreeAndFallsWithDegree) {
+  Result<SimConfig> c =
+      load_config(std::string(NTP_SOURCE_DIR) + "/configs/sim/paper-b200-nvl32.toml");
+  ASSERT_TRUE(c.ok());
+  const Workload w(*c);
+  EXPECT_DOUBLE_EQ(w.speed(32), 1.0);
+  for (int t = 28; t < 32; ++t) EXPECT_LT(w.speed(t), w.speed(t + 1));
+  // Compute alone can never beat the ideal t / 32 scaling.
+  for (int t = 28; t < 32; ++t) EXPECT_LE(w.speed(t), t / 32.0 + 1e-12);
+}
+
+TEST(Workload, NtpReducesDpAtTheSmallestDegree) {
+  // A slow network and no overlap make the DP reduction visible: at t_min the per-GPU gradient
+  // share is 1/t_min, so the exposed time grows by tp / t_min (plus the fold/unfold).
+  SimConfig c =
+      testing::small_config(1, {"parallel.dp_overlap=0.0", "system.scale_out_gbits_per_s=0.001"});
+  const Workload w(c);
+  const StepBreakdown full = w.step(4, 4), reduced = w.step(4, 2);
+  EXPECT_NEAR(reduced.dp_s / full.dp_s, 2.0, 0.01);
+  EXPECT_LT(w.dp_factor(2), 1.0);
+  EXPECT_DOUBLE_EQ(w.dp_factor(4), 1.0);
+}
+
+TEST(Workload, MemoryScalesInverselyWithDegree) {
+  SimConfig c = testing::small_config();
+  const Workload w(c);
+  EXPECT_NEAR(w.memory_bytes(2) / w.memory_bytes(4), 2.0, 1e-12);
+  // Parameters: layers x (4 h^2 + 2 h f) = 4 x (4 + 8) x 256^2.
+  EXPECT_DOUBLE_EQ(w.stage_params(), 4.0 * 12.0 * 256 * 256);
+}
+
+}  // namespace
+}  // namespace ntp::sim
