@@ -17,7 +17,8 @@ sequence = 128
 global_batch_tokens = 65536
 [parallel]
 tp = 4
-pp = )toml" + std::to_string(pp) + R"toml(
+pp = )toml" + std::to_string(pp) +
+                           R"toml(
 domain_size = 4
 min_degree = 2
 degree_multiple = 1
