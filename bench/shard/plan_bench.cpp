@@ -2,9 +2,11 @@
 //
 //   build/bench/shard/plan_bench [--domains 1389] [--fail-fraction 0.01] [--repeats 5] [--seed 1]
 //
-// Times, side by side in one run: the healthy layout, the degraded layout (slot-preserving, against
-// the healthy one), the failure reshard plan, a repair layout and its reshard plan. Reports the
-// median of --repeats runs of each phase and the total as a fraction of the 1 s budget.
+// Times, side by side in one run and for each sync strategy: the healthy layout, the degraded
+// layout (slot-preserving, against the healthy one), the failure reshard plan, a repair layout and
+// its reshard plan. Reports the median of --repeats runs of each phase, the failure path as a
+// fraction of the 1 s budget, and what each strategy costs: state moved on failure, largest
+// per-step fold and DP buffer of a rank.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "machine_info.h"
 #include "shard/cluster_layout.h"
 #include "shard/fold_sync_strategy.h"
+#include "shard/native_sync_strategy.h"
 #include "shard/reshard_plan.h"
 
 namespace {
@@ -77,40 +80,54 @@ int main(int argc, char** argv) {
   ClusterSpec repaired = failed;
   repaired.failed.erase(repaired.failed.begin());
 
-  const FoldSyncStrategy strategy;
-  std::vector<double> t_healthy, t_failed, t_reshard, t_repair, t_repair_reshard;
-  std::size_t transfers = 0;
-  int sync_degree = 0;
-  for (int r = 0; r < repeats; ++r) {
-    ClusterLayout healthy, degraded, back;
-    t_healthy.push_back(seconds_of([&] { healthy = plan_cluster(spec, strategy).value(); }));
-    t_failed.push_back(
-        seconds_of([&] { degraded = plan_cluster(failed, strategy, &healthy).value(); }));
-    t_reshard.push_back(
-        seconds_of([&] { transfers = plan_reshard(healthy, degraded).value().transfers.size(); }));
-    t_repair.push_back(
-        seconds_of([&] { back = plan_cluster(repaired, strategy, &degraded).value(); }));
-    t_repair_reshard.push_back(seconds_of([&] { (void)plan_reshard(degraded, back).value(); }));
-    sync_degree = degraded.sync.sync_degree;
-  }
-  const double failure_path = median(t_failed) + median(t_reshard);
   std::printf("machine: %s\n", ntp::bench::machine_description().c_str());
   std::printf(
       "config:  %d domains x 72 = %d GPUs, %d failed at random (seed %llu), 128 heads, "
-      "FFN 65536 columns (1 per unit), vocab 128256; sync degree after failures %d\n",
-      domains, gpus, to_fail, static_cast<unsigned long long>(seed), sync_degree);
+      "FFN 65536 columns (1 per unit), vocab 128256, hidden 16384, 1 layer\n",
+      domains, gpus, to_fail, static_cast<unsigned long long>(seed));
   std::printf(
       "command: build/bench/shard/plan_bench --domains %d --fail-fraction %g --repeats %d "
       "--seed %llu\n",
       domains, fail_fraction, repeats, static_cast<unsigned long long>(seed));
-  std::printf("median of %d runs:\n", repeats);
-  std::printf("  healthy layout            %8.1f ms\n", 1e3 * median(t_healthy));
-  std::printf("  degraded layout           %8.1f ms\n", 1e3 * median(t_failed));
-  std::printf("  failure reshard plan      %8.1f ms  (%zu transfers)\n", 1e3 * median(t_reshard),
-              transfers);
-  std::printf("  repair layout             %8.1f ms\n", 1e3 * median(t_repair));
-  std::printf("  repair reshard plan       %8.1f ms\n", 1e3 * median(t_repair_reshard));
-  std::printf("  failure path (layout + reshard) %.1f ms = %.3f of the 1 s budget\n",
-              1e3 * failure_path, failure_path / 1.0);
+  std::printf("median of %d runs, ms:\n", repeats);
+  std::printf("  %-8s %8s %9s %9s %8s %9s %9s %12s %12s %12s\n", "strategy", "healthy", "degraded",
+              "reshard", "repair", "reshard2", "fail/1s", "moved(fail)", "max fold", "max DP");
+  const FoldSyncStrategy fold;
+  const NativeSyncStrategy native(spec.domain_size);
+  for (const SyncStrategy* strategy :
+       {static_cast<const SyncStrategy*>(&fold), static_cast<const SyncStrategy*>(&native)}) {
+    std::vector<double> t_healthy, t_failed, t_reshard, t_repair, t_repair_reshard;
+    std::int64_t moved = 0, max_fold = 0, max_dp = 0;
+    for (int r = 0; r < repeats; ++r) {
+      ClusterLayout healthy, degraded, back;
+      ReshardPlan plan;
+      t_healthy.push_back(seconds_of([&] { healthy = plan_cluster(spec, *strategy).value(); }));
+      t_failed.push_back(
+          seconds_of([&] { degraded = plan_cluster(failed, *strategy, &healthy).value(); }));
+      t_reshard.push_back(seconds_of([&] { plan = plan_reshard(healthy, degraded).value(); }));
+      t_repair.push_back(
+          seconds_of([&] { back = plan_cluster(repaired, *strategy, &degraded).value(); }));
+      t_repair_reshard.push_back(seconds_of([&] { (void)plan_reshard(degraded, back).value(); }));
+      moved = plan.intra_domain_bytes + plan.dp_peer_bytes;
+      for (const auto& replica : degraded.sync.costs) {
+        for (const RankSyncCost& c : replica) {
+          max_fold = std::max({max_fold, c.fold_out_bytes, c.fold_in_bytes});
+          max_dp = std::max(max_dp, c.dp_bytes);
+        }
+      }
+    }
+    const double failure_path = median(t_failed) + median(t_reshard);
+    std::printf("  %-8s %8.1f %9.1f %9.1f %8.1f %9.1f %9.3f %10.1f G %10.2f G %10.2f G\n",
+                std::string(strategy->name()).c_str(), 1e3 * median(t_healthy),
+                1e3 * median(t_failed), 1e3 * median(t_reshard), 1e3 * median(t_repair),
+                1e3 * median(t_repair_reshard), failure_path / 1.0,
+                static_cast<double>(moved) / 1e9, static_cast<double>(max_fold) / 1e9,
+                static_cast<double>(max_dp) / 1e9);
+  }
+  std::printf(
+      "columns: healthy/degraded/repair = layout time; reshard = failure reshard plan; reshard2 = "
+      "repair reshard plan;\n  fail/1s = (degraded + reshard) / 1 s budget; moved(fail) = state "
+      "bytes moved on failure (14 B/param);\n  max fold / max DP = largest per-step gradient "
+      "bytes a rank folds / all-reduces (4 B/param)\n");
   return 0;
 }

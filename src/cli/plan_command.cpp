@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/plan_report.h"
 #include "shard/fold_sync_strategy.h"
+#include "shard/native_sync_strategy.h"
 
 namespace ntp::cli {
 namespace {
@@ -21,6 +22,7 @@ struct PlanOptions {
   std::string repair;
   shard::ModelShape shape;
   shard::ByteCosts bytes;
+  std::string strategy = "fold";
   bool json = false;
   bool details = false;
 };
@@ -42,7 +44,15 @@ Result<PlanResult> compute_plan(PlanOptions opt) {
   spec.min_tp = opt.min_tp;
   spec.spaces = shard::model_unit_spaces(opt.shape);
   spec.bytes = opt.bytes;
-  const shard::FoldSyncStrategy strategy;
+  std::unique_ptr<shard::SyncStrategy> strategy_ptr;
+  if (opt.strategy == "fold") {
+    strategy_ptr = std::make_unique<shard::FoldSyncStrategy>();
+  } else if (opt.strategy == "native") {
+    strategy_ptr = std::make_unique<shard::NativeSyncStrategy>(opt.tp);
+  } else {
+    return invalid_argument("--strategy '" + opt.strategy + "' is unknown; use fold or native");
+  }
+  const shard::SyncStrategy& strategy = *strategy_ptr;
 
   PlanResult result;
   result.shape = opt.shape;
@@ -100,6 +110,11 @@ void add_plan_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--state-bytes", opt->bytes.state_bytes,
                   "Bytes per parameter a reshard moves (weights + optimizer state)")
+      ->capture_default_str();
+  cmd->add_option("--strategy", opt->strategy,
+                  "Gradient sync strategy: fold (re-lay out every replica around the smallest "
+                  "degree; small per-step folds) or native (healthy replicas keep their layout; "
+                  "degraded ones fold more) — see docs/design/layout-algebra.md")
       ->capture_default_str();
   cmd->add_flag("--json", opt->json, "Emit one JSON object (schema: docs/plan-json.md)");
   cmd->add_flag("--details", opt->details,

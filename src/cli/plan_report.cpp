@@ -91,16 +91,23 @@ void render_replicas(std::string& out, const ClusterLayout& layout, bool details
 void render_sync(std::string& out, const ClusterLayout& layout, bool details) {
   const auto& spec = layout.spec;
   const auto& sync = layout.sync;
-  appendf(
-      out,
-      "\nsync plan (%s): sync degree %d. Core ranks 0-%d of every replica all-reduce the same %d\n"
-      "partitions of each space; extra ranks fold their gradients into core ranks first and\n"
-      "get the reduced values back after (unfold).\n",
-      sync.strategy.c_str(), sync.sync_degree, sync.sync_degree - 1, sync.sync_degree);
+  if (sync.strategy == "fold") {
+    appendf(out,
+            "\nsync plan (fold): sync degree %d. Core ranks 0-%d of every replica all-reduce the "
+            "same %d\npartitions of each space; extra ranks fold their gradients into core ranks "
+            "first and\nget the reduced values back after (unfold).\n",
+            sync.sync_degree, sync.sync_degree - 1, sync.sync_degree);
+  } else {
+    appendf(out,
+            "\nsync plan (%s): %d partitions per space. In each replica one rank represents each "
+            "partition;\nthe other ranks fold their pieces of it into that rank before the DP "
+            "all-reduce.\n",
+            sync.strategy.c_str(), sync.sync_degree);
+  }
   // One line per degree: all replicas of a degree have the same costs.
   std::map<int, std::vector<int>, std::greater<>> by_degree;
   for (const ReplicaLayout& r : layout.replicas) by_degree[r.degree()].push_back(r.domain);
-  appendf(out, "  %4s %9s %6s %16s %18s %18s\n", "TP", "replicas", "extra", "fold/replica",
+  appendf(out, "  %4s %9s %6s %16s %18s %18s\n", "TP", "replicas", "folds", "fold/replica",
           "max fold/rank", "max DP/rank");
   std::int64_t max_dp = 0;
   for (const auto& [degree, domains] : by_degree) {
@@ -112,8 +119,10 @@ void render_sync(std::string& out, const ClusterLayout& layout, bool details) {
       dp = std::max(dp, c.dp_bytes);
     }
     max_dp = std::max(max_dp, dp);
-    appendf(out, "  %4d %9zu %6d %16s %18s %18s\n", degree, domains.size(),
-            degree - sync.sync_degree, format_bytes(static_cast<double>(fold)).c_str(),
+    int folding_ranks = 0;
+    for (const auto& c : costs) folding_ranks += c.fold_out_bytes > 0 ? 1 : 0;
+    appendf(out, "  %4d %9zu %6d %16s %18s %18s\n", degree, domains.size(), folding_ranks,
+            format_bytes(static_cast<double>(fold)).c_str(),
             format_bytes(static_cast<double>(max_fold)).c_str(),
             format_bytes(static_cast<double>(dp)).c_str());
   }
@@ -123,7 +132,7 @@ void render_sync(std::string& out, const ClusterLayout& layout, bool details) {
                   spec.bytes.grad_bytes;
   }
   appendf(out,
-          "  DP all-reduce buffer per core rank: %s (%s with every replica at TP%d, %+.1f%%)\n",
+          "  largest DP all-reduce buffer of a rank: %s (%s with every replica at TP%d, %+.1f%%)\n",
           format_bytes(static_cast<double>(max_dp)).c_str(),
           format_bytes(static_cast<double>(uniform_dp)).c_str(), spec.domain_size,
           100.0 * (static_cast<double>(max_dp) / static_cast<double>(uniform_dp) - 1.0));

@@ -107,6 +107,20 @@ TEST(NtpPlan, JsonFollowsTheDocumentedSchema) {
   EXPECT_EQ(doc["repaired"]["replicas"][2]["degree"], 7);
 }
 
+TEST(NtpPlan, NativeStrategyLeavesHealthyReplicasAlone) {
+  auto r = ntp(plan_args({"--failed", "1:4", "--strategy", "native", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["sync"]["strategy"], "native");
+  for (const auto& t : doc["reshard"]["failure"]["transfers"]) {
+    EXPECT_EQ(t["destination"][0], 1) << "only the degraded domain receives state";
+  }
+  for (const auto& f : doc["sync"]["folds"]) EXPECT_EQ(f["domain"], 1);
+  auto bad = ntp(plan_args({"--strategy", "megatron"}));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--strategy 'megatron' is unknown"), std::string::npos) << bad.err;
+}
+
 TEST(NtpPlan, TextReportNamesEveryDegradedReplica) {
   auto r = ntp(plan_args({"--failed", "1:2,1:5"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;

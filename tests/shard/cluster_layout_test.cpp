@@ -5,10 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <set>
 
 #include "random_cluster.h"
 #include "shard/fold_sync_strategy.h"
+#include "shard/native_sync_strategy.h"
 
 namespace ntp::shard {
 namespace {
@@ -23,9 +26,11 @@ void check_layout_properties(const ClusterLayout& layout) {
   const ClusterSpec& spec = layout.spec;
   SCOPED_TRACE(describe(spec));
   ASSERT_EQ(layout.replicas.size(), static_cast<std::size_t>(spec.domains));
-  int min_degree = spec.domain_size;
-  for (const ReplicaLayout& r : layout.replicas) min_degree = std::min(min_degree, r.degree());
-  EXPECT_EQ(layout.sync.sync_degree, min_degree);
+  if (layout.sync.strategy == "fold") {
+    int min_degree = spec.domain_size;
+    for (const ReplicaLayout& r : layout.replicas) min_degree = std::min(min_degree, r.degree());
+    EXPECT_EQ(layout.sync.sync_degree, min_degree);
+  }
 
   for (const ReplicaLayout& replica : layout.replicas) {
     // Ranks run on distinct healthy slots, one per healthy slot.
@@ -53,11 +58,13 @@ void check_layout_properties(const ClusterLayout& layout) {
     }
   }
 
-  // After the fold, core rank r of every replica holds exactly its group's units, each once; the DP
-  // groups of a space partition it; every replica appears once in every group.
+  // DP groups partition every space and have one member per replica, in domain order. After the
+  // fold, every rank holds exactly the units of the groups it is a member of: folds only send units
+  // their source owns, and no unit arrives twice.
   for (std::size_t sp = 0; sp < spec.spaces.size(); ++sp) {
     const std::int64_t units = spec.spaces[sp].units;
     std::vector<int> group_cover(static_cast<std::size_t>(units), 0);
+    std::map<std::pair<int, int>, IntervalSet> represents;  // (domain, rank) -> units reduced
     for (const DpGroup& g : layout.sync.groups) {
       if (g.space != static_cast<int>(sp)) continue;
       for (std::int64_t u : g.units.ids()) ++group_cover[static_cast<std::size_t>(u)];
@@ -65,34 +72,67 @@ void check_layout_properties(const ClusterLayout& layout) {
       for (int d = 0; d < spec.domains; ++d) {
         const RankRef member = g.members[static_cast<std::size_t>(d)];
         ASSERT_EQ(member.domain, d);
-        const ReplicaLayout& replica = layout.replicas[static_cast<std::size_t>(d)];
-        IntervalSet held = replica.units[sp][static_cast<std::size_t>(member.rank)];
-        for (const FoldTransfer& f : layout.sync.folds) {
-          if (f.space != static_cast<int>(sp) || f.domain != d || f.to_rank != member.rank)
-            continue;
-          ASSERT_EQ(intersection_count(held, f.units), 0) << "a unit folded twice";
-          EXPECT_EQ(intersect(replica.units[sp][static_cast<std::size_t>(f.from_rank)], f.units),
-                    f.units)
-              << "a fold sends units its source does not own";
-          held = unite(held, f.units);
-        }
-        EXPECT_EQ(held, g.units) << "domain " << d << " rank " << member.rank << " after fold";
+        ASSERT_GE(member.rank, 0);
+        ASSERT_LT(member.rank, layout.replicas[static_cast<std::size_t>(d)].degree());
+        auto& mine = represents[{d, member.rank}];
+        ASSERT_EQ(intersection_count(mine, g.units), 0);
+        mine = unite(mine, g.units);
       }
     }
     for (std::int64_t u = 0; u < units; ++u) {
       ASSERT_EQ(group_cover[static_cast<std::size_t>(u)], 1) << "unit " << u << " in DP groups";
     }
+    for (const ReplicaLayout& replica : layout.replicas) {
+      std::vector<IntervalSet> held = replica.units[sp];
+      for (const FoldTransfer& f : layout.sync.folds) {
+        if (f.space != static_cast<int>(sp) || f.domain != replica.domain) continue;
+        IntervalSet& from = held[static_cast<std::size_t>(f.from_rank)];
+        IntervalSet& to = held[static_cast<std::size_t>(f.to_rank)];
+        ASSERT_EQ(intersect(replica.units[sp][static_cast<std::size_t>(f.from_rank)], f.units),
+                  f.units)
+            << "a fold sends units its source does not own";
+        ASSERT_EQ(intersection_count(to, f.units), 0) << "a unit folded twice";
+        from = subtract(from, f.units);
+        to = unite(to, f.units);
+      }
+      for (int k = 0; k < replica.degree(); ++k) {
+        auto it = represents.find({replica.domain, k});
+        const IntervalSet want = it == represents.end() ? IntervalSet() : it->second;
+        EXPECT_EQ(held[static_cast<std::size_t>(k)], want)
+            << "domain " << replica.domain << " rank " << k << " after the fold";
+      }
+    }
   }
 }
 
-TEST(ClusterLayout, RandomClustersSatisfyLayoutProperties) {
+TEST(ClusterLayout, RandomClustersSatisfyLayoutPropertiesUnderEveryStrategy) {
   Rng rng(2026);
-  const FoldSyncStrategy strategy;
   for (int trial = 0; trial < kRandomCases; ++trial) {
     const ClusterSpec spec = random_cluster_spec(rng);
-    auto layout = plan_cluster(spec, strategy);
-    ASSERT_TRUE(layout.ok()) << layout.status().to_string();
-    check_layout_properties(*layout);
+    for (const auto& strategy : testing::all_strategies(spec)) {
+      SCOPED_TRACE(std::string(strategy->name()));
+      auto layout = plan_cluster(spec, *strategy);
+      ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+      check_layout_properties(*layout);
+    }
+  }
+}
+
+TEST(ClusterLayout, NativeStrategyKeepsHealthyReplicasUntouchedByFailures) {
+  Rng rng(31);
+  for (int trial = 0; trial < 100; ++trial) {
+    const ClusterSpec spec = random_cluster_spec(rng);
+    const NativeSyncStrategy strategy(spec.domain_size);
+    auto before = plan_cluster(spec, strategy);
+    auto after = plan_cluster(testing::fail_more(spec, rng, 2), strategy, &*before);
+    ASSERT_TRUE(before.ok() && after.ok());
+    for (int d = 0; d < spec.domains; ++d) {
+      if (after->spec.degree(d) != spec.degree(d)) continue;
+      EXPECT_EQ(after->replicas[static_cast<std::size_t>(d)].units,
+                before->replicas[static_cast<std::size_t>(d)].units);
+      EXPECT_EQ(after->replicas[static_cast<std::size_t>(d)].slots,
+                before->replicas[static_cast<std::size_t>(d)].slots);
+    }
   }
 }
 

@@ -4,6 +4,8 @@
 #include <set>
 
 #include "core/check.h"
+#include "shard/fold_sync_strategy.h"
+#include "shard/native_sync_strategy.h"
 
 namespace ntp::shard::testing {
 namespace {
@@ -88,6 +90,13 @@ ClusterSpec repair_some(const ClusterSpec& spec, Rng& rng, int count) {
     out.failed.erase(out.failed.begin() +
                      static_cast<std::ptrdiff_t>(rng.below(out.failed.size())));
   }
+  return out;
+}
+
+std::vector<std::unique_ptr<SyncStrategy>> all_strategies(const ClusterSpec& spec) {
+  std::vector<std::unique_ptr<SyncStrategy>> out;
+  out.push_back(std::make_unique<FoldSyncStrategy>());
+  out.push_back(std::make_unique<NativeSyncStrategy>(spec.domain_size));
   return out;
 }
 

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/rng.h"
 #include "shard/cluster_layout.h"
@@ -20,6 +22,9 @@ ClusterSpec fail_more(const ClusterSpec& spec, Rng& rng, int count);
 
 // The same spec with up to `count` failed slots repaired.
 ClusterSpec repair_some(const ClusterSpec& spec, Rng& rng, int count);
+
+// One instance of every SyncStrategy ntp has, configured for `spec`.
+std::vector<std::unique_ptr<SyncStrategy>> all_strategies(const ClusterSpec& spec);
 
 // A fingerprint of every field of a layout (slots, units, sync plan), for determinism checks.
 std::uint64_t fingerprint(const ClusterLayout& layout);

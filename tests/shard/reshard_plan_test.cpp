@@ -86,10 +86,12 @@ bool every_unit_has_a_live_copy(const ClusterLayout& from, const ClusterSpec& to
 
 TEST(ReshardPlan, FailureAndRepairTransitionsReachTheNewLayout) {
   Rng rng(4242);
-  const FoldSyncStrategy strategy;
   int lost = 0;
   for (int trial = 0; trial < 250; ++trial) {
     const ClusterSpec spec = testing::random_cluster_spec(rng);
+    const auto strategies = testing::all_strategies(spec);
+    const SyncStrategy& strategy = *strategies[trial % strategies.size()];
+    SCOPED_TRACE(std::string(strategy.name()));
     auto healthy = plan_cluster(spec, strategy);
     ASSERT_TRUE(healthy.ok());
     const ClusterSpec failed_spec =
