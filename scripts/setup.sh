@@ -39,3 +39,5 @@ if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNTP_WERROR=ON "$@" >/dev/null
 fi
 cmake --build "$build_dir" -j "$jobs"
+# Demo corpus from the `fortunes` package: data/fortunes_{train,val}.bin (docs/data.md).
+scripts/prepare_corpus.sh "$build_dir" data >/dev/null

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,12 +15,24 @@
 namespace ntp::train {
 namespace {
 
-std::string temp_path(const std::string& name) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("ntp_train_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
-}
+// A fresh scratch directory per test, removed by the destructor.
+class ScratchDir {
+ public:
+  ScratchDir()
+      : path_(std::filesystem::temp_directory_path() /
+              ("ntp_train_test_" + std::to_string(::getpid()) + "_" + std::to_string(next_++))) {
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  static inline int next_ = 0;
+  std::filesystem::path path_;
+};
 
 TEST(ByteTokenizerTest, RoundTripsEveryByte) {
   std::string text;
@@ -41,7 +54,8 @@ TEST(ByteTokenizerTest, RoundTripsEveryByte) {
 }
 
 TEST(TokenFileTest, WritesTheLlmcHeaderAndRoundTrips) {
-  const std::string path = temp_path("round.bin");
+  ScratchDir dir;
+  const std::string path = dir.file("round.bin");
   std::vector<uint16_t> tokens = {0, 1, 255, 65535, 42};
   ASSERT_TRUE(write_token_file(path, tokens).ok());
   EXPECT_EQ(std::filesystem::file_size(path), 1024u + 2 * tokens.size());
@@ -58,8 +72,9 @@ TEST(TokenFileTest, WritesTheLlmcHeaderAndRoundTrips) {
 }
 
 TEST(TokenFileTest, RejectsMissingTruncatedAndForeignFiles) {
-  EXPECT_EQ(read_token_file(temp_path("missing.bin")).status().code(), StatusCode::kNotFound);
-  const std::string path = temp_path("bad.bin");
+  ScratchDir dir;
+  EXPECT_EQ(read_token_file(dir.file("missing.bin")).status().code(), StatusCode::kNotFound);
+  const std::string path = dir.file("bad.bin");
   ASSERT_TRUE(write_token_file(path, std::vector<uint16_t>{1, 2, 3}).ok());
   std::filesystem::resize_file(path, 1024 + 4);  // one token short
   auto truncated = read_token_file(path);
