@@ -76,7 +76,9 @@ int run_power_plan(const PowerPlanOptions& o) {
     }
     speed = workload.speed(degree);
   }
-  const int survivors = tp - failed;
+  // The GPUs that do work: the reduced degree (survivors beyond it idle), or every survivor when
+  // the speed is given directly.
+  const int survivors = o.speed ? tp - failed : degree;
   const power::PowerModel model;
   const power::BoostPlan plan =
       power::plan_boost(model, speed, {survivors, config.system.tdp_watts, config.power.headroom});
@@ -113,7 +115,7 @@ int run_power_plan(const PowerPlanOptions& o) {
                               : "budget short: falls back to `scale` for the rest");
   std::printf("batch share:       %.4f of a healthy replica's samples\n", plan.batch_share);
   std::printf(
-      "domain power:      %.1f kW of a %.1f kW rack budget (%d survivors x %.0f W x %.2f)\n",
+      "domain power:      %.1f kW of a %.1f kW rack budget (%d active GPUs x %.0f W x %.2f)\n",
       plan.domain_watts / 1e3, plan.rack_budget_watts / 1e3, survivors, config.system.tdp_watts,
       1.0 + config.power.headroom);
   std::printf("energy per work:   %.4f x a healthy domain's\n", energy_per_work);
