@@ -8,7 +8,8 @@
 // * Operations are asynchronous: `*_async` enqueues the operation on the communicator's progress
 //   thread and returns a Work handle at once; operations run one at a time in submission order.
 //   The caller must keep the buffers alive and untouched until the Work is done (wait() returned
-//   or done() is true). The synchronous forms are `*_async(...)->wait()`.
+//   or done() is true). The synchronous forms behave as `*_async(...)->wait()`; a backend may
+//   run them on the calling thread when nothing is queued, which saves two thread hand-offs.
 // * Failures never hang and never abort the process: every operation finishes within
 //   `timeout()` of the moment its progress stalls, with a Status:
 //     kUnavailable        a peer is dead (connection closed/reset) or hung (no progress within the
@@ -158,30 +159,34 @@ class Communicator {
   virtual Result<std::unique_ptr<Communicator>> subgroup(const std::vector<int>& ranks,
                                                          const std::string& name) = 0;
 
-  // --- synchronous forms ---
+  // --- synchronous forms (same contracts; see the top of this file) ---
 
-  Status allreduce(View data, ReduceOp op = ReduceOp::kSum) {
-    return allreduce_async(data, op)->wait();
-  }
-  Status reduce_scatter(ConstView input, View output, std::vector<std::size_t> counts,
-                        ReduceOp op = ReduceOp::kSum) {
+  virtual Status allreduce(View data, ReduceOp op) { return allreduce_async(data, op)->wait(); }
+  Status allreduce(View data) { return allreduce(data, ReduceOp::kSum); }
+  virtual Status reduce_scatter(ConstView input, View output, std::vector<std::size_t> counts,
+                                ReduceOp op) {
     return reduce_scatter_async(input, output, std::move(counts), op)->wait();
   }
-  Status allgather(ConstView input, View output, std::vector<std::size_t> counts) {
+  Status reduce_scatter(ConstView input, View output, std::vector<std::size_t> counts) {
+    return reduce_scatter(input, output, std::move(counts), ReduceOp::kSum);
+  }
+  virtual Status allgather(ConstView input, View output, std::vector<std::size_t> counts) {
     return allgather_async(input, output, std::move(counts))->wait();
   }
-  Status alltoallv(ConstView input, std::vector<std::size_t> send_counts, View output,
-                   std::vector<std::size_t> recv_counts) {
+  virtual Status alltoallv(ConstView input, std::vector<std::size_t> send_counts, View output,
+                           std::vector<std::size_t> recv_counts) {
     return alltoallv_async(input, std::move(send_counts), output, std::move(recv_counts))->wait();
   }
-  Status broadcast(View data, int root) { return broadcast_async(data, root)->wait(); }
-  Status send(ConstView data, int dst, std::uint32_t tag = 0) {
+  virtual Status broadcast(View data, int root) { return broadcast_async(data, root)->wait(); }
+  virtual Status send(ConstView data, int dst, std::uint32_t tag) {
     return send_async(data, dst, tag)->wait();
   }
-  Status recv(View data, int src, std::uint32_t tag = 0) {
+  Status send(ConstView data, int dst) { return send(data, dst, 0); }
+  virtual Status recv(View data, int src, std::uint32_t tag) {
     return recv_async(data, src, tag)->wait();
   }
-  Status barrier() { return barrier_async()->wait(); }
+  Status recv(View data, int src) { return recv(data, src, 0); }
+  virtual Status barrier() { return barrier_async()->wait(); }
 };
 
 }  // namespace ntp::comm

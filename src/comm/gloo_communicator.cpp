@@ -126,77 +126,141 @@ class GlooCommunicator final : public Communicator {
   }
 
   WorkPtr allreduce_async(View data, ReduceOp op) override {
-    if (!reducible(data.dtype)) return bad_dtype("allreduce", data.dtype);
-    return submit("allreduce", [this, data, op](std::uint32_t tag) -> Status {
-      if (data.count == 0) return ok_status();
-      if (size() > 1) {
-        gloo::AllreduceOptions opts(context_);
-        if (data.dtype == DType::kFloat32) {
-          opts.setOutput(static_cast<float*>(data.data), data.count);
-        } else {
-          opts.setOutput(static_cast<double*>(data.data), data.count);
-        }
-        opts.setReduceFunction(sum_fn(data.dtype));
-        opts.setTag(tag);
-        opts.setTimeout(options_.timeout);
-        gloo::allreduce(opts);
-      }
-      if (op == ReduceOp::kAvg) divide(data.data, data.count, data.dtype, size());
-      return ok_status();
-    });
+    return launch(prepare_allreduce(data, op));
   }
-
+  Status allreduce(View data, ReduceOp op) override { return run_now(prepare_allreduce(data, op)); }
   WorkPtr reduce_scatter_async(ConstView input, View output, std::vector<std::size_t> counts,
                                ReduceOp op) override {
+    return launch(prepare_reduce_scatter(input, output, std::move(counts), op));
+  }
+  Status reduce_scatter(ConstView input, View output, std::vector<std::size_t> counts,
+                        ReduceOp op) override {
+    return run_now(prepare_reduce_scatter(input, output, std::move(counts), op));
+  }
+  WorkPtr allgather_async(ConstView input, View output, std::vector<std::size_t> counts) override {
+    return launch(prepare_allgather(input, output, std::move(counts)));
+  }
+  Status allgather(ConstView input, View output, std::vector<std::size_t> counts) override {
+    return run_now(prepare_allgather(input, output, std::move(counts)));
+  }
+  WorkPtr alltoallv_async(ConstView input, std::vector<std::size_t> send_counts, View output,
+                          std::vector<std::size_t> recv_counts) override {
+    return launch(prepare_alltoallv(input, std::move(send_counts), output, std::move(recv_counts)));
+  }
+  Status alltoallv(ConstView input, std::vector<std::size_t> send_counts, View output,
+                   std::vector<std::size_t> recv_counts) override {
+    return run_now(
+        prepare_alltoallv(input, std::move(send_counts), output, std::move(recv_counts)));
+  }
+  WorkPtr broadcast_async(View data, int root) override {
+    return launch(prepare_broadcast(data, root));
+  }
+  Status broadcast(View data, int root) override { return run_now(prepare_broadcast(data, root)); }
+  WorkPtr send_async(ConstView data, int dst, std::uint32_t tag) override {
+    return launch(prepare_send(data, dst, tag));
+  }
+  Status send(ConstView data, int dst, std::uint32_t tag) override {
+    return run_now(prepare_send(data, dst, tag));
+  }
+  WorkPtr recv_async(View data, int src, std::uint32_t tag) override {
+    return launch(prepare_recv(data, src, tag));
+  }
+  Status recv(View data, int src, std::uint32_t tag) override {
+    return run_now(prepare_recv(data, src, tag));
+  }
+  WorkPtr barrier_async() override { return launch(prepare_barrier()); }
+  Status barrier() override { return run_now(prepare_barrier()); }
+  // The convenience overloads of the base class stay visible.
+  using Communicator::allreduce;
+  using Communicator::recv;
+  using Communicator::reduce_scatter;
+  using Communicator::send;
+
+ private:
+  // One operation, checked: either an argument error or the body to run with the next tag.
+  using Body = std::function<Status(std::uint32_t)>;
+  struct Prepared {
+    Status error;
+    const char* name = "";
+    Body body;
+  };
+
+  Prepared prepare_allreduce(View data, ReduceOp op) {
+    if (!reducible(data.dtype)) return bad_dtype("allreduce", data.dtype);
+    return Prepared{ok_status(), "allreduce", [this, data, op](std::uint32_t tag) -> Status {
+                      if (data.count == 0) return ok_status();
+                      if (size() > 1) {
+                        gloo::AllreduceOptions opts(context_);
+                        if (data.dtype == DType::kFloat32) {
+                          opts.setOutput(static_cast<float*>(data.data), data.count);
+                        } else {
+                          opts.setOutput(static_cast<double*>(data.data), data.count);
+                        }
+                        opts.setReduceFunction(sum_fn(data.dtype));
+                        opts.setTag(tag);
+                        opts.setTimeout(options_.timeout);
+                        gloo::allreduce(opts);
+                      }
+                      if (op == ReduceOp::kAvg) divide(data.data, data.count, data.dtype, size());
+                      return ok_status();
+                    }};
+  }
+
+  Prepared prepare_reduce_scatter(ConstView input, View output, std::vector<std::size_t> counts,
+                                  ReduceOp op) {
     if (!reducible(input.dtype)) return bad_dtype("reduce_scatter", input.dtype);
     if (Status s = check_counts("reduce_scatter", counts, input, output, /*scatter=*/true);
         !s.ok()) {
-      return finished_work(s);
+      return Prepared{s, "", {}};
     }
-    return submit("reduce_scatter",
-                  [this, input, output, counts = std::move(counts), op](std::uint32_t tag) {
-                    return ring_reduce_scatter(input, output, counts, op, tag);
-                  });
+    return Prepared{ok_status(), "reduce_scatter",
+                    [this, input, output, counts = std::move(counts), op](std::uint32_t tag) {
+                      return ring_reduce_scatter(input, output, counts, op, tag);
+                    }};
   }
 
-  WorkPtr allgather_async(ConstView input, View output, std::vector<std::size_t> counts) override {
+  Prepared prepare_allgather(ConstView input, View output, std::vector<std::size_t> counts) {
     if (Status s = check_counts("allgather", counts, input, output, /*scatter=*/false); !s.ok()) {
-      return finished_work(s);
+      return Prepared{s, "", {}};
     }
-    return submit("allgather",
-                  [this, input, output, counts = std::move(counts)](std::uint32_t tag) -> Status {
-                    const std::size_t element = dtype_size(input.dtype);
-                    if (size() == 1) {
-                      if (input.count > 0) std::memmove(output.data, input.data, input.bytes());
+    return Prepared{ok_status(), "allgather",
+                    [this, input, output, counts = std::move(counts)](std::uint32_t tag) -> Status {
+                      const std::size_t element = dtype_size(input.dtype);
+                      if (size() == 1) {
+                        if (input.count > 0) std::memmove(output.data, input.data, input.bytes());
+                        return ok_status();
+                      }
+                      if (total(counts) == 0) return ok_status();
+                      std::vector<std::size_t> bytes(counts.size());
+                      for (std::size_t i = 0; i < counts.size(); ++i)
+                        bytes[i] = counts[i] * element;
+                      gloo::AllgathervOptions opts(context_);
+                      opts.setInput(static_cast<std::uint8_t*>(const_cast<void*>(input.data)),
+                                    input.bytes());
+                      opts.setOutput(static_cast<std::uint8_t*>(output.data), bytes);
+                      opts.setTag(tag);
+                      opts.setTimeout(options_.timeout);
+                      gloo::allgatherv(opts);
                       return ok_status();
-                    }
-                    if (total(counts) == 0) return ok_status();
-                    std::vector<std::size_t> bytes(counts.size());
-                    for (std::size_t i = 0; i < counts.size(); ++i) bytes[i] = counts[i] * element;
-                    gloo::AllgathervOptions opts(context_);
-                    opts.setInput(static_cast<std::uint8_t*>(const_cast<void*>(input.data)),
-                                  input.bytes());
-                    opts.setOutput(static_cast<std::uint8_t*>(output.data), bytes);
-                    opts.setTag(tag);
-                    opts.setTimeout(options_.timeout);
-                    gloo::allgatherv(opts);
-                    return ok_status();
-                  });
+                    }};
   }
 
-  WorkPtr alltoallv_async(ConstView input, std::vector<std::size_t> send_counts, View output,
-                          std::vector<std::size_t> recv_counts) override {
+  Prepared prepare_alltoallv(ConstView input, std::vector<std::size_t> send_counts, View output,
+                             std::vector<std::size_t> recv_counts) {
     if (input.dtype != output.dtype) return bad_pair("alltoallv", input.dtype, output.dtype);
     if (send_counts.size() != static_cast<std::size_t>(size()) ||
         recv_counts.size() != static_cast<std::size_t>(size()) ||
         total(send_counts) != input.count || total(recv_counts) != output.count) {
-      return finished_work(invalid_argument(
-          "alltoallv on rank " + std::to_string(rank()) +
-          ": need size() send/recv counts summing to the input/output element counts (input " +
-          std::to_string(input.count) + ", output " + std::to_string(output.count) + ")"));
+      return Prepared{
+          invalid_argument(
+              "alltoallv on rank " + std::to_string(rank()) +
+              ": need size() send/recv counts summing to the input/output element counts (input " +
+              std::to_string(input.count) + ", output " + std::to_string(output.count) + ")"),
+          "",
+          {}};
     }
-    return submit(
-        "alltoallv",
+    return Prepared{
+        ok_status(), "alltoallv",
         [this, input, output, send_counts = std::move(send_counts),
          recv_counts = std::move(recv_counts)](std::uint32_t tag) -> Status {
           if (size() == 1) {
@@ -223,60 +287,64 @@ class GlooCommunicator final : public Communicator {
           opts.setTimeout(options_.timeout);
           gloo::alltoallv(opts);
           return ok_status();
-        });
+        }};
   }
 
-  WorkPtr broadcast_async(View data, int root) override {
+  Prepared prepare_broadcast(View data, int root) {
     if (root < 0 || root >= size()) {
-      return finished_work(invalid_argument("broadcast root " + std::to_string(root) +
-                                            " is not a rank of a group of size " +
-                                            std::to_string(size())));
+      return Prepared{
+          invalid_argument("broadcast root " + std::to_string(root) +
+                           " is not a rank of a group of size " + std::to_string(size())),
+          "",
+          {}};
     }
-    return submit("broadcast", [this, data, root](std::uint32_t tag) -> Status {
-      if (size() == 1 || data.count == 0) return ok_status();
-      gloo::BroadcastOptions opts(context_);
-      opts.setOutput(static_cast<std::uint8_t*>(data.data), data.bytes());
-      opts.setRoot(root);
-      opts.setTag(tag);
-      opts.setTimeout(options_.timeout);
-      gloo::broadcast(opts);
-      return ok_status();
-    });
+    return Prepared{ok_status(), "broadcast", [this, data, root](std::uint32_t tag) -> Status {
+                      if (size() == 1 || data.count == 0) return ok_status();
+                      gloo::BroadcastOptions opts(context_);
+                      opts.setOutput(static_cast<std::uint8_t*>(data.data), data.bytes());
+                      opts.setRoot(root);
+                      opts.setTag(tag);
+                      opts.setTimeout(options_.timeout);
+                      gloo::broadcast(opts);
+                      return ok_status();
+                    }};
   }
 
-  WorkPtr send_async(ConstView data, int dst, std::uint32_t user_tag) override {
+  Prepared prepare_send(ConstView data, int dst, std::uint32_t user_tag) {
     if (dst < 0 || dst >= size() || dst == rank()) return bad_peer("send", dst);
-    return submit("send", [this, data, dst, user_tag](std::uint32_t) -> Status {
-      if (data.count == 0) return ok_status();
-      auto buffer = context_->createUnboundBuffer(const_cast<void*>(data.data), data.bytes());
-      buffer->send(dst, gloo::Slot::build(kSendRecvSlotPrefix, user_tag));
-      if (!buffer->waitSend(options_.timeout)) return unavailable("send aborted");
-      return ok_status();
-    });
+    return Prepared{ok_status(), "send", [this, data, dst, user_tag](std::uint32_t) -> Status {
+                      if (data.count == 0) return ok_status();
+                      auto buffer =
+                          context_->createUnboundBuffer(const_cast<void*>(data.data), data.bytes());
+                      buffer->send(dst, gloo::Slot::build(kSendRecvSlotPrefix, user_tag));
+                      if (!buffer->waitSend(options_.timeout)) return unavailable("send aborted");
+                      return ok_status();
+                    }};
   }
 
-  WorkPtr recv_async(View data, int src, std::uint32_t user_tag) override {
+  Prepared prepare_recv(View data, int src, std::uint32_t user_tag) {
     if (src < 0 || src >= size() || src == rank()) return bad_peer("recv", src);
-    return submit("recv", [this, data, src, user_tag](std::uint32_t) -> Status {
-      if (data.count == 0) return ok_status();
-      auto buffer = context_->createUnboundBuffer(data.data, data.bytes());
-      buffer->recv(src, gloo::Slot::build(kSendRecvSlotPrefix, user_tag));
-      if (!buffer->waitRecv(options_.timeout)) return unavailable("recv aborted");
-      return ok_status();
-    });
+    return Prepared{ok_status(), "recv", [this, data, src, user_tag](std::uint32_t) -> Status {
+                      if (data.count == 0) return ok_status();
+                      auto buffer = context_->createUnboundBuffer(data.data, data.bytes());
+                      buffer->recv(src, gloo::Slot::build(kSendRecvSlotPrefix, user_tag));
+                      if (!buffer->waitRecv(options_.timeout)) return unavailable("recv aborted");
+                      return ok_status();
+                    }};
   }
 
-  WorkPtr barrier_async() override {
-    return submit("barrier", [this](std::uint32_t tag) -> Status {
-      if (size() == 1) return ok_status();
-      gloo::BarrierOptions opts(context_);
-      opts.setTag(tag);
-      opts.setTimeout(options_.timeout);
-      gloo::barrier(opts);
-      return ok_status();
-    });
+  Prepared prepare_barrier() {
+    return Prepared{ok_status(), "barrier", [this](std::uint32_t tag) -> Status {
+                      if (size() == 1) return ok_status();
+                      gloo::BarrierOptions opts(context_);
+                      opts.setTag(tag);
+                      opts.setTimeout(options_.timeout);
+                      gloo::barrier(opts);
+                      return ok_status();
+                    }};
   }
 
+ public:
   Result<std::unique_ptr<Communicator>> subgroup(const std::vector<int>& ranks,
                                                  const std::string& name) override {
     int my_index = -1;
@@ -303,18 +371,24 @@ class GlooCommunicator final : public Communicator {
   }
 
  private:
-  WorkPtr bad_dtype(const char* op, DType dtype) {
-    return finished_work(invalid_argument(std::string(op) + " cannot reduce " + dtype_name(dtype) +
-                                          ": reductions support float32 and float64"));
+  Prepared bad_dtype(const char* op, DType dtype) {
+    return Prepared{invalid_argument(std::string(op) + " cannot reduce " + dtype_name(dtype) +
+                                     ": reductions support float32 and float64"),
+                    "",
+                    {}};
   }
-  WorkPtr bad_pair(const char* op, DType a, DType b) {
-    return finished_work(invalid_argument(std::string(op) + ": input is " + dtype_name(a) +
-                                          " but output is " + dtype_name(b) + "; they must match"));
+  Prepared bad_pair(const char* op, DType a, DType b) {
+    return Prepared{invalid_argument(std::string(op) + ": input is " + dtype_name(a) +
+                                     " but output is " + dtype_name(b) + "; they must match"),
+                    "",
+                    {}};
   }
-  WorkPtr bad_peer(const char* op, int peer) {
-    return finished_work(invalid_argument(std::string(op) + " peer " + std::to_string(peer) +
-                                          " is not another rank of a group of size " +
-                                          std::to_string(size())));
+  Prepared bad_peer(const char* op, int peer) {
+    return Prepared{
+        invalid_argument(std::string(op) + " peer " + std::to_string(peer) +
+                         " is not another rank of a group of size " + std::to_string(size())),
+        "",
+        {}};
   }
 
   Status check_counts(const char* op, const std::vector<std::size_t>& counts, ConstView input,
@@ -347,11 +421,10 @@ class GlooCommunicator final : public Communicator {
     broken_.store(true);
   }
 
-  // Runs `body` on the progress thread with the next tag; every exception becomes a Status and
-  // any failure other than bad arguments breaks the communicator.
-  WorkPtr submit(const char* name, std::function<Status(std::uint32_t)> body) {
-    if (broken_.load()) return finished_work(health());
-    return progress_->submit([this, name, body = std::move(body)]() -> Status {
+  // Wraps `body` for the progress thread (or the calling thread): it takes the next tag, every
+  // exception becomes a Status, and any failure other than bad arguments breaks the communicator.
+  std::function<Status()> wrap(const char* name, Body body) {
+    return [this, name, body = std::move(body)]() -> Status {
       const std::uint32_t tag = next_tag_++;
       if (broken_.load()) return health();
       const std::string where = std::string(name) + " on rank " + std::to_string(rank()) + "/" +
@@ -368,7 +441,19 @@ class GlooCommunicator final : public Communicator {
       }
       if (!status.ok() && status.code() != StatusCode::kInvalidArgument) mark_broken(status);
       return status;
-    });
+    };
+  }
+
+  WorkPtr launch(Prepared op) {
+    if (!op.error.ok()) return finished_work(op.error);
+    if (broken_.load()) return finished_work(health());
+    return progress_->submit(wrap(op.name, std::move(op.body)));
+  }
+
+  Status run_now(Prepared op) {
+    if (!op.error.ok()) return op.error;
+    if (broken_.load()) return health();
+    return progress_->run_or_wait(wrap(op.name, std::move(op.body)));
   }
 
   // Ring reduce-scatter with per-rank counts: in step s (0..size-2) rank r sends its partial sum
@@ -431,7 +516,7 @@ class GlooCommunicator final : public Communicator {
   mutable std::mutex health_mutex_;
   Status health_;
   std::atomic<bool> broken_{false};
-  std::uint32_t next_tag_ = 0;  // touched only by the progress thread
+  std::uint32_t next_tag_ = 0;  // touched by one operation at a time (ProgressThread)
   std::unique_ptr<ProgressThread> progress_;
 };
 

@@ -65,13 +65,32 @@ WorkPtr ProgressThread::submit(std::function<Status()> op) {
   return work;
 }
 
+Status ProgressThread::run_or_wait(std::function<Status()> op) {
+  {
+    std::unique_lock lock(mutex_);
+    if (stopping_) return unavailable("communicator destroyed");
+    if (!queue_.empty() || busy_) {
+      lock.unlock();
+      return submit(std::move(op))->wait();
+    }
+    busy_ = true;
+  }
+  Status status = op();
+  {
+    std::lock_guard lock(mutex_);
+    busy_ = false;
+  }
+  cv_.notify_all();
+  return status;
+}
+
 void ProgressThread::loop() {
   for (;;) {
     std::function<Status()> op;
     std::shared_ptr<PendingWork> work;
     {
       std::unique_lock lock(mutex_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      cv_.wait(lock, [this] { return stopping_ || (!queue_.empty() && !busy_); });
       if (queue_.empty()) return;  // stopping and drained
       if (stopping_) {
         // Fail what is left rather than run it against a communicator being torn down.
@@ -82,8 +101,15 @@ void ProgressThread::loop() {
       op = std::move(queue_.front().first);
       work = std::move(queue_.front().second);
       queue_.pop_front();
+      busy_ = true;
     }
-    work->complete(op());
+    Status status = op();
+    {
+      std::lock_guard lock(mutex_);
+      busy_ = false;
+    }
+    cv_.notify_all();
+    work->complete(std::move(status));
   }
 }
 

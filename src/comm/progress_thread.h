@@ -43,6 +43,9 @@ class ProgressThread {
 
   // Queues `op`; its returned Status completes the Work.
   WorkPtr submit(std::function<Status()> op);
+  // Runs `op` on the calling thread when nothing is queued or running (no hand-off), otherwise
+  // queues it behind the others and waits. Either way operations stay in submission order.
+  Status run_or_wait(std::function<Status()> op);
 
  private:
   void loop();
@@ -51,6 +54,7 @@ class ProgressThread {
   std::condition_variable cv_;
   std::deque<std::pair<std::function<Status()>, std::shared_ptr<PendingWork>>> queue_;
   bool stopping_ = false;
+  bool busy_ = false;  // an operation is running (on the progress thread or inline)
   std::thread thread_;
 };
 

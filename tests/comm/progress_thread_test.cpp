@@ -73,6 +73,39 @@ TEST(ProgressThreadTest, DestructionFinishesTheRunningOpAndFailsQueuedOnes) {
   EXPECT_FALSE(queued_ran.load());
 }
 
+TEST(ProgressThreadTest, RunOrWaitRunsInlineWhenIdleAndInOrderOtherwise) {
+  ProgressThread thread;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  EXPECT_TRUE(thread
+                  .run_or_wait([&] {
+                    ran_on = std::this_thread::get_id();
+                    return ok_status();
+                  })
+                  .ok());
+  EXPECT_EQ(ran_on, caller);  // idle: no hand-off
+
+  std::atomic<bool> release{false};
+  std::vector<int> order;
+  WorkPtr first = thread.submit([&] {
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    order.push_back(1);
+    return ok_status();
+  });
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    release.store(true);
+  });
+  Status second = thread.run_or_wait([&] {
+    order.push_back(2);
+    return unavailable("second");
+  });
+  releaser.join();
+  EXPECT_EQ(second.code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(first->wait().ok());
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
 TEST(ProgressThreadTest, FinishedWorkIsDone) {
   WorkPtr work = finished_work(invalid_argument("bad"));
   EXPECT_TRUE(work->done());

@@ -1,0 +1,251 @@
+// nccl-tests style benchmark of ntp's Gloo Communicator against raw Gloo, side by side.
+//
+//   build-comm/bench/comm/comm_bench [--ranks N] [--min-bytes B] [--max-bytes B] [--ms-per-size M]
+//
+// N processes on this machine (loopback TCP) each open two full meshes: one through
+// ntp::comm::connect_gloo (the wrapper: argument checks, progress thread, Work handle, error
+// mapping) and one raw gloo::rendezvous::Context on Gloo's own FileStore. For every size the two
+// are timed in alternating blocks of the same iteration count, so both see the same machine
+// noise. algbw = bytes / time; busbw = algbw * 2(n-1)/n for allreduce and (n-1)/n for allgather
+// (the nccl-tests conventions). Rank 0 prints the table.
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/gloo_communicator.h"
+#include "comm/store.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Config {
+  int ranks = 2;
+  std::size_t min_bytes = 4;
+  std::size_t max_bytes = std::size_t{64} << 20;
+  double ms_per_size = 400;  // budget per size and side
+};
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+std::string human(std::size_t bytes) {
+  char text[32];
+  if (bytes >= (1U << 20)) {
+    std::snprintf(text, sizeof(text), "%zu MiB", bytes >> 20);
+  } else if (bytes >= 1024) {
+    std::snprintf(text, sizeof(text), "%zu KiB", bytes >> 10);
+  } else {
+    std::snprintf(text, sizeof(text), "%zu B", bytes);
+  }
+  return text;
+}
+
+enum class Op { kAllreduce, kAllgather };
+
+int run_rank(int rank, const Config& cfg, const std::string& dir) {
+  const int n = cfg.ranks;
+  auto store = ntp::comm::open_store("file:" + dir + "/ntp", "bench");
+  if (!store.ok()) return 1;
+  ntp::comm::GlooOptions options;
+  options.store = *store;
+  options.rank = rank;
+  options.size = n;
+  options.timeout = std::chrono::milliseconds(120000);
+  auto comm_or = ntp::comm::connect_gloo(options);
+  if (!comm_or.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, comm_or.status().to_string().c_str());
+    return 1;
+  }
+  ntp::comm::Communicator& comm = **comm_or;
+
+  gloo::rendezvous::FileStore raw_store(dir + "/raw");
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  auto device = gloo::transport::tcp::CreateDevice(attr);
+  auto raw = std::make_shared<gloo::rendezvous::Context>(rank, n);
+  raw->setTimeout(std::chrono::milliseconds(120000));
+  raw->connectFullMesh(raw_store, device);
+  std::uint32_t raw_tag = 0;
+
+  if (rank == 0) {
+    std::printf("# ntp comm benchmark: ntp::comm (Gloo backend) vs raw Gloo, side by side\n");
+    std::printf("# machine: %s, %u hardware threads; transport: Gloo TCP over loopback\n",
+                cpu_model().c_str(), std::thread::hardware_concurrency());
+    std::printf(
+        "# ranks: %d processes; float32; time per operation = median over 8 alternating blocks\n",
+        n);
+    std::printf(
+        "# reproduce: comm_bench --ranks %d --min-bytes %zu --max-bytes %zu "
+        "--ms-per-size %.0f\n",
+        n, cfg.min_bytes, cfg.max_bytes, cfg.ms_per_size);
+    std::printf("%-10s %-10s %10s %12s %10s %10s %12s %10s %9s\n", "op", "size", "count", "ntp_us",
+                "ntp_algbw", "ntp_busbw", "gloo_us", "gloo_busbw", "busbw_ratio");
+    std::printf("%-10s %-10s %10s %12s %10s %10s %12s %10s %9s\n", "", "", "(elems)", "", "(GB/s)",
+                "(GB/s)", "", "(GB/s)", "ntp/gloo");
+  }
+
+  for (Op op : {Op::kAllreduce, Op::kAllgather}) {
+    for (std::size_t bytes = cfg.min_bytes; bytes <= cfg.max_bytes; bytes *= 4) {
+      const std::size_t count = std::max<std::size_t>(bytes / sizeof(float), 1);
+      // allgather: `bytes` is the gathered output size, each rank contributes count/n (>= 1).
+      const std::size_t share = std::max<std::size_t>(count / static_cast<std::size_t>(n), 1);
+      const std::size_t out_count =
+          op == Op::kAllreduce ? count : share * static_cast<std::size_t>(n);
+      std::vector<float> a(out_count, 1.0F);
+      std::vector<float> in(share, 1.0F);
+      std::vector<std::size_t> counts(static_cast<std::size_t>(n), share);
+      std::vector<std::size_t> byte_counts(static_cast<std::size_t>(n), share * sizeof(float));
+
+      auto ntp_once = [&] {
+        ntp::Status s = op == Op::kAllreduce
+                            ? comm.allreduce(ntp::comm::view(a))
+                            : comm.allgather(ntp::comm::const_view(in), ntp::comm::view(a), counts);
+        if (!s.ok()) {
+          std::fprintf(stderr, "rank %d: %s\n", rank, s.to_string().c_str());
+          std::exit(1);
+        }
+      };
+      auto raw_once = [&] {
+        if (op == Op::kAllreduce) {
+          gloo::AllreduceOptions o(raw);
+          o.setOutput(a.data(), a.size());
+          o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, std::size_t)>(
+              &gloo::sum<float>));
+          o.setTag(raw_tag++);
+          gloo::allreduce(o);
+        } else {
+          gloo::AllgathervOptions o(raw);
+          o.setInput(reinterpret_cast<std::uint8_t*>(in.data()), share * sizeof(float));
+          o.setOutput(reinterpret_cast<std::uint8_t*>(a.data()), byte_counts);
+          o.setTag(raw_tag++);
+          gloo::allgatherv(o);
+        }
+      };
+      auto raw_barrier = [&] {
+        gloo::BarrierOptions o(raw);
+        o.setTag(raw_tag++);
+        gloo::barrier(o);
+      };
+      // Warm up both, and let rank 0 pick an iteration count that fits the time budget; all
+      // ranks learn it by broadcast.
+      ntp_once();
+      raw_once();
+      std::vector<std::int64_t> iters_v{1};
+      if (rank == 0) {
+        const auto t0 = Clock::now();
+        ntp_once();
+        const double once_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        iters_v[0] = std::clamp<std::int64_t>(
+            static_cast<std::int64_t>(cfg.ms_per_size / 8 / std::max(once_ms, 1e-3)), 3, 2000);
+      } else {
+        ntp_once();
+      }
+      if (!comm.broadcast(ntp::comm::view(iters_v), 0).ok()) return 1;
+      const std::int64_t iters = iters_v[0];
+      // 2 * kBlocks alternating blocks (ABBA BAAB ...) so drift and neighbours' load hit both
+      // sides alike; each side's time is the median of its block means.
+      constexpr int kBlocks = 8;
+      std::vector<double> ntp_blocks;
+      std::vector<double> raw_blocks;
+      for (int block = 0; block < kBlocks; ++block) {
+        for (int side = 0; side < 2; ++side) {
+          const bool ntp_side = (block + side) % 2 == 0;
+          raw_barrier();
+          const auto t0 = Clock::now();
+          for (std::int64_t i = 0; i < iters; ++i) ntp_side ? ntp_once() : raw_once();
+          const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+          (ntp_side ? ntp_blocks : raw_blocks).push_back(s / static_cast<double>(iters));
+        }
+      }
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+      };
+      if (rank == 0) {
+        const double ntp_t = median(ntp_blocks);
+        const double raw_t = median(raw_blocks);
+        const double moved = static_cast<double>(out_count * sizeof(float));
+        const double factor = op == Op::kAllreduce ? 2.0 * (n - 1) / n : 1.0 * (n - 1) / n;
+        const double ntp_alg = moved / ntp_t / 1e9;
+        const double ntp_bus = ntp_alg * factor;
+        const double raw_bus = moved / raw_t / 1e9 * factor;
+        std::printf("%-10s %-10s %10zu %12.1f %10.3f %10.3f %12.1f %10.3f %9.3f\n",
+                    op == Op::kAllreduce ? "allreduce" : "allgather", human(bytes).c_str(),
+                    out_count, ntp_t * 1e6, ntp_alg, ntp_bus, raw_t * 1e6, raw_bus,
+                    ntp_bus / raw_bus);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const std::string value = argv[i + 1];
+    if (flag == "--ranks") {
+      cfg.ranks = std::stoi(value);
+    } else if (flag == "--min-bytes") {
+      cfg.min_bytes = std::stoull(value);
+    } else if (flag == "--max-bytes") {
+      cfg.max_bytes = std::stoull(value);
+    } else if (flag == "--ms-per-size") {
+      cfg.ms_per_size = std::stod(value);
+    } else {
+      std::fprintf(stderr, "comm_bench: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (cfg.ranks < 2 || cfg.min_bytes < 4 || cfg.max_bytes < cfg.min_bytes) {
+    std::fprintf(stderr, "comm_bench: need --ranks >= 2 and 4 <= --min-bytes <= --max-bytes\n");
+    return 2;
+  }
+  char pattern[] = "/tmp/ntp-comm-bench-XXXXXX";
+  if (mkdtemp(pattern) == nullptr) return 1;
+  const std::string dir = pattern;
+  std::filesystem::create_directories(dir + "/raw");
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < cfg.ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(run_rank(r, cfg, dir));
+    pids.push_back(pid);
+  }
+  int failed = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  std::filesystem::remove_all(dir);
+  return failed == 0 ? 0 : 1;
+}
