@@ -81,8 +81,9 @@ Result<std::vector<FailureEvent>> load_trace(const std::string& path, const SimC
           where + "gpu '" + cells[1] +
           "' must be an integer below system.gpus = " + std::to_string(config.system.gpus));
     }
-    const int b = static_cast<int>(blast);
-    if (b < 1 || b != blast || config.parallel.domain_size % b != 0) {
+    const bool in_range = blast >= 1 && blast <= config.parallel.domain_size;
+    const int b = in_range ? static_cast<int>(blast) : 0;
+    if (!in_range || b != blast || config.parallel.domain_size % b != 0) {
       return invalid_argument(where + "blast '" + cells[4] +
                               "' must be a whole number of GPUs dividing parallel.domain_size");
     }

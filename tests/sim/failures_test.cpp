@@ -32,6 +32,8 @@ TEST(Trace, BadRowsNameLineAndValue) {
   EXPECT_NE(err("1,3,cosmic,2\n").find("kind 'cosmic'"), std::string::npos);
   EXPECT_NE(err("-1,3,hardware,2\n").find("hours '-1'"), std::string::npos);
   EXPECT_NE(err("2,3,hardware,2\n1,3,hardware,2\n").find(":3:"), std::string::npos);
+  EXPECT_NE(err("1,3,hardware,2,1e300\n").find("blast '1e300'"), std::string::npos);
+  EXPECT_NE(err("1,3,hardware,2,3\n").find("blast '3'"), std::string::npos);
   EXPECT_NE(load_trace("/nonexistent/trace.csv", c).status().message().find("cannot read"),
             std::string::npos);
 }
