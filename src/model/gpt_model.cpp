@@ -152,7 +152,8 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   const int64_t vl = static_cast<int64_t>(shard_.vocab_rows.size());
 
   // ---- forward ----
-  std::vector<float> x(static_cast<size_t>(n * c));
+  std::vector<float>& x = scratch_.x;
+  resize(x, n * c);
   k::embedding_forward(tokens.data(), n, w(wte_), vl, c, vocab_local_, x.data());
   NTP_RETURN_IF_ERROR(all_reduce(x));
   k::position_forward(w(wpe_), b, t, c, x.data());
@@ -170,7 +171,8 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
                          a.rstd1.data());
     k::linear_forward(a.h1.data(), w(p.attn_w), w(p.attn_b), n, c, 3 * cl, a.qkv.data());
     k::attention_forward(a.qkv.data(), b, t, hl, d, a.att.data(), a.probs.data());
-    std::vector<float> y(static_cast<size_t>(n * c));
+    std::vector<float>& y = scratch_.y;
+    resize(y, n * c);
     k::linear_forward(a.att.data(), w(p.proj_w), nullptr, n, cl, c, y.data());
     NTP_RETURN_IF_ERROR(all_reduce(y));
     k::add_bias(w(p.proj_b), n, c, y.data());
@@ -216,19 +218,26 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   if (!backward) return loss;
 
   // ---- backward ----
-  std::vector<float> dlogits(static_cast<size_t>(n * vl));
+  std::vector<float>& dlogits = scratch_.dlogits;
+  resize(dlogits, n * vl);
   k::cross_entropy_backward(logits_.data(), n, vl, targets.data(), vocab_local_, gmax.data(),
                             stats.data(), 1.0f / static_cast<float>(n), dlogits.data());
   // Tied head: dwte_local += dlogits^T hf; dhf = dlogits wte_local (partial over vocabulary).
   k::gemm(true, false, vl, c, n, 1.0f, dlogits.data(), vl, hf_.data(), c, 1.0f, dw(wte_), c);
-  std::vector<float> dh(static_cast<size_t>(n * c));
+  std::vector<float>& dh = scratch_.dh;
+  resize(dh, n * c);
   k::gemm(false, false, n, c, vl, 1.0f, dlogits.data(), vl, w(wte_), c, 0.0f, dh.data(), c);
   NTP_RETURN_IF_ERROR(all_reduce(dh));
-  std::vector<float> dx(static_cast<size_t>(n * c)), tmp(static_cast<size_t>(n * c));
+  std::vector<float>& dx = scratch_.dx;
+  std::vector<float>& tmp = scratch_.tmp;
+  resize(dx, n * c), resize(tmp, n * c);
   k::layernorm_backward(x_final_.data(), w(lnf_w_), meanf_.data(), rstdf_.data(), dh.data(), n, c,
                         dx.data(), dw(lnf_w_), dw(lnf_b_));
 
-  std::vector<float> dg, df, datt, dqkv;
+  std::vector<float>& dg = scratch_.dg;
+  std::vector<float>& df = scratch_.df;
+  std::vector<float>& datt = scratch_.datt;
+  std::vector<float>& dqkv = scratch_.dqkv;
   for (size_t li = layers_.size(); li-- > 0;) {
     const LayerParams& p = layers_[li];
     LayerActs& a = acts_[li];

@@ -96,6 +96,11 @@ class GptModel {
   // Activations of the last forward, reused across steps of the same shape.
   std::vector<LayerActs> acts_;
   std::vector<float> x_final_, hf_, meanf_, rstdf_, logits_;
+  // Per-step temporaries, kept to avoid reallocating (and page-faulting) megabytes every step.
+  struct Scratch {
+    std::vector<float> x, y, dlogits, dh, dx, tmp, dg, df, datt, dqkv;
+  };
+  Scratch scratch_;
 };
 
 }  // namespace ntp::model
