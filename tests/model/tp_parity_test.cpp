@@ -128,6 +128,7 @@ struct ParityCase {
   bool shuffled;
   int64_t vocab;
   int steps;  // 0: compare gradients of one step; > 0: weights after that many AdamW steps
+  bool lopsided = false;  // degree 2 with all heads on rank 0 and all FFN units on rank 1
 };
 
 class TpParityTest : public ::testing::TestWithParam<ParityCase> {};
@@ -135,8 +136,17 @@ class TpParityTest : public ::testing::TestWithParam<ParityCase> {};
 TEST_P(TpParityTest, LossAndLogicalGradientsMatchDegreeOne) {
   const ParityCase pc = GetParam();
   const GptConfig config = parity_config(pc.vocab);
-  const std::vector<TpShard> layout =
+  std::vector<TpShard> layout =
       pc.shuffled ? shuffled_layout(config, pc.degree, 99) : contiguous_layout(config, pc.degree);
+  if (pc.lopsided) {
+    // Rank 0 holds every head and no FFN unit, rank 1 the reverse: empty local shards must work.
+    std::vector<TpShard> l = contiguous_layout(config, 2);
+    l[0].heads.insert(l[0].heads.end(), l[1].heads.begin(), l[1].heads.end());
+    l[1].heads.clear();
+    l[1].ffn_units.insert(l[1].ffn_units.begin(), l[0].ffn_units.begin(), l[0].ffn_units.end());
+    l[0].ffn_units.clear();
+    layout = l;
+  }
   ASSERT_TRUE(validate_layout(config, layout).ok());
 
   std::string dir = (std::filesystem::temp_directory_path() / "ntp-tp-parity-XXXXXX").string();
@@ -244,7 +254,9 @@ INSTANTIATE_TEST_SUITE_P(Degrees, TpParityTest,
                                            ParityCase{"nonuniform7", 7, true, 256, 0},
                                            ParityCase{"nonuniform7_padded_vocab", 7, true, 259, 0},
                                            ParityCase{"nonuniform3_adamw_3_steps", 3, true, 256, 3},
-                                           ParityCase{"uniform2_adamw_3_steps", 2, false, 256, 3}),
+                                           ParityCase{"uniform2_adamw_3_steps", 2, false, 256, 3},
+                                           ParityCase{"lopsided2_empty_shards", 2, false, 256, 0,
+                                                      true}),
                          [](const ::testing::TestParamInfo<ParityCase>& case_info) {
                            return std::string(case_info.param.name);
                          });
