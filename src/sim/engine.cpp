@@ -30,6 +30,7 @@ struct PolicyRun {
   double down_until = -kInf, up_since = 0;
   double capacity_integral = 0, work = 0, energy_j = 0, paused_s = 0, down_s = 0;
   double max_need = 0;
+  double work_at_sample = 0;  // work at the previous time-series point
   int pauses = 0, restarts = 0;
 };
 
@@ -104,7 +105,7 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
   std::priority_queue<Repair, std::vector<Repair>, std::greater<>> repairs;
   FailureEvent pending = next_failure();
   const double sample_s = c.run.sample_hours * 3600.0;
-  double next_sample = record_series ? 0.0 : kInf;
+  double next_sample = record_series ? sample_s : kInf;
   double failed_gpu_integral = 0;
   std::vector<std::uint32_t> owner(static_cast<std::size_t>(c.system.gpus), 0);
   std::uint32_t event_id = 0;
@@ -202,20 +203,23 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
     }
     advance(now, t);
     now = t;
-    if (t >= end_s) break;
     if (t == next_sample) {
+      // Each point covers the interval that ends at t: useful work delivered in it (restarts,
+      // lost work and checkpoints included) over what the failure-free cluster does; negative
+      // when a restart threw away more work than the interval delivered.
       SeriesPoint p;
       p.hours = t / 3600.0;
       p.failed_gpus = state.failed_gpus();
       p.failed_groups = state.failed_groups();
-      for (const PolicyRun& r : runs) {
-        const bool down = r.down_until > t;
-        p.capacity.push_back(down ? 0.0 : up_rate(r) / replicas);
+      for (PolicyRun& r : runs) {
+        p.capacity.push_back((r.work - r.work_at_sample) / (sample_s * replicas));
+        r.work_at_sample = r.work;
       }
       result.series.push_back(std::move(p));
       next_sample += sample_s;
-      continue;
+      if (t < end_s) continue;
     }
+    if (t >= end_s) break;
     if (t == t_rep) {
       const Repair rep = repairs.top();
       repairs.pop();

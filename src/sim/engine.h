@@ -43,7 +43,9 @@ struct PolicyOutcome {
 struct SeriesPoint {
   double hours = 0;
   std::int64_t failed_gpus = 0, failed_groups = 0;
-  std::vector<double> capacity;  // per policy: effective capacity / failure-free (0 when down)
+  // Per policy: useful work delivered in the sample interval ending at `hours`, as a fraction of
+  // the failure-free cluster's (restarts, lost work, pauses and checkpoints included).
+  std::vector<double> capacity;
 };
 
 struct TrialResult {

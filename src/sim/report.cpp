@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "sim/stats.h"
 
@@ -210,23 +211,21 @@ Status write_plots(const std::string& dir, const std::vector<Summary>& summaries
         "gnuplot-nox)");
   }
   NTP_RETURN_IF_ERROR(write_csv(dir, summaries, names));
-  const std::string script = dir + "/plots.gp";
-  std::ofstream gp(script);
-  if (!gp) return internal_error("cannot write " + script);
-  gp << "set terminal svg size 1000,560 dynamic background rgb 'white'\n"
-        "set datafile separator ','\nset key outside right\nset grid\n";
+  // (file base name, gnuplot commands) per plot; each is drawn as SVG and as PNG.
+  std::vector<std::pair<std::string, std::string>> plots;
   for (const Summary& s : summaries) {
     if (s.series.empty()) continue;
-    const std::string base = s.label.empty() ? "capacity" : "capacity-" + safe_label(s.label);
-    gp << "set output '" << dir << "/" << base << ".svg'\n";
-    gp << "set title 'effective capacity over time, trial 0" << (s.label.empty() ? "" : ", ")
-       << s.label << "'\nset xlabel 'hours'\nset ylabel 'fraction of failure-free'\n";
-    gp << "plot ";
+    std::ostringstream body;
+    body << "set title 'useful work per interval, trial 0" << (s.label.empty() ? "" : ", ")
+         << s.label << "'\nset xlabel 'hours'\nset ylabel 'work / failure-free work'\n"
+         << "set xtics autofreq\nplot ";
     for (std::size_t i = 0; i < names.size(); ++i) {
-      gp << (i ? ", " : "") << "'" << dir << "/" << series_name(s) << "' using 1:" << (4 + i)
-         << " with steps title '" << names[i] << "'";
+      body << (i ? ", " : "") << "'" << dir << "/" << series_name(s) << "' using 1:" << (4 + i)
+           << " with steps title '" << names[i] << "'";
     }
-    gp << "\n";
+    body << "\n";
+    plots.emplace_back(s.label.empty() ? "capacity" : "capacity-" + safe_label(s.label),
+                       body.str());
   }
   if (summaries.size() > 1) {
     const std::string data = dir + "/goodput.dat";
@@ -236,18 +235,33 @@ Status write_plots(const std::string& dir, const std::vector<Summary>& summaries
       for (const PolicySummary& p : summaries[k].policies) d << ',' << p.goodput.mean;
       d << ',' << summaries[k].label << '\n';
     }
-    gp << "set output '" << dir << "/goodput.svg'\nset title 'goodput vs " << sweep_key
-       << "'\nset xlabel '" << sweep_key << "'\nset ylabel 'goodput'\nset xtics (";
+    std::ostringstream body;
+    body << "set title 'goodput vs " << sweep_key << "'\nset xlabel '" << sweep_key
+         << "'\nset ylabel 'goodput'\nset xtics (";
     for (std::size_t k = 0; k < summaries.size(); ++k) {
       const std::string& l = summaries[k].label;
-      gp << (k ? ", " : "") << "'" << l.substr(l.find('=') + 1) << "' " << k;
+      body << (k ? ", " : "") << "'" << l.substr(l.find('=') + 1) << "' " << k;
     }
-    gp << ")\nplot ";
+    body << ")\nplot ";
     for (std::size_t i = 0; i < names.size(); ++i) {
-      gp << (i ? ", " : "") << "'" << data << "' using 1:" << (2 + i) << " with linespoints title '"
-         << names[i] << "'";
+      body << (i ? ", " : "") << "'" << data << "' using 1:" << (2 + i)
+           << " with linespoints title '" << names[i] << "'";
     }
-    gp << "\n";
+    body << "\n";
+    plots.emplace_back("goodput", body.str());
+  }
+  const std::string script = dir + "/plots.gp";
+  std::ofstream gp(script);
+  if (!gp) return internal_error("cannot write " + script);
+  gp << "set datafile separator ','\nset key outside right\nset grid\n";
+  for (const auto& [terminal, ext] :
+       {std::pair<std::string, std::string>{
+            "svg size 1000,560 dynamic noenhanced background rgb 'white'", "svg"},
+        {"png size 1000,560 noenhanced", "png"}}) {
+    gp << "set terminal " << terminal << "\n";
+    for (const auto& [base, body] : plots) {
+      gp << "set output '" << dir << "/" << base << "." << ext << "'\n" << body;
+    }
   }
   gp.close();
   const std::string cmd = "gnuplot '" + script + "' 2>" + dir + "/gnuplot.log";

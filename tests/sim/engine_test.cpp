@@ -212,6 +212,21 @@ TEST(Engine, DeterministicPerSeedAndTrial) {
   EXPECT_NE(a.policies[kDrop].goodput, other.policies[kDrop].goodput);
 }
 
+// The time series partitions the work: its mean over the run is the trial's goodput.
+TEST(Engine, SeriesIntegratesToGoodput) {
+  SimConfig c =
+      testing::small_config(2, {"failures.rate_per_gpu_day=0.05", "failures.warm_start=true",
+                                "sim.days=10", "sim.sample_hours=2"});
+  const TrialResult r = run(c, true);
+  ASSERT_EQ(r.series.size(), 120u);
+  ASSERT_GT(r.failures, 0);
+  for (std::size_t i = 0; i < r.policies.size(); ++i) {
+    double sum = 0;
+    for (const SeriesPoint& p : r.series) sum += p.capacity[i];
+    EXPECT_NEAR(sum / 120.0, r.policies[i].goodput, 1e-9) << i;
+  }
+}
+
 // Statistical check of the failure process: mean failures over many trials match
 // gpus x rate x days, and the time-average of failed GPUs matches Little's law.
 TEST(Engine, FailureProcessMatchesRateAndLittlesLaw) {
