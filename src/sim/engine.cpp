@@ -148,8 +148,14 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
         continue;
       }
       r.work += up_rate(r) * up * ckpt_eff;
-      const double busy_watts =
+      double busy_watts =
           tdp * (r.rates.power_units + idle * std::max(0.0, healthy - r.rates.active_gpus));
+      if (c.run.fixed_batch && r.spec.kind != PolicyKind::kCkptRestart) {
+        // Spare groups filling the batch run at TDP (whole groups, as many as the need).
+        busy_watts +=
+            tdp * c.parallel.tp *
+            std::min(r.spare_groups, std::ceil(std::max(0.0, r.rates.need_groups) - 1e-9));
+      }
       r.energy_j += busy_watts * up + idle_watts * down;
     }
   };

@@ -193,6 +193,11 @@ TEST(Engine, FixedBatchPausesWhenSparesRunOut) {
     EXPECT_NEAR(r.policies[i].goodput, 1.0, 1e-12);
   }
   EXPECT_NEAR(r.policies[kCkpt].goodput, 1.0 - 3600.0 / T, 1e-12);
+  // DP-DROP's energy: during the 10 h, 13 running domains and the 3 spare domains at TDP and the
+  // 9 survivors of the dropped domains idle; all 64 GPUs at TDP otherwise.
+  const double fail_s = 10 * 3600.0;
+  const double joules = 700.0 * 64 * (T - fail_s) + 700.0 * (13 * 4 + 3 * 4 + 0.25 * 9) * fail_s;
+  EXPECT_NEAR(r.policies[kDrop].energy_mwh, joules / 3.6e9, 1e-9);
   EXPECT_NEAR(r.policies[kLive].goodput, 1.0 - 6 * 20.0 / T, 1e-12);
 }
 
