@@ -1,0 +1,164 @@
+// Where the time of a GPT-2 block goes on CPU: each kernel's forward + backward time at the
+// shapes of a width-512, context-256, 8-head model with batch 4, side by side in one run, as a
+// share of their sum, and for the matrix products their GFLOP/s next to a plain 1024^3 sgemm.
+//
+//   build-model/bench/kernels/kernels_ops_bench [--threads N] [--reps R]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/linear.h"
+
+namespace {
+
+namespace k = ntp::kernels::cpu;
+
+// Values ~ N(0, stddev^2). Realistic scales matter: libm's expf takes a slow path for the huge
+// arguments that unit-variance weights would produce in GELU.
+std::vector<float> random(int64_t n, uint64_t seed, double stddev) {
+  ntp::Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = static_cast<float>(rng.normal() * stddev);
+  return v;
+}
+
+// Best time in seconds of `reps` calls.
+double best_of(int reps, const std::function<void()>& f) {
+  f();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t = std::chrono::steady_clock::now();
+    f();
+    best =
+        std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1, reps = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const int value = std::atoi(argv[i + 1]);
+    if (value <= 0 || (flag != "--threads" && flag != "--reps")) {
+      std::fprintf(stderr, "error: bad option %s %s (use --threads N, --reps R, N and R >= 1)\n",
+                   argv[i], argv[i + 1]);
+      return 2;
+    }
+    (flag == "--threads" ? threads : reps) = value;
+  }
+  k::set_blas_threads(threads);
+  const int64_t b = 4, t = 256, c = 512, h = 8, d = c / h, f = 4 * c, v = 256, n = b * t;
+
+  // Post-LayerNorm activations ~ N(0, 1), GPT-2 initial weights ~ N(0, 0.02^2).
+  std::vector<float> x = random(n * c, 1, 1.0), w_qkv = random(c * 3 * c, 2, 0.02),
+                     b_qkv = random(3 * c, 3, 0.02), w_fc = random(c * f, 4, 0.02),
+                     b_fc = random(f, 5, 0.02), gamma = random(c, 6, 1.0), beta = random(c, 7, 1.0),
+                     wte = random(v * c, 8, 0.02);
+  std::vector<float> qkv(static_cast<size_t>(n * 3 * c)), dqkv(qkv.size()), att(n * c), datt(n * c),
+      probs(static_cast<size_t>(b * h * t * t)), y(n * c), dx(n * c), mean(static_cast<size_t>(n)),
+      rstd(static_cast<size_t>(n)), fc(static_cast<size_t>(n * f)), g(fc.size()), dg(fc.size()),
+      logits(static_cast<size_t>(n * v)), dlogits(logits.size()), dw_qkv(w_qkv.size()),
+      db_qkv(b_qkv.size()), dw_fc(w_fc.size()), db_fc(b_fc.size()), dgamma(gamma.size()),
+      dbeta(beta.size()), m(w_fc.size()), vv(w_fc.size());
+  std::vector<int32_t> targets(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) targets[static_cast<size_t>(i)] = static_cast<int32_t>(i % v);
+  k::linear_forward(x.data(), w_qkv.data(), b_qkv.data(), n, c, 3 * c, qkv.data());
+
+  struct Row {
+    std::string name;
+    double seconds;
+    double flops;  // 0 when not a matrix product
+  };
+  std::vector<Row> rows;
+  rows.push_back({"c_fc linear fwd+bwd [1024x512]x[512x2048]",
+                  best_of(reps,
+                          [&] {
+                            k::linear_forward(x.data(), w_fc.data(), b_fc.data(), n, c, f,
+                                              fc.data());
+                            k::linear_backward(x.data(), w_fc.data(), fc.data(), n, c, f, dx.data(),
+                                               dw_fc.data(), db_fc.data());
+                          }),
+                  6.0 * static_cast<double>(n * c * f)});
+  rows.push_back({"causal attention fwd+bwd (8 heads of 64)",
+                  best_of(reps,
+                          [&] {
+                            k::attention_forward(qkv.data(), b, t, h, d, att.data(), probs.data());
+                            k::attention_backward(qkv.data(), probs.data(), att.data(), b, t, h, d,
+                                                  dqkv.data());
+                          }),
+                  // Useful (causal) FLOPs: 6 products of T x T x D, half of each square.
+                  0.5 * 6.0 * 2.0 * static_cast<double>(b * h * t * t * d)});
+  rows.push_back({"GELU fwd+bwd [1024x2048]",
+                  best_of(reps,
+                          [&] {
+                            k::gelu_forward(fc.data(), n * f, g.data());
+                            k::gelu_backward(fc.data(), g.data(), n * f, dg.data());
+                          }),
+                  0.0});
+  rows.push_back({"LayerNorm fwd+bwd [1024x512]",
+                  best_of(reps,
+                          [&] {
+                            k::layernorm_forward(x.data(), gamma.data(), beta.data(), n, c,
+                                                 y.data(), mean.data(), rstd.data());
+                            k::layernorm_backward(x.data(), gamma.data(), mean.data(), rstd.data(),
+                                                  y.data(), n, c, dx.data(), dgamma.data(),
+                                                  dbeta.data());
+                          }),
+                  0.0});
+  rows.push_back({"LM head + cross-entropy fwd+bwd (V=256)",
+                  best_of(reps,
+                          [&] {
+                            k::gemm(false, true, n, v, c, 1.0f, x.data(), c, wte.data(), c, 0.0f,
+                                    logits.data(), v);
+                            k::cross_entropy_forward_backward(logits.data(), n, v, targets.data(),
+                                                              1.0f / static_cast<float>(n),
+                                                              dlogits.data());
+                          }),
+                  0.0});
+  rows.push_back({"AdamW over 1M params",
+                  best_of(reps,
+                          [&] {
+                            k::adamw_step(w_fc.data(), dw_fc.data(), m.data(), vv.data(), c * f, 1,
+                                          {.lr = 1e-9f});
+                          }),
+                  0.0});
+  const double square = best_of(reps, [&] {
+    static std::vector<float> a = random(1024 * 1024, 9, 1.0), bb = random(1024 * 1024, 10, 1.0),
+                              cc(1024 * 1024);
+    k::gemm(false, false, 1024, 1024, 1024, 1.0f, a.data(), 1024, bb.data(), 1024, 0.0f, cc.data(),
+            1024);
+  });
+  const double sgemm = 2.0 * 1024.0 * 1024.0 * 1024.0 / square;
+
+  double total = 0.0;
+  for (const Row& r : rows) total += r.seconds;
+  std::printf("reproduce: %s --threads %d --reps %d (best of %d)\n", argv[0], threads, reps, reps);
+  std::printf("sgemm 1024^3: %.1f GFLOP/s at %d OpenBLAS thread(s)\n", sgemm / 1e9,
+              k::blas_threads());
+  std::printf("%-46s %9s %7s %10s %8s\n", "op", "ms", "share", "GFLOP/s", "/sgemm");
+  for (const Row& r : rows) {
+    if (r.flops > 0) {
+      std::printf("%-46s %9.2f %6.1f%% %10.1f %8.2f\n", r.name.c_str(), r.seconds * 1e3,
+                  100.0 * r.seconds / total, r.flops / r.seconds / 1e9,
+                  r.flops / r.seconds / sgemm);
+    } else {
+      std::printf("%-46s %9.2f %6.1f%% %10s %8s\n", r.name.c_str(), r.seconds * 1e3,
+                  100.0 * r.seconds / total, "-", "-");
+    }
+  }
+  return 0;
+}
