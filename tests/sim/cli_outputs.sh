@@ -1,0 +1,43 @@
+#!/bin/sh
+# `ntp sim` outputs end to end: tables per sweep point, JSON, CSV files, plots (when gnuplot is
+# installed), snapshot mode, and determinism per seed. Usage: cli_outputs.sh NTP_BINARY SOURCE_DIR
+ntp="$1"
+cfg="$2/configs/sim/paper-b200-nvl32.toml"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+die() { echo "FAIL: $*"; fail=1; }
+
+"$ntp" sim --config "$cfg" --trials 2 --days 2 --sweep failures.rate_multiplier=1,3 \
+  --csv "$tmp/csv" >"$tmp/table" 2>"$tmp/err" || die "sweep run failed: $(cat "$tmp/err")"
+[ "$(grep -c '^== failures.rate_multiplier=' "$tmp/table")" -eq 2 ] || die "expected 2 sweep tables"
+[ "$(grep -c '^NTP-PW ' "$tmp/table")" -eq 2 ] || die "expected an NTP-PW row per sweep point"
+head -1 "$tmp/csv/summary.csv" | grep -q '^sweep,policy,trials' || die "summary.csv header"
+# 2 sweep points x 6 policies + header.
+[ "$(wc -l <"$tmp/csv/summary.csv")" -eq 13 ] || die "summary.csv rows: $(wc -l <"$tmp/csv/summary.csv")"
+for v in 1 3; do
+  s="$tmp/csv/series-failures.rate_multiplier_$v.csv"
+  [ -f "$s" ] || die "missing $s"
+  # 2 days of hourly points + header.
+  [ "$(wc -l <"$s")" -eq 49 ] || die "$s rows: $(wc -l <"$s")"
+done
+
+"$ntp" sim --config "$cfg" --trials 2 --days 2 --seed 5 --json >"$tmp/a.json" || die "json run"
+"$ntp" sim --config "$cfg" --trials 2 --days 2 --seed 5 --json >"$tmp/b.json" || die "json run 2"
+cmp -s "$tmp/a.json" "$tmp/b.json" || die "same seed, different JSON"
+grep -q '"name": "NTP-LIVE"' "$tmp/a.json" || die "JSON lacks NTP-LIVE"
+grep -q '"spares_needed"' "$tmp/a.json" || die "JSON lacks spares_needed"
+"$ntp" sim --config "$cfg" --trials 2 --days 2 --seed 6 --json >"$tmp/c.json" || die "json run 3"
+cmp -s "$tmp/a.json" "$tmp/c.json" && die "different seeds, same JSON"
+
+"$ntp" sim --config "$cfg" --set parallel.pp=1 --failed-fraction 0,0.004 >"$tmp/snap" ||
+  die "snapshot run"
+grep -q '^0.4 ' "$tmp/snap" || die "snapshot row for 0.4%"
+
+if command -v gnuplot >/dev/null 2>&1; then
+  "$ntp" sim --config "$cfg" --trials 1 --days 1 --plot "$tmp/plot" >/dev/null 2>"$tmp/err" ||
+    die "plot run: $(cat "$tmp/err")"
+  [ -s "$tmp/plot/capacity.svg" ] || die "no capacity.svg"
+  [ -s "$tmp/plot/capacity.png" ] || die "no capacity.png"
+fi
+exit $fail
