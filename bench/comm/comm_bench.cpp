@@ -67,6 +67,39 @@ std::string human(std::size_t bytes) {
 
 enum class Op { kAllreduce, kAllgather };
 
+// The wrapper's own cost per operation, free of network noise: a size-1 communicator runs the
+// whole ntp path (checks, tag, exception guard, progress-thread bookkeeping) but no transfer.
+void print_fixed_cost(const std::string& dir) {
+  auto store = ntp::comm::open_store("file:" + dir + "/solo", "bench");
+  ntp::comm::GlooOptions options;
+  options.store = *store;
+  options.prefix = "solo";
+  auto solo = ntp::comm::connect_gloo(options);
+  if (!solo.ok()) {
+    std::fprintf(stderr, "fixed cost: %s\n", solo.status().to_string().c_str());
+    return;
+  }
+  std::vector<float> one(1, 1.0F);
+  constexpr int kCalls = 200000;
+  auto time_ns = [&](bool async) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < kCalls; ++i) {
+      ntp::Status s =
+          async ? (*solo)->allreduce_async(ntp::comm::view(one), ntp::comm::ReduceOp::kSum)->wait()
+                : (*solo)->allreduce(ntp::comm::view(one));
+      if (!s.ok()) std::exit(1);
+    }
+    return std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kCalls;
+  };
+  const double sync_ns = time_ns(false);
+  const double async_ns = time_ns(true);
+  std::printf(
+      "# wrapper fixed cost per operation (size-1 communicator, no transfer): "
+      "%.0f ns synchronous, %.0f ns async+wait (progress-thread hand-off)\n",
+      sync_ns, async_ns);
+  std::fflush(stdout);
+}
+
 int run_rank(int rank, const Config& cfg, const std::string& dir) {
   const int n = cfg.ranks;
   auto store = ntp::comm::open_store("file:" + dir + "/ntp", "bench");
@@ -97,7 +130,8 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
     std::printf("# machine: %s, %u hardware threads; transport: Gloo TCP over loopback\n",
                 cpu_model().c_str(), std::thread::hardware_concurrency());
     std::printf(
-        "# ranks: %d processes; float32; time per operation = median over 8 alternating blocks\n",
+        "# ranks: %d processes; float32; time per operation = median over 12 alternating blocks "
+        "per side\n",
         n);
     std::printf(
         "# reproduce: comm_bench --ranks %d --min-bytes %zu --max-bytes %zu "
@@ -161,7 +195,7 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
         ntp_once();
         const double once_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
         iters_v[0] = std::clamp<std::int64_t>(
-            static_cast<std::int64_t>(cfg.ms_per_size / 8 / std::max(once_ms, 1e-3)), 3, 2000);
+            static_cast<std::int64_t>(cfg.ms_per_size / 12 / std::max(once_ms, 1e-3)), 3, 2000);
       } else {
         ntp_once();
       }
@@ -169,7 +203,7 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
       const std::int64_t iters = iters_v[0];
       // 2 * kBlocks alternating blocks (ABBA BAAB ...) so drift and neighbours' load hit both
       // sides alike; each side's time is the median of its block means.
-      constexpr int kBlocks = 8;
+      constexpr int kBlocks = 12;
       std::vector<double> ntp_blocks;
       std::vector<double> raw_blocks;
       for (int block = 0; block < kBlocks; ++block) {
@@ -202,6 +236,7 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
       }
     }
   }
+  if (rank == 0) print_fixed_cost(dir);
   return 0;
 }
 

@@ -427,17 +427,19 @@ class GlooCommunicator final : public Communicator {
     return [this, name, body = std::move(body)]() -> Status {
       const std::uint32_t tag = next_tag_++;
       if (broken_.load()) return health();
-      const std::string where = std::string(name) + " on rank " + std::to_string(rank()) + "/" +
-                                std::to_string(size()) + " (" + options_.prefix + ")";
+      auto where = [&] {
+        return std::string(name) + " on rank " + std::to_string(rank()) + "/" +
+               std::to_string(size()) + " (" + options_.prefix + ")";
+      };
       Status status;
       try {
         status = body(tag);
       } catch (const gloo::IoException& e) {
-        status = unavailable(where + ": peer dead or hung: " + e.what());
+        status = unavailable(where() + ": peer dead or hung: " + e.what());
       } catch (const gloo::EnforceNotMet& e) {
-        status = internal_error(where + ": gloo check failed: " + e.what());
+        status = internal_error(where() + ": gloo check failed: " + e.what());
       } catch (const std::exception& e) {
-        status = internal_error(where + ": " + e.what());
+        status = internal_error(where() + ": " + e.what());
       }
       if (!status.ok() && status.code() != StatusCode::kInvalidArgument) mark_broken(status);
       return status;
