@@ -163,6 +163,7 @@ PolicyRates ClusterState::rates(const PolicySpec& policy) const {
       break;
     case PolicyKind::kNtp:
     case PolicyKind::kNtpLive:
+    case PolicyKind::kNtpPwLive:
     case PolicyKind::kNtpPw: {
       const double g = dp_factor_[min_running_degree()];
       const bool pw = boosts_power(policy.kind);

@@ -34,7 +34,7 @@ struct PolicyRun {
   int pauses = 0, restarts = 0;
 };
 
-bool restarts_on_failure(PolicyKind k) { return k != PolicyKind::kNtpLive; }
+bool restarts_on_failure(PolicyKind k) { return !recovers_live(k); }
 
 }  // namespace
 
@@ -182,7 +182,7 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
   auto on_repair = [&](double now) {
     if (now < 0) return;
     for (PolicyRun& r : runs) {
-      if (r.spec.kind == PolicyKind::kNtpLive) {
+      if (recovers_live(r.spec.kind)) {
         r.down_until = std::max(r.down_until, now) + c.recovery.live_recovery_seconds;
       }
     }

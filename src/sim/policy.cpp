@@ -18,6 +18,8 @@ std::string PolicySpec::name() const {
       return "NTP-PW";
     case PolicyKind::kNtpLive:
       return "NTP-LIVE";
+    case PolicyKind::kNtpPwLive:
+      return "NTP-PW-LIVE";
   }
   return "?";
 }
@@ -34,6 +36,8 @@ Result<PolicySpec> parse_policy(const std::string& text) {
     spec.kind = PolicyKind::kNtpPw;
   } else if (text == "NTP-LIVE") {
     spec.kind = PolicyKind::kNtpLive;
+  } else if (text == "NTP-PW-LIVE") {
+    spec.kind = PolicyKind::kNtpPwLive;
   } else if (text.rfind("SPARES(", 0) == 0 && text.size() > 8 && text.back() == ')') {
     const char* first = text.data() + 7;
     const char* last = text.data() + text.size() - 1;
@@ -46,8 +50,9 @@ Result<PolicySpec> parse_policy(const std::string& text) {
     spec.kind = PolicyKind::kSpares;
     spec.spares = n;
   } else {
-    return invalid_argument("unknown policy '" + text +
-                            "'; use DP-DROP, SPARES(n), CKPT-RESTART, NTP, NTP-PW or NTP-LIVE");
+    return invalid_argument(
+        "unknown policy '" + text +
+        "'; use DP-DROP, SPARES(n), CKPT-RESTART, NTP, NTP-PW, NTP-LIVE or NTP-PW-LIVE");
   }
   return spec;
 }

@@ -7,6 +7,7 @@
 //                 samples (`scale`); its whole pipeline replica runs at the slowest stage's pace.
 //   NTP-PW        NTP plus a power boost within the rack budget; falls back to `scale` for the gap.
 //   NTP-LIVE      NTP whose reconfiguration is ntp's live recovery instead of a job restart.
+//   NTP-PW-LIVE   NTP-PW with live recovery: what the ntp runtime does (not in the default list).
 // DP-DROP, SPARES, NTP and NTP-PW reconfigure through a job restart from the last checkpoint, as
 // today's frameworks do; NTP-LIVE pays only the live recovery time.
 #pragma once
@@ -17,7 +18,7 @@
 
 namespace ntp::sim {
 
-enum class PolicyKind { kDpDrop, kSpares, kCkptRestart, kNtp, kNtpPw, kNtpLive };
+enum class PolicyKind { kDpDrop, kSpares, kCkptRestart, kNtp, kNtpPw, kNtpLive, kNtpPwLive };
 
 struct PolicySpec {
   PolicyKind kind = PolicyKind::kDpDrop;
@@ -26,12 +27,20 @@ struct PolicySpec {
   friend bool operator==(const PolicySpec&, const PolicySpec&) = default;
 };
 
-// "DP-DROP", "SPARES(16)", "CKPT-RESTART", "NTP", "NTP-PW", "NTP-LIVE" (case-sensitive).
+// "DP-DROP", "SPARES(16)", "CKPT-RESTART", "NTP", "NTP-PW", "NTP-LIVE", "NTP-PW-LIVE"
+// (case-sensitive).
 Result<PolicySpec> parse_policy(const std::string& text);
 
 inline bool is_ntp(PolicyKind kind) {
-  return kind == PolicyKind::kNtp || kind == PolicyKind::kNtpPw || kind == PolicyKind::kNtpLive;
+  return kind == PolicyKind::kNtp || kind == PolicyKind::kNtpPw || kind == PolicyKind::kNtpLive ||
+         kind == PolicyKind::kNtpPwLive;
 }
-inline bool boosts_power(PolicyKind kind) { return kind == PolicyKind::kNtpPw; }
+inline bool boosts_power(PolicyKind kind) {
+  return kind == PolicyKind::kNtpPw || kind == PolicyKind::kNtpPwLive;
+}
+// Reconfigures live (no restart, no lost work) instead of restarting from a checkpoint.
+inline bool recovers_live(PolicyKind kind) {
+  return kind == PolicyKind::kNtpLive || kind == PolicyKind::kNtpPwLive;
+}
 
 }  // namespace ntp::sim

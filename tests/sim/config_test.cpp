@@ -92,7 +92,9 @@ TEST(SimConfig, OverridesApplyBeforeValidation) {
 }
 
 TEST(Policy, NamesRoundTrip) {
-  for (const PolicySpec& p : default_policies()) {
+  std::vector<PolicySpec> all = default_policies();
+  all.push_back({PolicyKind::kNtpPwLive, 0});
+  for (const PolicySpec& p : all) {
     Result<PolicySpec> back = parse_policy(p.name());
     ASSERT_TRUE(back.ok()) << p.name();
     EXPECT_EQ(*back, p);

@@ -137,6 +137,21 @@ TEST(Engine, CheckpointRestartPaysRestartReplacementAndLostWork) {
   EXPECT_EQ(r.policies[kLive].restarts, 0);
 }
 
+// NTP-PW-LIVE = NTP-PW's capacity with NTP-LIVE's transients.
+TEST(Engine, NtpPwLiveCombinesBoostAndLiveRecovery) {
+  SimConfig c = testing::small_config(
+      1, {"failures.trace=\"" + trace({{3, 0, 5}, {4, 9, 100}}, "pwlive.csv") + "\"",
+          "sim.policies=[\"NTP-PW\", \"NTP-LIVE\", \"NTP-PW-LIVE\"]"});
+  const TrialResult r = run(c);
+  ASSERT_EQ(r.policies.size(), 3u);
+  EXPECT_NEAR(r.policies[2].throughput_loss, r.policies[0].throughput_loss, 1e-12);
+  EXPECT_NEAR(r.policies[2].down_hours, r.policies[1].down_hours, 1e-12);
+  EXPECT_NEAR(r.policies[2].down_hours, 3 * 20.0 / 3600.0, 1e-12);  // 2 failures, 1 repair
+  EXPECT_EQ(r.policies[2].restarts, 0);
+  EXPECT_GT(r.policies[2].goodput, r.policies[0].goodput);
+  EXPECT_GE(r.policies[2].goodput, r.policies[1].goodput);
+}
+
 TEST(Engine, RepairRestoresExactlyTheGpusAFailureTookDown) {
   // GPU 0 fails at 1 h until 11 h; a tray failure at 2 h takes GPUs 1-3 (GPU 0 already down)
   // until 3 h. At 3.5 h only GPU 0 is down, at 11.5 h nothing is.
