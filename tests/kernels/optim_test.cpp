@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/clip.h"
+#include "kernels/cpu/fast_exp.h"
 #include "reference.h"
 
 namespace ntp::kernels {
@@ -63,6 +64,28 @@ TEST(ClipTest, NormAndCoefficientMatchDefinition) {
       std::sqrt(cpu::sum_of_squares(af.data(), 10) + cpu::sum_of_squares(bf.data(), 7));
   EXPECT_NEAR(clipped, 1.0, 1e-5);
   EXPECT_EQ(cpu::clip_coefficient(0.5, 1.0), 1.0f);  // below the limit: untouched
+}
+
+}  // namespace
+}  // namespace ntp::kernels
+
+namespace ntp::kernels {
+namespace {
+
+TEST(FastExpTest, RelativeErrorBelowThreeUlpOverTheClampRange) {
+  double worst = 0.0;
+  for (int i = 0; i < 175000; ++i) {  // x in [-87, 88)
+    const float x = -87.0f + 0.001f * static_cast<float>(i);
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::abs(cpu::fast_exp(x) - want) / want);
+  }
+  EXPECT_LT(worst, 3e-7);
+  // Saturation instead of 0 / inf (what softmax and GELU's tanh rely on).
+  EXPECT_GT(cpu::fast_exp(-1000.0f), 0.0f);
+  EXPECT_LT(cpu::fast_exp(-1000.0f), 1e-37f);
+  EXPECT_TRUE(std::isfinite(cpu::fast_exp(1000.0f)));
+  EXPECT_GT(cpu::fast_exp(1000.0f), 1e38f);
+  EXPECT_EQ(cpu::fast_exp(0.0f), 1.0f);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/gemm.h"
 
 namespace ntp::kernels::cpu {
@@ -31,11 +32,9 @@ void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t h, int64_
         float* pr = p + i * t;
         float mx = pr[0];
         for (int64_t j = 1; j <= i; ++j) mx = pr[j] > mx ? pr[j] : mx;
+        for (int64_t j = 0; j <= i; ++j) pr[j] = fast_exp(pr[j] - mx);  // vectorized
         float sum = 0.0f;
-        for (int64_t j = 0; j <= i; ++j) {
-          pr[j] = std::exp(pr[j] - mx);
-          sum += pr[j];
-        }
+        for (int64_t j = 0; j <= i; ++j) sum += pr[j];
         const float inv = 1.0f / sum;
         for (int64_t j = 0; j <= i; ++j) pr[j] *= inv;
         for (int64_t j = i + 1; j < t; ++j) pr[j] = 0.0f;
