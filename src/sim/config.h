@@ -107,7 +107,8 @@ struct SimConfig {
   RunConfig run;
 
   std::int64_t domains() const { return system.gpus / parallel.domain_size; }
-  std::int64_t replicas() const { return domains() / parallel.pp; }
+  // Pipeline replicas: TP groups / pp (a domain may hold several TP groups).
+  std::int64_t replicas() const { return system.gpus / parallel.tp / parallel.pp; }
 };
 
 // The default policy list: every policy, spares sized at 16 domains.

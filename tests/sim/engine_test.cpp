@@ -81,6 +81,20 @@ TEST(Engine, DpDropUnitIsThePipelineReplicaUnderPp) {
   EXPECT_NEAR(run(two).policies[kDrop].throughput_loss, 2.0 / 8, 1e-12);
 }
 
+// A domain holding two TP groups: spares are whole domains, each replacing two failed groups.
+TEST(Engine, SparesCountWholeDomainsOfSeveralGroups) {
+  // domain_size 8, tp 4: groups 0-15, domains of two groups; failed groups 0, 2, 4 (GPUs 0, 8, 16).
+  SimConfig c = testing::small_config(
+      1, {"parallel.domain_size=8",
+          "failures.trace=\"" + trace({{0, 0, 1000}, {0, 8, 1000}, {0, 16, 1000}}, "dom2.csv") +
+              "\""});
+  const TrialResult r = run(c);
+  EXPECT_EQ(r.policies[kDrop].spares_needed, 2);  // 3 groups -> 2 domains of 2 groups
+  // SPARES(2) = 2 domains = 4 spare groups: every failed replica is restored.
+  EXPECT_DOUBLE_EQ(r.policies[kSpares].throughput_loss, 0.0);
+  EXPECT_NEAR(r.policies[kDrop].throughput_loss, 3.0 / 16, 1e-12);
+}
+
 // NTP keeps each degraded replica at the speed of its reduced degree; NTP-PW boosts it back.
 TEST(Engine, NtpLosesOnlyTheDegradedFraction) {
   std::vector<Row> rows = {{0, 0, 1000}, {0, 8, 1000}, {0, 20, 1000}};
