@@ -415,6 +415,18 @@ class GlooCommunicator final : public Communicator {
     return ok_status();
   }
 
+  // Closing our side of every connection makes each peer still blocked on us see "connection
+  // closed" at once instead of waiting for its timeout; those peers close theirs in turn, so one
+  // survivor's failure reaches the whole group in milliseconds. Called on the thread that ran the
+  // failed operation, so no operation of this communicator is in flight.
+  void close_connections() {
+    try {
+      context_->closeConnections();
+    } catch (const std::exception&) {
+      // Best effort: peers still fail by their own timeout.
+    }
+  }
+
   void mark_broken(const Status& status) {
     std::lock_guard lock(health_mutex_);
     if (health_.ok()) health_ = status;
@@ -441,7 +453,10 @@ class GlooCommunicator final : public Communicator {
       } catch (const std::exception& e) {
         status = internal_error(where() + ": " + e.what());
       }
-      if (!status.ok() && status.code() != StatusCode::kInvalidArgument) mark_broken(status);
+      if (!status.ok() && status.code() != StatusCode::kInvalidArgument) {
+        mark_broken(status);
+        close_connections();
+      }
       return status;
     };
   }
