@@ -119,8 +119,9 @@ class Communicator {
   virtual std::chrono::milliseconds timeout() const = 0;
   // OK while usable; the sticky kUnavailable error once an operation failed or abort() ran.
   virtual Status health() const = 0;
-  // Marks the communicator broken, fails queued operations with kUnavailable and closes the
-  // connections so that peers blocked on us fail fast too. Idempotent; safe from any thread.
+  // Marks the communicator broken (queued and later operations fail with kUnavailable) and, once
+  // the running operation (if any) has ended, closes the connections so that peers blocked on us
+  // fail fast too. Idempotent; safe from any thread.
   virtual void abort(const std::string& reason) = 0;
 
   // --- asynchronous operations (see the contracts at the top of this file) ---

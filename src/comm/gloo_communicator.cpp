@@ -123,6 +123,12 @@ class GlooCommunicator final : public Communicator {
 
   void abort(const std::string& reason) override {
     mark_broken(unavailable("communicator aborted: " + reason));
+    // Queued behind the running operation (if any): Gloo's pairs are not closed under an
+    // operation that is using them. Queued operations fail fast (broken) before this runs.
+    (void)progress_->submit([this] {
+      close_connections();
+      return ok_status();
+    });
   }
 
   WorkPtr allreduce_async(View data, ReduceOp op) override {

@@ -506,6 +506,11 @@ Result<int> run_launch(const LaunchOptions& options) {
 
   Launcher launcher(options, node, store, worker_store, password, run_id);
   const int code = launcher.run();
+  if (options.store.empty()) {
+    // The default store is private to this launch: leave nothing behind in $TMPDIR.
+    std::error_code ec;
+    std::filesystem::remove_all(spec.substr(5) + "/" + run_id, ec);
+  }
 
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);

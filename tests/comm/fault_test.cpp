@@ -151,6 +151,45 @@ void run_fault(int n, int victim, Fault fault, std::chrono::milliseconds delay) 
   }
 }
 
+TEST(FaultTest, AbortFailsThisRankAtOnceAndItsPeersLongBeforeTheirTimeout) {
+  TempDir dir;
+  const int n = 3;
+  constexpr auto kLong = std::chrono::milliseconds(8000);
+  std::vector<pid_t> pids = spawn_ranks(n, [&](int r) {
+    std::shared_ptr<Store> store = *open_store("file:" + dir.path(), "abort");
+    GlooOptions options;
+    options.store = store;
+    options.rank = r;
+    options.size = n;
+    options.timeout = kLong;
+    Result<std::unique_ptr<Communicator>> comm = connect_gloo(options);
+    CHILD_CHECK(comm.ok(), r, comm.status().to_string());
+    CHILD_CHECK((*comm)->barrier().ok(), r, "barrier");
+    const auto start = std::chrono::steady_clock::now();
+    if (r == 0) (*comm)->abort("test says stop");
+    std::vector<float> data(1000, 1.0F);
+    Status s = (*comm)->allreduce(view(data));
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHILD_CHECK(s.code() == StatusCode::kUnavailable, r, "want UNAVAILABLE: " + s.to_string());
+    if (r == 0) {
+      CHILD_CHECK(s.message().find("test says stop") != std::string::npos, r, s.message());
+    }
+    CHILD_CHECK(took < kLong / 4, r, "abort took too long to reach this rank");
+    // Rank 0 stays alive until the others are done: its exit would close the sockets anyway.
+    CHILD_CHECK(store->add("done", 1).ok(), r, "done");
+    if (r == 0) {
+      for (int i = 0; i < 3000 && *store->add("done", 0) < n; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+    return 0;
+  });
+  for (const auto& e : wait_all(pids, std::chrono::seconds(30))) {
+    EXPECT_FALSE(e.timed_out);
+    EXPECT_TRUE(e.exited && e.code == 0) << "code " << e.code << " signal " << e.signal;
+  }
+}
+
 TEST(FaultTest, KilledPeerSurfacesAsUnavailableAndSurvivorsRebuild) {
   run_fault(4, 2, Fault::kKill, std::chrono::milliseconds(50));
 }
