@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "../comm/redis_server.h"
+
 namespace {
 
 struct LaunchRun {
@@ -285,6 +287,33 @@ TEST(LaunchTest, ChaosInjectsFaultsAndTheJobStillFinishes) {
               std::string::npos)
         << run.out << run.err;
   }
+}
+
+TEST(LaunchTest, RedisStoreWithPassword) {
+  using ntp::comm::testing::RedisServer;
+  if (!RedisServer::available()) GTEST_SKIP() << "redis-server not installed";
+  RedisServer server("launch-pw");
+  ASSERT_TRUE(server.ready());
+  // Workers get the store without the password, and the password on its own.
+  LaunchRun env =
+      ntp({"launch", "--nproc-per-node", "1", "--store", server.spec("launch-pw"), "--run-id",
+           "env", "--", "sh", "-c", "echo store=$NTP_STORE pw=$NTP_REDIS_PASSWORD"});
+  EXPECT_EQ(env.code, 0) << env.err;
+  EXPECT_NE(env.out.find("store=" + server.spec() + " pw=launch-pw\n"), std::string::npos)
+      << env.out;
+  // The whole fault path over redis.
+  LaunchRun run = ntp({"launch", "--nproc-per-node", "3", "--store", server.spec("launch-pw"),
+                       "--run-id", "faults", "--inject", "kill:rank=2,at=3", "--", "ntp", kWorker,
+                       "--steps", "8", "--timeout-ms", "700"});
+  EXPECT_EQ(run.code, 0) << run.out << run.err;
+  expect_finished(run, {0, 1}, "8", "0,1");
+  // A wrong password is bad input: one line, exit code 2, nothing started.
+  LaunchRun bad = ntp({"launch", "--nproc-per-node", "2", "--store", server.spec("wrong"), "--",
+                       "sh", "-c", "echo started"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(bad.out.empty()) << bad.out;
+  EXPECT_NE(bad.err.find("rejected the password"), std::string::npos) << bad.err;
+  EXPECT_EQ(count(bad.err, "\n"), 1) << bad.err;
 }
 
 // SIGTERM/SIGINT reach every worker and its children; nothing is left behind.
