@@ -26,8 +26,9 @@ using testing::TempDir;
 using testing::wait_all;
 
 constexpr auto kTimeout = std::chrono::milliseconds(700);
-// Detection may lag the timeout by scheduling on a loaded 2-core machine, never by a second one.
-constexpr long long kSlackNs = 750'000'000;
+// Detection may lag the timeout by scheduling on a loaded 2-core machine, not by more than a
+// second.
+constexpr long long kSlackNs = 1'000'000'000;
 constexpr std::size_t kElements = 1 << 16;
 
 double contribution(int id, std::size_t i) {
@@ -93,7 +94,7 @@ int worker(const std::string& dir, int rank, int n) {
 
   AgreementOptions agreement;
   agreement.window = std::chrono::milliseconds(5000);
-  agreement.stale_after = std::chrono::milliseconds(300);
+  agreement.stale_after = std::chrono::milliseconds(600);
   Result<Membership> members = agree_on_survivors(**store, "world", 1, rank, everyone, agreement);
   CHILD_CHECK(members.ok(), rank, "agree: " + members.status().to_string());
   const int victim = std::stoi(*(*store)->get("victim"));

@@ -239,7 +239,7 @@ TEST(LaunchTest, KillAtAStepLeavesSurvivorsThatFinish) {
   TempDir dir;
   LaunchRun run =
       ntp({"launch", "--nproc-per-node", "4", "--store", "file:" + dir.path(), "--inject",
-           "kill:rank=1,at=4", "--", "ntp", kWorker, "--steps", "12", "--timeout-ms", "700"});
+           "kill:rank=1,at=4", "--", "ntp", kWorker, "--steps", "12", "--timeout-ms", "1000"});
   EXPECT_EQ(run.code, 0) << run.out << run.err;
   EXPECT_NE(run.err.find("injecting kill (SIGKILL) into rank 1 (at step 4)"), std::string::npos)
       << run.err;
@@ -251,7 +251,7 @@ TEST(LaunchTest, HangAtAStepIsDetectedAndTheHungWorkerIsReaped) {
   TempDir dir;
   LaunchRun run =
       ntp({"launch", "--nproc-per-node", "3", "--store", "file:" + dir.path(), "--inject",
-           "hang:rank=0,at=3", "--", "ntp", kWorker, "--steps", "10", "--timeout-ms", "700"});
+           "hang:rank=0,at=3", "--", "ntp", kWorker, "--steps", "10", "--timeout-ms", "1000"});
   EXPECT_EQ(run.code, 0) << run.out << run.err;
   EXPECT_NE(run.err.find("injecting hang (SIGSTOP) into rank 0"), std::string::npos) << run.err;
   expect_finished(run, {1, 2}, "10", "1,2");
@@ -261,7 +261,7 @@ TEST(LaunchTest, RepairBringsTheGroupBackToFullSize) {
   TempDir dir;
   LaunchRun run = ntp({"launch", "--nproc-per-node", "3", "--store", "file:" + dir.path(),
                        "--inject", "kill:rank=1,at=3", "--inject", "repair:rank=1,at=6", "--",
-                       "ntp", kWorker, "--steps", "14", "--timeout-ms", "700"});
+                       "ntp", kWorker, "--steps", "14", "--timeout-ms", "1000"});
   EXPECT_EQ(run.code, 0) << run.out << run.err;
   EXPECT_NE(run.err.find("starting a fresh worker for rank 1 (restart 1"), std::string::npos)
       << run.err;
@@ -273,7 +273,7 @@ TEST(LaunchTest, ChaosInjectsFaultsAndTheJobStillFinishes) {
   TempDir dir;
   LaunchRun run =
       ntp({"launch", "--nproc-per-node", "4", "--store", "file:" + dir.path(), "--chaos", "11,4",
-           "--", "ntp", kWorker, "--steps", "60", "--step-ms", "30", "--timeout-ms", "700"});
+           "--", "ntp", kWorker, "--steps", "60", "--step-ms", "30", "--timeout-ms", "1000"});
   EXPECT_EQ(run.code, 0) << run.out << run.err;
   const int faults = count(run.err, "(chaos at");
   EXPECT_GE(faults, 1) << run.err;
@@ -304,7 +304,7 @@ TEST(LaunchTest, RedisStoreWithPassword) {
   // The whole fault path over redis.
   LaunchRun run = ntp({"launch", "--nproc-per-node", "3", "--store", server.spec("launch-pw"),
                        "--run-id", "faults", "--inject", "kill:rank=2,at=3", "--", "ntp", kWorker,
-                       "--steps", "8", "--timeout-ms", "700"});
+                       "--steps", "8", "--timeout-ms", "1000"});
   EXPECT_EQ(run.code, 0) << run.out << run.err;
   expect_finished(run, {0, 1}, "8", "0,1");
   // A wrong password is bad input: one line, exit code 2, nothing started.
