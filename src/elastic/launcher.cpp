@@ -485,6 +485,11 @@ Result<int> run_launch(const LaunchOptions& options) {
                               std::to_string(world));
     }
   }
+  if (options.store.empty() && node.nnodes > 1) {
+    return invalid_argument("--nnodes " + std::to_string(node.nnodes) + " (from " + node.source +
+                            ") needs a store every node reaches: pass --store "
+                            "redis://HOST:PORT or --store file:DIR on a shared file system");
+  }
   const std::string run_id = options.run_id.empty() ? generated_run_id() : options.run_id;
   std::string spec = options.store;
   if (spec.empty()) {

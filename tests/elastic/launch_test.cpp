@@ -209,6 +209,7 @@ TEST(LaunchTest, BadInputIsOneLineAndExitCodeTwo) {
       {{"--store", "bogus:x"}, "bogus:x"},
       {{"--store", store, "--run-id", "has space"}, "has space"},
       {{"--store", store, "--nnodes", "2", "--node-rank", "2"}, "--node-rank 2"},
+      {{"--nnodes", "2", "--node-rank", "1"}, "needs a store every node reaches"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"launch", "--nproc-per-node", "2"};
