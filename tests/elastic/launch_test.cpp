@@ -317,6 +317,44 @@ TEST(LaunchTest, RedisStoreWithPassword) {
   EXPECT_EQ(count(bad.err, "\n"), 1) << bad.err;
 }
 
+TEST(LaunchTest, TwoNodesShareOneJobAndAFaultOnOneNode) {
+  // Two launchers on this machine stand in for two nodes; they meet through one store.
+  TempDir dir;
+  auto args = [&](int node) {
+    return std::vector<std::string>{"launch",
+                                    "--nproc-per-node",
+                                    "2",
+                                    "--nnodes",
+                                    "2",
+                                    "--node-rank",
+                                    std::to_string(node),
+                                    "--store",
+                                    "file:" + dir.path(),
+                                    "--run-id",
+                                    "two-nodes",
+                                    "--inject",
+                                    "kill:rank=3,at=3",
+                                    "--",
+                                    "ntp",
+                                    kWorker,
+                                    "--steps",
+                                    "8",
+                                    "--timeout-ms",
+                                    "1000"};
+  };
+  int out0 = -1, err0 = -1, out1 = -1, err1 = -1;
+  const pid_t node0 = start(args(0), {}, &out0, &err0);
+  const pid_t node1 = start(args(1), {}, &out1, &err1);
+  LaunchRun run1 = finish(node1, out1, err1, std::chrono::seconds(60));
+  LaunchRun run0 = finish(node0, out0, err0, std::chrono::seconds(60));
+  EXPECT_EQ(run0.code, 0) << run0.out << run0.err;
+  EXPECT_EQ(run1.code, 0) << run1.out << run1.err;
+  expect_finished(run0, {0, 1}, "8", "0,1,2");
+  expect_finished(run1, {2}, "8", "0,1,2");
+  EXPECT_NE(run1.err.find("injecting kill (SIGKILL) into rank 3"), std::string::npos) << run1.err;
+  EXPECT_EQ(run0.err.find("injecting"), std::string::npos) << "only the owning node injects";
+}
+
 // SIGTERM/SIGINT reach every worker and its children; nothing is left behind.
 void expect_stop_without_orphans(int signo, bool with_hang) {
   TempDir dir;
