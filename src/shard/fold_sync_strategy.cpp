@@ -1,10 +1,10 @@
 #include "shard/fold_sync_strategy.h"
 
 #include <algorithm>
-#include <map>
 
 #include "core/check.h"
 #include "shard/balance.h"
+#include "shard/degree_plan.h"
 
 namespace ntp::shard {
 
@@ -60,77 +60,37 @@ std::vector<IntervalSet> fold_layout(std::int64_t units, int degree, int sync_de
   return out;
 }
 
-namespace {
-
-// Layout and folds of one replica of degree `degree`, identical for all replicas of that degree.
-struct DegreePlan {
-  RankUnits units;                  // [space][rank]
-  std::vector<FoldTransfer> folds;  // domain left 0
-  std::vector<RankSyncCost> costs;  // [rank]
-};
-
-DegreePlan plan_degree(int degree, int sync_degree, const std::vector<UnitSpace>& spaces,
-                       const ByteCosts& bytes) {
-  DegreePlan plan;
-  plan.costs.resize(static_cast<std::size_t>(degree));
-  for (std::size_t sp = 0; sp < spaces.size(); ++sp) {
-    const UnitSpace& space = spaces[sp];
-    const std::int64_t unit_bytes = space.params_per_unit * bytes.grad_bytes;
-    plan.units.push_back(fold_layout(space.units, degree, sync_degree));
-    const auto& per_rank = plan.units.back();
-    for (int r = 0; r < sync_degree; ++r) {
-      plan.costs[static_cast<std::size_t>(r)].dp_bytes +=
-          balanced_count(space.units, sync_degree, r) * unit_bytes;
-    }
-    for (int k = sync_degree; k < degree; ++k) {
-      for (int r = 0; r < sync_degree; ++r) {
-        IntervalSet piece = intersect(per_rank[static_cast<std::size_t>(k)],
-                                      sync_partition(space.units, sync_degree, r));
-        if (piece.empty()) continue;
-        const std::int64_t b = piece.count() * unit_bytes;
-        plan.costs[static_cast<std::size_t>(k)].fold_out_bytes += b;
-        plan.costs[static_cast<std::size_t>(r)].fold_in_bytes += b;
-        plan.folds.push_back({static_cast<int>(sp), 0, k, r, std::move(piece)});
-      }
-    }
-  }
-  return plan;
-}
-
-}  // namespace
-
 StrategyPlan FoldSyncStrategy::plan(const std::vector<int>& degrees,
                                     const std::vector<UnitSpace>& spaces,
                                     const ByteCosts& bytes) const {
   NTP_CHECK(!degrees.empty());
   const int sync_degree = *std::min_element(degrees.begin(), degrees.end());
-  std::map<int, DegreePlan> by_degree;  // replicas of equal degree share one plan
-  for (int t : degrees) {
-    if (!by_degree.contains(t)) by_degree.emplace(t, plan_degree(t, sync_degree, spaces, bytes));
-  }
-
-  StrategyPlan out;
-  out.sync.strategy = std::string(name());
-  out.sync.sync_degree = sync_degree;
-  const int domains = static_cast<int>(degrees.size());
-  for (int d = 0; d < domains; ++d) {
-    const DegreePlan& p = by_degree.at(degrees[static_cast<std::size_t>(d)]);
-    out.units.push_back(p.units);
-    for (FoldTransfer f : p.folds) {
-      f.domain = d;
-      out.sync.folds.push_back(std::move(f));
+  auto plan_degree = [&](int degree) {
+    DegreePlan plan;
+    plan.costs.resize(static_cast<std::size_t>(degree));
+    for (std::size_t sp = 0; sp < spaces.size(); ++sp) {
+      const UnitSpace& space = spaces[sp];
+      const std::int64_t unit_bytes = space.params_per_unit * bytes.grad_bytes;
+      plan.units.push_back(fold_layout(space.units, degree, sync_degree));
+      std::vector<int> representative(static_cast<std::size_t>(sync_degree));
+      for (int r = 0; r < sync_degree; ++r) {
+        representative[static_cast<std::size_t>(r)] = r;  // core rank r reduces partition r
+        plan.costs[static_cast<std::size_t>(r)].dp_bytes +=
+            balanced_count(space.units, sync_degree, r) * unit_bytes;
+      }
+      plan.representative.push_back(std::move(representative));
+      for (int k = sync_degree; k < degree; ++k) {
+        for (int r = 0; r < sync_degree; ++r) {
+          plan.add_fold(static_cast<int>(sp), k, r,
+                        intersect(plan.units[sp][static_cast<std::size_t>(k)],
+                                  sync_partition(space.units, sync_degree, r)),
+                        unit_bytes);
+        }
+      }
     }
-    out.sync.costs.push_back(p.costs);
-  }
-  for (std::size_t sp = 0; sp < spaces.size(); ++sp) {
-    for (int r = 0; r < sync_degree; ++r) {
-      DpGroup group{static_cast<int>(sp), r, sync_partition(spaces[sp].units, sync_degree, r), {}};
-      group.members.reserve(static_cast<std::size_t>(domains));
-      for (int d = 0; d < domains; ++d) group.members.push_back({d, r});
-      out.sync.groups.push_back(std::move(group));
-    }
-  }
-  return out;
+    return plan;
+  };
+  return assemble_strategy_plan(name(), sync_degree, degrees, spaces, plan_degree);
 }
 
 }  // namespace ntp::shard

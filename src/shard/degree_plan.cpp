@@ -1,0 +1,65 @@
+#include "shard/degree_plan.h"
+
+#include <map>
+
+#include "core/check.h"
+#include "shard/balance.h"
+
+namespace ntp::shard {
+
+void DegreePlan::add_fold(int space, int from, int to, IntervalSet units_moved,
+                          std::int64_t unit_bytes) {
+  if (units_moved.empty()) return;
+  const std::int64_t b = units_moved.count() * unit_bytes;
+  costs[static_cast<std::size_t>(from)].fold_out_bytes += b;
+  costs[static_cast<std::size_t>(to)].fold_in_bytes += b;
+  folds.push_back({space, 0, from, to, std::move(units_moved)});
+}
+
+StrategyPlan assemble_strategy_plan(std::string_view strategy, int partitions,
+                                    const std::vector<int>& degrees,
+                                    const std::vector<UnitSpace>& spaces,
+                                    const std::function<DegreePlan(int degree)>& plan_degree) {
+  NTP_CHECK(!degrees.empty() && partitions >= 1);
+  std::map<int, DegreePlan> by_degree;  // replicas of equal degree share one plan
+  for (int t : degrees) {
+    if (!by_degree.contains(t)) by_degree.emplace(t, plan_degree(t));
+  }
+  StrategyPlan out;
+  out.sync.strategy = std::string(strategy);
+  out.sync.sync_degree = partitions;
+  const int domains = static_cast<int>(degrees.size());
+  std::vector<const DegreePlan*> plan_of(static_cast<std::size_t>(domains));
+  for (int d = 0; d < domains; ++d) {
+    const DegreePlan& p = by_degree.at(degrees[static_cast<std::size_t>(d)]);
+    plan_of[static_cast<std::size_t>(d)] = &p;
+    out.units.push_back(p.units);
+    for (FoldTransfer f : p.folds) {
+      f.domain = d;
+      out.sync.folds.push_back(std::move(f));
+    }
+    out.sync.costs.push_back(p.costs);
+  }
+  for (std::size_t sp = 0; sp < spaces.size(); ++sp) {
+    const std::int64_t units = spaces[sp].units;
+    for (int p = 0; p < partitions; ++p) {
+      DpGroup group{static_cast<int>(sp),
+                    p,
+                    IntervalSet::range(balanced_offset(units, partitions, p),
+                                       balanced_offset(units, partitions, p + 1)),
+                    {}};
+      if (group.units.empty()) continue;
+      group.members.reserve(static_cast<std::size_t>(domains));
+      for (int d = 0; d < domains; ++d) {
+        const int rank =
+            plan_of[static_cast<std::size_t>(d)]->representative[sp][static_cast<std::size_t>(p)];
+        NTP_CHECK(rank >= 0);
+        group.members.push_back({d, rank});
+      }
+      out.sync.groups.push_back(std::move(group));
+    }
+  }
+  return out;
+}
+
+}  // namespace ntp::shard
