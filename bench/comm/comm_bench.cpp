@@ -137,10 +137,10 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
         "# reproduce: comm_bench --ranks %d --min-bytes %zu --max-bytes %zu "
         "--ms-per-size %.0f\n",
         n, cfg.min_bytes, cfg.max_bytes, cfg.ms_per_size);
-    std::printf("%-10s %-10s %10s %12s %10s %10s %12s %10s %9s\n", "op", "size", "count", "ntp_us",
-                "ntp_algbw", "ntp_busbw", "gloo_us", "gloo_busbw", "busbw_ratio");
-    std::printf("%-10s %-10s %10s %12s %10s %10s %12s %10s %9s\n", "", "", "(elems)", "", "(GB/s)",
-                "(GB/s)", "", "(GB/s)", "ntp/gloo");
+    std::printf("%-10s %-10s %10s %12s %10s %10s %12s %10s %9s %9s\n", "op", "size", "count",
+                "ntp_us", "ntp_algbw", "ntp_busbw", "gloo_us", "gloo_busbw", "ratio", "ratio");
+    std::printf("%-10s %-10s %10s %12s %10s %10s %12s %10s %9s %9s\n", "", "", "(elems)", "",
+                "(GB/s)", "(GB/s)", "", "(GB/s)", "median", "best");
   }
 
   for (Op op : {Op::kAllreduce, Op::kAllgather}) {
@@ -228,10 +228,14 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
         const double ntp_alg = moved / ntp_t / 1e9;
         const double ntp_bus = ntp_alg * factor;
         const double raw_bus = moved / raw_t / 1e9 * factor;
-        std::printf("%-10s %-10s %10zu %12.1f %10.3f %10.3f %12.1f %10.3f %9.3f\n",
+        // Noise on a shared machine only adds time, so the fastest blocks bound the intrinsic
+        // difference more tightly than the medians do; both ratios are printed.
+        const double ntp_best = *std::min_element(ntp_blocks.begin(), ntp_blocks.end());
+        const double raw_best = *std::min_element(raw_blocks.begin(), raw_blocks.end());
+        std::printf("%-10s %-10s %10zu %12.1f %10.3f %10.3f %12.1f %10.3f %9.3f %9.3f\n",
                     op == Op::kAllreduce ? "allreduce" : "allgather", human(bytes).c_str(),
                     out_count, ntp_t * 1e6, ntp_alg, ntp_bus, raw_t * 1e6, raw_bus,
-                    ntp_bus / raw_bus);
+                    ntp_bus / raw_bus, raw_best / ntp_best);
         std::fflush(stdout);
       }
     }
