@@ -112,11 +112,15 @@ std::string format_table(const Summary& s) {
                 "down h", "spares for pause-free (mean/max)");
   os << buf;
   for (const PolicySummary& p : s.policies) {
-    std::snprintf(buf, sizeof(buf),
-                  "%-14s %-17s %-17s %10.1f %9.3f %8.1f %8.1f %9.1f %.1f / %.0f\n", p.name.c_str(),
-                  pct(p.throughput_loss).c_str(), pct(p.goodput).c_str(), p.energy_mwh.mean,
-                  p.energy_per_work.mean, p.pauses.mean, p.paused_hours.mean, p.down_hours.mean,
-                  p.spares_needed.mean, p.spares_needed.max);
+    // A policy that did no useful work (paused for the whole run) has no energy per work.
+    char per_work[32] = "no work";
+    if (std::isfinite(p.energy_per_work.mean)) {
+      std::snprintf(per_work, sizeof(per_work), "%.3f", p.energy_per_work.mean);
+    }
+    std::snprintf(buf, sizeof(buf), "%-14s %-17s %-17s %10.1f %9s %8.1f %8.1f %9.1f %.1f / %.0f\n",
+                  p.name.c_str(), pct(p.throughput_loss).c_str(), pct(p.goodput).c_str(),
+                  p.energy_mwh.mean, per_work, p.pauses.mean, p.paused_hours.mean,
+                  p.down_hours.mean, p.spares_needed.mean, p.spares_needed.max);
     os << buf;
   }
   return os.str();
