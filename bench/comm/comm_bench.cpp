@@ -32,6 +32,7 @@
 
 #include "comm/gloo_communicator.h"
 #include "comm/store.h"
+#include "machine_info.h"
 
 namespace {
 
@@ -43,15 +44,6 @@ struct Config {
   std::size_t max_bytes = std::size_t{64} << 20;
   double ms_per_size = 400;  // budget per size and side
 };
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
 
 std::string human(std::size_t bytes) {
   char text[32];
@@ -128,7 +120,7 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
   if (rank == 0) {
     std::printf("# ntp comm benchmark: ntp::comm (Gloo backend) vs raw Gloo, side by side\n");
     std::printf("# machine: %s, %u hardware threads; transport: Gloo TCP over loopback\n",
-                cpu_model().c_str(), std::thread::hardware_concurrency());
+                ntp::bench::cpu_model().c_str(), std::thread::hardware_concurrency());
     std::printf(
         "# ranks: %d processes; float32; time per operation = median over 12 alternating blocks "
         "per side\n",

@@ -5,15 +5,15 @@
 
 namespace ntp::bench {
 
-std::string machine_description() {
-  std::string model = "unknown CPU";
+std::string cpu_model() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   }
+  return "unknown CPU";
+}
+
+std::string machine_description() {
   long mem_kib = 0;
   std::ifstream meminfo("/proc/meminfo");
   for (std::string line; std::getline(meminfo, line);) {
@@ -22,7 +22,7 @@ std::string machine_description() {
       break;
     }
   }
-  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, " +
+  return cpu_model() + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, " +
          std::to_string(mem_kib / (1024 * 1024)) + " GiB RAM";
 }
 

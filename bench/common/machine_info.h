@@ -5,7 +5,10 @@
 
 namespace ntp::bench {
 
-// "CPU model name, N cores, M GiB RAM" read from /proc (best effort).
+// The CPU's model name from /proc/cpuinfo, or "unknown CPU".
+std::string cpu_model();
+
+// "CPU model, N cores, M GiB RAM" (best effort, from /proc).
 std::string machine_description();
 
 }  // namespace ntp::bench

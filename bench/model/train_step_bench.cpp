@@ -23,6 +23,7 @@
 #include "core/rng.h"
 #include "kernels/cpu/clip.h"
 #include "kernels/cpu/gemm.h"
+#include "machine_info.h"
 #include "model/gpt_model.h"
 #include "train/adamw_optimizer.h"
 
@@ -32,15 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
 }
 
 // Best-of-`reps` FLOP/s of C[m,n] = A[m,k] B[k,n].
@@ -134,7 +126,7 @@ int main(int argc, char** argv) {
 
   utsname u{};
   uname(&u);
-  std::printf("machine: %s, %ld online CPUs, %s %s\n", cpu_model().c_str(),
+  std::printf("machine: %s, %ld online CPUs, %s %s\n", ntp::bench::cpu_model().c_str(),
               sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release);
   std::printf(
       "config: GPT-2 width %lld, context %lld, %lld heads, %lld layers, vocab %lld, "

@@ -14,19 +14,11 @@
 #include <thread>
 #include <vector>
 
+#include "machine_info.h"
 #include "sim/config.h"
 #include "sim/engine.h"
 
 namespace {
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
-}
 
 struct Measure {
   double median_s = 0, min_s = 0;
@@ -67,7 +59,7 @@ int main(int argc, char** argv) {
         "sim.days=365"},
        5.0},
   };
-  std::printf("machine: %s, %u hardware threads\n", cpu_model().c_str(),
+  std::printf("machine: %s, %u hardware threads\n", ntp::bench::cpu_model().c_str(),
               std::thread::hardware_concurrency());
   std::printf("command: build-sim/bench/sim/sim_bench %d   (median of %d trials, 6 policies)\n\n",
               repeats, repeats);
