@@ -15,16 +15,22 @@ using shard::IntervalSet;
 using shard::ReplicaLayout;
 using shard::ReshardPlan;
 
-// printf into a std::string.
+// printf appended to a std::string, of any length.
 void appendf(std::string& out, const char* format, ...) __attribute__((format(printf, 2, 3)));
 void appendf(std::string& out, const char* format, ...) {
-  char buffer[1024];
   va_list args;
   va_start(args, format);
-  const int n = std::vsnprintf(buffer, sizeof(buffer), format, args);
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
   va_end(args);
-  if (n > 0)
-    out.append(buffer, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof(buffer) - 1));
+  if (n > 0) {
+    const std::size_t old_size = out.size();
+    out.resize(old_size + static_cast<std::size_t>(n) + 1);
+    std::vsnprintf(out.data() + old_size, static_cast<std::size_t>(n) + 1, format, again);
+    out.resize(old_size + static_cast<std::size_t>(n));
+  }
+  va_end(again);
 }
 
 std::string ints_to_ranges(const std::vector<int>& values) {

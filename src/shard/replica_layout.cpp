@@ -4,13 +4,6 @@
 
 namespace ntp::shard {
 
-int ReplicaLayout::rank_of_slot(int slot) const {
-  for (int r = 0; r < degree(); ++r) {
-    if (slots[static_cast<std::size_t>(r)] == slot) return r;
-  }
-  return -1;
-}
-
 std::int64_t ReplicaLayout::max_units(int space) const {
   std::int64_t most = 0;
   for (const IntervalSet& s : units[static_cast<std::size_t>(space)])

@@ -28,8 +28,6 @@ struct ReplicaLayout {
   RankUnits units;         // units[space][rank]
 
   int degree() const { return static_cast<int>(slots.size()); }
-  // Rank run by `slot`, or -1 when the slot is not active in this replica.
-  int rank_of_slot(int slot) const;
   // Most units any rank holds in `space`.
   std::int64_t max_units(int space) const;
   // max units / ideal (total units / degree); 1.0 is perfect balance.
