@@ -1,6 +1,6 @@
 // nccl-tests style benchmark of ntp's Gloo Communicator against raw Gloo, side by side.
 //
-//   build-comm/bench/comm/comm_bench [--ranks N] [--min-bytes B] [--max-bytes B] [--ms-per-size M]
+//   build/bench/comm/comm_bench [--ranks N] [--min-bytes B] [--max-bytes B] [--ms-per-size M]
 //
 // N processes on this machine (loopback TCP) each open two full meshes: one through
 // ntp::comm::connect_gloo (the wrapper: argument checks, progress thread, Work handle, error

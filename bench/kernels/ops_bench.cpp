@@ -2,7 +2,7 @@
 // shapes of a width-512, context-256, 8-head model with batch 4, side by side in one run, as a
 // share of their sum, and for the matrix products their GFLOP/s next to a plain 1024^3 sgemm.
 //
-//   build-model/bench/kernels/kernels_ops_bench [--threads N] [--reps R]
+//   build/bench/kernels/kernels_ops_bench [--threads N] [--reps R]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -1,7 +1,7 @@
 // Model FLOP/s of a GPT-2 training step on CPU as a fraction of OpenBLAS sgemm FLOP/s, both
 // measured in the same run, interleaved, at the same OpenBLAS thread count.
 //
-//   build-model/bench/model/model_train_step_bench [--threads N] [--layers L] [--batch B]
+//   build/bench/model/model_train_step_bench [--threads N] [--layers L] [--batch B]
 //                                                  [--rounds R]
 // Defaults: width 512, context 256, 8 heads, 2 layers, vocabulary 256, batch 4, 1 thread.
 // Model FLOPs per step = GptModel::training_flops (6 per matmul parameter per token + 12 L T C

@@ -4,7 +4,7 @@
 // plus events per second (failures and repairs, warm-up included). Prints the machine, the
 // configuration and the command that reproduces it.
 //
-//   build-sim/bench/sim/sim_bench [repeats]
+//   build/bench/sim/sim_bench [repeats]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   };
   std::printf("machine: %s, %u hardware threads\n", ntp::bench::cpu_model().c_str(),
               std::thread::hardware_concurrency());
-  std::printf("command: build-sim/bench/sim/sim_bench %d   (median of %d trials, 6 policies)\n\n",
+  std::printf("command: build/bench/sim/sim_bench %d   (median of %d trials, 6 policies)\n\n",
               repeats, repeats);
   std::printf("%-68s %10s %10s %9s %10s %12s\n", "case", "median s", "budget s", "headroom",
               "events", "events/s");
