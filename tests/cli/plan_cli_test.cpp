@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "run_command.h"
+#include "child_process.h"
 
 namespace ntp {
 namespace {

@@ -17,14 +17,11 @@
 #include <vector>
 
 #include "../comm/redis_server.h"
+#include "child_process.h"
 
 namespace {
 
-struct LaunchRun {
-  int code = -1;  // exit code, or 128 + signal
-  std::string out;
-  std::string err;
-};
+using LaunchRun = ntp::testing::CommandOutput;
 
 class TempDir {
  public:
@@ -44,74 +41,24 @@ class TempDir {
   std::string path_;
 };
 
-// Starts `ntp` with `args` (extra environment in `env`), returns its pid and the read ends of
-// its stdout and stderr.
-pid_t start(const std::vector<std::string>& args, const std::vector<std::string>& env, int* out,
-            int* err) {
-  int o[2];
-  int e[2];
-  if (pipe(o) != 0 || pipe(e) != 0) std::abort();
-  std::vector<std::string> argv_storage{NTP_BINARY};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<std::string> env_storage = env;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(o[1], STDOUT_FILENO);
-    dup2(e[1], STDERR_FILENO);
-    close(o[0]);
-    close(e[0]);
-    for (std::string& entry : env_storage) putenv(entry.data());
-    std::vector<char*> argv;
-    for (std::string& arg : argv_storage) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(o[1]);
-  close(e[1]);
-  *out = o[0];
-  *err = e[0];
-  return pid;
+// Starts `ntp` with `args` (extra environment in `env`).
+ntp::testing::ChildProcess start(const std::vector<std::string>& args,
+                                 const std::vector<std::string>& env = {}) {
+  std::vector<std::string> argv{NTP_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return ntp::testing::start_child(argv, env);
 }
 
-// Collects output until both pipes close, then reaps. Fails the test (and kills) on a hang.
-LaunchRun finish(pid_t pid, int out, int err, std::chrono::seconds limit) {
-  LaunchRun run;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ADD_FAILURE() << "ntp launch did not finish within " << limit.count() << " s";
-      kill(pid, SIGKILL);
-      break;
-    }
-    if (poll(fds, 2, 100) <= 0) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buffer[4096];
-      const ssize_t got = read(fds[i].fd, buffer, sizeof(buffer));
-      if (got <= 0) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      } else {
-        (i == 0 ? run.out : run.err).append(buffer, static_cast<std::size_t>(got));
-      }
-    }
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+// Collects the output and reaps. Fails the test (and kills) on a hang.
+LaunchRun finish(const ntp::testing::ChildProcess& child, std::chrono::seconds limit) {
+  LaunchRun run = ntp::testing::finish_child(child, limit);
+  if (run.timed_out) ADD_FAILURE() << "ntp launch did not finish within " << limit.count() << " s";
   return run;
 }
 
 LaunchRun ntp(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
               std::chrono::seconds limit = std::chrono::seconds(60)) {
-  int out = -1;
-  int err = -1;
-  const pid_t pid = start(args, env, &out, &err);
-  return finish(pid, out, err, limit);
+  return finish(start(args, env), limit);
 }
 
 int count(const std::string& text, const std::string& needle) {
@@ -151,7 +98,7 @@ TEST(LaunchTest, GivesEachWorkerItsIdentityAndPrefixesItsLines) {
                        "echo id $NTP_RANK $NTP_WORLD_SIZE $NTP_LOCAL_RANK $NTP_LOCAL_WORLD_SIZE "
                        "$NTP_NODE_RANK $NTP_NNODES $NTP_RUN_ID $NTP_RESTART_COUNT $NTP_STORE; "
                        "echo oops >&2"});
-  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.err;
   for (int local = 0; local < 3; ++local) {
     const int rank = 3 + local;
     const std::string want = "[rank " + std::to_string(rank) + "] id " + std::to_string(rank) +
@@ -177,10 +124,10 @@ TEST(LaunchTest, TakesTheNodeFromSlurmAndOpenMpiVariables) {
                                          "-c",
                                          "echo at $NTP_RANK of $NTP_WORLD_SIZE"};
   LaunchRun slurm = ntp(args, {"SLURM_NODEID=2", "SLURM_NNODES=3"});
-  EXPECT_EQ(slurm.code, 0) << slurm.err;
+  EXPECT_EQ(slurm.exit_code, 0) << slurm.err;
   EXPECT_EQ(count(slurm.out, "at 4 of 6\n") + count(slurm.out, "at 5 of 6\n"), 2) << slurm.out;
   LaunchRun ompi = ntp(args, {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"});
-  EXPECT_EQ(ompi.code, 0) << ompi.err;
+  EXPECT_EQ(ompi.exit_code, 0) << ompi.err;
   EXPECT_EQ(count(ompi.out, "at 2 of 4\n") + count(ompi.out, "at 3 of 4\n"), 2) << ompi.out;
 }
 
@@ -188,11 +135,11 @@ TEST(LaunchTest, PropagatesTheExitCodeOfTheLowestFailingRank) {
   TempDir dir;
   LaunchRun fail = ntp({"launch", "--nproc-per-node", "3", "--store", "file:" + dir.path(), "--",
                         "sh", "-c", "[ $NTP_RANK -eq 0 ] && exit 0; exit $((NTP_RANK + 40))"});
-  EXPECT_EQ(fail.code, 41) << fail.err;
+  EXPECT_EQ(fail.exit_code, 41) << fail.err;
   EXPECT_NE(fail.err.find("rank 2 exited with code 42"), std::string::npos) << fail.err;
   LaunchRun missing = ntp({"launch", "--nproc-per-node", "1", "--store", "file:" + dir.path(), "--",
                            "/nonexistent/program"});
-  EXPECT_EQ(missing.code, 127);
+  EXPECT_EQ(missing.exit_code, 127);
 }
 
 TEST(LaunchTest, BadInputIsOneLineAndExitCodeTwo) {
@@ -216,7 +163,7 @@ TEST(LaunchTest, BadInputIsOneLineAndExitCodeTwo) {
     args.insert(args.end(), c.args.begin(), c.args.end());
     args.insert(args.end(), {"--", "true"});
     LaunchRun run = ntp(args);
-    EXPECT_EQ(run.code, 2) << c.named;
+    EXPECT_EQ(run.exit_code, 2) << c.named;
     EXPECT_TRUE(run.out.empty()) << run.out;
     EXPECT_EQ(count(run.err, "\n"), 1) << run.err;
     EXPECT_NE(run.err.find(c.named), std::string::npos) << run.err;
@@ -241,7 +188,7 @@ TEST(LaunchTest, KillAtAStepLeavesSurvivorsThatFinish) {
   LaunchRun run =
       ntp({"launch", "--nproc-per-node", "4", "--store", "file:" + dir.path(), "--inject",
            "kill:rank=1,at=4", "--", "ntp", kWorker, "--steps", "12", "--timeout-ms", "1000"});
-  EXPECT_EQ(run.code, 0) << run.out << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_NE(run.err.find("injecting kill (SIGKILL) into rank 1 (at step 4)"), std::string::npos)
       << run.err;
   expect_finished(run, {0, 2, 3}, "12", "0,2,3");
@@ -253,7 +200,7 @@ TEST(LaunchTest, HangAtAStepIsDetectedAndTheHungWorkerIsReaped) {
   LaunchRun run =
       ntp({"launch", "--nproc-per-node", "3", "--store", "file:" + dir.path(), "--inject",
            "hang:rank=0,at=3", "--", "ntp", kWorker, "--steps", "10", "--timeout-ms", "1000"});
-  EXPECT_EQ(run.code, 0) << run.out << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_NE(run.err.find("injecting hang (SIGSTOP) into rank 0"), std::string::npos) << run.err;
   expect_finished(run, {1, 2}, "10", "1,2");
 }
@@ -263,7 +210,7 @@ TEST(LaunchTest, RepairBringsTheGroupBackToFullSize) {
   LaunchRun run = ntp({"launch", "--nproc-per-node", "3", "--store", "file:" + dir.path(),
                        "--inject", "kill:rank=1,at=3", "--inject", "repair:rank=1,at=6", "--",
                        "ntp", kWorker, "--steps", "14", "--timeout-ms", "1000"});
-  EXPECT_EQ(run.code, 0) << run.out << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_NE(run.err.find("starting a fresh worker for rank 1 (restart 1"), std::string::npos)
       << run.err;
   EXPECT_NE(run.out.find("[rank 1] rank 1: joined"), std::string::npos) << run.out;
@@ -275,7 +222,7 @@ TEST(LaunchTest, ChaosInjectsFaultsAndTheJobStillFinishes) {
   LaunchRun run =
       ntp({"launch", "--nproc-per-node", "4", "--store", "file:" + dir.path(), "--chaos", "11,4",
            "--", "ntp", kWorker, "--steps", "60", "--step-ms", "30", "--timeout-ms", "1000"});
-  EXPECT_EQ(run.code, 0) << run.out << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   const int faults = count(run.err, "(chaos at");
   EXPECT_GE(faults, 1) << run.err;
   EXPECT_LE(faults, 3) << "chaos must leave the last worker alone";
@@ -299,19 +246,19 @@ TEST(LaunchTest, RedisStoreWithPassword) {
   LaunchRun env =
       ntp({"launch", "--nproc-per-node", "1", "--store", server.spec("launch-pw"), "--run-id",
            "env", "--", "sh", "-c", "echo store=$NTP_STORE pw=$NTP_REDIS_PASSWORD"});
-  EXPECT_EQ(env.code, 0) << env.err;
+  EXPECT_EQ(env.exit_code, 0) << env.err;
   EXPECT_NE(env.out.find("store=" + server.spec() + " pw=launch-pw\n"), std::string::npos)
       << env.out;
   // The whole fault path over redis.
   LaunchRun run = ntp({"launch", "--nproc-per-node", "3", "--store", server.spec("launch-pw"),
                        "--run-id", "faults", "--inject", "kill:rank=2,at=3", "--", "ntp", kWorker,
                        "--steps", "8", "--timeout-ms", "1000"});
-  EXPECT_EQ(run.code, 0) << run.out << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   expect_finished(run, {0, 1}, "8", "0,1");
   // A wrong password is bad input: one line, exit code 2, nothing started.
   LaunchRun bad = ntp({"launch", "--nproc-per-node", "2", "--store", server.spec("wrong"), "--",
                        "sh", "-c", "echo started"});
-  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(bad.out.empty()) << bad.out;
   EXPECT_NE(bad.err.find("rejected the password"), std::string::npos) << bad.err;
   EXPECT_EQ(count(bad.err, "\n"), 1) << bad.err;
@@ -342,13 +289,12 @@ TEST(LaunchTest, TwoNodesShareOneJobAndAFaultOnOneNode) {
                                     "--timeout-ms",
                                     "1000"};
   };
-  int out0 = -1, err0 = -1, out1 = -1, err1 = -1;
-  const pid_t node0 = start(args(0), {}, &out0, &err0);
-  const pid_t node1 = start(args(1), {}, &out1, &err1);
-  LaunchRun run1 = finish(node1, out1, err1, std::chrono::seconds(60));
-  LaunchRun run0 = finish(node0, out0, err0, std::chrono::seconds(60));
-  EXPECT_EQ(run0.code, 0) << run0.out << run0.err;
-  EXPECT_EQ(run1.code, 0) << run1.out << run1.err;
+  const auto node0 = start(args(0));
+  const auto node1 = start(args(1));
+  LaunchRun run1 = finish(node1, std::chrono::seconds(60));
+  LaunchRun run0 = finish(node0, std::chrono::seconds(60));
+  EXPECT_EQ(run0.exit_code, 0) << run0.out << run0.err;
+  EXPECT_EQ(run1.exit_code, 0) << run1.out << run1.err;
   expect_finished(run0, {0, 1}, "8", "0,1,2");
   expect_finished(run1, {2}, "8", "0,1,2");
   EXPECT_NE(run1.err.find("injecting kill (SIGKILL) into rank 3"), std::string::npos) << run1.err;
@@ -364,9 +310,7 @@ void expect_stop_without_orphans(int signo, bool with_hang) {
   args.insert(args.end(), {"--", "sh", "-c",
                            "sleep 60 & echo $! > " + dir.path() + "/child_$NTP_RANK; echo $$ > " +
                                dir.path() + "/worker_$NTP_RANK; wait"});
-  int out = -1;
-  int err = -1;
-  const pid_t launcher = start(args, {}, &out, &err);
+  const auto launcher = start(args);
   std::vector<pid_t> pids;
   for (int i = 0; i < 500 && pids.size() < 6; ++i) {
     pids.clear();
@@ -382,10 +326,10 @@ void expect_stop_without_orphans(int signo, bool with_hang) {
   if (with_hang) std::this_thread::sleep_for(std::chrono::milliseconds(500));
   for (pid_t pid : pids) EXPECT_FALSE(process_gone(pid)) << pid;
   const auto sent = std::chrono::steady_clock::now();
-  ASSERT_EQ(kill(launcher, signo), 0);
-  LaunchRun run = finish(launcher, out, err, std::chrono::seconds(20));
+  ASSERT_EQ(kill(launcher.pid, signo), 0);
+  LaunchRun run = finish(launcher, std::chrono::seconds(20));
   const auto took = std::chrono::steady_clock::now() - sent;
-  EXPECT_EQ(run.code, 128 + signo) << run.err;
+  EXPECT_EQ(run.exit_code, 128 + signo) << run.err;
   EXPECT_LT(took, std::chrono::seconds(5));
   for (pid_t pid : pids) EXPECT_TRUE(process_gone(pid)) << "orphan " << pid;
 }
