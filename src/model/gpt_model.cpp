@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <utility>
@@ -30,13 +31,16 @@ void add_into(std::vector<float>& dst, const std::vector<float>& src) {
 GptModel::GptModel(GptConfig config, TpShard shard, TpGroup* group)
     : config_(config), shard_(std::move(shard)), group_(group) {}
 
-int GptModel::add_param(std::string name, std::vector<int64_t> logical_shape, int shard_axis,
-                        std::vector<int64_t> logical_index) {
+int GptModel::add_param(std::string name, std::vector<int64_t> logical_shape,
+                        const Sharding& sharding) {
   Param p;
   p.name = std::move(name);
   p.logical_shape = std::move(logical_shape);
-  p.shard_axis = shard_axis;
-  p.logical_index = std::move(logical_index);
+  p.shard_axis = sharding.axis;
+  p.logical_index = sharding.index;
+  p.space = sharding.space;
+  p.unit_outer = sharding.outer;
+  p.unit_inner = sharding.inner;
   params_.push_back(std::move(p));
   return static_cast<int>(params_.size()) - 1;
 }
@@ -62,28 +66,38 @@ Result<GptModel> GptModel::create(const GptConfig& config, TpShard shard, uint64
   for (int64_t u : m.shard_.ffn_units) {
     for (int64_t e = 0; e < unit; ++e) ffn_cols.push_back(u * unit + e);
   }
+  using S = UnitSpaceId;
+  const Sharding replicated;
+  // [outer, units, inner] views of each sharded tensor (model/param.h).
+  const Sharding qkv_w{1, qkv_cols, S::kHeads, c * 3, d};
+  const Sharding qkv_b{0, qkv_cols, S::kHeads, 3, d};
+  const Sharding proj_w{0, head_rows, S::kHeads, 1, d * c};
+  const Sharding fc_w{1, ffn_cols, S::kFfn, c, unit};
+  const Sharding fc_b{0, ffn_cols, S::kFfn, 1, unit};
+  const Sharding fc2_w{0, ffn_cols, S::kFfn, 1, unit * c};
+  const Sharding wte{0, m.shard_.vocab_rows, S::kVocab, 1, c};
 
-  m.wte_ = m.add_param("transformer.wte.weight", {config.vocab_size, c}, 0, m.shard_.vocab_rows);
-  m.wpe_ = m.add_param("transformer.wpe.weight", {config.n_ctx, c}, -1, {});
+  m.wte_ = m.add_param("transformer.wte.weight", {config.vocab_size, c}, wte);
+  m.wpe_ = m.add_param("transformer.wpe.weight", {config.n_ctx, c}, replicated);
   for (int64_t l = 0; l < config.n_layer; ++l) {
     const std::string p = "transformer.h." + std::to_string(l) + ".";
     LayerParams lp{};
-    lp.ln1_w = m.add_param(p + "ln_1.weight", {c}, -1, {});
-    lp.ln1_b = m.add_param(p + "ln_1.bias", {c}, -1, {});
-    lp.attn_w = m.add_param(p + "attn.c_attn.weight", {c, 3 * c}, 1, qkv_cols);
-    lp.attn_b = m.add_param(p + "attn.c_attn.bias", {3 * c}, 0, qkv_cols);
-    lp.proj_w = m.add_param(p + "attn.c_proj.weight", {c, c}, 0, head_rows);
-    lp.proj_b = m.add_param(p + "attn.c_proj.bias", {c}, -1, {});
-    lp.ln2_w = m.add_param(p + "ln_2.weight", {c}, -1, {});
-    lp.ln2_b = m.add_param(p + "ln_2.bias", {c}, -1, {});
-    lp.fc_w = m.add_param(p + "mlp.c_fc.weight", {c, f}, 1, ffn_cols);
-    lp.fc_b = m.add_param(p + "mlp.c_fc.bias", {f}, 0, ffn_cols);
-    lp.fc2_w = m.add_param(p + "mlp.c_proj.weight", {f, c}, 0, ffn_cols);
-    lp.fc2_b = m.add_param(p + "mlp.c_proj.bias", {c}, -1, {});
+    lp.ln1_w = m.add_param(p + "ln_1.weight", {c}, replicated);
+    lp.ln1_b = m.add_param(p + "ln_1.bias", {c}, replicated);
+    lp.attn_w = m.add_param(p + "attn.c_attn.weight", {c, 3 * c}, qkv_w);
+    lp.attn_b = m.add_param(p + "attn.c_attn.bias", {3 * c}, qkv_b);
+    lp.proj_w = m.add_param(p + "attn.c_proj.weight", {c, c}, proj_w);
+    lp.proj_b = m.add_param(p + "attn.c_proj.bias", {c}, replicated);
+    lp.ln2_w = m.add_param(p + "ln_2.weight", {c}, replicated);
+    lp.ln2_b = m.add_param(p + "ln_2.bias", {c}, replicated);
+    lp.fc_w = m.add_param(p + "mlp.c_fc.weight", {c, f}, fc_w);
+    lp.fc_b = m.add_param(p + "mlp.c_fc.bias", {f}, fc_b);
+    lp.fc2_w = m.add_param(p + "mlp.c_proj.weight", {f, c}, fc2_w);
+    lp.fc2_b = m.add_param(p + "mlp.c_proj.bias", {c}, replicated);
     m.layers_.push_back(lp);
   }
-  m.lnf_w_ = m.add_param("transformer.ln_f.weight", {c}, -1, {});
-  m.lnf_b_ = m.add_param("transformer.ln_f.bias", {c}, -1, {});
+  m.lnf_w_ = m.add_param("transformer.ln_f.weight", {c}, replicated);
+  m.lnf_b_ = m.add_param("transformer.ln_f.bias", {c}, replicated);
   for (Param& param : m.params_) initialize_param(seed, config, param);
   m.vocab_local_ = k::make_local_index(m.shard_.vocab_rows, config.vocab_size);
   m.acts_.resize(static_cast<size_t>(config.n_layer));
@@ -132,17 +146,18 @@ Status GptModel::check_batch(std::span<const int32_t> tokens, std::span<const in
 }
 
 Result<double> GptModel::forward_backward(std::span<const int32_t> tokens,
-                                          std::span<const int32_t> targets, int64_t b, int64_t t) {
-  return run(tokens, targets, b, t, true);
+                                          std::span<const int32_t> targets, int64_t b, int64_t t,
+                                          const BackwardOptions& options) {
+  return run(tokens, targets, b, t, &options);
 }
 
 Result<double> GptModel::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                               int64_t b, int64_t t) {
-  return run(tokens, targets, b, t, false);
+  return run(tokens, targets, b, t, nullptr);
 }
 
 Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                             int64_t b, int64_t t, bool backward) {
+                             int64_t b, int64_t t, const BackwardOptions* backward) {
   NTP_RETURN_IF_ERROR(check_batch(tokens, targets, b, t));
   TpGroup* group = group_ != nullptr ? group_ : &solo_;
   const int64_t n = b * t, c = config_.n_embd, d = config_.head_dim();
@@ -215,13 +230,17 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   NTP_RETURN_IF_ERROR(all_reduce(stats));
   const double loss = k::cross_entropy_loss_sum(n, gmax.data(), stats.data(), stats.data() + n) /
                       static_cast<double>(n);
-  if (!backward) return loss;
+  if (backward == nullptr) return loss;
+  auto grads_ready = [&](std::initializer_list<int> ready) {
+    if (backward->on_grads_ready) backward->on_grads_ready(std::span<const int>(ready));
+  };
 
   // ---- backward ----
   std::vector<float>& dlogits = scratch_.dlogits;
   resize(dlogits, n * vl);
   k::cross_entropy_backward(logits_.data(), n, vl, targets.data(), vocab_local_, gmax.data(),
-                            stats.data(), 1.0f / static_cast<float>(n), dlogits.data());
+                            stats.data(), backward->loss_scale / static_cast<float>(n),
+                            dlogits.data());
   // Tied head: dwte_local += dlogits^T hf; dhf = dlogits wte_local (partial over vocabulary).
   k::gemm(true, false, vl, c, n, 1.0f, dlogits.data(), vl, hf_.data(), c, 1.0f, dw(wte_), c);
   std::vector<float>& dh = scratch_.dh;
@@ -233,6 +252,7 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   resize(dx, n * c), resize(tmp, n * c);
   k::layernorm_backward(x_final_.data(), w(lnf_w_), meanf_.data(), rstdf_.data(), dh.data(), n, c,
                         dx.data(), dw(lnf_w_), dw(lnf_b_));
+  grads_ready({lnf_w_, lnf_b_});
 
   std::vector<float>& dg = scratch_.dg;
   std::vector<float>& df = scratch_.df;
@@ -263,9 +283,12 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
     k::layernorm_backward(a.x_in.data(), w(p.ln1_w), a.mean1.data(), a.rstd1.data(), dh.data(), n,
                           c, tmp.data(), dw(p.ln1_w), dw(p.ln1_b));
     add_into(dx, tmp);
+    grads_ready({p.ln1_w, p.ln1_b, p.attn_w, p.attn_b, p.proj_w, p.proj_b, p.ln2_w, p.ln2_b, p.fc_w,
+                 p.fc_b, p.fc2_w, p.fc2_b});
   }
   k::embedding_backward(tokens.data(), n, dx.data(), vl, c, vocab_local_, dw(wte_));
   k::position_backward(dx.data(), b, t, c, dw(wpe_));
+  grads_ready({wte_, wpe_});
   return loss;
 }
 

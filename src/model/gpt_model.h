@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,19 @@
 #include "model/tp_shard.h"
 
 namespace ntp::model {
+
+// How one forward_backward call contributes to the gradients.
+struct BackwardOptions {
+  // Gradients accumulate loss_scale * d(mean loss of this call)/d(param): with gradient
+  // accumulation over a global batch of N samples, a micro-batch of m samples passes m / N.
+  float loss_scale = 1.0f;
+  // Called on the calling thread during backward with the indices (into params()) of parameters
+  // whose gradient this call will not touch again, so their synchronization can start while
+  // backward goes on. Every parameter is reported exactly once per call, in this order: ln_f,
+  // then each block from the last to the first (all 12 of its tensors), then wte and wpe (the
+  // tied embedding is final only after the embedding's backward).
+  std::function<void(std::span<const int> params)> on_grads_ready;
+};
 
 class GptModel {
  public:
@@ -51,9 +65,9 @@ class GptModel {
   Param* find(std::string_view name);
 
   void zero_grad();
-  // Forward and backward; returns the mean loss and accumulates gradients.
+  // Forward and backward; returns the mean loss and accumulates gradients (see BackwardOptions).
   Result<double> forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                                  int64_t b, int64_t t);
+                                  int64_t b, int64_t t, const BackwardOptions& options = {});
   // Forward only (evaluation).
   Result<double> loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
                       int64_t t);
@@ -75,15 +89,21 @@ class GptModel {
   };
 
   GptModel(GptConfig config, TpShard shard, TpGroup* group);
-  int add_param(std::string name, std::vector<int64_t> logical_shape, int shard_axis,
-                std::vector<int64_t> logical_index);
+  // How a parameter is split over TP ranks (model/param.h); the default is replicated.
+  struct Sharding {
+    int axis = -1;
+    std::vector<int64_t> index;
+    UnitSpaceId space = UnitSpaceId::kNone;
+    int64_t outer = 1, inner = 1;
+  };
+  int add_param(std::string name, std::vector<int64_t> logical_shape, const Sharding& sharding);
   float* w(int index) { return params_[static_cast<size_t>(index)].value.data(); }
   float* dw(int index) { return params_[static_cast<size_t>(index)].grad.data(); }
   Status all_reduce(std::vector<float>& data);
   Status check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
                      int64_t t) const;
   Result<double> run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
-                     int64_t t, bool backward);
+                     int64_t t, const BackwardOptions* backward);  // null: forward only
 
   GptConfig config_;
   TpShard shard_;

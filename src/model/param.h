@@ -4,6 +4,11 @@
 // [in, out]). A rank stores either the whole tensor (shard_axis = -1, replicated on every TP rank)
 // or a subset of the slices along one axis: local slice i along `shard_axis` is logical slice
 // logical_index[i]. Local shape = logical shape with that dimension = logical_index.size().
+//
+// A sharded tensor also knows its TP unit space (model/gpt_config.h): viewed as
+// [unit_outer, units, unit_inner], every unit of the space owns one whole [unit_outer, 1,
+// unit_inner] slab, and a rank stores [unit_outer, local units, unit_inner] with its units in the
+// order of its TpShard. c_attn.weight [C, 3C] for instance is [C * 3, n_head, head_dim].
 #pragma once
 
 #include <cstdint>
@@ -15,15 +20,23 @@
 
 namespace ntp::model {
 
+// The unit spaces, in the order of shard::model_unit_spaces (heads, ffn, vocab).
+enum class UnitSpaceId : int { kNone = -1, kHeads = 0, kFfn = 1, kVocab = 2 };
+
 struct Param {
   std::string name;
   std::vector<int64_t> logical_shape;
-  int shard_axis = -1;                 // -1: replicated
-  std::vector<int64_t> logical_index;  // used when shard_axis >= 0
-  Tensor value;                        // local shape
-  Tensor grad;                         // local shape, accumulated by backward
+  int shard_axis = -1;                     // -1: replicated
+  std::vector<int64_t> logical_index;      // used when shard_axis >= 0
+  UnitSpaceId space = UnitSpaceId::kNone;  // kNone exactly when replicated
+  int64_t unit_outer = 1;                  // see the top of this file
+  int64_t unit_inner = 1;
+  Tensor value;  // local shape
+  Tensor grad;   // local shape, accumulated by backward
 
   bool replicated() const { return shard_axis < 0; }
+  // Units this rank stores: local shape = [unit_outer, local_units(), unit_inner] when sharded.
+  int64_t local_units() const { return value.numel() / (unit_outer * unit_inner); }
   std::vector<int64_t> local_shape() const;
   // Logical flat (row-major) offset of local flat element i.
   int64_t logical_offset(int64_t local_flat) const;
