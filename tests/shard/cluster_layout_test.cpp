@@ -21,7 +21,7 @@ using testing::random_cluster_spec;
 
 constexpr int kRandomCases = 400;
 
-// Every property DESIGN.md 2.1 and the plan's consumers rely on, for one layout.
+// Every property docs/design/architecture.md 2.1 and the plan's consumers rely on, for one layout.
 void check_layout_properties(const ClusterLayout& layout) {
   const ClusterSpec& spec = layout.spec;
   SCOPED_TRACE(describe(spec));
