@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
 #include <limits>
 #include <string>
 #include <utility>
@@ -99,6 +98,12 @@ Result<GptModel> GptModel::create(const GptConfig& config, TpShard shard, uint64
   m.lnf_w_ = m.add_param("transformer.ln_f.weight", {c}, replicated);
   m.lnf_b_ = m.add_param("transformer.ln_f.bias", {c}, replicated);
   for (Param& param : m.params_) initialize_param(seed, config, param);
+  m.ready_groups_.push_back({m.lnf_w_, m.lnf_b_});
+  for (auto lp = m.layers_.rbegin(); lp != m.layers_.rend(); ++lp) {
+    m.ready_groups_.push_back({lp->ln1_w, lp->ln1_b, lp->attn_w, lp->attn_b, lp->proj_w, lp->proj_b,
+                               lp->ln2_w, lp->ln2_b, lp->fc_w, lp->fc_b, lp->fc2_w, lp->fc2_b});
+  }
+  m.ready_groups_.push_back({m.wte_, m.wpe_});
   m.vocab_local_ = k::make_local_index(m.shard_.vocab_rows, config.vocab_size);
   m.acts_.resize(static_cast<size_t>(config.n_layer));
   return m;
@@ -231,8 +236,10 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   const double loss = k::cross_entropy_loss_sum(n, gmax.data(), stats.data(), stats.data() + n) /
                       static_cast<double>(n);
   if (backward == nullptr) return loss;
-  auto grads_ready = [&](std::initializer_list<int> ready) {
-    if (backward->on_grads_ready) backward->on_grads_ready(std::span<const int>(ready));
+  size_t next_ready = 0;  // index into ready_groups_
+  auto grads_ready = [&]() {
+    const std::vector<int>& ready = ready_groups_[next_ready++];
+    if (backward->on_grads_ready) backward->on_grads_ready(ready);
   };
 
   // ---- backward ----
@@ -252,7 +259,7 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   resize(dx, n * c), resize(tmp, n * c);
   k::layernorm_backward(x_final_.data(), w(lnf_w_), meanf_.data(), rstdf_.data(), dh.data(), n, c,
                         dx.data(), dw(lnf_w_), dw(lnf_b_));
-  grads_ready({lnf_w_, lnf_b_});
+  grads_ready();  // ln_f
 
   std::vector<float>& dg = scratch_.dg;
   std::vector<float>& df = scratch_.df;
@@ -283,12 +290,11 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
     k::layernorm_backward(a.x_in.data(), w(p.ln1_w), a.mean1.data(), a.rstd1.data(), dh.data(), n,
                           c, tmp.data(), dw(p.ln1_w), dw(p.ln1_b));
     add_into(dx, tmp);
-    grads_ready({p.ln1_w, p.ln1_b, p.attn_w, p.attn_b, p.proj_w, p.proj_b, p.ln2_w, p.ln2_b, p.fc_w,
-                 p.fc_b, p.fc2_w, p.fc2_b});
+    grads_ready();  // this block
   }
   k::embedding_backward(tokens.data(), n, dx.data(), vl, c, vocab_local_, dw(wte_));
   k::position_backward(dx.data(), b, t, c, dw(wpe_));
-  grads_ready({wte_, wpe_});
+  grads_ready();  // wte, wpe
   return loss;
 }
 

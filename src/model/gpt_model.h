@@ -71,6 +71,8 @@ class GptModel {
   // Forward only (evaluation).
   Result<double> loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
                       int64_t t);
+  // The groups on_grads_ready reports, in the order it reports them (model/gpt_model.h above).
+  const std::vector<std::vector<int>>& grads_ready_order() const { return ready_groups_; }
   // Global gradient L2 norm of the replica: sharded gradients summed over ranks, replicated ones
   // counted once.
   Result<double> grad_norm();
@@ -112,7 +114,8 @@ class GptModel {
   std::vector<Param> params_;
   int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1;
   std::vector<LayerParams> layers_;
-  std::vector<int64_t> vocab_local_;  // logical id -> local wte row or -1
+  std::vector<std::vector<int>> ready_groups_;  // see grads_ready_order()
+  std::vector<int64_t> vocab_local_;            // logical id -> local wte row or -1
   // Activations of the last forward, reused across steps of the same shape.
   std::vector<LayerActs> acts_;
   std::vector<float> x_final_, hf_, meanf_, rstdf_, logits_;

@@ -99,7 +99,12 @@ TEST(BackwardHookTest, EveryParamIsReportedOnceAfterItsLastGradientWrite) {
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(at_report[i], expected[i]) << model->params()[i].name;
   }
-  // Blocks come last-to-first, the embedding last.
+  // The calls follow grads_ready_order(): blocks last-to-first, the embedding last.
+  std::vector<int> planned;
+  for (const std::vector<int>& group : model->grads_ready_order()) {
+    planned.insert(planned.end(), group.begin(), group.end());
+  }
+  EXPECT_EQ(order, planned);
   EXPECT_EQ(model->params()[static_cast<size_t>(order.front())].name, "transformer.ln_f.weight");
   EXPECT_EQ(model->params()[static_cast<size_t>(order[2])].name, "transformer.h.2.ln_1.weight");
   EXPECT_EQ(model->params()[static_cast<size_t>(order.back())].name, "transformer.wpe.weight");
