@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/blas_select.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
@@ -146,6 +147,7 @@ int main(int argc, char** argv) {
 
   double total = 0.0;
   for (const Row& r : rows) total += r.seconds;
+  std::printf("blas: %s\n", k::blas_description().c_str());
   std::printf("reproduce: %s --threads %d --reps %d (best of %d)\n", argv[0], threads, reps, reps);
   std::printf("sgemm 1024^3: %.1f GFLOP/s at %d OpenBLAS thread(s)\n", sgemm / 1e9,
               k::blas_threads());

@@ -1,13 +1,16 @@
 // Model FLOP/s of a GPT-2 training step on CPU as a fraction of OpenBLAS sgemm FLOP/s, both
 // measured in the same run, interleaved, at the same OpenBLAS thread count.
 //
-//   build/bench/model/model_train_step_bench [--threads N] [--layers L] [--batch B]
-//                                                  [--rounds R]
+//   build/bench/model/model_train_step_bench [--threads N] [--layers L] [--batch B] [--rounds R]
+//       [--width C] [--heads H] [--context T] [--sgemm 0|1]
 // Defaults: width 512, context 256, 8 heads, 2 layers, vocabulary 256, batch 4, 1 thread.
+// --sgemm 0 times the step alone (no sgemm reference buffers), so that the peak resident memory
+// printed last is the step's own (bench/model/compare_torch.sh compares it with PyTorch's).
 // Model FLOPs per step = GptModel::training_flops (6 per matmul parameter per token + 12 L T C
 // per token for attention); the step is forward + backward + grad norm + AdamW. The sgemm
 // reference is the model's largest product shape (B*T x C) * (C x 4C) and a 1024^3 square; the
 // ratio is taken against the faster of the two. Each figure is the best of R rounds.
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "kernels/cpu/blas_select.h"
 #include "kernels/cpu/clip.h"
 #include "kernels/cpu/gemm.h"
 #include "machine_info.h"
@@ -57,11 +61,12 @@ double sgemm_flops(int64_t m, int64_t n, int64_t k, int reps) {
 
 int main(int argc, char** argv) {
   int threads = 1, rounds = 8;
-  int64_t layers = 2, batch = 4;
+  int64_t layers = 2, batch = 4, width = 512, heads = 8, context = 256;
+  bool with_sgemm = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long value = std::strtol(argv[i + 1], nullptr, 10);
-    if (value <= 0) {
+    if (value <= 0 && !(flag == "--sgemm" && value == 0)) {
       std::fprintf(stderr, "error: %s needs a positive integer, got '%s'\n", flag.c_str(),
                    argv[i + 1]);
       return 2;
@@ -74,8 +79,18 @@ int main(int argc, char** argv) {
       batch = value;
     } else if (flag == "--rounds") {
       rounds = static_cast<int>(value);
+    } else if (flag == "--width") {
+      width = value;
+    } else if (flag == "--heads") {
+      heads = value;
+    } else if (flag == "--context") {
+      context = value;
+    } else if (flag == "--sgemm") {
+      with_sgemm = value != 0;
     } else {
-      std::fprintf(stderr, "error: unknown flag %s (use --threads, --layers, --batch, --rounds)\n",
+      std::fprintf(stderr,
+                   "error: unknown flag %s (use --threads, --layers, --batch, --rounds, --width, "
+                   "--heads, --context, --sgemm)\n",
                    flag.c_str());
       return 2;
     }
@@ -84,9 +99,9 @@ int main(int argc, char** argv) {
 
   ntp::model::GptConfig config;
   config.n_layer = layers;
-  config.n_head = 8;
-  config.n_embd = 512;
-  config.n_ctx = 256;
+  config.n_head = heads;
+  config.n_embd = width;
+  config.n_ctx = context;
   config.vocab_size = 256;
   const int64_t t = config.n_ctx;
   auto created = ntp::model::GptModel::create(config, ntp::model::full_shard(config), 1);
@@ -115,11 +130,13 @@ int main(int argc, char** argv) {
   double best_step = 1e30, best_fc = 0.0, best_square = 0.0;
   for (int r = 0; r < rounds; ++r) {
     // Interleaved so that both see the same machine load.
-    best_fc = std::max(best_fc, sgemm_flops(batch * t, 4 * config.n_embd, config.n_embd, 3));
+    if (with_sgemm) {
+      best_fc = std::max(best_fc, sgemm_flops(batch * t, 4 * config.n_embd, config.n_embd, 3));
+    }
     const auto start = Clock::now();
     step();
     best_step = std::min(best_step, seconds_since(start));
-    best_square = std::max(best_square, sgemm_flops(1024, 1024, 1024, 2));
+    if (with_sgemm) best_square = std::max(best_square, sgemm_flops(1024, 1024, 1024, 2));
   }
   const double model_flops = step_flops / best_step;
   const double reference = std::max(best_fc, best_square);
@@ -130,20 +147,33 @@ int main(int argc, char** argv) {
               sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release);
   std::printf(
       "config: GPT-2 width %lld, context %lld, %lld heads, %lld layers, vocab %lld, "
-      "batch %lld (%lld tokens/step), %lld params; OpenBLAS threads %d; best of %d rounds\n",
+      "batch %lld (%lld tokens/step), %lld params; BLAS threads %d; best of %d rounds\n",
       static_cast<long long>(config.n_embd), static_cast<long long>(t),
       static_cast<long long>(config.n_head), static_cast<long long>(layers),
       static_cast<long long>(config.vocab_size), static_cast<long long>(batch),
       static_cast<long long>(batch * t), static_cast<long long>(config.num_params()), used_threads,
       rounds);
-  std::printf("reproduce: %s --threads %d --layers %lld --batch %lld --rounds %d\n", argv[0],
-              threads, static_cast<long long>(layers), static_cast<long long>(batch), rounds);
-  std::printf("sgemm (%lldx%lld)*(%lldx%lld): %.2f GFLOP/s; sgemm 1024^3: %.2f GFLOP/s\n",
-              static_cast<long long>(batch * t), static_cast<long long>(config.n_embd),
-              static_cast<long long>(config.n_embd), static_cast<long long>(4 * config.n_embd),
-              best_fc / 1e9, best_square / 1e9);
+  std::printf("blas: %s\n", ntp::kernels::cpu::blas_description().c_str());
+  std::printf(
+      "reproduce: %s --threads %d --layers %lld --batch %lld --rounds %d --width %lld --heads %lld "
+      "--context %lld --sgemm %d\n",
+      argv[0], threads, static_cast<long long>(layers), static_cast<long long>(batch), rounds,
+      static_cast<long long>(width), static_cast<long long>(heads), static_cast<long long>(t),
+      with_sgemm ? 1 : 0);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  if (with_sgemm) {
+    std::printf("sgemm (%lldx%lld)*(%lldx%lld): %.2f GFLOP/s; sgemm 1024^3: %.2f GFLOP/s\n",
+                static_cast<long long>(batch * t), static_cast<long long>(config.n_embd),
+                static_cast<long long>(config.n_embd), static_cast<long long>(4 * config.n_embd),
+                best_fc / 1e9, best_square / 1e9);
+  }
   std::printf("training step: %.1f ms, %.2f model GFLOP/step, %.2f model GFLOP/s\n",
               best_step * 1e3, step_flops / 1e9, model_flops / 1e9);
-  std::printf("ratio model FLOP/s / sgemm FLOP/s = %.3f (goal >= 0.6)\n", model_flops / reference);
+  if (with_sgemm) {
+    std::printf("ratio model FLOP/s / sgemm FLOP/s = %.3f (goal >= 0.8)\n",
+                model_flops / reference);
+  }
+  std::printf("peak resident memory: %.1f MiB\n", static_cast<double>(usage.ru_maxrss) / 1024.0);
   return 0;
 }
