@@ -1,0 +1,153 @@
+#include "checkpoint/hf_export.h"
+
+#include <unistd.h>
+
+#include <system_error>
+#include <vector>
+
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/reader.h"
+#include "checkpoint/safetensors.h"
+
+namespace ntp::checkpoint {
+namespace fs = std::filesystem;
+namespace {
+
+using nlohmann::json;
+
+Result<int64_t> positive_field(const json& config, const char* name, bool zero_ok = false) {
+  if (!config.contains(name) || !config[name].is_number_integer() ||
+      config[name].get<int64_t>() < (zero_ok ? 0 : 1)) {
+    return invalid_argument(std::string("model_config.") + name + " must be a " +
+                            (zero_ok ? "non-negative" : "positive") + " integer");
+  }
+  return config[name].get<int64_t>();
+}
+
+// Removes the staging directory unless released.
+struct StagingDir {
+  fs::path path;
+  bool keep = false;
+  ~StagingDir() {
+    std::error_code ec;
+    if (!keep && !path.empty()) fs::remove_all(path, ec);
+  }
+};
+
+Status fs_error(const std::string& what, const fs::path& path, const std::error_code& ec) {
+  return internal_error(what + " " + path.string() + ": " + ec.message());
+}
+
+}  // namespace
+
+Result<json> hf_gpt2_config(const json& model_config) {
+  if (!model_config.is_object()) return invalid_argument("model_config must be a JSON object");
+  NTP_ASSIGN_OR_RETURN(const int64_t n_layer, positive_field(model_config, "n_layer"));
+  NTP_ASSIGN_OR_RETURN(const int64_t n_head, positive_field(model_config, "n_head"));
+  NTP_ASSIGN_OR_RETURN(const int64_t n_embd, positive_field(model_config, "n_embd"));
+  NTP_ASSIGN_OR_RETURN(const int64_t n_ctx, positive_field(model_config, "n_ctx"));
+  NTP_ASSIGN_OR_RETURN(const int64_t vocab, positive_field(model_config, "vocab_size"));
+  int64_t n_ffn = 0;
+  if (model_config.contains("n_ffn")) {
+    NTP_ASSIGN_OR_RETURN(n_ffn, positive_field(model_config, "n_ffn", /*zero_ok=*/true));
+  }
+  if (n_ffn == 0) n_ffn = 4 * n_embd;
+  return json{{"architectures", {"GPT2LMHeadModel"}},
+              {"model_type", "gpt2"},
+              {"vocab_size", vocab},
+              {"n_positions", n_ctx},
+              {"n_ctx", n_ctx},
+              {"n_embd", n_embd},
+              {"n_layer", n_layer},
+              {"n_head", n_head},
+              {"n_inner", n_ffn},
+              {"activation_function", "gelu_new"},
+              {"layer_norm_epsilon", 1e-5},
+              {"initializer_range", 0.02},
+              {"resid_pdrop", 0.0},
+              {"embd_pdrop", 0.0},
+              {"attn_pdrop", 0.0},
+              {"scale_attn_weights", true},
+              {"tie_word_embeddings", true},
+              {"use_cache", true},
+              // Byte-level vocabulary: no BOS/EOS token; ids 256.. are padding, never produced.
+              {"bos_token_id", nullptr},
+              {"eos_token_id", nullptr},
+              {"torch_dtype", "float32"},
+              {"ntp_tokenizer", "bytes: token id = byte value (0..255); ids >= 256 are padding"}};
+}
+
+Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir, const fs::path& out_dir,
+                                             const ConsolidateOptions& options) {
+  std::error_code ec;
+  const bool out_exists = fs::exists(out_dir, ec);
+  if (out_exists) {
+    if (!fs::is_directory(out_dir, ec)) {
+      return invalid_argument("--out " + out_dir.string() + " exists and is not a directory");
+    }
+    if (!fs::is_empty(out_dir, ec) && !options.force) {
+      return invalid_argument("--out " + out_dir.string() +
+                              " is not empty; choose a new directory or pass --force");
+    }
+  }
+  NTP_ASSIGN_OR_RETURN(const CheckpointReader reader, CheckpointReader::open(checkpoint_dir));
+  const Manifest& m = reader.manifest();
+  Result<json> config = hf_gpt2_config(m.meta.model_config);
+  if (!config.ok()) {
+    return invalid_argument((reader.step_dir() / "manifest.json").string() + ": " +
+                            config.status().message());
+  }
+  std::vector<SafetensorsTensor> tensors;
+  for (const TensorInfo& t : m.tensors) {
+    if (reader.has(t.name, "value")) tensors.push_back({t.name, t.shape});
+  }
+  if (tensors.empty()) {
+    return invalid_argument(reader.step_dir().string() + ": checkpoint holds no \"value\" tensor");
+  }
+
+  fs::path parent = out_dir.parent_path();
+  if (parent.empty()) parent = ".";
+  fs::create_directories(parent, ec);
+  StagingDir staging{parent / (".tmp." + out_dir.filename().string() + "." +
+                               std::to_string(::getpid()))};
+  fs::remove_all(staging.path, ec);
+  if (!fs::create_directory(staging.path, ec)) {
+    return fs_error("cannot create", staging.path, ec);
+  }
+  ConsolidateSummary summary;
+  summary.step = m.meta.step;
+  NTP_ASSIGN_OR_RETURN(
+      SafetensorsWriter writer,
+      SafetensorsWriter::create(staging.path / "model.safetensors", tensors,
+                                {{"format", "pt"},
+                                 {"ntp_step", std::to_string(m.meta.step)}}));
+  std::vector<float> buffer;
+  for (const SafetensorsTensor& t : tensors) {
+    PieceSpec whole{t.name, "value", t.shape, -1, {}};
+    buffer.resize(static_cast<size_t>(local_numel(whole)));
+    NTP_RETURN_IF_ERROR(reader.read(whole, buffer));
+    NTP_RETURN_IF_ERROR(writer.write(std::span<const float>(buffer)));
+    summary.tensors += 1;
+    summary.bytes += static_cast<int64_t>(buffer.size() * sizeof(float));
+  }
+  NTP_RETURN_IF_ERROR(writer.commit());
+  NTP_RETURN_IF_ERROR(
+      write_file_atomically(staging.path / "config.json", config->dump(2) + "\n"));
+
+  if (!out_exists || fs::is_empty(out_dir, ec)) {
+    // rename(2) replaces an empty directory atomically.
+    fs::rename(staging.path, out_dir, ec);
+    if (ec) return fs_error("cannot move the result to", out_dir, ec);
+    staging.keep = true;
+  } else {
+    for (const char* name : {"model.safetensors", "config.json"}) {
+      fs::rename(staging.path / name, out_dir / name, ec);
+      if (ec) return fs_error("cannot move the result to", out_dir / name, ec);
+    }
+    NTP_RETURN_IF_ERROR(fsync_directory(out_dir));
+  }
+  NTP_RETURN_IF_ERROR(fsync_directory(parent));
+  return summary;
+}
+
+}  // namespace ntp::checkpoint

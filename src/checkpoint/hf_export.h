@@ -1,0 +1,39 @@
+// Consolidation for Hugging Face / PyTorch: the logical "value" tensors of a checkpoint as one
+// model.safetensors under Hugging Face GPT-2 names, plus a config.json for GPT2LMHeadModel, so
+// that GPT2LMHeadModel.from_pretrained(OUT) loads it. See docs/checkpoint.md for the deviations
+// from OpenAI's GPT-2 (byte-level vocabulary of 256 + padding, no BPE tokenizer files).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace ntp::checkpoint {
+
+// The GPT2LMHeadModel config.json for a manifest's model_config {n_layer, n_head, n_embd, n_ffn
+// (0 = 4 * n_embd), n_ctx, vocab_size, ffn_unit}. kInvalidArgument naming a missing or
+// non-positive field.
+Result<nlohmann::json> hf_gpt2_config(const nlohmann::json& model_config);
+
+struct ConsolidateOptions {
+  bool force = false;  // allow a non-empty OUT (its model.safetensors and config.json are replaced)
+};
+
+struct ConsolidateSummary {
+  int64_t step = 0;
+  int64_t tensors = 0;
+  int64_t bytes = 0;  // of tensor data written
+};
+
+// Reads every "value" tensor of the checkpoint at `checkpoint_dir` (step or save directory),
+// verifying checksums, and writes OUT/model.safetensors and OUT/config.json. Files are built in a
+// staging directory next to OUT and moved in only when complete: on any error nothing existing is
+// changed. kInvalidArgument when OUT is a non-empty directory (without `force`) or a file, or for
+// a bad checkpoint (message names the file and tensor).
+Result<ConsolidateSummary> consolidate_to_hf(const std::filesystem::path& checkpoint_dir,
+                                             const std::filesystem::path& out_dir,
+                                             const ConsolidateOptions& options = {});
+
+}  // namespace ntp::checkpoint

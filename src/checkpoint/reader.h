@@ -1,0 +1,84 @@
+// CheckpointReader: reads any piece of any tensor of a complete checkpoint, whatever layout it
+// was written at, verifying the CRC-32C of every chunk it reads.
+//
+// A request is a PieceSpec: the tensor, the kind, and the slices wanted (whole, or `index` along
+// any axis). read() fills the request's local shape from the stored pieces:
+//   - stored and requested along the same axis (or either whole): only the chunks holding the
+//     needed slices are read, adjacent slices coalesced into one pread;
+//   - along different axes: every stored piece that overlaps is read in full, then scattered.
+// A chunk is always read whole so that its checksum can be checked; a mismatch is kInvalidArgument
+// naming the file, the tensor and the chunk.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "checkpoint/manifest.h"
+#include "checkpoint/safetensors.h"
+#include "core/status.h"
+
+namespace ntp::checkpoint {
+
+class CheckpointReader {
+ public:
+  // `dir` is a step directory or a save directory (then `latest` is followed). Validates the
+  // manifest (schema, coverage) and that every file exists with a header holding each piece as
+  // F32 of its local shape. kInvalidArgument naming the file (and tensor) otherwise, and
+  // "... is not a checkpoint" for a directory without manifest.json.
+  static Result<CheckpointReader> open(const std::filesystem::path& dir);
+
+  CheckpointReader(CheckpointReader&&) noexcept;
+  CheckpointReader& operator=(CheckpointReader&&) noexcept;
+  ~CheckpointReader();
+
+  const Manifest& manifest() const { return manifest_; }
+  const std::filesystem::path& step_dir() const { return step_dir_; }
+  // True when the checkpoint holds (tensor, kind).
+  bool has(const std::string& tensor, const std::string& kind) const;
+
+  // Fills `out` (the request's local shape, row-major). kNotFound when the checkpoint has no
+  // such (tensor, kind); kInvalidArgument for a bad request, a logical shape that differs from
+  // the stored one, `out` of the wrong size, or a checksum mismatch.
+  Status read(const PieceSpec& request, std::span<float> out) const;
+
+  // Reads every chunk of every piece and checks its checksum.
+  Status verify_all() const;
+
+  // Bytes read from files and chunks verified so far (for tests and benchmarks).
+  int64_t bytes_read() const { return stats_->bytes.load(); }
+  int64_t chunks_verified() const { return stats_->chunks.load(); }
+
+ private:
+  struct Stats {
+    std::atomic<int64_t> bytes{0};
+    std::atomic<int64_t> chunks{0};
+  };
+  // A contiguous copy from a piece's data to the destination, in elements.
+  struct Copy {
+    int64_t src = 0;
+    int64_t dst = 0;
+    int64_t count = 0;
+  };
+  CheckpointReader() = default;
+  // Reads the chunks of `piece` that `copies` touch (sorted by src, disjoint), verifies them and
+  // copies into `dst`. With `all_chunks`, every chunk is read and verified.
+  Status read_piece(const PieceRecord& piece, const std::vector<Copy>& copies, float* dst,
+                    bool all_chunks = false) const;
+  Status read_same_axis(const PieceSpec& request, int axis,
+                        const std::vector<const PieceRecord*>& pieces, std::span<float> out) const;
+  Status read_cross_axis(const PieceSpec& request, const std::vector<const PieceRecord*>& pieces,
+                         std::span<float> out) const;
+
+  std::filesystem::path step_dir_;
+  Manifest manifest_;
+  std::map<std::string, SafetensorsFile> files_;
+  std::map<std::pair<std::string, std::string>, std::vector<const PieceRecord*>> by_tensor_;
+  std::unique_ptr<Stats> stats_ = std::make_unique<Stats>();
+};
+
+}  // namespace ntp::checkpoint
