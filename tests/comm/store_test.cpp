@@ -9,6 +9,7 @@
 #include "comm/file_store.h"
 #include "comm/gloo_communicator.h"
 #include "comm/store.h"
+#include "dependency.h"
 #include "multiprocess.h"
 #include "redis_server.h"
 
@@ -89,9 +90,8 @@ TEST(StoreSpecTest, BadSpecsAndRunIdsAreInvalidArguments) {
   }
 }
 
-#define REQUIRE_REDIS()                                                        \
-  if (!RedisServer::available()) GTEST_SKIP() << "redis-server not installed"; \
-  static_assert(true)
+#define REQUIRE_REDIS() \
+  NTP_REQUIRE_DEPENDENCY(RedisServer::available(), "redis-server (apt-get install redis-server)")
 
 TEST(RedisStoreTest, ConformanceWithoutPassword) {
   REQUIRE_REDIS();

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/rng.h"
+#include "dependency.h"
 #include "train/batcher.h"
 #include "train/byte_tokenizer.h"
 #include "train/fortunes_corpus.h"
@@ -148,7 +149,7 @@ TEST(BatcherTest, OffsetsCoverTheStreamRoughlyUniformly) {
 
 TEST(FortunesCorpusTest, LoadsEnglishTextOrSkips) {
   auto text = load_fortunes_text();
-  if (!text.ok()) GTEST_SKIP() << text.status().to_string();
+  NTP_REQUIRE_DEPENDENCY(text.ok(), text.status().to_string());
   EXPECT_GT(text->size(), 500000u);
   EXPECT_EQ(text->find("\n%\n"), std::string::npos);  // separators removed
   // Mostly printable ASCII and the commonest byte is the space, as in English prose.

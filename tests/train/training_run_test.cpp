@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "dependency.h"
 #include "kernels/cpu/clip.h"
 #include "model/gpt_model.h"
 #include "train/adamw_optimizer.h"
@@ -34,7 +35,7 @@ double unigram_entropy(const std::vector<uint16_t>& tokens) {
 
 TEST(TrainingRunTest, LossFallsWellBelowUnigramEntropy) {
   auto text = load_fortunes_text();
-  if (!text.ok()) GTEST_SKIP() << text.status().to_string();
+  NTP_REQUIRE_DEPENDENCY(text.ok(), text.status().to_string());
   const std::vector<uint16_t> all = encode_bytes(*text);
   const size_t split = all.size() / 10 * 9;
   auto train_tokens =
