@@ -192,6 +192,11 @@ int check_async(Communicator& comm, int r, int n) {
     for (int q = 0; q < n; ++q) sum += contribution(q, i);
     CHILD_CHECK(a[i] == static_cast<float>(sum), r, "async a");
   }
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    double sum = 0;
+    for (int q = 0; q < n; ++q) sum += contribution(q, i + 1);
+    CHILD_CHECK(b[i] == static_cast<float>(sum), r, "async b");
+  }
   for (std::size_t i = 0; i < c.size(); ++i) {
     double sum = 0;
     for (int q = 0; q < n; ++q) sum += contribution(q, i + 2);

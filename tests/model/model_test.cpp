@@ -3,8 +3,11 @@
 // finite differences (the ops are checked one by one in tests/kernels).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
+#include <span>
+#include <vector>
 
 #include "core/rng.h"
 #include "model/gpt_model.h"
@@ -160,29 +163,97 @@ TEST(GptModelTest, RejectsBadBatches) {
   EXPECT_EQ(m->forward_backward(bad, bad, 2, 4).status().code(), StatusCode::kInvalidArgument);
 }
 
+// Random tokens and targets over the tiny vocabulary.
+void random_batch(Rng& rng, int64_t b, int64_t t, std::vector<int32_t>* tokens,
+                  std::vector<int32_t>* targets) {
+  tokens->resize(static_cast<size_t>(b * t));
+  targets->resize(static_cast<size_t>(b * t));
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    (*tokens)[i] = static_cast<int32_t>(rng.below(20));
+    (*targets)[i] = static_cast<int32_t>(rng.below(20));
+  }
+}
+
+TEST(GptModelTest, LossIsTheMeanCrossEntropyOverTokens) {
+  GptConfig c = tiny_config();
+  auto created = GptModel::create(c, full_shard(c), 11);
+  ASSERT_TRUE(created.ok());
+  GptModel& m = *created;
+  Rng rng(7);
+  for (Param& p : m.params()) {
+    for (float& v : p.value.span()) v += static_cast<float>(rng.normal() * 0.1);
+  }
+  const int64_t b = 2, t = 8;
+  std::vector<int32_t> tokens, targets;
+  random_batch(rng, b, t, &tokens, &targets);
+  // The loss is the mean over all b x t tokens: the mean of the two sequences' own losses.
+  const double both = m.loss(tokens, targets, b, t).value();
+  const std::span<const int32_t> all_tokens(tokens), all_targets(targets);
+  const double first = m.loss(all_tokens.first(t), all_targets.first(t), 1, t).value();
+  const double second = m.loss(all_tokens.last(t), all_targets.last(t), 1, t).value();
+  EXPECT_NEAR(both, (first + second) / 2, 1e-5);
+  EXPECT_GT(std::abs(first - second), 1e-3) << "the two halves must differ for this to test";
+  // The output layer is tied to wte: with wte = 0 every logit is 0, whatever the other weights
+  // are, so the cross-entropy is exactly log(vocab).
+  for (float& v : m.find("transformer.wte.weight")->value.span()) v = 0.0F;
+  EXPECT_NEAR(m.loss(tokens, targets, b, t).value(), std::log(20.0), 1e-5);
+  m.zero_grad();
+  EXPECT_NEAR(m.forward_backward(tokens, targets, b, t).value(), std::log(20.0), 1e-5);
+}
+
 TEST(GptModelTest, InitialLossIsNearUniformAndGradientsMatchFiniteDifferences) {
   GptConfig c = tiny_config();
   auto created = GptModel::create(c, full_shard(c), 11);
   ASSERT_TRUE(created.ok());
   GptModel& m = *created;
-  // Perturb the initial weights so every parameter matters (LayerNorm gains != 1, biases != 0).
+  const int64_t b = 2, t = 8;
   Rng rng(5);
+  std::vector<int32_t> tokens, targets;
+  random_batch(rng, b, t, &tokens, &targets);
+  // GPT-2 initialization (std 0.02) gives near-zero logits: the loss is log(vocab) to within the
+  // few hundredths the small logits move it (0.03 here; the exact check is the test above).
+  EXPECT_NEAR(m.loss(tokens, targets, b, t).value(), std::log(20.0), 0.1);
+
+  // Perturb the initial weights so every parameter matters (LayerNorm gains != 1, biases != 0).
   for (Param& p : m.params()) {
     for (float& v : p.value.span()) v += static_cast<float>(rng.normal() * 0.1);
   }
-  const int64_t b = 2, t = 8;
-  std::vector<int32_t> tokens(b * t), targets(b * t);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = static_cast<int32_t>(rng.below(20));
-    targets[i] = static_cast<int32_t>(rng.below(20));
-  }
   m.zero_grad();
   const double loss = m.forward_backward(tokens, targets, b, t).value();
-  EXPECT_NEAR(loss, std::log(20.0), 1.0);
   EXPECT_DOUBLE_EQ(m.loss(tokens, targets, b, t).value(), loss);  // forward-only agrees
 
-  // For each tensor, the derivative along its own normalized gradient must equal the gradient's
-  // norm; a wrong gradient g' gives g.g'/|g'| instead, which differs unless g' is parallel to g.
+  // Every tensor, component by component: the analytic gradient of a sample of elements (the
+  // three largest and three at random) against a central finite difference of the loss. A
+  // gradient wrong by a constant factor or missing a term fails on its largest components.
+  int checked = 0;
+  for (Param& p : m.params()) {
+    std::span<float> value = p.value.span();
+    const std::vector<float> g(p.grad.span().begin(), p.grad.span().end());
+    std::vector<size_t> order(g.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::partial_sort(order.begin(), order.begin() + std::min<size_t>(3, order.size()), order.end(),
+                      [&](size_t x, size_t y) { return std::abs(g[x]) > std::abs(g[y]); });
+    std::vector<size_t> sample(order.begin(), order.begin() + std::min<size_t>(3, order.size()));
+    for (int k = 0; k < 3; ++k) sample.push_back(rng.below(g.size()));
+    for (size_t i : sample) {
+      const float orig = value[i];
+      const double eps = 1e-2;
+      value[i] = orig + static_cast<float>(eps);
+      const double up = m.loss(tokens, targets, b, t).value();
+      value[i] = orig - static_cast<float>(eps);
+      const double down = m.loss(tokens, targets, b, t).value();
+      value[i] = orig;
+      const double fd = (up - down) / (2 * eps);
+      // float32 forward passes: the difference quotient carries ~1e-4 of rounding noise.
+      EXPECT_NEAR(g[i], fd, 0.02 * std::abs(fd) + 2e-4)
+          << p.name << "[" << i << "] analytic " << g[i] << " vs finite difference " << fd;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 6 * 10) << "too few tensors checked";
+
+  // And every component at once: the derivative along a tensor's own normalized gradient must
+  // equal the gradient's norm (a gradient g' != g gives g.g'/|g'| instead).
   for (Param& p : m.params()) {
     std::vector<float> g(p.grad.span().begin(), p.grad.span().end());
     double norm = 0.0;
