@@ -54,6 +54,20 @@ void progress_bar(int done, int total) {
 }
 
 int run_sim(const SimOptions& o) {
+  // A snapshot has no time axis: no days, no time series, no plots over time. Refuse rather
+  // than silently ignore them.
+  if (!o.failed_fractions.empty()) {
+    const char* flag = o.days                ? "--days"
+                       : !o.csv_dir.empty()  ? "--csv"
+                       : !o.plot_dir.empty() ? "--plot"
+                                             : nullptr;
+    if (flag != nullptr) {
+      return report_error("sim", invalid_argument(std::string(flag) +
+                                                  " does not apply to --failed-fraction (a "
+                                                  "snapshot has no time axis): drop " +
+                                                  flag + ", or use --json for the snapshot rows"));
+    }
+  }
   std::vector<std::string> overrides = o.sets;
   if (o.trials) overrides.push_back("sim.trials=" + std::to_string(*o.trials));
   if (o.seed) overrides.push_back("sim.seed=" + std::to_string(*o.seed));

@@ -23,6 +23,11 @@ check "parallel.domain_size = 30" sim --config "$cfg" --set parallel.domain_size
 check "does not fit" sim --config "$cfg" --set parallel.min_degree=2 --set parallel.degree_multiple=1
 check "BOGUS" sim --config "$cfg" --set 'sim.policies=["BOGUS"]'
 check "--failed-fraction" sim --config "$cfg" --failed-fraction 2
+# Snapshot mode has no time axis: flags it cannot honour are refused, not ignored.
+check "--csv does not apply to --failed-fraction" sim --config "$cfg" --failed-fraction 0.001 --csv "$tmp/csv"
+check "--plot does not apply to --failed-fraction" sim --config "$cfg" --failed-fraction 0.001 --plot "$tmp/plot"
+check "--days does not apply to --failed-fraction" sim --config "$cfg" --failed-fraction 0.001 --days 3
+[ -e "$tmp/csv" ] || [ -e "$tmp/plot" ] && { echo "FAIL: a refused run wrote files"; fail=1; }
 check "cannot read config" sim --config "$tmp/missing.toml"
 check "--failed 40" power plan --failed 40
 check "--speed" power plan --speed 1.5
