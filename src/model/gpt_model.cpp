@@ -183,14 +183,14 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
     LayerActs& a = acts_[l];
     a.x_in = x;
     resize(a.h1, n * c), resize(a.mean1, n), resize(a.rstd1, n);
-    resize(a.qkv, n * 3 * cl), resize(a.probs, b * hl * t * t), resize(a.att, n * cl);
+    resize(a.qkv, n * 3 * cl), resize(a.lse, b * hl * t), resize(a.att, n * cl);
     resize(a.h2, n * c), resize(a.mean2, n), resize(a.rstd2, n);
     resize(a.f, n * fl), resize(a.g, n * fl);
 
     k::layernorm_forward(x.data(), w(p.ln1_w), w(p.ln1_b), n, c, a.h1.data(), a.mean1.data(),
                          a.rstd1.data());
     k::linear_forward(a.h1.data(), w(p.attn_w), w(p.attn_b), n, c, 3 * cl, a.qkv.data());
-    k::attention_forward(a.qkv.data(), b, t, hl, d, a.att.data(), a.probs.data());
+    k::attention_forward(a.qkv.data(), b, t, hl, d, a.att.data(), a.lse.data());
     std::vector<float>& y = scratch_.y;
     resize(y, n * c);
     k::linear_forward(a.att.data(), w(p.proj_w), nullptr, n, cl, c, y.data());
@@ -283,7 +283,7 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
     resize(datt, n * cl), resize(dqkv, n * 3 * cl);
     k::linear_backward(a.att.data(), w(p.proj_w), dx.data(), n, cl, c, datt.data(), dw(p.proj_w),
                        dw(p.proj_b));
-    k::attention_backward(a.qkv.data(), a.probs.data(), datt.data(), b, t, hl, d, dqkv.data());
+    k::attention_backward(a.qkv.data(), a.lse.data(), datt.data(), b, t, hl, d, dqkv.data());
     k::linear_backward(a.h1.data(), w(p.attn_w), dqkv.data(), n, c, 3 * cl, dh.data(), dw(p.attn_w),
                        dw(p.attn_b));
     NTP_RETURN_IF_ERROR(all_reduce(dh));

@@ -87,7 +87,8 @@ class GptModel {
     int ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b;
   };
   struct LayerActs {
-    std::vector<float> x_in, h1, mean1, rstd1, qkv, probs, att, x_mid, h2, mean2, rstd2, f, g;
+    // lse: per-row logsumexp of the attention scores [B, H_local, T] (kernels/cpu/attention.h).
+    std::vector<float> x_in, h1, mean1, rstd1, qkv, lse, att, x_mid, h2, mean2, rstd2, f, g;
   };
 
   GptModel(GptConfig config, TpShard shard, TpGroup* group);

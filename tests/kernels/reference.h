@@ -120,6 +120,25 @@ inline Vec attention(const Vec& qkv, int64_t bsz, int64_t t, int64_t h, int64_t 
   return out;
 }
 
+// lse[b, head, i] = log sum_{j <= i} exp(q_i . k_j / sqrt(d)): what attention_forward saves.
+inline Vec attention_logsumexp(const Vec& qkv, int64_t bsz, int64_t t, int64_t h, int64_t d) {
+  const int64_t hd = h * d, row = 3 * hd;
+  Vec lse(static_cast<size_t>(bsz * h * t));
+  for (int64_t b = 0; b < bsz; ++b)
+    for (int64_t head = 0; head < h; ++head)
+      for (int64_t i = 0; i < t; ++i) {
+        double z = 0.0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double v = 0.0;
+          for (int64_t e = 0; e < d; ++e)
+            v += qkv[(b * t + i) * row + head * d + e] * qkv[(b * t + j) * row + hd + head * d + e];
+          z += std::exp(v / std::sqrt(static_cast<double>(d)));
+        }
+        lse[(b * h + head) * t + i] = std::log(z);
+      }
+  return lse;
+}
+
 // Mean-free sum of per-row cross-entropy losses over the full vocabulary.
 inline double cross_entropy_sum(const Vec& logits, const std::vector<int32_t>& y, int64_t n,
                                 int64_t v) {

@@ -3,25 +3,50 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/cpu/isa_dispatch.h"
 
 namespace ntp::kernels::cpu {
+namespace {
+
+// Bias corrections c1 = 1 / (1 - beta1^step), c2 = 1 / (1 - beta2^step) precomputed.
+struct AdamWCoefficients {
+  float b1, b2, c1, c2, lr, eps, weight_decay;
+};
+
+// Element-wise: the same IEEE operations for every element in every ISA variant (no FMA
+// contraction, see isa.h), so an element's update does not depend on where it sits in the array.
+NTP_ISA_INLINE void adamw_body(float* param, const float* grad, float* m, float* v, int64_t n,
+                               const AdamWCoefficients* k) {
+  const float b1 = k->b1, b2 = k->b2, c1 = k->c1, c2 = k->c2, lr = k->lr, eps = k->eps,
+              wd = k->weight_decay;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i];
+    const float mi = b1 * m[i] + (1.0f - b1) * g;
+    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float mhat = mi * c1;
+    const float vhat = vi * c2;
+    param[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + wd * param[i]);
+  }
+}
+NTP_ISA_VARIANTS(adamw_isa, adamw_body)
+
+}  // namespace
 
 void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, int64_t step,
                 const AdamWHyper& hyper) {
   NTP_CHECK(step >= 1);
   const double s = static_cast<double>(step);
-  const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(hyper.beta1), s)));
-  const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(hyper.beta2), s)));
-  const float b1 = hyper.beta1;
-  const float b2 = hyper.beta2;
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i];
-    m[i] = b1 * m[i] + (1.0f - b1) * g;
-    v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-    const float mhat = m[i] * c1;
-    const float vhat = v[i] * c2;
-    param[i] -= hyper.lr * (mhat / (std::sqrt(vhat) + hyper.eps) + hyper.weight_decay * param[i]);
-  }
+  const AdamWCoefficients k{
+      hyper.beta1,
+      hyper.beta2,
+      static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(hyper.beta1), s))),
+      static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(hyper.beta2), s))),
+      hyper.lr,
+      hyper.eps,
+      hyper.weight_decay};
+  adamw_isa(param, grad, m, v, n, &k);
 }
 
 }  // namespace ntp::kernels::cpu

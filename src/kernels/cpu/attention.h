@@ -1,4 +1,5 @@
-// Causal multi-head self-attention core (no projections), GPT-2 semantics.
+// Causal multi-head self-attention core (no projections), GPT-2 semantics, in fused query blocks
+// (flash-attention style: no [T, T] probability matrix is kept; backward recomputes it per block).
 //
 // qkv[B, T, 3*H*D] is the fused output of c_attn for H heads of size D: per token row, the Q block
 // (H*D values, head h at offset h*D), then the K block, then the V block. This is Hugging Face's
@@ -6,9 +7,13 @@
 // same kernel with its local H.
 //   S = Q K^T / sqrt(D), masked to j <= i, P = softmax_row(S), out = P V
 // out[B, T, H*D]: head h at offset h*D of each row (the row order c_proj.weight expects).
-// probs[B, H, T, T] is saved for backward; entries with j > i are exactly 0.
+// lse[B, H, T] is saved for backward: lse[i] = log sum_{j <= i} exp(S[i, j]), so that
+// P[i, j] = exp(S[i, j] - lse[i]).
 // Backward, given dout: dqkv[B, T, 3*H*D] is overwritten.
-// Per (batch, head) the products go through sgemm with strided leading dimensions, no copies.
+//
+// Queries go in blocks of 64 rows; a block's scores against its keys [0, i1) live in a per-thread
+// scratch of 64 x T floats (128 KiB at T = 512), and the products are sgemm calls on strided
+// views of qkv (no copies). The masked triangle past each block is skipped.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +21,9 @@
 namespace ntp::kernels::cpu {
 
 void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t h, int64_t d, float* out,
-                       float* probs);
+                       float* lse);
 
-void attention_backward(const float* qkv, const float* probs, const float* dout, int64_t b,
-                        int64_t t, int64_t h, int64_t d, float* dqkv);
+void attention_backward(const float* qkv, const float* lse, const float* dout, int64_t b, int64_t t,
+                        int64_t h, int64_t d, float* dqkv);
 
 }  // namespace ntp::kernels::cpu

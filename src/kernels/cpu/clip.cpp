@@ -1,8 +1,15 @@
 #include "kernels/cpu/clip.h"
 
 #include "core/check.h"
+#include "kernels/cpu/isa_dispatch.h"
 
 namespace ntp::kernels::cpu {
+namespace {
+NTP_ISA_INLINE void scale_body(float* x, int64_t n, float factor) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
+}
+NTP_ISA_VARIANTS(scale_isa, scale_body)
+}  // namespace
 
 double sum_of_squares(const float* x, int64_t n) {
   double s = 0.0;
@@ -16,8 +23,6 @@ float clip_coefficient(double global_norm, double max_norm) {
   return c < 1.0 ? static_cast<float>(c) : 1.0f;
 }
 
-void scale_in_place(float* x, int64_t n, float factor) {
-  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
-}
+void scale_in_place(float* x, int64_t n, float factor) { scale_isa(x, n, factor); }
 
 }  // namespace ntp::kernels::cpu

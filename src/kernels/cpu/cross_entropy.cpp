@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/isa_dispatch.h"
 
 namespace ntp::kernels::cpu {
 namespace {
@@ -17,9 +19,7 @@ int64_t column_of(int32_t y, int64_t v, std::span<const int64_t> local_col) {
                 "target id outside the vocabulary");
   return local_col[static_cast<size_t>(y)];
 }
-}  // namespace
-
-void row_max(const float* logits, int64_t n, int64_t v, float* max) {
+NTP_ISA_INLINE void row_max_body(const float* logits, int64_t n, int64_t v, float* max) {
   for (int64_t i = 0; i < n; ++i) {
     float m = -std::numeric_limits<float>::infinity();
     const float* r = logits + i * v;
@@ -27,12 +27,27 @@ void row_max(const float* logits, int64_t n, int64_t v, float* max) {
     max[i] = m;
   }
 }
+NTP_ISA_VARIANTS(row_max_isa, row_max_body)
+
+// e[j] = exp(r[j] - mx) * scale over v values (fast_exp: relative error < 3e-7, vectorized).
+NTP_ISA_INLINE void scaled_exp_body(const float* r, int64_t v, float mx, float scale, float* e) {
+  for (int64_t j = 0; j < v; ++j) e[j] = fast_exp(r[j] - mx) * scale;
+}
+NTP_ISA_VARIANTS(scaled_exp, scaled_exp_body)
+
+}  // namespace
+
+void row_max(const float* logits, int64_t n, int64_t v, float* max) {
+  row_max_isa(logits, n, v, max);
+}
 
 void row_sum_exp(const float* logits, int64_t n, int64_t v, const float* max, float* sum) {
+  thread_local std::vector<float> e;
+  if (static_cast<int64_t>(e.size()) < v) e.resize(static_cast<size_t>(v));
   for (int64_t i = 0; i < n; ++i) {
-    const float* r = logits + i * v;
+    scaled_exp(logits + i * v, v, max[i], 1.0f, e.data());
     double s = 0.0;
-    for (int64_t j = 0; j < v; ++j) s += std::exp(r[j] - max[i]);
+    for (int64_t j = 0; j < v; ++j) s += e[j];
     sum[i] = static_cast<float>(s);
   }
 }
@@ -59,8 +74,7 @@ void cross_entropy_backward(const float* logits, int64_t n, int64_t v, const int
   for (int64_t i = 0; i < n; ++i) {
     const float* r = logits + i * v;
     float* d = dlogits + i * v;
-    const float inv = scale / sum[i];
-    for (int64_t j = 0; j < v; ++j) d[j] = std::exp(r[j] - max[i]) * inv;
+    scaled_exp(r, v, max[i], scale / sum[i], d);
     const int64_t col = column_of(targets[i], v, local_col);
     if (col >= 0) d[col] -= scale;
   }

@@ -12,7 +12,7 @@
 
 namespace ntp::kernels::cpu {
 
-inline float fast_exp(float x) {
+[[gnu::always_inline]] inline float fast_exp(float x) {
   x = x < -87.0f ? -87.0f : x;  // ternaries on values, not std::min/max references: if-converted
   x = x > 88.0f ? 88.0f : x;
   // n = round(x / ln 2) by the 1.5 * 2^23 trick (SSE2 has no vector round instruction).

@@ -1,8 +1,7 @@
 #include "kernels/cpu/gelu.h"
 
-#include <cmath>
-
 #include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/isa_dispatch.h"
 
 namespace ntp::kernels::cpu {
 namespace {
@@ -13,18 +12,20 @@ constexpr float kCubic = 0.044715f;
 // (expm1f-based and scalar; GELU was ~13% of a training step). Saturates correctly (large exp
 // gives 1, tiny exp gives -1); the absolute error stays ~1e-7, which is all GELU needs since it
 // uses 1 + tanh.
-inline float fast_tanh(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
-}  // namespace
+[[gnu::always_inline]] inline float fast_tanh(float u) {
+  return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f);
+}
 
-void gelu_forward(const float* x, int64_t n, float* y) {
+NTP_ISA_INLINE void gelu_forward_body(const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float u = kSqrt2OverPi * (v + kCubic * v * v * v);
     y[i] = 0.5f * v * (1.0f + fast_tanh(u));
   }
 }
+NTP_ISA_VARIANTS(gelu_forward_isa, gelu_forward_body)
 
-void gelu_backward(const float* x, const float* dy, int64_t n, float* dx) {
+NTP_ISA_INLINE void gelu_backward_body(const float* x, const float* dy, int64_t n, float* dx) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float u = kSqrt2OverPi * (v + kCubic * v * v * v);
@@ -32,6 +33,14 @@ void gelu_backward(const float* x, const float* dy, int64_t n, float* dx) {
     const float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
     dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
   }
+}
+NTP_ISA_VARIANTS(gelu_backward_isa, gelu_backward_body)
+}  // namespace
+
+void gelu_forward(const float* x, int64_t n, float* y) { gelu_forward_isa(x, n, y); }
+
+void gelu_backward(const float* x, const float* dy, int64_t n, float* dx) {
+  gelu_backward_isa(x, dy, n, dx);
 }
 
 }  // namespace ntp::kernels::cpu

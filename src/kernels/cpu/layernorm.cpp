@@ -2,10 +2,14 @@
 
 #include <cmath>
 
-namespace ntp::kernels::cpu {
+#include "kernels/cpu/isa_dispatch.h"
 
-void layernorm_forward(const float* x, const float* gamma, const float* beta, int64_t n, int64_t c,
-                       float* y, float* mean, float* rstd) {
+namespace ntp::kernels::cpu {
+namespace {
+
+NTP_ISA_INLINE void layernorm_forward_body(const float* x, const float* gamma, const float* beta,
+                                           int64_t n, int64_t c, float* y, float* mean,
+                                           float* rstd) {
   for (int64_t i = 0; i < n; ++i) {
     const float* xr = x + i * c;
     double sum = 0.0;
@@ -25,10 +29,11 @@ void layernorm_forward(const float* x, const float* gamma, const float* beta, in
     rstd[i] = rsf;
   }
 }
+NTP_ISA_VARIANTS(layernorm_forward_isa, layernorm_forward_body)
 
-void layernorm_backward(const float* x, const float* gamma, const float* mean, const float* rstd,
-                        const float* dy, int64_t n, int64_t c, float* dx, float* dgamma,
-                        float* dbeta) {
+NTP_ISA_INLINE void layernorm_backward_body(const float* x, const float* gamma, const float* mean,
+                                            const float* rstd, const float* dy, int64_t n,
+                                            int64_t c, float* dx, float* dgamma, float* dbeta) {
   // With xhat = (x - mean) * rstd and g = dy * gamma:
   //   dx = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))
   for (int64_t i = 0; i < n; ++i) {
@@ -54,6 +59,20 @@ void layernorm_backward(const float* x, const float* gamma, const float* mean, c
       dxr[j] = rs * (dyr[j] * gamma[j] - mean_g - xhat * mean_gx);
     }
   }
+}
+NTP_ISA_VARIANTS(layernorm_backward_isa, layernorm_backward_body)
+
+}  // namespace
+
+void layernorm_forward(const float* x, const float* gamma, const float* beta, int64_t n, int64_t c,
+                       float* y, float* mean, float* rstd) {
+  layernorm_forward_isa(x, gamma, beta, n, c, y, mean, rstd);
+}
+
+void layernorm_backward(const float* x, const float* gamma, const float* mean, const float* rstd,
+                        const float* dy, int64_t n, int64_t c, float* dx, float* dgamma,
+                        float* dbeta) {
+  layernorm_backward_isa(x, gamma, mean, rstd, dy, n, c, dx, dgamma, dbeta);
 }
 
 }  // namespace ntp::kernels::cpu

@@ -1,21 +1,31 @@
 #include "kernels/cpu/linear.h"
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/isa_dispatch.h"
 
 namespace ntp::kernels::cpu {
-
-void add_bias(const float* b, int64_t n, int64_t out, float* y) {
+namespace {
+NTP_ISA_INLINE void add_bias_body(const float* b, int64_t n, int64_t out, float* y) {
   for (int64_t i = 0; i < n; ++i) {
     float* row = y + i * out;
     for (int64_t j = 0; j < out; ++j) row[j] += b[j];
   }
 }
+NTP_ISA_VARIANTS(add_bias_isa, add_bias_body)
 
-void add_column_sums(const float* dy, int64_t n, int64_t out, float* db) {
+NTP_ISA_INLINE void add_column_sums_body(const float* dy, int64_t n, int64_t out, float* db) {
   for (int64_t i = 0; i < n; ++i) {
     const float* row = dy + i * out;
     for (int64_t j = 0; j < out; ++j) db[j] += row[j];
   }
+}
+NTP_ISA_VARIANTS(add_column_sums_isa, add_column_sums_body)
+}  // namespace
+
+void add_bias(const float* b, int64_t n, int64_t out, float* y) { add_bias_isa(b, n, out, y); }
+
+void add_column_sums(const float* dy, int64_t n, int64_t out, float* db) {
+  add_column_sums_isa(dy, n, out, db);
 }
 
 void linear_forward(const float* x, const float* w, const float* b, int64_t n, int64_t in,

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""PyTorch's CPU training step on the same GPT-2 as bench/model/model_train_step_bench.
+
+Same model (pre-LayerNorm GPT-2, learned positions, tied LM head, tanh-GELU, causal attention
+scaled by 1/sqrt(head_dim), vocabulary 256), same step (zero_grad, forward, mean cross-entropy,
+backward, clip_grad_norm_(1.0), AdamW(lr 1e-4, betas (0.9, 0.95), eps 1e-8, weight decay 0) as
+ntp's AdamWHyper defaults), same thread count. Attention is the explicit masked softmax: PyTorch
+1.13 (Debian's python3-torch) has no fused scaled_dot_product_attention.
+
+  bench/model/torch_step.py --threads 1 --layers 2 --batch 4 --width 512 --heads 8 --context 256
+
+Prints the best step time of --rounds after one warm-up step, every round's time, and the peak
+resident memory of the process (and what it was right after importing torch).
+"""
+import argparse
+import math
+import resource
+import time
+
+
+def peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--context", type=int, default=256)
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=8)
+    args = ap.parse_args()
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    rss_after_import = peak_rss_mib()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    C, H, T, V, L = args.width, args.heads, args.context, args.vocab, args.layers
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(C, eps=1e-5)
+            self.c_attn = nn.Linear(C, 3 * C)
+            self.c_proj = nn.Linear(C, C)
+            self.ln_2 = nn.LayerNorm(C, eps=1e-5)
+            self.c_fc = nn.Linear(C, 4 * C)
+            self.mlp_proj = nn.Linear(4 * C, C)
+            self.register_buffer("mask", torch.ones(T, T, dtype=torch.bool).tril())
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+            q = q.view(b, t, H, C // H).transpose(1, 2)
+            k = k.view(b, t, H, C // H).transpose(1, 2)
+            v = v.view(b, t, H, C // H).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
+            att = att.masked_fill(~self.mask[:t, :t], float("-inf")).softmax(dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(b, t, C)
+            x = x + self.c_proj(y)
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(V, C)
+            self.wpe = nn.Embedding(T, C)
+            self.h = nn.ModuleList([Block() for _ in range(L)])
+            self.ln_f = nn.LayerNorm(C, eps=1e-5)
+            for p in self.parameters():
+                if p.dim() == 2:
+                    nn.init.normal_(p, std=0.02)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            for block in self.h:
+                x = block(x)
+            logits = self.ln_f(x) @ self.wte.weight.t()  # tied LM head
+            return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+
+    model = Gpt()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-8,
+                            weight_decay=0.0)
+    g = torch.Generator().manual_seed(3)
+    tokens = torch.randint(0, V, (args.batch, T), generator=g)
+    targets = torch.randint(0, V, (args.batch, T), generator=g)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        loss = model(tokens, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.item()
+
+    step()  # warm-up: allocates gradients and optimizer state
+    times = []
+    for _ in range(args.rounds):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    params = sum(p.numel() for p in model.parameters())
+    print(f"torch: {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"{params} params, best of {args.rounds} rounds")
+    print("torch rounds ms: " + " ".join(f"{t * 1e3:.1f}" for t in times))
+    print(f"torch step: {min(times) * 1e3:.1f} ms")
+    print(f"torch peak resident memory: {peak_rss_mib():.1f} MiB "
+          f"({rss_after_import:.1f} MiB after import torch)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+// The trainer's numerical contract for element-wise kernels: an element's result depends only on
+// its own inputs, not on its position or alignment in the array (vector body vs scalar tail) nor
+// on the ISA variant the host runs (baseline, AVX2, AVX-512), so replicas of different layouts,
+// on different hosts, stay bit-identical.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+#include "isa_variants.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/clip.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/isa.h"
+#include "reference.h"
+
+namespace ntp::kernels {
+namespace {
+
+constexpr int64_t kN = 301;  // several 16-wide vectors and a ragged tail
+
+// Runs `op` over [offset, offset + len) of a copy of the inputs, for every variant and many
+// offsets/lengths, and checks each element's output bits equal those of the baseline variant
+// over the whole array.
+using Op = std::function<void(std::vector<std::vector<float>>& arrays, int64_t begin, int64_t n)>;
+
+std::vector<std::vector<float>> random_arrays(int count, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<std::vector<float>> out;
+  for (int i = 0; i < count; ++i) {
+    out.push_back(reference::to_float(reference::random_vec(rng, kN, 2.0)));
+  }
+  for (float& x : out.back()) x = std::abs(x);  // AdamW's v must be >= 0; harmless elsewhere
+  return out;
+}
+
+void expect_position_and_isa_independent(int arrays, const Op& op) {
+  const std::vector<std::vector<float>> input = random_arrays(arrays, 21);
+  std::vector<std::vector<float>> want = input;
+  const cpu::Isa saved = cpu::set_active_isa(cpu::Isa::kBaseline);
+  op(want, 0, kN);
+  for_each_isa([&](cpu::Isa) {
+    for (int64_t begin : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{7}, int64_t{17}}) {
+      for (int64_t len : {kN - begin, int64_t{5}, int64_t{33}, int64_t{100}}) {
+        std::vector<std::vector<float>> got = input;
+        op(got, begin, len);
+        for (size_t a = 0; a < got.size(); ++a) {
+          for (int64_t i = begin; i < begin + len; ++i) {
+            ASSERT_EQ(std::memcmp(&got[a][i], &want[a][i], sizeof(float)), 0)
+                << "array " << a << " element " << i << " computed from offset " << begin
+                << " length " << len << ": " << got[a][i] << " vs " << want[a][i];
+          }
+        }
+      }
+    }
+  });
+  cpu::set_active_isa(saved);
+}
+
+TEST(IsaTest, AdamWIsBitIdenticalAcrossPositionsAndVariants) {
+  const cpu::AdamWHyper hyper{.lr = 1e-3f, .weight_decay = 0.1f};
+  // arrays: param, grad, m, v
+  expect_position_and_isa_independent(4, [&](auto& x, int64_t begin, int64_t n) {
+    for (int64_t step = 1; step <= 3; ++step) {
+      cpu::adamw_step(x[0].data() + begin, x[1].data() + begin, x[2].data() + begin,
+                      x[3].data() + begin, n, step, hyper);
+    }
+  });
+}
+
+TEST(IsaTest, GeluIsBitIdenticalAcrossPositionsAndVariants) {
+  // arrays: x, dy, y, dx
+  expect_position_and_isa_independent(4, [](auto& x, int64_t begin, int64_t n) {
+    cpu::gelu_forward(x[0].data() + begin, n, x[2].data() + begin);
+    cpu::gelu_backward(x[0].data() + begin, x[1].data() + begin, n, x[3].data() + begin);
+  });
+}
+
+TEST(IsaTest, ScalingIsBitIdenticalAcrossPositionsAndVariants) {
+  expect_position_and_isa_independent(1, [](auto& x, int64_t begin, int64_t n) {
+    cpu::scale_in_place(x[0].data() + begin, n, 0.377f);
+  });
+}
+
+TEST(IsaTest, VariantsFollowTheFeatureFlags) {
+  const cpu::CpuFeatures& f = cpu::host_cpu_features();
+  const cpu::Isa host = cpu::host_isa();
+  const bool avx512 = f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx2 && f.fma;
+  EXPECT_EQ(host == cpu::Isa::kAvx512, avx512);
+  EXPECT_EQ(host == cpu::Isa::kAvx2, !avx512 && f.avx2 && f.fma);
+  EXPECT_EQ(cpu::supported_isas().front(), cpu::Isa::kBaseline);
+  EXPECT_EQ(cpu::supported_isas().back(), host);
+  // Asking for more than the host has gives the host's best.
+  const cpu::Isa saved = cpu::set_active_isa(cpu::Isa::kAvx512);
+  EXPECT_EQ(cpu::active_isa(), host);
+  cpu::set_active_isa(saved);
+}
+
+}  // namespace
+}  // namespace ntp::kernels
