@@ -1,0 +1,208 @@
+// The file format pieces: CRC-32C, safetensors (round trip and strict rejection), piece records
+// and manifests (round trip, coverage errors).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "checkpoint/crc32c.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/safetensors.h"
+
+namespace ntp::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::span<const std::byte> bytes_of(std::string_view s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+
+TEST(Crc32c, KnownValuesAndHardwareAgreesWithPortable) {
+  EXPECT_EQ(crc32c(bytes_of("123456789")), 0xE3069283u);
+  EXPECT_EQ(crc32c(bytes_of("")), 0u);
+  std::string zeros(32, '\0');
+  EXPECT_EQ(crc32c(bytes_of(zeros)), 0x8A9136AAu);  // RFC 3720 B.4
+  std::mt19937 rng(1);
+  for (size_t n : {1u, 7u, 8u, 9u, 63u, 4096u, 100003u}) {
+    std::string data(n, '\0');
+    for (char& c : data) c = static_cast<char>(rng());
+    const uint32_t full = crc32c(bytes_of(data));
+    EXPECT_EQ(full, crc32c_extend_portable(0, bytes_of(data))) << n;
+    const size_t cut = n / 3;
+    EXPECT_EQ(full, crc32c_extend(crc32c(bytes_of(data).first(cut)), bytes_of(data).subspan(cut)));
+  }
+}
+
+std::string make_file(const std::string& header, const std::string& data) {
+  std::string out(8, '\0');
+  uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  return out + header + data;
+}
+
+TEST(Safetensors, RoundTripAndAtomicWrite) {
+  const fs::path path = fs::temp_directory_path() / ("ntp_st_" + std::to_string(::getpid()));
+  fs::remove(path);
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {-1};
+  {
+    auto w = SafetensorsWriter::create(path, {{"a", {2, 3}}, {"b", {}}}, {{"k", "v"}}).value();
+    ASSERT_TRUE(w.write(std::span<const float>(a)).ok());
+    EXPECT_FALSE(fs::exists(path));  // nothing under the final name before commit
+    EXPECT_EQ(w.commit().code(), StatusCode::kFailedPrecondition);  // b not written yet
+  }
+  EXPECT_FALSE(fs::exists(path));
+  for (const auto& e : fs::directory_iterator(path.parent_path())) {
+    EXPECT_EQ(e.path().filename().string().find("ntp_st_" + std::to_string(::getpid())),
+              std::string::npos)
+        << "left behind: " << e.path();
+  }
+  auto w = SafetensorsWriter::create(path, {{"a", {2, 3}}, {"b", {}}}, {{"k", "v"}}).value();
+  ASSERT_TRUE(w.write(std::span<const float>(a)).ok());
+  ASSERT_TRUE(w.write(std::span<const float>(b)).ok());
+  ASSERT_TRUE(w.commit().ok());
+  const SafetensorsFile f = SafetensorsFile::open(path).value();
+  EXPECT_EQ(f.header().data_start() % 8, 0u);
+  EXPECT_EQ(f.header().metadata.at("k"), "v");
+  const SafetensorsEntry* e = f.header().find("a");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->shape, (std::vector<int64_t>{2, 3}));
+  std::vector<float> back(6);
+  ASSERT_TRUE(f.read(e->begin, std::as_writable_bytes(std::span<float>(back))).ok());
+  EXPECT_EQ(back, a);
+  EXPECT_FALSE(f.read(e->begin + 20, std::as_writable_bytes(std::span<float>(back))).ok());
+  fs::remove(path);
+}
+
+TEST(Safetensors, StrictHeaderRejections) {
+  const std::string ok_header =
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}})";
+  const std::string data(9, 'x');
+  const std::string good = make_file(ok_header, data);
+  ASSERT_TRUE(parse_safetensors_header(good, good.size()).ok());
+  struct Case {
+    std::string file;
+    std::string mentions;
+  };
+  auto with = [&](std::string header) { return make_file(header, data); };
+  const std::vector<Case> cases = {
+      {good.substr(0, 5), "too short"},
+      {good.substr(0, good.size() - 1), "data section"},
+      {good + "y", "data section"},
+      {std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8) + ok_header, "exceeds the file"},
+      {with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})"), "JSON"},
+      {with(R"([1,2])"), "does not start"},
+      {with(R"({"a":{"dtype":"F33","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}})"),
+       "unknown dtype"},
+      {with(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}})"),
+       "need 12"},
+      {with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[7,8]}})"),
+       "overlap or hole"},
+      {with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[9,10]}})"),
+       "outside the data section"},
+      {with(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})"), "non-negative"},
+      {with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})"), "outside"},
+      {with(R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})"),
+       "__metadata__"},
+  };
+  for (const Case& c : cases) {
+    Result<SafetensorsHeader> r = parse_safetensors_header(c.file, c.file.size());
+    ASSERT_FALSE(r.ok()) << c.mentions;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.mentions), std::string::npos) << r.status().message();
+  }
+}
+
+PieceRecord record(std::string tensor, std::vector<int64_t> shape, int axis,
+                   std::vector<int64_t> index, std::string file = "shard_0.safetensors") {
+  PieceRecord r;
+  r.spec = {tensor, "value", shape, axis, index};
+  r.file = file;
+  r.key = tensor + ":value:" + std::to_string(index.empty() ? -1 : index[0]);
+  r.chunk_bytes = 16;
+  r.crcs.assign(static_cast<size_t>(chunk_count(local_numel(r.spec) * 4, 16)), 7u);
+  return r;
+}
+
+TEST(Manifest, RoundTripThroughStrings) {
+  ShardRecord s0{"0", "shard_0.safetensors", {}};
+  s0.pieces = {record("w", {6, 4}, 0, {5, 0, 1, 2}), record("b", {4}, -1, {})};
+  ShardRecord s1{"1", "shard_1.safetensors",
+                 {record("w", {6, 4}, 0, {4, 3}, "shard_1.safetensors")}};
+  ShardRecord back = shard_record_from_string(shard_record_to_string(s0)).value();
+  ASSERT_EQ(back.pieces.size(), 2u);
+  EXPECT_EQ(back.pieces[0].spec.index, (std::vector<int64_t>{5, 0, 1, 2}));
+  EXPECT_EQ(index_to_runs(back.pieces[0].spec.index),
+            (IndexRuns{{5, 6}, {0, 3}}));
+  CheckpointMeta meta;
+  meta.step = 12;
+  meta.rng = {{"seed", 3}};
+  const Manifest m = build_manifest(meta, {s0, s1}).value();
+  const Manifest parsed = parse_manifest(manifest_to_string(m)).value();
+  EXPECT_EQ(parsed.meta.step, 12);
+  EXPECT_EQ(parsed.meta.rng["seed"], 3);
+  ASSERT_EQ(parsed.tensors.size(), 2u);
+  EXPECT_EQ(parsed.tensors[1].name, "w");
+  EXPECT_EQ(parsed.pieces.size(), 3u);
+  EXPECT_EQ(parsed.pieces[2].spec.index, (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(manifest_to_string(parsed), manifest_to_string(m));
+}
+
+TEST(Manifest, CoverageErrorsNameTheTensorAndSlice) {
+  struct Case {
+    std::vector<PieceRecord> pieces;
+    std::string mentions;
+  };
+  const std::vector<Case> cases = {
+      {{record("w", {6, 4}, 0, {0, 1, 2}), record("w", {6, 4}, 0, {4, 5}, "shard_1.safetensors")},
+       "tensor w (value): slice 3 along axis 0 is held by no piece"},
+      {{record("w", {6, 4}, 0, {0, 1, 2, 3}),
+        record("w", {6, 4}, 0, {3, 4, 5}, "shard_1.safetensors")},
+       "slice 3 along axis 0 is held by more than one piece"},
+      {{record("w", {6, 4}, 0, {0, 1, 2}), record("w", {6, 4}, 1, {0, 1}, "shard_1.safetensors")},
+       "along axes 0 and 1"},
+      {{record("w", {6, 4}, -1, {}), record("w", {6, 4}, 0, {1}, "shard_1.safetensors")},
+       "whole-tensor piece and other pieces"},
+      {{record("w", {6, 4}, -1, {}), record("w", {6, 5}, -1, {}, "shard_1.safetensors")},
+       "disagree on its logical shape"},
+  };
+  for (const Case& c : cases) {
+    ShardRecord s{"0", "shard_0.safetensors", c.pieces};
+    Result<Manifest> m = build_manifest({}, {s});
+    ASSERT_FALSE(m.ok()) << c.mentions;
+    EXPECT_NE(m.status().message().find(c.mentions), std::string::npos) << m.status().message();
+  }
+}
+
+TEST(Manifest, StrictParse) {
+  ShardRecord s{"0", "shard_0.safetensors", {record("b", {4}, -1, {})}};
+  const std::string good = manifest_to_string(build_manifest({}, {s}).value());
+  ASSERT_TRUE(parse_manifest(good).ok());
+  auto mutate = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return t.replace(at, from.size(), to);
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {mutate("ntp-checkpoint", "other"), "format"},
+      {mutate("\"version\": 1", "\"version\": 2"), "version"},
+      {mutate("\"step\": 0", "\"step\": -1"), "step"},
+      {mutate("\"crc32c\":[7]", "\"crc32c\":[7,8]"), "one entry per chunk"},
+      {mutate("\"chunk_bytes\":16", "\"chunk_bytes\":6"), "multiple of 4"},
+      {mutate("\"file\":\"shard_0.safetensors\"", "\"file\":\"../x\""), "shard_<writer id>"},
+      {mutate("\"shape\":[4]", "\"shape\":[\"4\"]"), "bad dimension"},
+      {good.substr(0, good.size() / 2), "not a JSON object"},
+  };
+  for (const auto& [text, mentions] : cases) {
+    Result<Manifest> m = parse_manifest(text);
+    ASSERT_FALSE(m.ok()) << mentions;
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(m.status().message().find(mentions), std::string::npos) << m.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace ntp::checkpoint
