@@ -1,0 +1,201 @@
+// `ntp train`: one worker of a training job whose replicas may run at different TP degrees, run
+// under `ntp launch` with one worker per device slot (docs/train.md).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "cli/cli_error.h"
+#include "cli/commands.h"
+#include "elastic/identity.h"
+#include "elastic/step_report.h"
+#include "train/trainer.h"
+
+namespace ntp::cli {
+namespace {
+
+struct TrainArgs {
+  train::TrainConfig config;
+  std::string failed;
+  std::string batch_policy = "keep";
+  std::string optimizer = "replicated";
+  int64_t bucket_kb = 1024;
+};
+
+// The worker's identity: from `ntp launch`, or a one-worker job run directly.
+Result<train::WorkerContext> worker_context(const train::TrainConfig& config,
+                                            std::string& temporary_store) {
+  train::WorkerContext ctx;
+  elastic::EnvLookup env = elastic::process_env();
+  if (!env("NTP_RANK")) {
+    if (config.world_slots() != 1) {
+      return invalid_argument("a job of " + std::to_string(config.world_slots()) +
+                              " device slots (--domains x --tp) runs under `ntp launch "
+                              "--nproc-per-node " +
+                              std::to_string(config.world_slots()) + " -- ntp train ...`");
+    }
+    temporary_store =
+        (std::filesystem::temp_directory_path() / ("ntp-train-" + std::to_string(::getpid())))
+            .string();
+    NTP_ASSIGN_OR_RETURN(ctx.store, comm::open_store("file:" + temporary_store, "solo"));
+    return ctx;
+  }
+  NTP_ASSIGN_OR_RETURN(elastic::WorkerIdentity id, elastic::worker_identity_from_env(env));
+  if (id.world_size != config.world_slots()) {
+    return invalid_argument(
+        "ntp launch started " + std::to_string(id.world_size) + " workers but --domains " +
+        std::to_string(config.domains) + " x --tp " + std::to_string(config.tp) + " = " +
+        std::to_string(config.world_slots()) + " device slots; make them equal");
+  }
+  ctx.slot_rank = id.rank;
+  ctx.run_id = id.run_id;
+  NTP_ASSIGN_OR_RETURN(ctx.store, comm::open_store(id.store, id.run_id));
+  comm::Store* store = ctx.store.get();
+  const int rank = id.rank;
+  ctx.on_step = [store, rank](int64_t step) { (void)elastic::report_step(*store, rank, step); };
+  return ctx;
+}
+
+int run(TrainArgs& args) {
+  train::TrainConfig& config = args.config;
+  const char* rank_env = std::getenv("NTP_RANK");
+  const bool speaker = rank_env == nullptr || std::string(rank_env) == "0";
+  auto bad = [&](const Status& s) { return speaker ? report_error("train", s) : kExitBadInput; };
+
+  Result<std::vector<shard::SlotRef>> failed = shard::parse_slot_list(args.failed, "--failed");
+  if (!failed.ok()) return bad(failed.status());
+  config.failed = *failed;
+  Result<train::BatchPolicy> policy = train::parse_batch_policy(args.batch_policy);
+  if (!policy.ok()) return bad(policy.status());
+  config.batch_policy = *policy;
+  Result<train::OptimizerSharding> sharding = train::parse_optimizer_sharding(args.optimizer);
+  if (!sharding.ok()) return bad(sharding.status());
+  config.optimizer = *sharding;
+  config.bucket_bytes = args.bucket_kb * 1024;
+  if (Status s = train::validate_train_config(config); !s.ok()) return bad(s);
+
+  std::string temporary_store;
+  Result<train::WorkerContext> ctx = worker_context(config, temporary_store);
+  if (!ctx.ok()) {
+    return ctx.status().code() == StatusCode::kInvalidArgument
+               ? bad(ctx.status())
+               : report_error("train", ctx.status());
+  }
+  const shard::SlotRef slot{ctx->slot_rank / config.tp, ctx->slot_rank % config.tp};
+  Result<train::TrainSummary> summary = train::run_training(config, *ctx);
+  if (!temporary_store.empty()) std::filesystem::remove_all(temporary_store);
+  if (!summary.ok()) {
+    return summary.status().code() == StatusCode::kInvalidArgument
+               ? bad(summary.status())
+               : report_error("train", summary.status());
+  }
+  if (!summary->took_part) {
+    std::printf("slot %d:%d is failed (--failed): this worker takes no part\n", slot.domain,
+                slot.slot);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<TrainArgs>();
+  train::TrainConfig& c = args->config;
+  c.model.n_layer = 2;
+  c.model.n_head = 8;
+  c.model.n_embd = 64;
+  c.model.n_ctx = 64;
+  c.model.ffn_unit = 8;
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Train a GPT-2 with replicas of different TP degrees (one worker per device slot, run "
+      "under `ntp launch --nproc-per-node DOMAINS*TP -- ntp train ...`; docs/train.md)");
+  cmd->option_defaults()->always_capture_default();
+
+  auto cluster = "Cluster";
+  cmd->add_option("--domains", c.domains, "Scale-up domains, one DP replica each")->group(cluster);
+  cmd->add_option("--tp", c.tp, "Device slots per domain: a healthy replica's TP degree")
+      ->group(cluster);
+  cmd->add_option("--failed", args->failed,
+                  "Failed slots DOMAIN:SLOT[,...]; their replicas run at a lower degree and "
+                  "their workers exit 0 at once")
+      ->group(cluster);
+  cmd->add_option("--min-tp", c.min_tp, "No replica may run below this degree")->group(cluster);
+  cmd->add_option("--strategy", c.strategy,
+                  "Gradient sync across degrees: fold (Megatron-style core/extra ranks) or "
+                  "native (healthy replicas keep their layout)")
+      ->group(cluster);
+
+  auto model = "Model";
+  cmd->add_option("--layers", c.model.n_layer, "Transformer blocks")->group(model);
+  cmd->add_option("--heads", c.model.n_head, "Attention heads (a TP unit each)")->group(model);
+  cmd->add_option("--width", c.model.n_embd, "Model width (a multiple of --heads)")->group(model);
+  cmd->add_option("--context", c.model.n_ctx, "Sequence length")->group(model);
+  cmd->add_option("--ffn", c.model.n_ffn, "FFN width; 0 means 4 x width")->group(model);
+  cmd->add_option("--ffn-unit", c.model.ffn_unit, "FFN columns per TP unit")->group(model);
+  cmd->add_option("--vocab-multiple", c.vocab_multiple,
+                  "Pad the 256-byte vocabulary to a multiple of this")
+      ->group(model);
+  cmd->add_option("--seed", c.seed, "Initialization seed (same weights at any layout)")
+      ->group(model);
+
+  auto data = "Data";
+  cmd->add_option("--train-data", c.train_data, "Training tokens (llm.c .bin)")->group(data);
+  cmd->add_option("--val-data", c.val_data, "Held-out tokens (llm.c .bin)")->group(data);
+  cmd->add_option("--data-seed", c.data_seed, "Seed of the sample order")->group(data);
+
+  auto batch = "Batch";
+  cmd->add_option("--batch", c.batch,
+                  "Global batch in sequences per step (0: domains x grad-accum x micro-batch)")
+      ->group(batch);
+  cmd->add_option("--micro-batch", c.micro_batch, "Sequences per forward/backward")->group(batch);
+  cmd->add_option("--grad-accum", c.grad_accum,
+                  "Micro-batches per replica and step, when --batch is not given")
+      ->group(batch);
+  cmd->add_option("--batch-policy", args->batch_policy,
+                  "Degraded replicas: keep (same share; power boost buys the speed back) or "
+                  "scale (share proportional to active devices)")
+      ->group(batch);
+
+  auto optim = "Optimizer";
+  cmd->add_option("--steps", c.steps, "Training steps")->group(optim);
+  cmd->add_option("--lr", c.lr, "Peak learning rate")->group(optim);
+  cmd->add_option("--min-lr", c.min_lr, "Learning rate at the end of the cosine decay")
+      ->group(optim);
+  cmd->add_option("--warmup", c.warmup, "Linear warm-up steps")->group(optim);
+  cmd->add_option("--beta1", c.beta1, "AdamW beta1")->group(optim);
+  cmd->add_option("--beta2", c.beta2, "AdamW beta2")->group(optim);
+  cmd->add_option("--eps", c.eps, "AdamW epsilon")->group(optim);
+  cmd->add_option("--weight-decay", c.weight_decay, "AdamW decoupled decay (matrices only)")
+      ->group(optim);
+  cmd->add_option("--grad-clip", c.grad_clip, "Global gradient-norm clip; 0 = none")->group(optim);
+  cmd->add_option("--optimizer", args->optimizer,
+                  "AdamW state replicated in every replica, or sharded over each DP group "
+                  "(ZeRO-1)")
+      ->group(optim);
+  cmd->add_option("--eval-every", c.eval_every, "Held-out loss every N steps (0: at the end)")
+      ->group(optim);
+  cmd->add_option("--eval-samples", c.eval_samples, "Held-out sequences per evaluation")
+      ->group(optim);
+
+  auto output = "Output";
+  cmd->add_option("--out", c.out_dir, "Output folder")->group(output);
+  cmd->add_option("--metrics", c.metrics_file, "JSON-lines metrics (default OUT/metrics.jsonl)")
+      ->group(output);
+  cmd->add_flag("--quiet", c.quiet, "No per-step progress lines")->group(output);
+  cmd->add_option("--dump-dir", c.dump_dir,
+                  "Testing: each worker writes its synchronized step-0 gradients and final "
+                  "weights as logical tensors")
+      ->group("");
+
+  auto runtime = "Runtime";
+  cmd->add_option("--bucket-kb", args->bucket_kb, "Gradient sync bucket size (KiB of parameters)")
+      ->group(runtime);
+  cmd->add_option("--timeout-ms", c.comm_timeout_ms,
+                  "Communicator timeout: a peer silent this long is dead")
+      ->group(runtime);
+
+  cmd->callback([&exit_code, args] { exit_code = run(*args); });
+}
+
+}  // namespace ntp::cli

@@ -1,0 +1,85 @@
+#include "train/train_config.h"
+
+#include "train/byte_tokenizer.h"
+#include "train/worker_role.h"
+
+namespace ntp::train {
+
+int64_t TrainConfig::global_batch() const {
+  return batch > 0 ? batch : static_cast<int64_t>(domains) * grad_accum * micro_batch;
+}
+
+Result<OptimizerSharding> parse_optimizer_sharding(const std::string& text) {
+  if (text == "replicated") return OptimizerSharding::kReplicated;
+  if (text == "sharded") return OptimizerSharding::kSharded;
+  return invalid_argument("--optimizer '" + text + "' is unknown; use replicated or sharded");
+}
+
+const char* optimizer_sharding_name(OptimizerSharding sharding) {
+  return sharding == OptimizerSharding::kReplicated ? "replicated" : "sharded";
+}
+
+shard::ClusterSpec cluster_spec(const TrainConfig& config) {
+  shard::ClusterSpec spec;
+  spec.domains = config.domains;
+  spec.domain_size = config.tp;
+  spec.min_tp = config.min_tp;
+  spec.failed = config.failed;
+  spec.spaces = shard::model_unit_spaces(model_shape(config.model));
+  return spec;
+}
+
+Status validate_train_config(TrainConfig& c) {
+  auto at_least = [](const char* flag, int64_t value, int64_t min) -> Status {
+    if (value >= min) return ok_status();
+    return invalid_argument(std::string(flag) + " must be at least " + std::to_string(min) +
+                            ", got " + std::to_string(value));
+  };
+  NTP_RETURN_IF_ERROR(at_least("--steps", c.steps, 1));
+  NTP_RETURN_IF_ERROR(at_least("--micro-batch", c.micro_batch, 1));
+  NTP_RETURN_IF_ERROR(at_least("--grad-accum", c.grad_accum, 1));
+  NTP_RETURN_IF_ERROR(at_least("--batch", c.batch, 0));
+  NTP_RETURN_IF_ERROR(at_least("--warmup", c.warmup, 0));
+  NTP_RETURN_IF_ERROR(at_least("--eval-every", c.eval_every, 0));
+  NTP_RETURN_IF_ERROR(at_least("--eval-samples", c.eval_samples, 1));
+  NTP_RETURN_IF_ERROR(at_least("--vocab-multiple", c.vocab_multiple, 1));
+  NTP_RETURN_IF_ERROR(at_least("--bucket-kb", c.bucket_bytes, 1));
+  NTP_RETURN_IF_ERROR(at_least("--timeout-ms", c.comm_timeout_ms, 100));
+  if (!(c.lr > 0.0f) || !(c.min_lr >= 0.0f) || c.min_lr > c.lr) {
+    return invalid_argument("--lr " + std::to_string(c.lr) + " and --min-lr " +
+                            std::to_string(c.min_lr) + " need 0 <= min-lr <= lr and lr > 0");
+  }
+  if (!(c.beta1 >= 0.0f && c.beta1 < 1.0f) || !(c.beta2 >= 0.0f && c.beta2 < 1.0f)) {
+    return invalid_argument("--beta1 and --beta2 must be in [0, 1)");
+  }
+  if (!(c.weight_decay >= 0.0f)) return invalid_argument("--weight-decay must be >= 0");
+  if (!(c.grad_clip >= 0.0)) return invalid_argument("--grad-clip must be >= 0 (0 = no clipping)");
+  if (c.strategy != "fold" && c.strategy != "native") {
+    return invalid_argument("--strategy '" + c.strategy + "' is unknown; use fold or native");
+  }
+  if (c.model.vocab_size < kByteVocabSize) {
+    return invalid_argument("the vocabulary must hold the 256 byte tokens");
+  }
+  c.model.vocab_size =
+      (c.model.vocab_size + c.vocab_multiple - 1) / c.vocab_multiple * c.vocab_multiple;
+  if (Status s = c.model.validate(); !s.ok()) {
+    return invalid_argument("model: " + s.message() +
+                            " (see --layers, --heads, --width, --ffn, --ffn-unit, --context)");
+  }
+  shard::ClusterSpec spec = cluster_spec(c);
+  NTP_RETURN_IF_ERROR(shard::validate_cluster_spec(spec));
+  c.failed = spec.failed;
+  if (c.batch > 0 && c.grad_accum != 1) {
+    return invalid_argument("give --batch or --grad-accum, not both (--batch " +
+                            std::to_string(c.batch) + ", --grad-accum " +
+                            std::to_string(c.grad_accum) + ")");
+  }
+  std::vector<int> degrees;
+  for (int d = 0; d < c.domains; ++d) degrees.push_back(spec.degree(d));
+  NTP_RETURN_IF_ERROR(
+      split_global_batch(c.batch_policy, degrees, c.tp, c.global_batch(), c.micro_batch).status());
+  if (c.metrics_file.empty()) c.metrics_file = c.out_dir + "/metrics.jsonl";
+  return ok_status();
+}
+
+}  // namespace ntp::train

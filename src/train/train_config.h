@@ -1,0 +1,80 @@
+// TrainConfig: everything `ntp train` is told, with validation that names the flag to fix.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/gpt_config.h"
+#include "shard/cluster_spec.h"
+#include "train/batch_split.h"
+#include "train/sync_executor.h"
+
+namespace ntp::train {
+
+struct TrainConfig {
+  // Cluster: `domains` replicas of `tp` device slots; failed slots take no part.
+  int domains = 1;
+  int tp = 1;
+  int min_tp = 1;
+  std::vector<shard::SlotRef> failed;
+  std::string strategy = "fold";  // "fold" or "native" (shard/)
+
+  // Model.
+  model::GptConfig model;
+  int64_t vocab_multiple = 1;  // vocabulary padded to a multiple of this
+  uint64_t seed = 1234;
+
+  // Data: llm.c .bin token files (train/token_file.h).
+  std::string train_data = "data/fortunes_train.bin";
+  std::string val_data = "data/fortunes_val.bin";
+  uint64_t data_seed = 1;
+
+  // Batch: global batch in sequences, split into micro-batches over replicas (train/batch_split.h).
+  int64_t batch = 0;  // 0: replicas * grad_accum * micro_batch
+  int64_t micro_batch = 4;
+  int64_t grad_accum = 1;  // used only when batch == 0
+  BatchPolicy batch_policy = BatchPolicy::kKeep;
+
+  // Optimizer: AdamW, linear warm-up then cosine decay to min_lr, global-norm clipping.
+  float lr = 3e-3f;
+  float min_lr = 3e-4f;
+  int64_t warmup = 20;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;
+  double grad_clip = 1.0;  // 0: no clipping
+  OptimizerSharding optimizer = OptimizerSharding::kReplicated;
+
+  int64_t steps = 100;
+  int64_t eval_every = 0;  // 0: only at the end
+  int64_t eval_samples = 64;
+
+  // Output.
+  std::string out_dir = "out/train";
+  std::string metrics_file;  // empty: OUT_DIR/metrics.jsonl
+  std::string dump_dir;      // testing: logical gradients of step 0 and final weights per rank
+  bool quiet = false;        // no per-step progress lines
+
+  // Runtime.
+  int64_t bucket_bytes = 1 << 20;
+  int comm_timeout_ms = 30000;
+
+  int world_slots() const { return domains * tp; }
+  int64_t global_batch() const;
+};
+
+// Checks and completes the config (pads the vocabulary, sorts failed slots, derives the batch,
+// validates the cluster against min_tp and the model's unit counts). Errors name the flag.
+Status validate_train_config(TrainConfig& config);
+
+// Parses "fold"/"native" and "replicated"/"sharded" (errors name the flag).
+Result<OptimizerSharding> parse_optimizer_sharding(const std::string& text);
+const char* optimizer_sharding_name(OptimizerSharding sharding);
+
+// The cluster spec (failed slots, unit spaces of the model) the layout is planned from.
+shard::ClusterSpec cluster_spec(const TrainConfig& config);
+
+}  // namespace ntp::train

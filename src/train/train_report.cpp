@@ -1,0 +1,147 @@
+#include "train/train_report.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "model/gpt_model.h"
+#include "train/worker_role.h"
+
+namespace ntp::train {
+namespace {
+
+std::string join(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
+
+}  // namespace
+
+TrainReport::TrainReport(const TrainConfig& config, const shard::ClusterLayout& layout,
+                         const std::vector<ReplicaBatch>& batches, std::FILE* out)
+    : quiet_(config.quiet), steps_(config.steps), metrics_path_(config.metrics_file), out_(out) {
+  for (const shard::ReplicaLayout& r : layout.replicas) degrees_.push_back(r.degree());
+  for (const ReplicaBatch& b : batches) samples_.push_back(b.samples);
+  for (const shard::SlotRef& s : active_slots(layout)) replica_of_.push_back(s.domain);
+}
+
+Result<TrainReport> TrainReport::open(const TrainConfig& c, const shard::ClusterLayout& layout,
+                                      const std::vector<ReplicaBatch>& batches, std::FILE* out) {
+  std::error_code ec;
+  std::filesystem::create_directories(c.out_dir, ec);
+  const std::filesystem::path metrics_dir = std::filesystem::path(c.metrics_file).parent_path();
+  if (!metrics_dir.empty()) std::filesystem::create_directories(metrics_dir, ec);
+  TrainReport report(c, layout, batches, out);
+  report.metrics_.open(c.metrics_file, std::ios::trunc);
+  if (!report.metrics_) {
+    return invalid_argument("--metrics " + c.metrics_file + ": cannot be written (" + ec.message() +
+                            "); choose a writable --out folder");
+  }
+  std::vector<int> micro;
+  std::vector<int> samples;
+  for (const ReplicaBatch& b : batches) {
+    micro.push_back(static_cast<int>(b.micro_batches));
+    samples.push_back(static_cast<int>(b.samples));
+  }
+  const int workers = static_cast<int>(report.replica_of_.size());
+  std::fprintf(out,
+               "ntp train: %d replicas at TP %s on %d workers (%d slots failed), strategy %s, "
+               "optimizer %s\n",
+               c.domains, join(report.degrees_).c_str(), workers, static_cast<int>(c.failed.size()),
+               c.strategy.c_str(), optimizer_sharding_name(c.optimizer));
+  std::fprintf(out,
+               "  model: %lld layers, %lld heads, width %lld, FFN %lld (units of %lld), context "
+               "%lld, vocabulary %lld: %lld parameters\n",
+               static_cast<long long>(c.model.n_layer), static_cast<long long>(c.model.n_head),
+               static_cast<long long>(c.model.n_embd), static_cast<long long>(c.model.ffn()),
+               static_cast<long long>(c.model.ffn_unit), static_cast<long long>(c.model.n_ctx),
+               static_cast<long long>(c.model.vocab_size),
+               static_cast<long long>(c.model.num_params()));
+  std::fprintf(out,
+               "  batch: %lld sequences of %lld tokens per step, policy %s: samples per replica "
+               "%s, micro-batch %lld (accumulation %s)\n",
+               static_cast<long long>(c.global_batch()), static_cast<long long>(c.model.n_ctx),
+               batch_policy_name(c.batch_policy), join(samples).c_str(),
+               static_cast<long long>(c.micro_batch), join(micro).c_str());
+  std::fprintf(out, "  sync plan: %zu DP groups, %zu fold transfers; metrics: %s\n",
+               layout.sync.groups.size(), layout.sync.folds.size(), c.metrics_file.c_str());
+  std::fflush(out);
+  nlohmann::json start = {{"type", "start"},
+                          {"degrees", report.degrees_},
+                          {"samples", report.samples_},
+                          {"strategy", c.strategy},
+                          {"optimizer", optimizer_sharding_name(c.optimizer)},
+                          {"batch_policy", batch_policy_name(c.batch_policy)},
+                          {"global_batch", c.global_batch()},
+                          {"seq_len", c.model.n_ctx},
+                          {"params", c.model.num_params()},
+                          {"steps", c.steps}};
+  report.write(start.dump());
+  return report;
+}
+
+void TrainReport::write(const std::string& json_line) {
+  metrics_ << json_line << '\n';
+  metrics_.flush();
+}
+
+void TrainReport::step(const StepFigures& f, const std::vector<double>& times) {
+  const size_t replicas = degrees_.size();
+  std::vector<double> fwd_bwd(replicas, 0.0), wait(replicas, 0.0), opt(replicas, 0.0);
+  for (size_t r = 0; r < replica_of_.size(); ++r) {
+    const auto d = static_cast<size_t>(replica_of_[r]);
+    fwd_bwd[d] = std::max(fwd_bwd[d], times[3 * r]);
+    wait[d] = std::max(wait[d], times[3 * r + 1]);
+    opt[d] = std::max(opt[d], times[3 * r + 2]);
+  }
+  nlohmann::json per_replica = nlohmann::json::array();
+  for (size_t d = 0; d < replicas; ++d) {
+    per_replica.push_back({{"domain", d},
+                           {"degree", degrees_[d]},
+                           {"samples", samples_[d]},
+                           {"fwd_bwd_s", fwd_bwd[d]},
+                           {"sync_wait_s", wait[d]},
+                           {"optimizer_s", opt[d]}});
+  }
+  nlohmann::json line = {{"type", "step"},           {"step", f.step},
+                         {"loss", f.loss},           {"lr", f.lr},
+                         {"grad_norm", f.grad_norm}, {"clip", f.clip},
+                         {"step_s", f.step_s},       {"tokens_per_s", f.tokens_per_s},
+                         {"replicas", per_replica}};
+  write(line.dump());
+  if (quiet_) return;
+  std::fprintf(out_,
+               "step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.0f tok/s | TP %s | %.0f ms "
+               "(fwd+bwd %.0f, sync wait %.0f, opt %.0f)\n",
+               static_cast<long long>(f.step + 1), static_cast<long long>(steps_), f.loss,
+               static_cast<double>(f.lr), f.grad_norm, f.tokens_per_s, join(degrees_).c_str(),
+               f.step_s * 1e3, *std::max_element(fwd_bwd.begin(), fwd_bwd.end()) * 1e3,
+               *std::max_element(wait.begin(), wait.end()) * 1e3,
+               *std::max_element(opt.begin(), opt.end()) * 1e3);
+  std::fflush(out_);
+}
+
+void TrainReport::eval(int64_t step, double loss) {
+  write(nlohmann::json{{"type", "eval"}, {"step", step}, {"loss", loss}}.dump());
+  std::fprintf(out_, "eval after step %lld: held-out loss %.4f\n", static_cast<long long>(step + 1),
+               loss);
+  std::fflush(out_);
+}
+
+void TrainReport::finish(int64_t steps, double loss, double eval_loss, double tokens_per_s) {
+  write(nlohmann::json{{"type", "summary"},
+                       {"steps", steps},
+                       {"loss", loss},
+                       {"eval_loss", eval_loss},
+                       {"tokens_per_s", tokens_per_s}}
+            .dump());
+  std::fprintf(out_,
+               "done: %lld steps, final loss %.4f, held-out loss %.4f, %.0f tokens/s; metrics in "
+               "%s\n",
+               static_cast<long long>(steps), loss, eval_loss, tokens_per_s, metrics_path_.c_str());
+  std::fflush(out_);
+}
+
+}  // namespace ntp::train

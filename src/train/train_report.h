@@ -1,0 +1,60 @@
+// TrainReport: what the job's leader (world rank 0) tells people and machines.
+//
+//   stdout        a start-up block (cluster, layout, batch split, model, BLAS), one progress line
+//                 per step, eval lines and a summary;
+//   metrics file  JSON lines: {"type":"start",...}, one {"type":"step",...} per step with loss,
+//                 lr, grad_norm, tokens/s and each replica's forward+backward, exposed sync-wait
+//                 and optimizer seconds (the slowest rank of the replica), {"type":"eval",...},
+//                 {"type":"summary",...}. Schema in docs/train.md.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "shard/cluster_layout.h"
+#include "train/batch_split.h"
+#include "train/train_config.h"
+
+namespace ntp::train {
+
+struct StepFigures {
+  int64_t step = 0;
+  double loss = 0.0;
+  float lr = 0.0f;
+  double grad_norm = 0.0;
+  float clip = 1.0f;
+  double step_s = 0.0;
+  double tokens_per_s = 0.0;
+};
+
+class TrainReport {
+ public:
+  // Creates the output folder and the metrics file and prints the start-up block.
+  static Result<TrainReport> open(const TrainConfig& config, const shard::ClusterLayout& layout,
+                                  const std::vector<ReplicaBatch>& batches, std::FILE* out);
+
+  // `times`: 3 values per world rank (forward+backward, sync wait, optimizer seconds).
+  void step(const StepFigures& figures, const std::vector<double>& times);
+  void eval(int64_t step, double loss);
+  void finish(int64_t steps, double loss, double eval_loss, double tokens_per_s);
+
+ private:
+  TrainReport(const TrainConfig& config, const shard::ClusterLayout& layout,
+              const std::vector<ReplicaBatch>& batches, std::FILE* out);
+  void write(const std::string& json_line);
+
+  bool quiet_ = false;
+  int64_t steps_ = 0;
+  std::string metrics_path_;
+  std::vector<int> degrees_;      // [replica]
+  std::vector<int64_t> samples_;  // [replica]
+  std::vector<int> replica_of_;   // [world rank]
+  std::FILE* out_;
+  std::ofstream metrics_;
+};
+
+}  // namespace ntp::train

@@ -1,0 +1,46 @@
+// The trainer behind `ntp train`: one worker process of a job whose replicas may run at different
+// TP degrees. Every worker runs the same loop (train/trainer.cpp reads top to bottom):
+//   data -> forward/backward (gradient sync overlapped, bucket by bucket) -> wait for the sync ->
+//   global loss and gradient norm -> clip -> optimizer (replicated or ZeRO-1) -> commit ->
+//   metrics -> eval
+// The job's layout comes from the layout algebra (plan_cluster over the healthy slots), and each
+// worker's part of it from WorkerRole (train/worker_role.h); the sync plan is executed by
+// SyncExecutor (train/sync_executor.h).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "comm/store.h"
+#include "core/status.h"
+#include "train/train_config.h"
+
+namespace ntp::train {
+
+// What a worker process knows of itself (from `ntp launch`'s environment).
+struct WorkerContext {
+  int slot_rank = 0;  // NTP_RANK = domain * tp + slot
+  std::shared_ptr<comm::Store> store;
+  std::string run_id;
+  // Called at the start of every step (lets `ntp launch --inject ...,at=STEP` place faults).
+  std::function<void(int64_t step)> on_step;
+  // Progress lines and the summary (world rank 0 only); errors go to stderr.
+  std::FILE* out = stdout;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double final_loss = 0.0;
+  double final_eval_loss = 0.0;
+  double tokens_per_second = 0.0;  // the whole job, over the timed steps
+  bool took_part = true;           // false for a worker of a failed slot
+};
+
+// Runs the whole job on this worker. kInvalidArgument for a bad config (nothing computed);
+// kUnavailable when a peer died.
+Result<TrainSummary> run_training(TrainConfig config, const WorkerContext& context);
+
+}  // namespace ntp::train

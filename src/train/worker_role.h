@@ -1,0 +1,79 @@
+// WorkerRole: the bridge from the layout algebra to one worker process.
+//
+// Given the job's ClusterLayout (shard/cluster_layout.h) and a device slot, it says everything
+// that worker needs and nothing else re-derives: its world rank, its replica and TP rank, the
+// units of each space it computes (its model shard), whom it folds gradients to and from, and
+// the DP communicators of the sync plan it is a member of with what it reduces in each.
+//
+// World ranks number the active (non-failed) slots in (domain, slot) order. Parameters that every
+// rank of a replica holds in full (LayerNorms, row-parallel biases, wpe) are synchronized once per
+// replica: their rows are cut into `replicated_parts` = the smallest TP degree of the job balanced
+// parts, part p reduced among TP rank p of every replica, then all-gathered inside the replica.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/gpt_config.h"
+#include "model/tp_shard.h"
+#include "shard/cluster_layout.h"
+
+namespace ntp::train {
+
+// The unit spaces of a GPT-2 config, as the layout algebra counts them (heads, ffn, vocab).
+shard::ModelShape model_shape(const model::GptConfig& config);
+
+// One fold exchange of this rank: `units` of `space` go to (fold_out) or come from (fold_in) TP
+// rank `peer` of the same replica.
+struct FoldLink {
+  int space = 0;
+  int peer = 0;
+  shard::IntervalSet units;
+};
+
+// What one member reduces in a DP communicator: the units of a sync-plan group (space >= 0), or
+// replicated part `part` (space == kReplicated).
+struct DpSlice {
+  static constexpr int kReplicated = -1;
+  int space = kReplicated;
+  shard::IntervalSet units;  // space >= 0
+  int part = 0;              // space == kReplicated
+};
+
+// A DP communicator: the same members reduce the same slices, in this order, every bucket.
+struct DpSet {
+  std::string name;              // "dp<k>": k is the set's index in the job-wide order
+  std::vector<int> world_ranks;  // members, increasing (one per replica, in domain order)
+  int my_index = -1;             // this worker's rank in the communicator
+  std::vector<DpSlice> slices;
+};
+
+struct WorkerRole {
+  shard::SlotRef slot;
+  int world_rank = 0;
+  int world_size = 0;
+  int replica = 0;  // = domain
+  int replicas = 0;
+  int tp_rank = 0;
+  int degree = 0;
+  std::vector<int> replica_world_ranks;   // [tp rank]
+  std::vector<int> replica_degrees;       // [domain]
+  std::vector<shard::IntervalSet> units;  // [space]: what this rank computes
+  model::TpShard shard;                   // the same units as ascending id lists
+  std::vector<FoldLink> fold_out, fold_in;
+  // Whether any rank of this replica folds (then every rank of it joins the fold exchanges).
+  bool replica_folds = false;
+  int replicated_parts = 1;
+  // The DP sets this worker belongs to, in the job-wide order (every member walks them in the
+  // same order, so reductions on several communicators never wait on each other in a cycle).
+  std::vector<DpSet> dp_sets;
+};
+
+// The active slots in world-rank order.
+std::vector<shard::SlotRef> active_slots(const shard::ClusterLayout& layout);
+
+// The role of `slot`; kInvalidArgument when the slot is failed or outside the cluster.
+Result<WorkerRole> worker_role(const shard::ClusterLayout& layout, shard::SlotRef slot);
+
+}  // namespace ntp::train
