@@ -82,6 +82,20 @@ TEST(IsaTest, ScalingIsBitIdenticalAcrossPositionsAndVariants) {
   });
 }
 
+TEST(IsaTest, SumOfSquaresIsTheSameInEveryVariant) {
+  const std::vector<float> x = random_arrays(1, 5).front();
+  double want = 0.0;
+  for (float v : x) want += static_cast<double>(v) * v;
+  const cpu::Isa saved = cpu::set_active_isa(cpu::Isa::kBaseline);
+  const double baseline = cpu::sum_of_squares(x.data(), kN);
+  EXPECT_NEAR(baseline, want, 1e-12 * want);
+  for_each_isa([&](cpu::Isa) {
+    const double got = cpu::sum_of_squares(x.data(), kN);
+    EXPECT_EQ(std::memcmp(&got, &baseline, sizeof(double)), 0) << got << " vs " << baseline;
+  });
+  cpu::set_active_isa(saved);
+}
+
 TEST(IsaTest, VariantsFollowTheFeatureFlags) {
   const cpu::CpuFeatures& f = cpu::host_cpu_features();
   const cpu::Isa host = cpu::host_isa();

@@ -9,13 +9,31 @@ NTP_ISA_INLINE void scale_body(float* x, int64_t n, float factor) {
   for (int64_t i = 0; i < n; ++i) x[i] *= factor;
 }
 NTP_ISA_VARIANTS(scale_isa, scale_body)
-}  // namespace
 
-double sum_of_squares(const float* x, int64_t n) {
+// 16 interleaved partial sums (element i goes to sum i % 16) so the loop vectorizes without
+// reassociation; the order of additions, hence the result, is the same in every ISA variant.
+NTP_ISA_INLINE double sum_of_squares_body(const float* x, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  double lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const double v = x[i + l];
+      lanes[l] += v * v;
+    }
+  }
+  for (int64_t l = 0; i < n; ++i, ++l) {
+    const double v = x[i];
+    lanes[l] += v * v;
+  }
   double s = 0.0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  for (int64_t l = 0; l < kLanes; ++l) s += lanes[l];
   return s;
 }
+NTP_ISA_VARIANTS(sum_of_squares_isa, sum_of_squares_body)
+}  // namespace
+
+double sum_of_squares(const float* x, int64_t n) { return sum_of_squares_isa(x, n); }
 
 float clip_coefficient(double global_norm, double max_norm) {
   NTP_CHECK(max_norm > 0.0);

@@ -8,7 +8,8 @@
 
 namespace ntp::kernels::cpu {
 
-// Sum of x[i]^2 over n values, accumulated in double.
+// Sum of x[i]^2 over n values, accumulated in double (16 interleaved partial sums, so the
+// result is the same in every ISA variant).
 double sum_of_squares(const float* x, int64_t n);
 // Multiplier that brings a gradient of norm `global_norm` to at most `max_norm`:
 // min(1, max_norm / (global_norm + 1e-6)). max_norm > 0.
