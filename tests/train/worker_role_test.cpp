@@ -1,0 +1,116 @@
+// The bridge from a ClusterLayout to each worker: every worker's view of the sync plan must agree
+// with every other's, and together they must cover the model exactly once per replica.
+#include "train/worker_role.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "shard/fold_sync_strategy.h"
+#include "shard/native_sync_strategy.h"
+
+namespace ntp::train {
+namespace {
+
+shard::ClusterLayout plan(int domains, int tp, std::vector<shard::SlotRef> failed, bool native) {
+  model::GptConfig c;
+  c.n_head = 8;
+  c.n_embd = 32;
+  c.ffn_unit = 4;
+  c.vocab_size = 259;
+  shard::ClusterSpec spec;
+  spec.domains = domains;
+  spec.domain_size = tp;
+  spec.failed = std::move(failed);
+  spec.spaces = shard::model_unit_spaces(model_shape(c));
+  shard::FoldSyncStrategy fold;
+  shard::NativeSyncStrategy nat(tp);
+  auto layout = shard::plan_cluster(spec, native ? static_cast<const shard::SyncStrategy&>(nat)
+                                                 : static_cast<const shard::SyncStrategy&>(fold));
+  EXPECT_TRUE(layout.ok());
+  return *layout;
+}
+
+void check_roles(const shard::ClusterLayout& layout) {
+  const std::vector<shard::SlotRef> slots = active_slots(layout);
+  std::vector<WorkerRole> roles;
+  for (const shard::SlotRef& s : slots) {
+    auto role = worker_role(layout, s);
+    ASSERT_TRUE(role.ok());
+    roles.push_back(*role);
+  }
+  const size_t spaces = layout.spec.spaces.size();
+  std::map<std::string, const DpSet*> first_seen;
+  // covered[space][domain-agnostic unit]: DP sets reducing it (each must be exactly one).
+  std::vector<std::vector<int>> reduced(spaces);
+  for (size_t sp = 0; sp < spaces; ++sp) reduced[sp].assign(layout.spec.spaces[sp].units, 0);
+  std::vector<int> parts_seen;
+  for (const WorkerRole& r : roles) {
+    EXPECT_EQ(r.world_size, static_cast<int>(slots.size()));
+    EXPECT_EQ(slots[static_cast<size_t>(r.world_rank)], r.slot);
+    EXPECT_EQ(r.replica_world_ranks[static_cast<size_t>(r.tp_rank)], r.world_rank);
+    // Fold links are symmetric: what I send to q, q receives from me.
+    for (const FoldLink& out : r.fold_out) {
+      const WorkerRole& peer =
+          roles[static_cast<size_t>(r.replica_world_ranks[static_cast<size_t>(out.peer)])];
+      bool matched = false;
+      for (const FoldLink& in : peer.fold_in) {
+        matched |= in.peer == r.tp_rank && in.space == out.space && in.units == out.units;
+      }
+      EXPECT_TRUE(matched);
+      EXPECT_EQ(intersect(out.units, r.units[static_cast<size_t>(out.space)]), out.units);
+    }
+    for (const DpSet& set : r.dp_sets) {
+      EXPECT_EQ(set.world_ranks[static_cast<size_t>(set.my_index)], r.world_rank);
+      EXPECT_EQ(set.world_ranks.size(), layout.replicas.size());  // one member per replica
+      auto [it, inserted] = first_seen.emplace(set.name, &set);
+      if (!inserted) {
+        EXPECT_EQ(it->second->world_ranks, set.world_ranks) << set.name;
+        ASSERT_EQ(it->second->slices.size(), set.slices.size()) << set.name;
+        for (size_t i = 0; i < set.slices.size(); ++i) {
+          EXPECT_EQ(it->second->slices[i].space, set.slices[i].space);
+          EXPECT_EQ(it->second->slices[i].units, set.slices[i].units);
+          EXPECT_EQ(it->second->slices[i].part, set.slices[i].part);
+        }
+        continue;
+      }
+      for (const DpSlice& slice : set.slices) {
+        if (slice.space == DpSlice::kReplicated) {
+          parts_seen.push_back(slice.part);
+          continue;
+        }
+        for (int64_t u : slice.units.ids())
+          ++reduced[static_cast<size_t>(slice.space)][static_cast<size_t>(u)];
+      }
+    }
+  }
+  for (size_t sp = 0; sp < spaces; ++sp) {
+    for (int count : reduced[sp]) ASSERT_EQ(count, 1) << "space " << sp;
+  }
+  std::sort(parts_seen.begin(), parts_seen.end());
+  for (size_t p = 0; p < parts_seen.size(); ++p) EXPECT_EQ(parts_seen[p], static_cast<int>(p));
+  EXPECT_EQ(static_cast<int>(parts_seen.size()), roles.front().replicated_parts);
+}
+
+TEST(WorkerRoleTest, EveryWorkerAgreesOnTheSyncPlanAndItCoversTheModelOnce) {
+  for (bool native : {false, true}) {
+    check_roles(plan(3, 4, {}, native));
+    check_roles(plan(3, 4, {{1, 3}, {2, 2}, {2, 3}}, native));
+    check_roles(plan(2, 8, {{1, 5}, {1, 6}, {1, 7}}, native));
+    check_roles(plan(4, 5, {{0, 0}, {1, 4}, {1, 2}, {3, 1}}, native));
+    check_roles(plan(1, 3, {{0, 1}}, native));
+  }
+}
+
+TEST(WorkerRoleTest, FailedSlotsHaveNoRole) {
+  const shard::ClusterLayout layout = plan(2, 4, {{1, 2}}, false);
+  EXPECT_EQ(worker_role(layout, {1, 2}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(worker_role(layout, {2, 0}).status().code(), StatusCode::kInvalidArgument);
+  auto role = worker_role(layout, {1, 3});
+  ASSERT_TRUE(role.ok());
+  EXPECT_EQ(role->degree, 3);
+  EXPECT_EQ(role->world_rank, 6);  // slots 0:0-3, 1:0, 1:1, then 1:3
+}
+
+}  // namespace
+}  // namespace ntp::train
