@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -25,6 +26,14 @@
 
 namespace ntp::elastic {
 namespace {
+
+// CPUs this process may run on (its affinity mask), at least 1.
+int cpus_for_workers() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 
@@ -168,6 +177,13 @@ class Launcher {
     }
     std::vector<std::string> env = worker_env_entries(slot.id);
     if (!password_.empty()) env.push_back("NTP_REDIS_PASSWORD=" + password_);
+    // Compute threads: this node's CPUs shared by its workers, max(1, cpus / local workers), so
+    // co-located workers do not oversubscribe the cores; a value the user set wins.
+    const std::string threads = std::to_string(
+        std::max(1, cpus_for_workers() / std::max(1, slot.id.local_world_size)));
+    for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+      if (std::getenv(var) == nullptr) env.push_back(std::string(var) + "=" + threads);
+    }
     std::vector<char*> argv;
     for (std::string& arg : options_.command) argv.push_back(arg.data());
     argv.push_back(nullptr);
