@@ -19,12 +19,12 @@ void AsyncShardWriter::start(std::filesystem::path step_dir, std::string writer,
                              Snapshot snapshot) {
   join_current();
   done_.store(false);
-  thread_ = std::thread([this, dir = std::move(step_dir), id = std::move(writer),
-                         snap = std::move(snapshot)] {
-    const std::vector<PieceView> views = snap.views();
-    current_.emplace(write_shard(dir, id, views, options_));
-    done_.store(true);
-  });
+  thread_ = std::thread(
+      [this, dir = std::move(step_dir), id = std::move(writer), snap = std::move(snapshot)] {
+        const std::vector<PieceView> views = snap.views();
+        current_.emplace(write_shard(dir, id, views, options_));
+        done_.store(true);
+      });
 }
 
 Result<ShardRecord> AsyncShardWriter::wait() {

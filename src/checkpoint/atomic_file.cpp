@@ -63,7 +63,8 @@ void AtomicFile::discard() {
 }
 
 Status AtomicFile::write(std::span<const std::byte> data) {
-  if (fd_ < 0) return failed_precondition("write to a committed AtomicFile " + final_path_.string());
+  if (fd_ < 0)
+    return failed_precondition("write to a committed AtomicFile " + final_path_.string());
   const auto* p = reinterpret_cast<const char*>(data.data());
   size_t left = data.size();
   while (left > 0) {
@@ -82,7 +83,7 @@ Status AtomicFile::write(std::string_view text) {
   return write(std::as_bytes(std::span<const char>(text.data(), text.size())));
 }
 
-Status AtomicFile::commit() {
+Status AtomicFile::commit(bool sync_directory) {
   if (fd_ < 0) return failed_precondition("commit of a spent AtomicFile " + final_path_.string());
   if (::fsync(fd_) != 0) {
     Status s = errno_status("cannot fsync", temp_path_);
@@ -99,6 +100,7 @@ Status AtomicFile::commit() {
     ::unlink(temp_path_.c_str());
     return s;
   }
+  if (!sync_directory) return ok_status();
   std::filesystem::path dir = final_path_.parent_path();
   return fsync_directory(dir.empty() ? std::filesystem::path(".") : dir);
 }

@@ -31,8 +31,11 @@ class AtomicFile {
   // Appends all of `data` (retrying short writes).
   Status write(std::span<const std::byte> data);
   Status write(std::string_view text);
-  // fsync, rename over the final path, fsync the directory. The object is spent afterwards.
-  Status commit();
+  // fsync, rename over the final path, then (unless `sync_directory` is false) fsync the
+  // directory, which makes the rename durable. A caller that passes false must fsync the
+  // directory itself before relying on the file (write_shard does: commit_checkpoint syncs the
+  // step directory once for all shards). The object is spent afterwards.
+  Status commit(bool sync_directory = true);
 
   const std::filesystem::path& final_path() const { return final_path_; }
 

@@ -43,7 +43,8 @@ std::vector<int64_t> steps_where(const fs::path& save_dir, bool complete) {
 Status remove_dir(const fs::path& dir) {
   std::error_code ec;
   fs::remove(dir / kManifestFile, ec);
-  if (ec) return internal_error("cannot remove " + (dir / kManifestFile).string() + ": " + ec.message());
+  if (ec)
+    return internal_error("cannot remove " + (dir / kManifestFile).string() + ": " + ec.message());
   fs::remove_all(dir, ec);
   if (ec) return internal_error("cannot remove " + dir.string() + ": " + ec.message());
   return ok_status();
@@ -117,6 +118,8 @@ Result<Manifest> commit_checkpoint(const fs::path& save_dir, CheckpointMeta meta
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     if (!referenced.contains(e.path().filename().string())) fs::remove_all(e.path(), ec);
   }
+  // Every shard's rename durable before the manifest that makes them a checkpoint.
+  NTP_RETURN_IF_ERROR(fsync_directory(dir));
   NTP_RETURN_IF_ERROR(write_file_atomically(dir / kManifestFile, manifest_to_string(manifest)));
   NTP_RETURN_IF_ERROR(
       write_file_atomically(save_dir / kLatestFile, dir.filename().string() + "\n"));

@@ -31,8 +31,7 @@ bool is_complete_step_dir(const std::filesystem::path& dir);
 // Creates SAVE_DIR/step_<step> (and SAVE_DIR) if needed; safe to call from every writer at once.
 // kAlreadyExists when that step is already complete; kInvalidArgument for a step outside
 // [0, 99999999].
-Result<std::filesystem::path> prepare_step_dir(const std::filesystem::path& save_dir,
-                                               int64_t step);
+Result<std::filesystem::path> prepare_step_dir(const std::filesystem::path& save_dir, int64_t step);
 
 struct CommitOptions {
   int keep_last = 0;  // keep the newest K complete checkpoints (0: keep all)

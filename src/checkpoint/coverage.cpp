@@ -4,7 +4,6 @@
 #include <map>
 #include <utility>
 
-
 namespace ntp::checkpoint {
 namespace {
 
@@ -32,14 +31,16 @@ Status check_one(const std::string& what, const std::vector<const PieceRecord*>&
   }
   const int64_t numel = numel_of(shape);
   if (whole > 0 && (whole > 1 || axis != -2) && numel > 0) {
-    return invalid_argument(what + ": a whole-tensor piece and other pieces hold the same elements");
+    return invalid_argument(what +
+                            ": a whole-tensor piece and other pieces hold the same elements");
   }
   if (whole == 1 || numel == 0) return ok_status();
   if (axis == -2) return invalid_argument(what + ": no piece holds any element");
   // Sorted slice ids of all pieces: the first gap is a missing slice, a repeat an overlap. Sizes
   // are bounded by what the pieces hold, never by the (untrusted) logical shape.
   std::vector<int64_t> ids;
-  for (const PieceRecord* p : pieces) ids.insert(ids.end(), p->spec.index.begin(), p->spec.index.end());
+  for (const PieceRecord* p : pieces)
+    ids.insert(ids.end(), p->spec.index.begin(), p->spec.index.end());
   std::sort(ids.begin(), ids.end());
   const int64_t dim = shape[static_cast<size_t>(axis)];
   const std::string along = " along axis " + std::to_string(axis);
@@ -67,8 +68,9 @@ Status check_coverage(const std::vector<PieceRecord>& pieces) {
   for (const PieceRecord& p : pieces) {
     auto [it, inserted] = shape_of.emplace(p.spec.tensor, &p);
     if (!inserted && it->second->spec.logical_shape != p.spec.logical_shape) {
-      return invalid_argument("tensor " + p.spec.tensor + ": pieces disagree on its logical shape (" +
-                              it->second->file + " vs " + p.file + ")");
+      return invalid_argument("tensor " + p.spec.tensor +
+                              ": pieces disagree on its logical shape (" + it->second->file +
+                              " vs " + p.file + ")");
     }
     groups[{p.spec.tensor, p.spec.kind}].push_back(&p);
   }

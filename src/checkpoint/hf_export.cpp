@@ -77,7 +77,8 @@ Result<json> hf_gpt2_config(const json& model_config) {
               {"ntp_tokenizer", "bytes: token id = byte value (0..255); ids >= 256 are padding"}};
 }
 
-Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir, const fs::path& out_dir,
+Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir,
+                                             const fs::path& out_dir,
                                              const ConsolidateOptions& options) {
   std::error_code ec;
   const bool out_exists = fs::exists(out_dir, ec);
@@ -108,8 +109,8 @@ Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir, con
   fs::path parent = out_dir.parent_path();
   if (parent.empty()) parent = ".";
   fs::create_directories(parent, ec);
-  StagingDir staging{parent / (".tmp." + out_dir.filename().string() + "." +
-                               std::to_string(::getpid()))};
+  StagingDir staging{parent /
+                     (".tmp." + out_dir.filename().string() + "." + std::to_string(::getpid()))};
   fs::remove_all(staging.path, ec);
   if (!fs::create_directory(staging.path, ec)) {
     return fs_error("cannot create", staging.path, ec);
@@ -119,8 +120,7 @@ Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir, con
   NTP_ASSIGN_OR_RETURN(
       SafetensorsWriter writer,
       SafetensorsWriter::create(staging.path / "model.safetensors", tensors,
-                                {{"format", "pt"},
-                                 {"ntp_step", std::to_string(m.meta.step)}}));
+                                {{"format", "pt"}, {"ntp_step", std::to_string(m.meta.step)}}));
   std::vector<float> buffer;
   for (const SafetensorsTensor& t : tensors) {
     PieceSpec whole{t.name, "value", t.shape, -1, {}};
@@ -131,8 +131,7 @@ Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir, con
     summary.bytes += static_cast<int64_t>(buffer.size() * sizeof(float));
   }
   NTP_RETURN_IF_ERROR(writer.commit());
-  NTP_RETURN_IF_ERROR(
-      write_file_atomically(staging.path / "config.json", config->dump(2) + "\n"));
+  NTP_RETURN_IF_ERROR(write_file_atomically(staging.path / "config.json", config->dump(2) + "\n"));
 
   if (!out_exists || fs::is_empty(out_dir, ec)) {
     // rename(2) replaces an empty directory atomically.

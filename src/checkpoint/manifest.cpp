@@ -42,7 +42,11 @@ std::vector<std::string> Manifest::files() const {
   return out;
 }
 
-Result<Manifest> build_manifest(CheckpointMeta meta, const std::vector<ShardRecord>& shards) {
+namespace {
+
+// build_manifest; `specs_validated` skips validate_piece_spec (parse_manifest already ran it).
+Result<Manifest> assemble(CheckpointMeta meta, const std::vector<ShardRecord>& shards,
+                          bool specs_validated) {
   NTP_RETURN_IF_ERROR(check_meta(meta));
   Manifest m;
   m.meta = std::move(meta);
@@ -50,7 +54,7 @@ Result<Manifest> build_manifest(CheckpointMeta meta, const std::vector<ShardReco
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const ShardRecord& shard : shards) {
     for (const PieceRecord& p : shard.pieces) {
-      NTP_RETURN_IF_ERROR(validate_piece_spec(p.spec));
+      if (!specs_validated) NTP_RETURN_IF_ERROR(validate_piece_spec(p.spec));
       if (!keys.emplace(p.file, p.key).second) {
         return invalid_argument("manifest: two pieces share key '" + p.key + "' of file " + p.file);
       }
@@ -63,17 +67,27 @@ Result<Manifest> build_manifest(CheckpointMeta meta, const std::vector<ShardReco
   return m;
 }
 
+}  // namespace
+
+Result<Manifest> build_manifest(CheckpointMeta meta, const std::vector<ShardRecord>& shards) {
+  return assemble(std::move(meta), shards, /*specs_validated=*/false);
+}
+
 std::string manifest_to_string(const Manifest& m) {
   // Hand-assembled so that each piece stays on one line: readable and diffable.
   json tensors = json::array();
   for (const TensorInfo& t : m.tensors) {
     tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}});
   }
-  json head = {{"format", kManifestFormat}, {"version", kManifestVersion},
-               {"step", m.meta.step},        {"model_config", m.meta.model_config},
+  json head = {{"format", kManifestFormat},
+               {"version", kManifestVersion},
+               {"step", m.meta.step},
+               {"model_config", m.meta.model_config},
                {"train_config", m.meta.train_config},
-               {"data", m.meta.data},        {"rng", m.meta.rng},
-               {"layout", m.meta.layout},    {"tensors", tensors}};
+               {"data", m.meta.data},
+               {"rng", m.meta.rng},
+               {"layout", m.meta.layout},
+               {"tensors", tensors}};
   std::string text = head.dump(1);
   text.pop_back();  // the closing '}'
   while (!text.empty() && text.back() == '\n') text.pop_back();
@@ -120,7 +134,7 @@ Result<Manifest> parse_manifest(std::string_view text) {
     if (!piece.ok()) return piece.status().with_context("manifest");
     all.pieces.push_back(std::move(piece).value());
   }
-  NTP_ASSIGN_OR_RETURN(Manifest m, build_manifest(std::move(meta), {all}));
+  NTP_ASSIGN_OR_RETURN(Manifest m, assemble(std::move(meta), {all}, /*specs_validated=*/true));
   // The listed tensors must be exactly those the pieces hold.
   std::set<std::string> listed;
   for (const json& t : j["tensors"]) {

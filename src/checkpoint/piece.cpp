@@ -6,7 +6,8 @@ namespace ntp::checkpoint {
 
 std::vector<int64_t> local_shape(const PieceSpec& spec) {
   std::vector<int64_t> shape = spec.logical_shape;
-  if (!spec.whole()) shape[static_cast<size_t>(spec.axis)] = static_cast<int64_t>(spec.index.size());
+  if (!spec.whole())
+    shape[static_cast<size_t>(spec.axis)] = static_cast<int64_t>(spec.index.size());
   return shape;
 }
 
@@ -31,8 +32,8 @@ Status validate_piece_spec(const PieceSpec& spec) {
   }
   const auto rank = static_cast<int>(spec.logical_shape.size());
   if (spec.axis < -1 || spec.axis >= rank) {
-    return invalid_argument(where + "axis " + std::to_string(spec.axis) + " out of range for rank " +
-                            std::to_string(rank));
+    return invalid_argument(where + "axis " + std::to_string(spec.axis) +
+                            " out of range for rank " + std::to_string(rank));
   }
   if (spec.whole()) {
     if (!spec.index.empty()) return invalid_argument(where + "a whole-tensor piece has no index");

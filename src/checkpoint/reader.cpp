@@ -88,8 +88,7 @@ Result<CheckpointReader> CheckpointReader::open(const fs::path& dir) {
     const SafetensorsEntry* e = it->second.header().find(p.key);
     if (e == nullptr || e->dtype != "F32" || e->shape != local_shape(p.spec)) {
       return invalid_argument((step_dir / p.file).string() + ": tensor " + piece_name(p.spec) +
-                              " is not stored under key '" + p.key +
-                              "' as F32 of its local shape");
+                              " is not stored under key '" + p.key + "' as F32 of its local shape");
     }
     r.by_tensor_[{p.spec.tensor, p.spec.kind}].push_back(&p);
   }
@@ -148,12 +147,11 @@ Status CheckpointReader::read_piece(const PieceRecord& piece, const std::vector<
           crc32c(std::span<const std::byte>(target + (c0 - b0), static_cast<size_t>(c1 - c0)));
       const uint32_t stored = piece.crcs[static_cast<size_t>(chunks[k])];
       if (crc != stored) {
-        return invalid_argument(file.path().string() + ": tensor " + piece_name(piece.spec) +
-                                ": chunk " + std::to_string(chunks[k]) + " of " +
-                                std::to_string(piece.crcs.size()) + " (bytes " +
-                                std::to_string(c0) + "-" + std::to_string(c1) +
-                                ") fails its checksum (manifest " + hex32(stored) + ", data " +
-                                hex32(crc) + ")");
+        return invalid_argument(
+            file.path().string() + ": tensor " + piece_name(piece.spec) + ": chunk " +
+            std::to_string(chunks[k]) + " of " + std::to_string(piece.crcs.size()) + " (bytes " +
+            std::to_string(c0) + "-" + std::to_string(c1) + ") fails its checksum (manifest " +
+            hex32(stored) + ", data " + hex32(crc) + ")");
       }
     }
     stats_->chunks += static_cast<int64_t>(j - i);
@@ -243,7 +241,8 @@ Status CheckpointReader::read_same_axis(const PieceSpec& request, int axis,
     };
     std::vector<Run> runs;
     for (const auto& [j, i] : pairs) {
-      if (!runs.empty() && runs.back().j + runs.back().n == j && runs.back().i + runs.back().n == i) {
+      if (!runs.empty() && runs.back().j + runs.back().n == j &&
+          runs.back().i + runs.back().n == i) {
         ++runs.back().n;
       } else {
         runs.push_back({j, i, 1});
@@ -305,7 +304,8 @@ Status CheckpointReader::read_cross_axis(const PieceSpec& request,
       if (!wanted) continue;
       const float* src = buffer.data() + row * row_len;
       if (rank - 1 == a) {
-        for (int64_t x = 0; x < row_len; ++x) out[static_cast<size_t>(base + piece->spec.index[static_cast<size_t>(x)])] = src[x];
+        for (int64_t x = 0; x < row_len; ++x)
+          out[static_cast<size_t>(base + piece->spec.index[static_cast<size_t>(x)])] = src[x];
       } else if (rank - 1 == r) {
         for (int64_t x = 0; x < row_len; ++x) {
           const int64_t pos = wanted_pos[static_cast<size_t>(x)];

@@ -81,7 +81,13 @@ int64_t chunk_count(int64_t bytes, int64_t chunk_bytes) {
 
 json piece_record_to_json(const PieceRecord& r) {
   json runs = json::array();
-  for (const auto& [b, e] : index_to_runs(r.spec.index)) runs.push_back({b, e});
+  for (const auto& [b, e] : index_to_runs(r.spec.index)) {
+    if (e == b + 1) {
+      runs.push_back(b);  // a single slice: a bare id keeps shuffled layouts' manifests small
+    } else {
+      runs.push_back({b, e});
+    }
+  }
   return json{{"tensor", r.spec.tensor},
               {"kind", r.spec.kind},
               {"file", r.file},
@@ -140,7 +146,8 @@ Result<PieceRecord> piece_record_from_json(const json& j) {
   const auto rank = static_cast<int>(shape.size());
   if (r.spec.axis >= rank) return field_error(where, "'axis' out of range");
   for (int d = 0; d < rank; ++d) {
-    if (d != r.spec.axis && shape[static_cast<size_t>(d)] != r.spec.logical_shape[static_cast<size_t>(d)]) {
+    if (d != r.spec.axis &&
+        shape[static_cast<size_t>(d)] != r.spec.logical_shape[static_cast<size_t>(d)]) {
       return field_error(where, "'shape' differs from 'logical_shape' off the axis");
     }
   }
@@ -152,13 +159,18 @@ Result<PieceRecord> piece_record_from_json(const json& j) {
   IndexRuns runs;
   int64_t count = 0;
   for (const json& run : j["index"]) {
-    if (!run.is_array() || run.size() != 2 || !run[0].is_number_unsigned() ||
-        !run[1].is_number_unsigned() || run[0].get<uint64_t>() >= run[1].get<uint64_t>() ||
-        run[1].get<uint64_t>() > static_cast<uint64_t>(dim)) {
-      return field_error(where, "'index' runs must be [begin, end) with begin < end <= " +
-                                    std::to_string(dim));
+    if (run.is_number_unsigned() && run.get<uint64_t>() < static_cast<uint64_t>(dim)) {
+      runs.emplace_back(run.get<int64_t>(), run.get<int64_t>() + 1);
+    } else if (run.is_array() && run.size() == 2 && run[0].is_number_unsigned() &&
+               run[1].is_number_unsigned() && run[0].get<uint64_t>() < run[1].get<uint64_t>() &&
+               run[1].get<uint64_t>() <= static_cast<uint64_t>(dim)) {
+      runs.emplace_back(run[0].get<int64_t>(), run[1].get<int64_t>());
+    } else {
+      return field_error(where,
+                         "'index' entries must be a slice id or a [begin, end) run with "
+                         "begin < end <= " +
+                             std::to_string(dim));
     }
-    runs.emplace_back(run[0].get<int64_t>(), run[1].get<int64_t>());
     count += runs.back().second - runs.back().first;
     if (count > shape[static_cast<size_t>(r.spec.axis)]) break;
   }

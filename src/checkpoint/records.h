@@ -22,8 +22,8 @@ inline constexpr int64_t kMaxChunkBytes = int64_t{64} << 20;
 
 struct PieceRecord {
   PieceSpec spec;
-  std::string file;   // shard file name inside the step directory
-  std::string key;    // tensor name inside that safetensors file
+  std::string file;  // shard file name inside the step directory
+  std::string key;   // tensor name inside that safetensors file
   int64_t chunk_bytes = kDefaultChunkBytes;
   std::vector<uint32_t> crcs;  // CRC-32C of each chunk_bytes chunk of the piece's data (last short)
 };

@@ -79,9 +79,9 @@ Result<SafetensorsEntry> parse_entry(const std::string& name, const json& e, uin
 
 int dtype_size(std::string_view dtype) {
   static constexpr std::pair<std::string_view, int> kSizes[] = {
-      {"F64", 8}, {"F32", 4},     {"F16", 2},     {"BF16", 2}, {"I64", 8}, {"I32", 4},
-      {"I16", 2}, {"I8", 1},      {"U64", 8},     {"U32", 4},  {"U16", 2}, {"U8", 1},
-      {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+      {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+      {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   for (const auto& [name, size] : kSizes) {
     if (name == dtype) return size;
   }
@@ -158,7 +158,8 @@ Result<SafetensorsWriter> SafetensorsWriter::create(
       if (d < 0) return invalid_argument("safetensors tensor '" + t.name + "' has a negative dim");
       bytes *= static_cast<uint64_t>(d);
     }
-    doc[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    doc[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   if (!metadata.empty()) doc[std::string(kMetadataKey)] = metadata;
@@ -182,13 +183,13 @@ Status SafetensorsWriter::write(std::span<const std::byte> data) {
   return ok_status();
 }
 
-Status SafetensorsWriter::commit() {
+Status SafetensorsWriter::commit(bool sync_directory) {
   if (written_ != data_bytes_) {
     return failed_precondition("safetensors writer: " + std::to_string(written_) + " of " +
                                std::to_string(data_bytes_) + " bytes written to " +
                                file_.final_path().string());
   }
-  return file_.commit();
+  return file_.commit(sync_directory);
 }
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {

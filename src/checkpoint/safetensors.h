@@ -34,7 +34,7 @@ struct SafetensorsEntry {
 };
 
 struct SafetensorsHeader {
-  uint64_t header_bytes = 0;  // N; the data section starts at 8 + N
+  uint64_t header_bytes = 0;              // N; the data section starts at 8 + N
   std::vector<SafetensorsEntry> entries;  // by data offset
   std::map<std::string, std::string> metadata;
 
@@ -68,8 +68,8 @@ class SafetensorsWriter {
   // Appends data bytes; the total must not exceed the declared tensors' bytes.
   Status write(std::span<const std::byte> data);
   Status write(std::span<const float> data) { return write(std::as_bytes(data)); }
-  // kFailedPrecondition unless exactly all declared bytes were written; then fsync + rename.
-  Status commit();
+  // kFailedPrecondition unless exactly all declared bytes were written; then AtomicFile::commit.
+  Status commit(bool sync_directory = true);
   // Absolute file offset of the data section.
   uint64_t data_start() const { return data_start_; }
 

@@ -32,7 +32,8 @@ struct ShardWriteOptions {
   std::function<void(size_t piece)> before_piece;
 };
 
-// Writes `pieces` to step_dir/shard_<writer>.safetensors atomically and returns their record.
+// Writes `pieces` to step_dir/shard_<writer>.safetensors atomically (file fsynced and renamed;
+// the directory entry is made durable by commit_checkpoint) and returns their record.
 // Keys inside the file are "<tensor>:<kind>" (":2", ":3"... appended if a writer stores two
 // pieces of one (tensor, kind)). kInvalidArgument for a bad writer id, piece spec or data size.
 Result<ShardRecord> write_shard(const std::filesystem::path& step_dir, std::string_view writer,

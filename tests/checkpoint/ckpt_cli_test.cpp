@@ -38,11 +38,13 @@ fs::path save(const fs::path& save_dir) {
   testing::SaveSpec spec;
   spec.step = 42;
   spec.write_options.chunk_bytes = 256;
-  EXPECT_TRUE(testing::save_ranks(save_dir, testing::make_ranks(testing::tiny_config(), 3, 2), spec).ok());
+  EXPECT_TRUE(
+      testing::save_ranks(save_dir, testing::make_ranks(testing::tiny_config(), 3, 2), spec).ok());
   return step_dir_path(save_dir, 42);
 }
 
-void expect_bad_input(const ntp::testing::CommandOutput& r, const std::vector<std::string>& mentions) {
+void expect_bad_input(const ntp::testing::CommandOutput& r,
+                      const std::vector<std::string>& mentions) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -152,14 +154,14 @@ TEST(NtpCkpt, ConsolidateWritesHfFilesAndNeverOverwrites) {
                    {out.string(), "--force"});
   EXPECT_EQ(slurp(out / "model.safetensors"), before);
   // --force replaces it.
-  EXPECT_EQ(ntp({"ckpt", "consolidate", dir.path().string(), "--out", out.string(), "--force"})
-                .exit_code,
-            0);
+  EXPECT_EQ(
+      ntp({"ckpt", "consolidate", dir.path().string(), "--out", out.string(), "--force"}).exit_code,
+      0);
   // An empty OUT is fine.
   const fs::path empty_out = dir.path() / "empty_out";
   fs::create_directories(empty_out);
-  EXPECT_EQ(ntp({"ckpt", "consolidate", dir.path().string(), "--out", empty_out.string()}).exit_code,
-            0);
+  EXPECT_EQ(
+      ntp({"ckpt", "consolidate", dir.path().string(), "--out", empty_out.string()}).exit_code, 0);
   EXPECT_TRUE(fs::exists(empty_out / "config.json"));
 
   // A corrupted checkpoint: exit 2, and neither a new OUT nor a forced one is written.
@@ -167,7 +169,8 @@ TEST(NtpCkpt, ConsolidateWritesHfFilesAndNeverOverwrites) {
   const fs::path shard = step_dir_path(dir.path(), 42) / "shard_0.safetensors";
   const SafetensorsFile st = SafetensorsFile::open(shard).value();
   std::string bytes = slurp(shard);
-  bytes[st.header().data_start() + st.header().find("transformer.wte.weight:value")->begin + 9] ^= 1;
+  bytes[st.header().data_start() + st.header().find("transformer.wte.weight:value")->begin + 9] ^=
+      1;
   std::ofstream(shard, std::ios::binary | std::ios::trunc) << bytes;
   const fs::path out2 = dir.path() / "hf2";
   expect_bad_input(ntp({"ckpt", "consolidate", dir.path().string(), "--out", out2.string()}),

@@ -20,16 +20,16 @@ model::GptConfig tiny_config() {
 }
 
 nlohmann::json model_config_json(const model::GptConfig& c) {
-  return {{"n_layer", c.n_layer}, {"n_head", c.n_head},         {"n_embd", c.n_embd},
-          {"n_ffn", c.n_ffn},     {"n_ctx", c.n_ctx},           {"vocab_size", c.vocab_size},
+  return {{"n_layer", c.n_layer},  {"n_head", c.n_head}, {"n_embd", c.n_embd},
+          {"n_ffn", c.n_ffn},      {"n_ctx", c.n_ctx},   {"vocab_size", c.vocab_size},
           {"ffn_unit", c.ffn_unit}};
 }
 
 std::vector<model::GptModel> make_ranks(const model::GptConfig& config, int degree,
                                         uint64_t layout_seed, uint64_t init_seed) {
-  const std::vector<model::TpShard> layout = layout_seed == 0
-                                                 ? model::contiguous_layout(config, degree)
-                                                 : model::shuffled_layout(config, degree, layout_seed);
+  const std::vector<model::TpShard> layout =
+      layout_seed == 0 ? model::contiguous_layout(config, degree)
+                       : model::shuffled_layout(config, degree, layout_seed);
   std::vector<model::GptModel> ranks;
   for (const model::TpShard& shard : layout) {
     ranks.push_back(model::GptModel::create(config, shard, init_seed).value());
@@ -92,7 +92,8 @@ Result<Manifest> save_ranks(const std::filesystem::path& save_dir,
     NTP_ASSIGN_OR_RETURN(ShardRecord record,
                          write_shard(dir, std::to_string(r), pieces.views, spec.write_options));
     // Through a string, as the trainer's gather does.
-    NTP_ASSIGN_OR_RETURN(ShardRecord copy, shard_record_from_string(shard_record_to_string(record)));
+    NTP_ASSIGN_OR_RETURN(ShardRecord copy,
+                         shard_record_from_string(shard_record_to_string(record)));
     records.push_back(std::move(copy));
   }
   CheckpointMeta meta;

@@ -47,6 +47,7 @@ struct RankPieces {
   std::vector<std::vector<float>> data;
   std::vector<PieceView> views;
 };
-RankPieces rank_pieces(const std::vector<model::GptModel>& ranks, size_t rank, const SaveSpec& spec);
+RankPieces rank_pieces(const std::vector<model::GptModel>& ranks, size_t rank,
+                       const SaveSpec& spec);
 
 }  // namespace ntp::checkpoint::testing

@@ -76,7 +76,8 @@ TEST(Commit, RefusesRecordsWithoutTheirFilesOrCoverage) {
   // Rank 1's pieces are missing: coverage fails, naming a tensor.
   Result<Manifest> m = commit_checkpoint(dir.path(), meta, {r0});
   EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(m.status().message().find("held by no piece"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("held by no piece"), std::string::npos)
+      << m.status().message();
   // Rank 1's record without its file.
   const auto pieces1 = testing::rank_pieces(ranks, 1, spec);
   ShardRecord r1 = write_shard(step, "1", pieces1.views).value();

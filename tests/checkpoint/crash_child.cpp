@@ -1,6 +1,6 @@
 // Child process of crash_test: saves checkpoint 1 completely, prints "committed 1", then saves
-// checkpoint 2 slowly (a pause before every piece, printing "piece N" numbered over all writers) so that the parent can
-// SIGKILL it in the middle of the save.
+// checkpoint 2 slowly (a pause before every piece, printing "piece N" numbered over all writers) so
+// that the parent can SIGKILL it in the middle of the save.
 //
 //   ckpt_crash_child SAVE_DIR
 #include <chrono>

@@ -66,9 +66,9 @@ TEST(CrashDuringSave, PreviousCheckpointSurvivesAndPartialOneIsNotLoadable) {
   // Saving step 2 again (e.g. after a restart) works and removes the crash's leftovers.
   testing::SaveSpec spec;
   spec.step = 2;
-  ASSERT_TRUE(testing::save_ranks(dir.path(), testing::make_ranks(testing::tiny_config(), 3, 8),
-                                  spec)
-                  .ok());
+  ASSERT_TRUE(
+      testing::save_ranks(dir.path(), testing::make_ranks(testing::tiny_config(), 3, 8), spec)
+          .ok());
   for (const fs::directory_entry& e : fs::directory_iterator(step2)) {
     EXPECT_FALSE(is_temporary_name(e.path().filename().string())) << e.path();
   }

@@ -26,7 +26,8 @@ TEST(Crc32c, KnownValuesAndHardwareAgreesWithPortable) {
   std::string zeros(32, '\0');
   EXPECT_EQ(crc32c(bytes_of(zeros)), 0x8A9136AAu);  // RFC 3720 B.4
   std::mt19937 rng(1);
-  for (size_t n : {1u, 7u, 8u, 9u, 63u, 4096u, 100003u}) {
+  // Sizes on both sides of the three-stream threshold (3 x 8 KiB) and with odd tails.
+  for (size_t n : {1u, 7u, 8u, 9u, 63u, 4096u, 24575u, 24576u, 24583u, 100003u, 1048576u + 13u}) {
     std::string data(n, '\0');
     for (char& c : data) c = static_cast<char>(rng());
     const uint32_t full = crc32c(bytes_of(data));
@@ -94,13 +95,17 @@ TEST(Safetensors, StrictHeaderRejections) {
       {std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8) + ok_header, "exceeds the file"},
       {with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})"), "JSON"},
       {with(R"([1,2])"), "does not start"},
-      {with(R"({"a":{"dtype":"F33","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}})"),
+      {with(
+           R"({"a":{"dtype":"F33","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}})"),
        "unknown dtype"},
-      {with(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}})"),
+      {with(
+           R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}})"),
        "need 12"},
-      {with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[7,8]}})"),
+      {with(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[7,8]}})"),
        "overlap or hole"},
-      {with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[9,10]}})"),
+      {with(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[9,10]}})"),
        "outside the data section"},
       {with(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})"), "non-negative"},
       {with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})"), "outside"},
@@ -129,17 +134,18 @@ PieceRecord record(std::string tensor, std::vector<int64_t> shape, int axis,
 TEST(Manifest, RoundTripThroughStrings) {
   ShardRecord s0{"0", "shard_0.safetensors", {}};
   s0.pieces = {record("w", {6, 4}, 0, {5, 0, 1, 2}), record("b", {4}, -1, {})};
-  ShardRecord s1{"1", "shard_1.safetensors",
-                 {record("w", {6, 4}, 0, {4, 3}, "shard_1.safetensors")}};
+  ShardRecord s1{
+      "1", "shard_1.safetensors", {record("w", {6, 4}, 0, {4, 3}, "shard_1.safetensors")}};
   ShardRecord back = shard_record_from_string(shard_record_to_string(s0)).value();
   ASSERT_EQ(back.pieces.size(), 2u);
   EXPECT_EQ(back.pieces[0].spec.index, (std::vector<int64_t>{5, 0, 1, 2}));
-  EXPECT_EQ(index_to_runs(back.pieces[0].spec.index),
-            (IndexRuns{{5, 6}, {0, 3}}));
+  EXPECT_EQ(index_to_runs(back.pieces[0].spec.index), (IndexRuns{{5, 6}, {0, 3}}));
   CheckpointMeta meta;
   meta.step = 12;
   meta.rng = {{"seed", 3}};
   const Manifest m = build_manifest(meta, {s0, s1}).value();
+  EXPECT_NE(manifest_to_string(m).find("\"index\":[5,[0,3]]"), std::string::npos)
+      << "a one-slice run is written as the bare id";
   const Manifest parsed = parse_manifest(manifest_to_string(m)).value();
   EXPECT_EQ(parsed.meta.step, 12);
   EXPECT_EQ(parsed.meta.rng["seed"], 3);

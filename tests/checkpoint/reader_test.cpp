@@ -113,8 +113,8 @@ TEST(CheckpointReader, PartialReadTouchesOnlyItsChunks) {
   spec.write_options.chunk_bytes = 64;  // one row of wte (16 floats) per chunk
   ASSERT_TRUE(save_ranks(dir.path(), make_ranks(config, 1, 0), spec).ok());
   const CheckpointReader reader = CheckpointReader::open(dir.path()).value();
-  PieceSpec rows{"transformer.wte.weight", "value", {config.vocab_size, config.n_embd}, 0,
-                 {7, 8, 9, 200}};
+  PieceSpec rows{
+      "transformer.wte.weight", "value", {config.vocab_size, config.n_embd}, 0, {7, 8, 9, 200}};
   std::vector<float> out(4 * 16);
   ASSERT_TRUE(reader.read(rows, out).ok());
   EXPECT_EQ(reader.chunks_verified(), 4);
