@@ -21,6 +21,8 @@ struct LaunchArgs {
   std::string log_dir;
   bool no_prefix = false;
   double grace_seconds = 3.0;
+  bool restart_on_failure = false;
+  std::optional<int> max_restarts;
   std::vector<std::string> command;
 };
 
@@ -45,6 +47,12 @@ Result<elastic::LaunchOptions> to_options(const LaunchArgs& args) {
     return invalid_argument("--grace " + std::to_string(args.grace_seconds) + " must be >= 0");
   }
   options.grace = std::chrono::milliseconds(static_cast<long long>(args.grace_seconds * 1000));
+  options.restart_on_failure = args.restart_on_failure;
+  if (args.max_restarts && !args.restart_on_failure) {
+    return invalid_argument("--max-restarts " + std::to_string(*args.max_restarts) +
+                            " needs --restart-on-failure: add it, or drop --max-restarts");
+  }
+  options.max_restarts = args.max_restarts.value_or(options.max_restarts);
   options.command = args.command;
   return options;
 }
@@ -78,9 +86,9 @@ void add_launch_command(CLI::App& app, int& exit_code) {
       "launch",
       "Start, watch and (for tests) break worker processes: ntp launch --nproc-per-node N -- "
       "ntp <subcommand> ...");
-  cmd->add_option("--nproc-per-node", args->nproc_per_node, "Workers on this node")
-      ->required()
-      ->check(CLI::PositiveNumber);
+  // Range checked by run_launch, whose message says what is allowed.
+  cmd->add_option("--nproc-per-node", args->nproc_per_node, "Workers on this node (at least 1)")
+      ->required();
   cmd->add_option("--nnodes", args->nnodes,
                   "Number of nodes (default: Slurm/Open MPI variables, else 1)");
   cmd->add_option("--node-rank", args->node_rank,
@@ -97,6 +105,11 @@ void add_launch_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-prefix", args->no_prefix, "Do not prefix worker lines with [rank R]");
   cmd->add_option("--grace", args->grace_seconds,
                   "Seconds between SIGTERM and SIGKILL when stopping workers (default 3)");
+  cmd->add_flag("--restart-on-failure", args->restart_on_failure,
+                "When a worker dies, stop the others and restart the job on the surviving slots "
+                "(NTP_ATTEMPT, NTP_LOST_RANKS)");
+  cmd->add_option("--max-restarts", args->max_restarts,
+                  "Restarts allowed with --restart-on-failure before giving up (default 3)");
   cmd->add_option("command", args->command, "Worker command after --, e.g. -- ntp comm-worker")
       ->required();
   cmd->callback([&exit_code, args] {

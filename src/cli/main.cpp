@@ -1,6 +1,7 @@
 // The single `ntp` binary. Subcommands live in *_command.cpp and are registered below.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
 
 #include "cli/cli_error.h"
 #include "cli/commands.h"
@@ -45,6 +46,20 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Malformed command lines are bad input: one line naming the problem, exit code 2.
+    if (app.get_subcommands().empty()) {
+      // No command was recognised: name what was given and what exists.
+      std::string commands;
+      for (const CLI::App* sub : app.get_subcommands([](CLI::App* s) {
+             return !s->get_group().empty();  // hidden commands have no group
+           })) {
+        commands += (commands.empty() ? "" : ", ") + sub->get_name();
+      }
+      std::string problem = argc == 1 ? std::string("no command given") : std::string(e.what());
+      if (argc > 1 && argv[1][0] != '-') problem = "unknown command '" + std::string(argv[1]) + "'";
+      std::fprintf(stderr, "ntp: error: %s; the commands are: %s (run `ntp --help`)\n",
+                   problem.c_str(), commands.c_str());
+      return ntp::cli::kExitBadInput;
+    }
     std::fprintf(stderr, "ntp: error: %s (run `ntp --help` or `ntp <command> --help`)\n", e.what());
     return ntp::cli::kExitBadInput;
   }

@@ -1,5 +1,6 @@
 #include "elastic/identity.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace ntp::elastic {
@@ -66,6 +67,12 @@ Result<NodeIdentity> resolve_node_identity(std::optional<int> nnodes_flag,
   return id;
 }
 
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string text;
+  for (int rank : ranks) text += (text.empty() ? "" : ",") + std::to_string(rank);
+  return text;
+}
+
 std::vector<std::string> worker_env_entries(const WorkerIdentity& id) {
   return {
       "NTP_RANK=" + std::to_string(id.rank),
@@ -77,6 +84,8 @@ std::vector<std::string> worker_env_entries(const WorkerIdentity& id) {
       "NTP_STORE=" + id.store,
       "NTP_RUN_ID=" + id.run_id,
       "NTP_RESTART_COUNT=" + std::to_string(id.restart_count),
+      "NTP_ATTEMPT=" + std::to_string(id.attempt),
+      "NTP_LOST_RANKS=" + join_ranks(id.lost_ranks),
   };
 }
 
@@ -108,6 +117,30 @@ Result<WorkerIdentity> worker_identity_from_env(const EnvLookup& env) {
   }
   id.store = *store;
   id.run_id = *run_id;
+  if (std::optional<std::string> attempt = env("NTP_ATTEMPT")) {
+    std::optional<int> value = to_int(attempt);
+    if (!value || *value < 0) {
+      return failed_precondition("NTP_ATTEMPT '" + *attempt + "' is not a count >= 0");
+    }
+    id.attempt = *value;
+  }
+  if (std::optional<std::string> lost = env("NTP_LOST_RANKS"); lost && !lost->empty()) {
+    std::size_t begin = 0;
+    for (;;) {
+      const std::size_t comma = lost->find(',', begin);
+      const std::string item =
+          lost->substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+      std::optional<int> rank = to_int(item);
+      if (!rank || *rank < 0 || *rank >= id.world_size) {
+        return failed_precondition("NTP_LOST_RANKS '" + *lost + "' has '" + item +
+                                   "', not a rank below NTP_WORLD_SIZE");
+      }
+      id.lost_ranks.push_back(*rank);
+      if (comma == std::string::npos) break;
+      begin = comma + 1;
+    }
+    std::sort(id.lost_ranks.begin(), id.lost_ranks.end());
+  }
   if (id.rank < 0 || id.rank >= id.world_size) {
     return failed_precondition("NTP_RANK " + std::to_string(id.rank) +
                                " is outside NTP_WORLD_SIZE " + std::to_string(id.world_size));

@@ -12,6 +12,8 @@
 //                      NTP_REDIS_PASSWORD, never in NTP_STORE)
 //   NTP_RUN_ID         run id namespacing the store
 //   NTP_RESTART_COUNT  0 for the first worker of a slot, k for its k-th replacement (repair)
+//   NTP_ATTEMPT        0 for the job's first start, k for its k-th restart (--restart-on-failure)
+//   NTP_LOST_RANKS     comma-separated global ranks whose slots failed so far (empty at attempt 0)
 #pragma once
 
 #include <functional>
@@ -50,13 +52,19 @@ struct WorkerIdentity {
   std::string store;
   std::string run_id;
   int restart_count = 0;
+  int attempt = 0;              // NTP_ATTEMPT; 0 when missing (older launchers)
+  std::vector<int> lost_ranks;  // NTP_LOST_RANKS, ascending; empty when missing
 };
+
+// "0,6": ranks as NTP_LOST_RANKS lists them.
+std::string join_ranks(const std::vector<int>& ranks);
 
 // "NAME=value" entries for a worker's environment.
 std::vector<std::string> worker_env_entries(const WorkerIdentity& id);
 
 // A worker reads its identity back (kFailedPrecondition naming the missing variable when it was
-// not started by `ntp launch`).
+// not started by `ntp launch`). NTP_ATTEMPT and NTP_LOST_RANKS are optional (0 and empty when
+// missing); when present they must be well formed.
 Result<WorkerIdentity> worker_identity_from_env(const EnvLookup& env);
 
 }  // namespace ntp::elastic

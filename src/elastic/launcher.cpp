@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "comm/store.h"
@@ -54,6 +56,7 @@ struct Slot {
   pid_t pid = -1;
   SlotState state = SlotState::kDone;
   bool injected = false;  // hit by kill/hang: its exit does not count
+  bool lost = false;      // failed under restart_on_failure: never started again
   int exit_code = 0;      // when done: exit code, or 128 + signal
   long long step = -1;    // last reported step
   Stream out;
@@ -123,23 +126,11 @@ class Launcher {
   int run() {
     start_ = Clock::now();
     for (Slot& slot : slots_) spawn(slot);
-    Clock::time_point last_steps = start_;
-    Clock::time_point last_tick = start_;
     for (;;) {
-      pump_output(std::chrono::milliseconds(10));
-      reap();
-      if (g_stop_signal != 0) return stop_all(g_stop_signal);
-      const auto now = Clock::now();
-      if (now - last_steps >= std::chrono::milliseconds(20)) {
-        read_steps();
-        last_steps = now;
-      }
-      fire_faults();
-      if (options_.chaos) {
-        chaos(std::chrono::duration<double>(now - last_tick).count());
-      }
-      last_tick = now;
-      if (running_count() == 0) break;
+      const Outcome outcome = watch();
+      if (outcome == Outcome::kStopSignal) return stop_all(g_stop_signal);
+      if (outcome == Outcome::kFinished) break;
+      if (const std::optional<int> code = restart_after_failure()) return *code;
     }
     // Everyone still able to finish has finished: hung workers never will.
     for (Slot& slot : slots_) {
@@ -151,6 +142,7 @@ class Launcher {
       pump_output(std::chrono::milliseconds(5));
       reap();
     }
+    wait_for_groups();
     drain_all();
     return exit_code();
   }
@@ -166,6 +158,87 @@ class Launcher {
 
   void say(const std::string& line) { std::fprintf(stderr, "ntp launch: %s\n", line.c_str()); }
 
+  enum class Outcome { kFinished, kStopSignal, kWorkerFailed };
+
+  // Relays output, reaps, reads steps and fires faults until no worker is running, a stop signal
+  // arrives, or (with restart_on_failure) a worker failed.
+  Outcome watch() {
+    Clock::time_point last_steps = Clock::now();
+    Clock::time_point last_tick = last_steps;
+    for (;;) {
+      pump_output(std::chrono::milliseconds(10));
+      reap();
+      reap_groups();
+      if (g_stop_signal != 0) return Outcome::kStopSignal;
+      if (options_.restart_on_failure && !failed_slots().empty()) return Outcome::kWorkerFailed;
+      const auto now = Clock::now();
+      if (now - last_steps >= std::chrono::milliseconds(20)) {
+        read_steps();
+        last_steps = now;
+      }
+      fire_faults();
+      if (options_.chaos) {
+        chaos(std::chrono::duration<double>(now - last_tick).count());
+      }
+      last_tick = now;
+      if (running_count() == 0) return Outcome::kFinished;
+    }
+  }
+
+  // Slots whose worker died unexpectedly and that are not lost yet.
+  std::vector<Slot*> failed_slots() {
+    std::vector<Slot*> failed;
+    for (Slot& slot : slots_) {
+      if (slot.state == SlotState::kDone && !slot.lost && slot.exit_code != 0) {
+        failed.push_back(&slot);
+      }
+    }
+    return failed;
+  }
+
+  // restart_on_failure: the failed slots are lost, the others are stopped and started again with
+  // the next attempt number. Returns the launcher's exit code when it gives up instead.
+  std::optional<int> restart_after_failure() {
+    const std::vector<Slot*> failed = failed_slots();
+    const int code = failed.front()->exit_code;
+    std::vector<int> ranks;
+    for (Slot* slot : failed) {
+      slot->lost = true;
+      ranks.push_back(slot->id.rank);
+    }
+    say("rank " + join_ranks(ranks) + " failed (exit code " + std::to_string(code) +
+        "): stopping the other workers");
+    stop_workers();
+    lost_ranks_.insert(lost_ranks_.end(), ranks.begin(), ranks.end());
+    std::sort(lost_ranks_.begin(), lost_ranks_.end());
+    if (attempt_ >= options_.max_restarts) {
+      say("giving up: the job failed after " + std::to_string(attempt_) + " restart" +
+          (attempt_ == 1 ? "" : "s") + " (--max-restarts " + std::to_string(options_.max_restarts) +
+          ")");
+      return code;
+    }
+    std::vector<Slot*> survivors;
+    for (Slot& slot : slots_) {
+      if (!slot.lost) survivors.push_back(&slot);
+    }
+    if (survivors.empty()) {
+      say("giving up: every slot of this node has failed");
+      return code;
+    }
+    ++attempt_;
+    say("restarting the job (attempt " + std::to_string(attempt_) + ") without rank " +
+        join_ranks(lost_ranks_));
+    for (Slot* slot : survivors) {
+      slot->id.attempt = attempt_;
+      slot->id.lost_ranks = lost_ranks_;
+      // A restarted worker must not see its previous step (a fault at=STEP fires only once
+      // anyway: it left pending_ when it fired).
+      (void)store_->set(step_key(slot->id.rank), "-1");
+      spawn(*slot);
+    }
+    return std::nullopt;
+  }
+
   void spawn(Slot& slot) {
     int out[2];
     int err[2];
@@ -179,8 +252,8 @@ class Launcher {
     if (!password_.empty()) env.push_back("NTP_REDIS_PASSWORD=" + password_);
     // Compute threads: this node's CPUs shared by its workers, max(1, cpus / local workers), so
     // co-located workers do not oversubscribe the cores; a value the user set wins.
-    const std::string threads = std::to_string(
-        std::max(1, cpus_for_workers() / std::max(1, slot.id.local_world_size)));
+    const std::string threads =
+        std::to_string(std::max(1, cpus_for_workers() / std::max(1, slot.id.local_world_size)));
     for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
       if (std::getenv(var) == nullptr) env.push_back(std::string(var) + "=" + threads);
     }
@@ -232,7 +305,7 @@ class Launcher {
       slot.log = std::make_unique<std::ofstream>(
           options_.log_dir + "/rank_" + std::to_string(slot.id.rank) + ".log", std::ios::app);
       *slot.log << "=== ntp launch: rank " << slot.id.rank << " pid " << pid << " restart "
-                << slot.id.restart_count << " ===\n";
+                << slot.id.restart_count << " attempt " << slot.id.attempt << " ===\n";
     }
   }
 
@@ -325,13 +398,47 @@ class Launcher {
       if (got != slot.pid) continue;
       slot.state = SlotState::kDone;
       slot.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      // Its group may still hold children: they go with it (no orphans).
+      // Its group may still hold children: they go with it (no orphans). They are reaped by
+      // reap_groups(): the launcher is their subreaper once the worker is gone.
       ::killpg(slot.pid, SIGKILL);
+      dying_groups_.push_back(slot.pid);
       drain(slot);
-      if (slot.exit_code != 0 && !slot.injected) {
+      if (slot.exit_code != 0 && !slot.injected && !stopping_) {
         say("rank " + std::to_string(slot.id.rank) + " exited with code " +
             std::to_string(slot.exit_code));
       }
+    }
+  }
+
+  // Reaps what is left of the groups of exited workers (SIGKILLed, reparented to the launcher)
+  // and forgets a group once it has no member at all. kill(pid, 0) succeeds on a zombie, so a
+  // group is only gone when its last member has been reaped.
+  void reap_groups() {
+    for (auto it = dying_groups_.begin(); it != dying_groups_.end();) {
+      int status = 0;
+      while (::waitpid(-*it, &status, WNOHANG) > 0) {
+      }
+      if (::killpg(*it, 0) != 0 && errno == ESRCH) {
+        it = dying_groups_.erase(it);
+      } else {
+        ::killpg(*it, SIGKILL);  // a member forked after the first SIGKILL
+        ++it;
+      }
+    }
+  }
+
+  // Returns once every process of every worker group is gone (reaped), so that nothing a worker
+  // started outlives the launcher. A member that is not the launcher's descendant (it joined the
+  // group from outside) cannot be reaped here; after a bound the launcher says so and returns.
+  void wait_for_groups() {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    reap_groups();
+    while (!dying_groups_.empty() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      reap_groups();
+    }
+    for (pid_t group : dying_groups_) {
+      say("process group " + std::to_string(group) + " still has members after SIGKILL");
     }
   }
 
@@ -374,6 +481,7 @@ class Launcher {
         ::killpg(slot.pid, SIGKILL);
         int status = 0;
         ::waitpid(slot.pid, &status, 0);
+        dying_groups_.push_back(slot.pid);
         drain(slot);
         slot.state = SlotState::kDone;
       }
@@ -440,10 +548,18 @@ class Launcher {
   int stop_all(int signo) {
     say(std::string("received ") + (signo == SIGINT ? "SIGINT" : "SIGTERM") +
         ": stopping every worker");
+    stop_workers();
+    return 128 + signo;
+  }
+
+  // SIGTERM (and SIGCONT, so a hung worker can act on it) to every live group, SIGKILL after
+  // the grace period, then reap every process of every group.
+  void stop_workers() {
+    stopping_ = true;
     for (Slot& slot : slots_) {
       if (slot.state == SlotState::kDone) continue;
       ::killpg(slot.pid, SIGTERM);
-      ::killpg(slot.pid, SIGCONT);  // a hung worker must run to act on SIGTERM
+      ::killpg(slot.pid, SIGCONT);
     }
     const auto deadline = Clock::now() + options_.grace;
     while (!all_done() && Clock::now() < deadline) {
@@ -457,13 +573,14 @@ class Launcher {
       pump_output(std::chrono::milliseconds(5));
       reap();
     }
+    wait_for_groups();
     drain_all();
-    return 128 + signo;
+    stopping_ = false;
   }
 
   int exit_code() {
     for (const Slot& slot : slots_) {
-      if (!slot.injected && slot.exit_code != 0) return slot.exit_code;
+      if (!slot.injected && !slot.lost && slot.exit_code != 0) return slot.exit_code;
     }
     return 0;
   }
@@ -477,6 +594,10 @@ class Launcher {
   Rng rng_;
   std::vector<Slot> slots_;
   std::vector<FaultSpec> pending_;
+  std::vector<pid_t> dying_groups_;  // groups of reaped workers that may still have members
+  bool stopping_ = false;            // the launcher is stopping the workers: exits are expected
+  int attempt_ = 0;                  // restarts of the job so far (restart_on_failure)
+  std::vector<int> lost_ranks_;      // ranks of failed slots, ascending
   Clock::time_point start_;
 };
 
@@ -485,10 +606,22 @@ class Launcher {
 Result<int> run_launch(const LaunchOptions& options) {
   if (options.nproc_per_node < 1) {
     return invalid_argument("--nproc-per-node " + std::to_string(options.nproc_per_node) +
-                            " must be >= 1");
+                            " must be at least 1 (the number of workers on this node)");
   }
   if (options.command.empty()) {
     return invalid_argument("no worker command: use `ntp launch [options] -- COMMAND ...`");
+  }
+  if (options.max_restarts < 0) {
+    return invalid_argument("--max-restarts " + std::to_string(options.max_restarts) +
+                            " must be at least 0");
+  }
+  for (const FaultSpec& fault : options.faults) {
+    if (options.restart_on_failure && fault.kind == FaultKind::kRepair) {
+      return invalid_argument(
+          "--inject repair:rank=" + std::to_string(fault.rank) +
+          " cannot be combined with --restart-on-failure (a failed slot is lost for the run): "
+          "drop one of them");
+    }
   }
   NTP_ASSIGN_OR_RETURN(NodeIdentity node,
                        resolve_node_identity(options.nnodes, options.node_rank, process_env()));
@@ -525,8 +658,14 @@ Result<int> run_launch(const LaunchOptions& options) {
   ::sigaction(SIGTERM, &action, &old_term);
   g_stop_signal = 0;
 
+  // Orphans of the workers (a worker's children once it died) are reparented to the launcher,
+  // which reaps them: it returns only when every process of every worker group is gone.
+  int old_subreaper = 0;
+  ::prctl(PR_GET_CHILD_SUBREAPER, &old_subreaper);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   Launcher launcher(options, node, store, worker_store, password, run_id);
   const int code = launcher.run();
+  ::prctl(PR_SET_CHILD_SUBREAPER, old_subreaper);
   if (options.store.empty()) {
     // The default store is private to this launch: leave nothing behind in $TMPDIR.
     std::error_code ec;

@@ -6,11 +6,17 @@
 //   and dies with the launcher (PR_SET_PDEATHSIG). On SIGINT/SIGTERM the launcher sends SIGTERM
 //   (and SIGCONT, so hung workers can act on it) to every group, SIGKILLs what is left after
 //   `grace`, reaps everything and returns 128 + the signal number.
+// * The launcher returns only once every process of every worker's group is gone: a worker's
+//   group is SIGKILLed when the worker exits, and the launcher is the child subreaper of the
+//   orphans this leaves, so it reaps them itself (no zombie left to init).
 // * Each output line of worker R goes to the launcher's stdout/stderr (matching the stream) as
 //   "[rank R] line" (without the prefix if prefix_output is false), and to LOG_DIR/rank_R.log when
 //   a log directory is given.
 // * Exit code: 0 when every worker that was not hit by an injected fault exited 0; otherwise the
 //   code of the lowest such failing rank (128 + signal when it was killed by a signal).
+//   With restart_on_failure a failed slot is lost for the rest of the run (its device is
+//   considered gone) and does not count; the job fails only when max_restarts is exceeded (the
+//   code of the failure that exceeded it) or no slot is left.
 //   Workers hit by kill/hang are expected casualties; a hung worker is SIGKILLed once every other
 //   worker has finished.
 #pragma once
@@ -36,6 +42,11 @@ struct LaunchOptions {
   std::string log_dir;  // empty: no log files
   bool prefix_output = true;
   std::chrono::milliseconds grace{3000};
+  // When a worker dies unexpectedly (non-zero exit or a signal, an injected kill included), stop
+  // the others and start the job again on the surviving slots only, with NTP_ATTEMPT and
+  // NTP_LOST_RANKS set; at most max_restarts times, then return the failing code.
+  bool restart_on_failure = false;
+  int max_restarts = 3;
   std::vector<std::string> command;  // argv; "ntp" means this very binary
 };
 

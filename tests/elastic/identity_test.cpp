@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <utility>
+#include <vector>
 
 namespace ntp::elastic {
 namespace {
@@ -66,12 +68,15 @@ TEST(IdentityTest, WorkerEnvironmentRoundTrips) {
   id.store = "file:/tmp/x";
   id.run_id = "job-1";
   id.restart_count = 2;
+  id.attempt = 3;
+  id.lost_ranks = {0, 6};
   std::map<std::string, std::string> vars;
   for (const std::string& entry : worker_env_entries(id)) {
     const auto eq = entry.find('=');
     vars[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
-  EXPECT_EQ(vars.size(), 9U);
+  EXPECT_EQ(vars.size(), 11U);
+  EXPECT_EQ(vars["NTP_LOST_RANKS"], "0,6");
   Result<WorkerIdentity> back = worker_identity_from_env(fake_env(vars));
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(back->rank, 5);
@@ -83,6 +88,28 @@ TEST(IdentityTest, WorkerEnvironmentRoundTrips) {
   EXPECT_EQ(back->store, "file:/tmp/x");
   EXPECT_EQ(back->run_id, "job-1");
   EXPECT_EQ(back->restart_count, 2);
+  EXPECT_EQ(back->attempt, 3);
+  EXPECT_EQ(back->lost_ranks, (std::vector<int>{0, 6}));
+
+  // Older launchers set neither NTP_ATTEMPT nor NTP_LOST_RANKS: attempt 0, nothing lost.
+  std::map<std::string, std::string> old_vars = vars;
+  old_vars.erase("NTP_ATTEMPT");
+  old_vars.erase("NTP_LOST_RANKS");
+  Result<WorkerIdentity> old = worker_identity_from_env(fake_env(old_vars));
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  EXPECT_EQ(old->attempt, 0);
+  EXPECT_TRUE(old->lost_ranks.empty());
+  old_vars["NTP_LOST_RANKS"] = "";
+  EXPECT_TRUE(worker_identity_from_env(fake_env(old_vars))->lost_ranks.empty());
+  // Malformed values are errors naming the variable.
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"NTP_LOST_RANKS", "1,,2"}, {"NTP_LOST_RANKS", "8"}, {"NTP_ATTEMPT", "-1"}}) {
+    std::map<std::string, std::string> bad = vars;
+    bad[name] = value;
+    Result<WorkerIdentity> parsed = worker_identity_from_env(fake_env(bad));
+    EXPECT_EQ(parsed.status().code(), StatusCode::kFailedPrecondition) << name << "=" << value;
+    EXPECT_NE(parsed.status().message().find(name), std::string::npos) << name;
+  }
 
   vars.erase("NTP_RANK");
   Result<WorkerIdentity> missing = worker_identity_from_env(fake_env(vars));

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +19,7 @@
 
 #include "../comm/redis_server.h"
 #include "child_process.h"
+#include "dependency.h"
 
 namespace {
 
@@ -70,16 +72,9 @@ int count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-bool process_gone(pid_t pid) {
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  // A zombie waiting for a reaper that is not us counts as gone.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const auto close_paren = line.rfind(')');
-  return close_paren != std::string::npos && line.size() > close_paren + 2 &&
-         line[close_paren + 2] == 'Z';
-}
+// The launcher reaps its workers and their orphaned children itself (it is their subreaper), so
+// once it returned none of them may exist, not even as a zombie.
+bool process_gone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -157,6 +152,11 @@ TEST(LaunchTest, BadInputIsOneLineAndExitCodeTwo) {
       {{"--store", store, "--run-id", "has space"}, "has space"},
       {{"--store", store, "--nnodes", "2", "--node-rank", "2"}, "--node-rank 2"},
       {{"--nnodes", "2", "--node-rank", "1"}, "needs a store every node reaches"},
+      {{"--store", store, "--max-restarts", "2"}, "--max-restarts 2 needs --restart-on-failure"},
+      {{"--store", store, "--restart-on-failure", "--max-restarts", "-1"},
+       "--max-restarts -1 must be at least 0"},
+      {{"--store", store, "--restart-on-failure", "--inject", "repair:rank=1,at=2"},
+       "cannot be combined with --restart-on-failure"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"launch", "--nproc-per-node", "2"};
@@ -239,7 +239,7 @@ TEST(LaunchTest, ChaosInjectsFaultsAndTheJobStillFinishes) {
 
 TEST(LaunchTest, RedisStoreWithPassword) {
   using ntp::comm::testing::RedisServer;
-  if (!RedisServer::available()) GTEST_SKIP() << "redis-server not installed";
+  NTP_REQUIRE_DEPENDENCY(RedisServer::available(), "redis-server (apt-get install redis-server)");
   RedisServer server("launch-pw");
   ASSERT_TRUE(server.ready());
   // Workers get the store without the password, and the password on its own.
@@ -301,6 +301,57 @@ TEST(LaunchTest, TwoNodesShareOneJobAndAFaultOnOneNode) {
   EXPECT_EQ(run0.err.find("injecting"), std::string::npos) << "only the owning node injects";
 }
 
+// A worker that prints its restart identity, then exits 0 on a restart and sleeps otherwise.
+const std::string kRestartWorker =
+    "echo start $NTP_RANK attempt=$NTP_ATTEMPT lost=$NTP_LOST_RANKS; "
+    "[ \"$NTP_ATTEMPT\" -ge 1 ] && exit 0; exec sleep 30";
+
+TEST(LaunchTest, RestartOnFailureRestartsTheJobWithoutTheLostRank) {
+  TempDir dir;
+  LaunchRun run = ntp({"launch", "--nproc-per-node", "3", "--store", "file:" + dir.path(),
+                       "--grace", "1", "--log-dir", dir.path() + "/logs", "--restart-on-failure",
+                       "--inject", "kill:rank=1,at=2s", "--", "sh", "-c", kRestartWorker});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.err.find("rank 1 failed (exit code 137)"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("restarting the job (attempt 1) without rank 1"), std::string::npos)
+      << run.err;
+  // The survivors start twice, the second time with the attempt and the lost rank; rank 1's slot
+  // is never started again.
+  for (int rank : {0, 2}) {
+    const std::string prefix = "[rank " + std::to_string(rank) + "] start " + std::to_string(rank);
+    EXPECT_EQ(count(run.out, prefix + " attempt=0 lost=\n"), 1) << run.out;
+    EXPECT_EQ(count(run.out, prefix + " attempt=1 lost=1\n"), 1) << run.out;
+  }
+  EXPECT_EQ(count(run.out, "[rank 1] start 1 attempt=1"), 0) << run.out;
+  EXPECT_EQ(count(run.err, "injecting kill"), 1) << "a fault fires once: " << run.err;
+  const std::string log = read_file(dir.path() + "/logs/rank_0.log");
+  EXPECT_NE(log.find("attempt 1 ==="), std::string::npos) << log;
+}
+
+TEST(LaunchTest, RestartOnFailureGivesUpAfterMaxRestarts) {
+  TempDir dir;
+  // Attempt k: rank k fails with code 5 (rank 0 first, then rank 1, ...).
+  const std::string worker =
+      "echo start $NTP_RANK attempt=$NTP_ATTEMPT lost=$NTP_LOST_RANKS; "
+      "[ $NTP_RANK -eq $NTP_ATTEMPT ] && exit 5; exec sleep 30";
+  LaunchRun run =
+      ntp({"launch", "--nproc-per-node", "3", "--store", "file:" + dir.path(), "--grace", "1",
+           "--restart-on-failure", "--max-restarts", "1", "--", "sh", "-c", worker});
+  EXPECT_EQ(run.exit_code, 5) << run.out << run.err;
+  // Rank 1 prints before it fails (rank 2 may be stopped before it printed anything).
+  EXPECT_EQ(count(run.out, "[rank 1] start 1 attempt=1 lost=0\n"), 1) << run.out;
+  EXPECT_NE(run.err.find("rank 1 failed (exit code 5)"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("giving up: the job failed after 1 restart (--max-restarts 1)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(count(run.out, "attempt=2"), 0) << run.out;
+  // Without --restart-on-failure the same failure ends the job at once with its code.
+  LaunchRun plain = ntp({"launch", "--nproc-per-node", "2", "--store", "file:" + dir.path(), "--",
+                         "sh", "-c", "[ $NTP_RANK -eq 0 ] && exit 5; exit 0"});
+  EXPECT_EQ(plain.exit_code, 5) << plain.err;
+  EXPECT_EQ(plain.err.find("restarting"), std::string::npos) << plain.err;
+}
+
 // SIGTERM/SIGINT reach every worker and its children; nothing is left behind.
 void expect_stop_without_orphans(int signo, bool with_hang) {
   TempDir dir;
@@ -312,7 +363,9 @@ void expect_stop_without_orphans(int signo, bool with_hang) {
                                dir.path() + "/worker_$NTP_RANK; wait"});
   const auto launcher = start(args);
   std::vector<pid_t> pids;
-  for (int i = 0; i < 500 && pids.size() < 6; ++i) {
+  // Generous: on a loaded machine three shells may take seconds to start.
+  const auto start_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (pids.size() < 6 && std::chrono::steady_clock::now() < start_deadline) {
     pids.clear();
     for (const char* kind : {"child_", "worker_"}) {
       for (int rank = 0; rank < 3; ++rank) {
