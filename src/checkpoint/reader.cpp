@@ -15,6 +15,8 @@ namespace {
 
 // Chunks are read in batches of up to this many bytes (one pread each).
 constexpr int64_t kBatchBytes = int64_t{16} << 20;
+// Above this many (row, run) copies, a same-axis read gathers from the whole piece instead.
+constexpr int64_t kMaxCopies = 4096;
 
 int64_t product(const std::vector<int64_t>& shape, size_t begin, size_t end) {
   int64_t n = 1;
@@ -247,6 +249,26 @@ Status CheckpointReader::read_same_axis(const PieceSpec& request, int axis,
       } else {
         runs.push_back({j, i, 1});
       }
+    }
+    const int64_t piece_numel = outer * n_p * inner;
+    if (outer > 1 && static_cast<int64_t>(runs.size()) * outer > kMaxCopies) {
+      // Many short runs in many rows (a reshard of finely interleaved units): one list entry
+      // per (row, run) would cost more than the data. Read the piece whole, then gather rows.
+      std::vector<float> buffer(static_cast<size_t>(piece_numel));
+      NTP_RETURN_IF_ERROR(read_piece(*pieces[p], {Copy{0, 0, piece_numel}}, buffer.data()));
+      for (int64_t o = 0; o < outer; ++o) {
+        const float* src = buffer.data() + o * n_p * inner;
+        float* dst = out.data() + o * n_r * inner;
+        for (const Run& r : runs) {
+          if (r.n * inner == 1) {
+            dst[r.i] = src[r.j];
+          } else {
+            std::memcpy(dst + r.i * inner, src + r.j * inner,
+                        static_cast<size_t>(r.n * inner) * sizeof(float));
+          }
+        }
+      }
+      continue;
     }
     std::vector<Copy> copies;
     for (int64_t o = 0; o < outer; ++o) {

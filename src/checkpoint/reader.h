@@ -4,7 +4,9 @@
 // A request is a PieceSpec: the tensor, the kind, and the slices wanted (whole, or `index` along
 // any axis). read() fills the request's local shape from the stored pieces:
 //   - stored and requested along the same axis (or either whole): only the chunks holding the
-//     needed slices are read, adjacent slices coalesced into one pread;
+//     needed slices are read, adjacent slices coalesced into one pread (when the axis is not the
+//     outermost and the wanted slices form thousands of short runs, the piece is read whole and
+//     gathered row by row instead);
 //   - along different axes: every stored piece that overlaps is read in full, then scattered.
 // A chunk is always read whole so that its checksum can be checked; a mismatch is kInvalidArgument
 // naming the file, the tensor and the chunk.

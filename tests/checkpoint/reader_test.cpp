@@ -105,6 +105,49 @@ TEST(CheckpointReader, RandomRequestsOnEveryAxis) {
   }
 }
 
+// Columns dealt at random to 2 writers, read back by 3 other random column sets: thousands of
+// one-column runs in every row (the reader's gather path), and also whole.
+TEST(CheckpointReader, ManyShortRunsAcrossRows) {
+  TempDir dir;
+  const std::vector<int64_t> shape = {64, 512};
+  std::vector<float> logical(64 * 512);
+  for (size_t i = 0; i < logical.size(); ++i) logical[i] = static_cast<float>(i) * 0.5f;
+  std::vector<int64_t> cols(512);
+  std::iota(cols.begin(), cols.end(), 0);
+  std::mt19937 rng(5);
+  std::shuffle(cols.begin(), cols.end(), rng);
+  auto gather = [&](const std::vector<int64_t>& index) {
+    std::vector<float> local;
+    for (int64_t r = 0; r < 64; ++r) {
+      for (int64_t c : index) local.push_back(logical[static_cast<size_t>(r * 512 + c)]);
+    }
+    return local;
+  };
+  const fs::path step = prepare_step_dir(dir.path(), 1).value();
+  std::vector<ShardRecord> records;
+  for (int w = 0; w < 2; ++w) {
+    const std::vector<int64_t> index(cols.begin() + w * 256, cols.begin() + (w + 1) * 256);
+    const std::vector<float> data = gather(index);
+    const PieceView view{{"w", "value", shape, 1, index}, data};
+    records.push_back(
+        write_shard(step, std::to_string(w), std::span<const PieceView>(&view, 1)).value());
+  }
+  CheckpointMeta meta;
+  meta.step = 1;
+  ASSERT_TRUE(commit_checkpoint(dir.path(), meta, records).ok());
+  const CheckpointReader reader = CheckpointReader::open(dir.path()).value();
+  std::shuffle(cols.begin(), cols.end(), rng);
+  for (int r = 0; r < 3; ++r) {
+    const std::vector<int64_t> index(cols.begin() + r * 170, cols.begin() + (r + 1) * 170);
+    std::vector<float> got(64 * 170);
+    ASSERT_TRUE(reader.read({"w", "value", shape, 1, index}, got).ok());
+    EXPECT_TRUE(bitwise_equal(got, gather(index))) << "rank " << r;
+  }
+  std::vector<float> whole(logical.size());
+  ASSERT_TRUE(reader.read({"w", "value", shape, -1, {}}, whole).ok());
+  EXPECT_TRUE(bitwise_equal(whole, logical));
+}
+
 TEST(CheckpointReader, PartialReadTouchesOnlyItsChunks) {
   TempDir dir;
   const model::GptConfig config = tiny_config();
