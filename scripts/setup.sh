@@ -17,6 +17,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libgloo-dev libopenblas-dev libhiredis-dev redis-server
   gnuplot-nox fortunes
+  python3 python3-pip clang libclang-rt-14-dev
 )
 
 missing=()
@@ -32,6 +33,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
+fi
+
+# PyPI packages for tests/checkpoint/check_consolidate.py (only those missing). Debian's own
+# python3 refuses plain pip installs (PEP 668), hence the retry.
+python_modules=(safetensors numpy)
+missing_py=()
+for m in "${python_modules[@]}"; do
+  if ! python3 -c "import $m" >/dev/null 2>&1; then missing_py+=("$m"); fi
+done
+if [ ${#missing_py[@]} -gt 0 ]; then
+  echo "setup: installing missing Python packages: ${missing_py[*]}"
+  python3 -m pip install --quiet "${missing_py[@]}" ||
+    python3 -m pip install --quiet --break-system-packages "${missing_py[@]}"
 fi
 
 jobs="$(nproc)"
