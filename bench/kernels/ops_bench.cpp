@@ -15,6 +15,7 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/blas_select.h"
+#include "kernels/cpu/clip.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
@@ -33,6 +34,8 @@ std::vector<float> random(int64_t n, uint64_t seed, double stddev) {
   for (float& x : v) x = static_cast<float>(rng.normal() * stddev);
   return v;
 }
+
+volatile double benchmark_sink = 0.0;  // keeps results the compiler could otherwise drop
 
 // Best time in seconds of `reps` calls.
 double best_of(int reps, const std::function<void()>& f) {
@@ -70,7 +73,7 @@ int main(int argc, char** argv) {
                      b_fc = random(f, 5, 0.02), gamma = random(c, 6, 1.0), beta = random(c, 7, 1.0),
                      wte = random(v * c, 8, 0.02);
   std::vector<float> qkv(static_cast<size_t>(n * 3 * c)), dqkv(qkv.size()), att(n * c), datt(n * c),
-      probs(static_cast<size_t>(b * h * t * t)), y(n * c), dx(n * c), mean(static_cast<size_t>(n)),
+      lse(static_cast<size_t>(b * h * t)), y(n * c), dx(n * c), mean(static_cast<size_t>(n)),
       rstd(static_cast<size_t>(n)), fc(static_cast<size_t>(n * f)), g(fc.size()), dg(fc.size()),
       logits(static_cast<size_t>(n * v)), dlogits(logits.size()), dw_qkv(w_qkv.size()),
       db_qkv(b_qkv.size()), dw_fc(w_fc.size()), db_fc(b_fc.size()), dgamma(gamma.size()),
@@ -83,60 +86,43 @@ int main(int argc, char** argv) {
     std::string name;
     double seconds;
     double flops;  // 0 when not a matrix product
+    std::function<void()> run;
   };
   std::vector<Row> rows;
-  rows.push_back({"c_fc linear fwd+bwd [1024x512]x[512x2048]",
-                  best_of(reps,
-                          [&] {
-                            k::linear_forward(x.data(), w_fc.data(), b_fc.data(), n, c, f,
-                                              fc.data());
-                            k::linear_backward(x.data(), w_fc.data(), fc.data(), n, c, f, dx.data(),
-                                               dw_fc.data(), db_fc.data());
-                          }),
-                  6.0 * static_cast<double>(n * c * f)});
-  rows.push_back({"causal attention fwd+bwd (8 heads of 64)",
-                  best_of(reps,
-                          [&] {
-                            k::attention_forward(qkv.data(), b, t, h, d, att.data(), probs.data());
-                            k::attention_backward(qkv.data(), probs.data(), att.data(), b, t, h, d,
-                                                  dqkv.data());
-                          }),
-                  // Useful (causal) FLOPs: 6 products of T x T x D, half of each square.
-                  0.5 * 6.0 * 2.0 * static_cast<double>(b * h * t * t * d)});
-  rows.push_back({"GELU fwd+bwd [1024x2048]",
-                  best_of(reps,
-                          [&] {
-                            k::gelu_forward(fc.data(), n * f, g.data());
-                            k::gelu_backward(fc.data(), g.data(), n * f, dg.data());
-                          }),
-                  0.0});
-  rows.push_back({"LayerNorm fwd+bwd [1024x512]",
-                  best_of(reps,
-                          [&] {
-                            k::layernorm_forward(x.data(), gamma.data(), beta.data(), n, c,
-                                                 y.data(), mean.data(), rstd.data());
-                            k::layernorm_backward(x.data(), gamma.data(), mean.data(), rstd.data(),
-                                                  y.data(), n, c, dx.data(), dgamma.data(),
-                                                  dbeta.data());
-                          }),
-                  0.0});
-  rows.push_back({"LM head + cross-entropy fwd+bwd (V=256)",
-                  best_of(reps,
-                          [&] {
-                            k::gemm(false, true, n, v, c, 1.0f, x.data(), c, wte.data(), c, 0.0f,
-                                    logits.data(), v);
-                            k::cross_entropy_forward_backward(logits.data(), n, v, targets.data(),
-                                                              1.0f / static_cast<float>(n),
-                                                              dlogits.data());
-                          }),
-                  0.0});
-  rows.push_back({"AdamW over 1M params",
-                  best_of(reps,
-                          [&] {
-                            k::adamw_step(w_fc.data(), dw_fc.data(), m.data(), vv.data(), c * f, 1,
-                                          {.lr = 1e-9f});
-                          }),
-                  0.0});
+  auto add = [&](std::string name, double flops, std::function<void()> run) {
+    rows.push_back({std::move(name), best_of(reps, run), flops, run});
+  };
+  add("c_fc linear fwd+bwd [1024x512]x[512x2048]", 6.0 * static_cast<double>(n * c * f), [&] {
+    k::linear_forward(x.data(), w_fc.data(), b_fc.data(), n, c, f, fc.data());
+    k::linear_backward(x.data(), w_fc.data(), fc.data(), n, c, f, dx.data(), dw_fc.data(),
+                       db_fc.data());
+  });
+  // Useful (causal) FLOPs: 6 products of T x T x D, half of each square.
+  add("causal attention fwd+bwd (8 heads of 64)",
+      0.5 * 6.0 * 2.0 * static_cast<double>(b * h * t * t * d), [&] {
+        k::attention_forward(qkv.data(), b, t, h, d, att.data(), lse.data());
+        k::attention_backward(qkv.data(), lse.data(), att.data(), b, t, h, d, dqkv.data());
+      });
+  add("GELU fwd+bwd [1024x2048]", 0.0, [&] {
+    k::gelu_forward(fc.data(), n * f, g.data());
+    k::gelu_backward(fc.data(), g.data(), n * f, dg.data());
+  });
+  add("LayerNorm fwd+bwd [1024x512]", 0.0, [&] {
+    k::layernorm_forward(x.data(), gamma.data(), beta.data(), n, c, y.data(), mean.data(),
+                         rstd.data());
+    k::layernorm_backward(x.data(), gamma.data(), mean.data(), rstd.data(), y.data(), n, c,
+                          dx.data(), dgamma.data(), dbeta.data());
+  });
+  add("LM head + cross-entropy fwd+bwd (V=256)", 0.0, [&] {
+    k::gemm(false, true, n, v, c, 1.0f, x.data(), c, wte.data(), c, 0.0f, logits.data(), v);
+    k::cross_entropy_forward_backward(logits.data(), n, v, targets.data(),
+                                      1.0f / static_cast<float>(n), dlogits.data());
+  });
+  add("AdamW over 1M params", 0.0, [&] {
+    k::adamw_step(w_fc.data(), dw_fc.data(), m.data(), vv.data(), c * f, 1, {.lr = 1e-9f});
+  });
+  add("gradient sum of squares over 1M params", 0.0,
+      [&] { benchmark_sink = benchmark_sink + k::sum_of_squares(dw_fc.data(), c * f); });
   const double square = best_of(reps, [&] {
     static std::vector<float> a = random(1024 * 1024, 9, 1.0), bb = random(1024 * 1024, 10, 1.0),
                               cc(1024 * 1024);
@@ -162,5 +148,27 @@ int main(int argc, char** argv) {
                   100.0 * r.seconds / total, "-", "-");
     }
   }
+  // Attention and the element-wise and row kernels in every ISA variant the host runs,
+  // interleaved round by round so that all variants see the same machine load; best of `reps`.
+  const std::vector<k::Isa> isas = k::supported_isas();
+  std::printf("\nISA variants (best of %d, interleaved; speed-up of the best vs baseline):\n%-46s",
+              reps, "op");
+  for (k::Isa isa : isas) std::printf(" %9s", k::isa_name(isa));
+  std::printf(" %9s\n", "speed-up");
+  const k::Isa saved = k::active_isa();
+  for (const Row& r : rows) {
+    if (r.name.rfind("c_fc", 0) == 0) continue;  // all sgemm
+    std::vector<double> best(isas.size(), 1e30);
+    for (int rep = 0; rep < reps; ++rep) {
+      for (size_t i = 0; i < isas.size(); ++i) {
+        k::set_active_isa(isas[i]);
+        best[i] = std::min(best[i], best_of(1, r.run));
+      }
+    }
+    std::printf("%-46s", r.name.c_str());
+    for (double s : best) std::printf(" %7.2fms", s * 1e3);
+    std::printf(" %8.2fx\n", best.front() / best.back());
+  }
+  k::set_active_isa(saved);
   return 0;
 }
