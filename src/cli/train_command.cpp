@@ -19,7 +19,7 @@ struct TrainArgs {
   std::string failed;
   std::string batch_policy = "keep";
   std::string optimizer = "replicated";
-  int64_t bucket_kb = 1024;
+  int64_t bucket_kb = 128;
 };
 
 // The worker's identity: from `ntp launch`, or a one-worker job run directly.

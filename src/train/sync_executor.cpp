@@ -356,6 +356,15 @@ Status SyncExecutor::publish_values(const std::vector<std::vector<float>>& value
   return ok_status();
 }
 
+double SyncStats::overlap_fraction() const {
+  double busy = 0.0, hidden = 0.0;
+  for (const auto& [start, end] : buckets) {
+    busy += end - start;
+    hidden += std::max(0.0, std::min(end, backward_done) - start);
+  }
+  return busy > 0.0 ? hidden / busy : 1.0;
+}
+
 int SyncExecutor::buckets() const { return static_cast<int>(buckets_.size()); }
 
 double SyncExecutor::now() const {

@@ -50,7 +50,7 @@ struct SyncComms {
 };
 
 struct SyncOptions {
-  int64_t bucket_bytes = 1 << 20;
+  int64_t bucket_bytes = 128 << 10;
   OptimizerSharding sharding = OptimizerSharding::kReplicated;
 };
 
@@ -66,6 +66,9 @@ struct SyncStats {
   std::vector<std::pair<double, double>> buckets;  // [start, end) of each bucket's sync
   int64_t fold_bytes_sent = 0;                     // fold + unfold bytes this rank sent
   int64_t dp_bytes = 0;                            // bytes of its DP buffers
+
+  // Share of the step's sync time that ran before backward finished (1 = fully hidden).
+  double overlap_fraction() const;
 };
 
 class SyncExecutor {

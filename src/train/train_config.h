@@ -59,7 +59,7 @@ struct TrainConfig {
   bool quiet = false;        // no per-step progress lines
 
   // Runtime.
-  int64_t bucket_bytes = 1 << 20;
+  int64_t bucket_bytes = 128 << 10;
   int comm_timeout_ms = 30000;
 
   int world_slots() const { return domains * tp; }

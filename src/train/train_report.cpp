@@ -25,6 +25,13 @@ TrainReport::TrainReport(const TrainConfig& config, const shard::ClusterLayout& 
   for (const shard::ReplicaLayout& r : layout.replicas) degrees_.push_back(r.degree());
   for (const ReplicaBatch& b : batches) samples_.push_back(b.samples);
   for (const shard::SlotRef& s : active_slots(layout)) replica_of_.push_back(s.domain);
+  for (const shard::ReplicaLayout& r : layout.replicas) {
+    double worst = 1.0;
+    for (size_t sp = 0; sp < r.units.size(); ++sp) {
+      worst = std::min(worst, 1.0 / r.imbalance(static_cast<int>(sp)));
+    }
+    balance_.push_back(worst);
+  }
 }
 
 Result<TrainReport> TrainReport::open(const TrainConfig& c, const shard::ClusterLayout& layout,
@@ -77,6 +84,7 @@ Result<TrainReport> TrainReport::open(const TrainConfig& c, const shard::Cluster
                           {"global_batch", c.global_batch()},
                           {"seq_len", c.model.n_ctx},
                           {"params", c.model.num_params()},
+                          {"balance", report.balance_},
                           {"steps", c.steps}};
   report.write(start.dump());
   return report;
@@ -87,14 +95,18 @@ void TrainReport::write(const std::string& json_line) {
   metrics_.flush();
 }
 
-void TrainReport::step(const StepFigures& f, const std::vector<double>& times) {
+void TrainReport::step(const StepFigures& f, const std::vector<double>& ranks) {
   const size_t replicas = degrees_.size();
   std::vector<double> fwd_bwd(replicas, 0.0), wait(replicas, 0.0), opt(replicas, 0.0);
+  std::vector<double> overlap(replicas, 1.0), bytes(replicas, 0.0);
   for (size_t r = 0; r < replica_of_.size(); ++r) {
     const auto d = static_cast<size_t>(replica_of_[r]);
-    fwd_bwd[d] = std::max(fwd_bwd[d], times[3 * r]);
-    wait[d] = std::max(wait[d], times[3 * r + 1]);
-    opt[d] = std::max(opt[d], times[3 * r + 2]);
+    const double* x = ranks.data() + kRankFigures * r;
+    fwd_bwd[d] = std::max(fwd_bwd[d], x[0]);
+    wait[d] = std::max(wait[d], x[1]);
+    opt[d] = std::max(opt[d], x[2]);
+    overlap[d] = std::min(overlap[d], x[3]);
+    bytes[d] = std::max(bytes[d], x[4]);
   }
   nlohmann::json per_replica = nlohmann::json::array();
   for (size_t d = 0; d < replicas; ++d) {
@@ -103,7 +115,9 @@ void TrainReport::step(const StepFigures& f, const std::vector<double>& times) {
                            {"samples", samples_[d]},
                            {"fwd_bwd_s", fwd_bwd[d]},
                            {"sync_wait_s", wait[d]},
-                           {"optimizer_s", opt[d]}});
+                           {"optimizer_s", opt[d]},
+                           {"sync_overlap", overlap[d]},
+                           {"sync_bytes_max_rank", bytes[d]}});
   }
   nlohmann::json line = {{"type", "step"},           {"step", f.step},
                          {"loss", f.loss},           {"lr", f.lr},

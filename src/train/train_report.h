@@ -8,6 +8,7 @@
 //                 {"type":"summary",...}. Schema in docs/train.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -31,14 +32,19 @@ struct StepFigures {
   double tokens_per_s = 0.0;
 };
 
+// What every rank reports per step: forward+backward, sync wait and optimizer seconds, the share
+// of its sync that overlapped backward, and the bytes it moved for the sync (fold + DP buffers).
+inline constexpr size_t kRankFigures = 5;
+using RankFigures = std::array<double, kRankFigures>;
+
 class TrainReport {
  public:
   // Creates the output folder and the metrics file and prints the start-up block.
   static Result<TrainReport> open(const TrainConfig& config, const shard::ClusterLayout& layout,
                                   const std::vector<ReplicaBatch>& batches, std::FILE* out);
 
-  // `times`: 3 values per world rank (forward+backward, sync wait, optimizer seconds).
-  void step(const StepFigures& figures, const std::vector<double>& times);
+  // `ranks`: kRankFigures values per world rank (RankFigures).
+  void step(const StepFigures& figures, const std::vector<double>& ranks);
   void eval(int64_t step, double loss);
   void finish(int64_t steps, double loss, double eval_loss, double tokens_per_s);
 
@@ -53,6 +59,7 @@ class TrainReport {
   std::vector<int> degrees_;      // [replica]
   std::vector<int64_t> samples_;  // [replica]
   std::vector<int> replica_of_;   // [world rank]
+  std::vector<double> balance_;   // [replica]: ideal / largest per-rank units, worst space
   std::FILE* out_;
   std::ofstream metrics_;
 };

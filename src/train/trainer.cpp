@@ -281,11 +281,14 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     summary.steps = step + 1;
     summary.final_loss = loss;
 
-    // ---- metrics: per-rank times to the leader ----
-    std::vector<double> times(3 * static_cast<size_t>(role.world_size), 0.0);
-    times[3 * static_cast<size_t>(role.world_rank)] = fwd_bwd_s;
-    times[3 * static_cast<size_t>(role.world_rank) + 1] = sync_wait_s;
-    times[3 * static_cast<size_t>(role.world_rank) + 2] = optimizer_s;
+    // ---- metrics: per-rank figures to the leader ----
+    std::vector<double> times(kRankFigures * static_cast<size_t>(role.world_size), 0.0);
+    const SyncStats& stats = sync.stats();
+    const RankFigures mine_figures{fwd_bwd_s, sync_wait_s, optimizer_s, stats.overlap_fraction(),
+                                   static_cast<double>(stats.fold_bytes_sent + stats.dp_bytes)};
+    std::copy(
+        mine_figures.begin(), mine_figures.end(),
+        times.begin() + static_cast<long>(kRankFigures * static_cast<size_t>(role.world_rank)));
     NTP_RETURN_IF_ERROR(job->world->allreduce(comm::view(times)));
     const double step_s = seconds_since(step_start);
     if (step > 0) {  // the first step pays for first touches of every buffer
