@@ -73,21 +73,24 @@ Result<Manifest> build_manifest(CheckpointMeta meta, const std::vector<ShardReco
   return assemble(std::move(meta), shards, /*specs_validated=*/false);
 }
 
+json meta_to_json(const CheckpointMeta& meta) {
+  return json{{"step", meta.step},
+              {"model_config", meta.model_config},
+              {"train_config", meta.train_config},
+              {"data", meta.data},
+              {"rng", meta.rng},
+              {"layout", meta.layout}};
+}
+
 std::string manifest_to_string(const Manifest& m) {
   // Hand-assembled so that each piece stays on one line: readable and diffable.
   json tensors = json::array();
   for (const TensorInfo& t : m.tensors) {
     tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}});
   }
-  json head = {{"format", kManifestFormat},
-               {"version", kManifestVersion},
-               {"step", m.meta.step},
-               {"model_config", m.meta.model_config},
-               {"train_config", m.meta.train_config},
-               {"data", m.meta.data},
-               {"rng", m.meta.rng},
-               {"layout", m.meta.layout},
-               {"tensors", tensors}};
+  json head = {{"format", kManifestFormat}, {"version", kManifestVersion}};
+  head.update(meta_to_json(m.meta));
+  head["tensors"] = tensors;
   std::string text = head.dump(1);
   text.pop_back();  // the closing '}'
   while (!text.empty() && text.back() == '\n') text.pop_back();

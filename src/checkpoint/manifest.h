@@ -47,6 +47,10 @@ struct Manifest {
 // coverage (coverage.h) and that no two pieces share a (file, key). kInvalidArgument otherwise.
 Result<Manifest> build_manifest(CheckpointMeta meta, const std::vector<ShardRecord>& shards);
 
+// {"step", "model_config", "train_config", "data", "rng", "layout"}: the manifest's meta fields
+// (also what `ntp ckpt inspect --json` reports).
+nlohmann::json meta_to_json(const CheckpointMeta& meta);
+
 std::string manifest_to_string(const Manifest& manifest);  // pretty JSON, 1 line per piece
 // Strict parse plus build_manifest's checks; kInvalidArgument naming the field or tensor.
 Result<Manifest> parse_manifest(std::string_view text);

@@ -14,7 +14,8 @@ using nlohmann::json;
 
 std::string shape_text(const json& shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i].get<int64_t>());
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i].get<int64_t>());
   return s + "]";
 }
 
@@ -32,8 +33,9 @@ json inspect_json(const checkpoint::CheckpointReader& reader) {
   for (const std::string& file : m.files()) {
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(reader.step_dir() / file, ec);
-    const auto pieces = std::count_if(m.pieces.begin(), m.pieces.end(),
-                                      [&](const checkpoint::PieceRecord& p) { return p.file == file; });
+    const auto pieces =
+        std::count_if(m.pieces.begin(), m.pieces.end(),
+                      [&](const checkpoint::PieceRecord& p) { return p.file == file; });
     files.push_back({{"file", file},
                      {"writer", file.substr(6, file.size() - 6 - 12)},
                      {"bytes", ec ? 0 : bytes},
@@ -53,11 +55,11 @@ json inspect_json(const checkpoint::CheckpointReader& reader) {
     }
     tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"kinds", kinds}});
   }
-  return json{{"dir", reader.step_dir().string()}, {"step", m.meta.step},
-              {"model_config", m.meta.model_config}, {"train_config", m.meta.train_config},
-              {"data", m.meta.data},               {"rng", m.meta.rng},
-              {"layout", m.meta.layout},           {"files", files},
-              {"tensors", tensors}};
+  json summary = checkpoint::meta_to_json(m.meta);
+  summary["dir"] = reader.step_dir().string();
+  summary["files"] = files;
+  summary["tensors"] = tensors;
+  return summary;
 }
 
 std::string render_inspect_text(const json& s) {

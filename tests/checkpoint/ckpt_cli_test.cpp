@@ -26,13 +26,6 @@ ntp::testing::CommandOutput ntp(std::vector<std::string> args) {
   return ntp::testing::run_command(args);
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // A checkpoint at step 42 written by 3 ranks; returns its step directory.
 fs::path save(const fs::path& save_dir) {
   testing::SaveSpec spec;
@@ -89,7 +82,7 @@ TEST(NtpCkpt, VerifyGoodAndCorrupted) {
   const fs::path shard = step / "shard_2.safetensors";
   const SafetensorsFile st = SafetensorsFile::open(shard).value();
   const SafetensorsEntry& last = st.header().entries.back();
-  std::string bytes = slurp(shard);
+  std::string bytes = testing::read_all(shard);
   bytes[st.header().data_start() + last.begin + 5] ^= 0x40;
   std::ofstream(shard, std::ios::binary | std::ios::trunc) << bytes;
   const std::string tensor = last.name.substr(0, last.name.find(':'));
@@ -115,7 +108,7 @@ TEST(NtpCkpt, MissingPieceAndNotACheckpoint) {
   const fs::path step = save(dir.path());
   // Drop the manifest line of rank 0's piece of wte (not the last line, so the JSON stays
   // valid): coverage fails naming the tensor and a slice.
-  std::string manifest = slurp(step / "manifest.json");
+  std::string manifest = testing::read_all(step / "manifest.json");
   const size_t at = manifest.find("{\"axis\":0,\"chunk_bytes\":256,\"crc32c\"");
   ASSERT_NE(at, std::string::npos);
   const size_t end = manifest.find('\n', at);
@@ -141,7 +134,7 @@ TEST(NtpCkpt, ConsolidateWritesHfFilesAndNeverOverwrites) {
   ASSERT_NE(model.header().find("transformer.wte.weight"), nullptr);
   EXPECT_EQ(model.header().find("transformer.wte.weight")->shape, (std::vector<int64_t>{260, 16}));
   EXPECT_EQ(model.header().find("lm_head.weight"), nullptr);  // tied to wte
-  const auto config = nlohmann::json::parse(slurp(out / "config.json"));
+  const auto config = nlohmann::json::parse(testing::read_all(out / "config.json"));
   EXPECT_EQ(config["model_type"], "gpt2");
   EXPECT_EQ(config["architectures"][0], "GPT2LMHeadModel");
   EXPECT_EQ(config["n_inner"], 64);
@@ -149,10 +142,10 @@ TEST(NtpCkpt, ConsolidateWritesHfFilesAndNeverOverwrites) {
   EXPECT_EQ(config["tie_word_embeddings"], true);
 
   // OUT exists and is not empty: refused, untouched.
-  const std::string before = slurp(out / "model.safetensors");
+  const std::string before = testing::read_all(out / "model.safetensors");
   expect_bad_input(ntp({"ckpt", "consolidate", dir.path().string(), "--out", out.string()}),
                    {out.string(), "--force"});
-  EXPECT_EQ(slurp(out / "model.safetensors"), before);
+  EXPECT_EQ(testing::read_all(out / "model.safetensors"), before);
   // --force replaces it.
   EXPECT_EQ(
       ntp({"ckpt", "consolidate", dir.path().string(), "--out", out.string(), "--force"}).exit_code,
@@ -168,7 +161,7 @@ TEST(NtpCkpt, ConsolidateWritesHfFilesAndNeverOverwrites) {
   // (consolidate reads only "value" pieces, so corrupt one of those.)
   const fs::path shard = step_dir_path(dir.path(), 42) / "shard_0.safetensors";
   const SafetensorsFile st = SafetensorsFile::open(shard).value();
-  std::string bytes = slurp(shard);
+  std::string bytes = testing::read_all(shard);
   bytes[st.header().data_start() + st.header().find("transformer.wte.weight:value")->begin + 9] ^=
       1;
   std::ofstream(shard, std::ios::binary | std::ios::trunc) << bytes;
@@ -179,7 +172,7 @@ TEST(NtpCkpt, ConsolidateWritesHfFilesAndNeverOverwrites) {
   expect_bad_input(
       ntp({"ckpt", "consolidate", dir.path().string(), "--out", out.string(), "--force"}),
       {"shard_0.safetensors"});
-  EXPECT_EQ(slurp(out / "model.safetensors"), before);
+  EXPECT_EQ(testing::read_all(out / "model.safetensors"), before);
   for (const auto& e : fs::directory_iterator(dir.path())) {
     EXPECT_EQ(e.path().filename().string().rfind(".tmp.", 0), std::string::npos) << e.path();
   }

@@ -20,13 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,8 +55,10 @@ int main(int argc, char** argv) {
     const fs::path seeds = argv[4];
     fs::create_directories(seeds);
     const fs::path step = step_dir_path(save_dir, 42);
-    std::ofstream(seeds / "manifest", std::ios::binary) << "M" << slurp(step / kManifestFile);
-    std::ofstream(seeds / "shard", std::ios::binary) << "S" << slurp(step / "shard_1.safetensors");
+    std::ofstream(seeds / "manifest", std::ios::binary)
+        << "M" << testing::read_all(step / kManifestFile);
+    std::ofstream(seeds / "shard", std::ios::binary)
+        << "S" << testing::read_all(step / "shard_1.safetensors");
   }
   std::printf("wrote %s and %s\n", save_dir.c_str(), ref_dir.c_str());
   return 0;

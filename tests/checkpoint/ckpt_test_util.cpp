@@ -1,12 +1,21 @@
 #include "ckpt_test_util.h"
 
+#include <fstream>
 #include <numeric>
+#include <sstream>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/model_pieces.h"
 #include "core/check.h"
 
 namespace ntp::checkpoint::testing {
+
+std::string read_all(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 model::GptConfig tiny_config() {
   model::GptConfig c;

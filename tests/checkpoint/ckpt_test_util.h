@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "checkpoint/manifest.h"
@@ -13,6 +14,9 @@
 #include "model/gpt_model.h"
 
 namespace ntp::checkpoint::testing {
+
+// The whole content of a file ("" if it cannot be read).
+std::string read_all(const std::filesystem::path& path);
 
 // A small GPT-2: 2 layers, 4 heads, width 16, context 8, vocabulary 260 (256 bytes + padding),
 // FFN unit 2.

@@ -19,13 +19,6 @@ using testing::SaveSpec;
 using testing::TempDir;
 using testing::tiny_config;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::string s;
-  std::getline(in, s);
-  return s;
-}
-
 TEST(Commit, LatestFollowsAndKeepLastPrunes) {
   TempDir dir;
   const auto ranks = make_ranks(tiny_config(), 2, 1);
@@ -34,7 +27,7 @@ TEST(Commit, LatestFollowsAndKeepLastPrunes) {
     spec.step = step;
     spec.keep_last = 2;
     ASSERT_TRUE(save_ranks(dir.path(), ranks, spec).ok());
-    EXPECT_EQ(read_file(dir.path() / "latest"), step_dir_path("", step).string());
+    EXPECT_EQ(testing::read_all(dir.path() / "latest"), step_dir_path("", step).string() + "\n");
   }
   EXPECT_EQ(complete_steps(dir.path()), (std::vector<int64_t>{30, 40}));
   const CheckpointReader reader = CheckpointReader::open(dir.path()).value();
