@@ -93,7 +93,7 @@ uint32_t combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
 // `crc` is the raw register. The instruction has a latency of 3 cycles and a throughput of 1 per
 // cycle, so long buffers run as three independent streams whose CRCs are then combined.
 __attribute__((target("sse4.2"))) uint32_t update_hardware(uint32_t crc, const unsigned char* p,
-                                                          size_t n) {
+                                                           size_t n) {
   constexpr size_t kThreeWayMin = 3 * 8192;
   if (n >= kThreeWayMin) {
     const size_t len = (n / 3) & ~size_t{7};

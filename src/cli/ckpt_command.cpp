@@ -6,8 +6,8 @@
 
 #include "checkpoint/hf_export.h"
 #include "checkpoint/reader.h"
-#include "cli/cli_error.h"
 #include "cli/ckpt_inspect.h"
+#include "cli/cli_error.h"
 #include "cli/commands.h"
 
 namespace ntp::cli {
