@@ -7,6 +7,7 @@
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/lane_sum.h"
 
 namespace ntp::kernels::cpu {
 namespace {
@@ -26,11 +27,9 @@ NTP_ISA_INLINE void softmax_rows_body(float* s, int64_t rows, int64_t cols, int6
   for (int64_t r = 0; r < rows; ++r) {
     float* pr = s + r * ld;
     const int64_t n = i0 + r + 1;
-    float mx = pr[0];
-    for (int64_t j = 1; j < n; ++j) mx = pr[j] > mx ? pr[j] : mx;
+    const float mx = lane_max(pr, n);
     for (int64_t j = 0; j < n; ++j) pr[j] = fast_exp(pr[j] - mx);
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n; ++j) sum += pr[j];
+    const float sum = lane_sum<float>(n, [pr](int64_t j) { return pr[j]; });
     const float inv = 1.0f / sum;
     for (int64_t j = 0; j < n; ++j) pr[j] *= inv;
     for (int64_t j = n; j < cols; ++j) pr[j] = 0.0f;
@@ -49,8 +48,7 @@ NTP_ISA_INLINE void softmax_backward_rows_body(float* s, float* dp, int64_t rows
     const int64_t n = i0 + r + 1;
     const float l = lse[r];
     for (int64_t j = 0; j < n; ++j) pr[j] = fast_exp(pr[j] - l);
-    float dot = 0.0f;
-    for (int64_t j = 0; j < n; ++j) dot += pr[j] * dr[j];
+    const float dot = lane_sum<float>(n, [pr, dr](int64_t j) { return pr[j] * dr[j]; });
     for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - dot);
     for (int64_t j = n; j < cols; ++j) pr[j] = dr[j] = 0.0f;
   }

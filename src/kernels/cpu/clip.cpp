@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/lane_sum.h"
 
 namespace ntp::kernels::cpu {
 namespace {
@@ -10,25 +11,12 @@ NTP_ISA_INLINE void scale_body(float* x, int64_t n, float factor) {
 }
 NTP_ISA_VARIANTS(scale_isa, scale_body)
 
-// 16 interleaved partial sums (element i goes to sum i % 16) so the loop vectorizes without
-// reassociation; the order of additions, hence the result, is the same in every ISA variant.
+// lane_sum: vectorized, and the same result in every ISA variant.
 NTP_ISA_INLINE double sum_of_squares_body(const float* x, int64_t n) {
-  constexpr int64_t kLanes = 16;
-  double lanes[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const double v = x[i + l];
-      lanes[l] += v * v;
-    }
-  }
-  for (int64_t l = 0; i < n; ++i, ++l) {
+  return lane_sum<double>(n, [x](int64_t i) {
     const double v = x[i];
-    lanes[l] += v * v;
-  }
-  double s = 0.0;
-  for (int64_t l = 0; l < kLanes; ++l) s += lanes[l];
-  return s;
+    return v * v;
+  });
 }
 NTP_ISA_VARIANTS(sum_of_squares_isa, sum_of_squares_body)
 }  // namespace

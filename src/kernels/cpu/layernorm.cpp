@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/lane_sum.h"
 
 namespace ntp::kernels::cpu {
 namespace {
@@ -12,14 +13,12 @@ NTP_ISA_INLINE void layernorm_forward_body(const float* x, const float* gamma, c
                                            float* rstd) {
   for (int64_t i = 0; i < n; ++i) {
     const float* xr = x + i * c;
-    double sum = 0.0;
-    for (int64_t j = 0; j < c; ++j) sum += xr[j];
+    const double sum = lane_sum<double>(c, [xr](int64_t j) { return static_cast<double>(xr[j]); });
     const double mu = sum / static_cast<double>(c);
-    double sq = 0.0;
-    for (int64_t j = 0; j < c; ++j) {
+    const double sq = lane_sum<double>(c, [xr, mu](int64_t j) {
       const double d = xr[j] - mu;
-      sq += d * d;
-    }
+      return d * d;
+    });
     const double rs = 1.0 / std::sqrt(sq / static_cast<double>(c) + kLayerNormEps);
     const float muf = static_cast<float>(mu);
     const float rsf = static_cast<float>(rs);
@@ -41,13 +40,14 @@ NTP_ISA_INLINE void layernorm_backward_body(const float* x, const float* gamma, 
     const float* dyr = dy + i * c;
     const float mu = mean[i];
     const float rs = rstd[i];
-    double sum_g = 0.0;
-    double sum_gx = 0.0;
+    const double sum_g =
+        lane_sum<double>(c, [dyr, gamma](int64_t j) { return double{dyr[j] * gamma[j]}; });
+    const double sum_gx = lane_sum<double>(c, [=](int64_t j) {
+      const float xhat = (xr[j] - mu) * rs;
+      return static_cast<double>(dyr[j] * gamma[j]) * xhat;
+    });
     for (int64_t j = 0; j < c; ++j) {
       const float xhat = (xr[j] - mu) * rs;
-      const float g = dyr[j] * gamma[j];
-      sum_g += g;
-      sum_gx += static_cast<double>(g) * xhat;
       dgamma[j] += dyr[j] * xhat;
       dbeta[j] += dyr[j];
     }
