@@ -36,27 +36,47 @@ Status check_one(const std::string& what, const std::vector<const PieceRecord*>&
   }
   if (whole == 1 || numel == 0) return ok_status();
   if (axis == -2) return invalid_argument(what + ": no piece holds any element");
-  // Sorted slice ids of all pieces: the first gap is a missing slice, a repeat an overlap. Sizes
-  // are bounded by what the pieces hold, never by the (untrusted) logical shape.
-  std::vector<int64_t> ids;
-  for (const PieceRecord* p : pieces)
-    ids.insert(ids.end(), p->spec.index.begin(), p->spec.index.end());
-  std::sort(ids.begin(), ids.end());
+  // The first slice held 0 or 2+ times, in increasing slice order. Memory is bounded by what the
+  // pieces hold, never by the (untrusted) logical shape: counts per slice when the dimension is
+  // not much larger than the number of ids, else a sort of the ids.
   const int64_t dim = shape[static_cast<size_t>(axis)];
   const std::string along = " along axis " + std::to_string(axis);
+  auto held_twice = [&](int64_t v) {
+    return invalid_argument(what + ": slice " + std::to_string(v) + along +
+                            " is held by more than one piece");
+  };
+  auto missing = [&](int64_t v) {
+    return invalid_argument(what + ": slice " + std::to_string(v) + along +
+                            " is held by no piece (a piece is missing)");
+  };
+  int64_t total = 0;
+  for (const PieceRecord* p : pieces) total += static_cast<int64_t>(p->spec.index.size());
+  if (dim <= 4 * total + 1024) {
+    std::vector<uint8_t> count(static_cast<size_t>(dim), 0);
+    for (const PieceRecord* p : pieces) {
+      for (int64_t i : p->spec.index) {
+        uint8_t& c = count[static_cast<size_t>(i)];
+        if (c < 2) ++c;
+      }
+    }
+    for (int64_t i = 0; i < dim; ++i) {
+      if (count[static_cast<size_t>(i)] == 0) return missing(i);
+      if (count[static_cast<size_t>(i)] > 1) return held_twice(i);
+    }
+    return ok_status();
+  }
+  std::vector<int64_t> ids;
+  for (const PieceRecord* p : pieces) {
+    ids.insert(ids.end(), p->spec.index.begin(), p->spec.index.end());
+  }
+  std::sort(ids.begin(), ids.end());
   int64_t expected = 0;
   for (int64_t v : ids) {
-    if (v < expected) {
-      return invalid_argument(what + ": slice " + std::to_string(v) + along +
-                              " is held by more than one piece");
-    }
+    if (v < expected) return held_twice(v);
     if (v > expected) break;
     expected = v + 1;
   }
-  if (expected < dim) {
-    return invalid_argument(what + ": slice " + std::to_string(expected) + along +
-                            " is held by no piece (a piece is missing)");
-  }
+  if (expected < dim) return missing(expected);
   return ok_status();
 }
 

@@ -46,6 +46,18 @@ Status validate_piece_spec(const PieceSpec& spec) {
                               std::to_string(dim) + ")");
     }
   }
+  // Repeats: a bitmap when the dimension is not much larger than the index (the usual case),
+  // else a sort; memory stays proportional to the index either way.
+  if (dim <= 8 * static_cast<int64_t>(spec.index.size()) + 1024) {
+    std::vector<bool> seen(static_cast<size_t>(dim), false);
+    for (int64_t i : spec.index) {
+      if (seen[static_cast<size_t>(i)]) {
+        return invalid_argument(where + "index " + std::to_string(i) + " repeated");
+      }
+      seen[static_cast<size_t>(i)] = true;
+    }
+    return ok_status();
+  }
   std::vector<int64_t> sorted = spec.index;
   std::sort(sorted.begin(), sorted.end());
   auto repeated = std::adjacent_find(sorted.begin(), sorted.end());

@@ -173,6 +173,13 @@ TEST(Manifest, CoverageErrorsNameTheTensorAndSlice) {
        "whole-tensor piece and other pieces"},
       {{record("w", {6, 4}, -1, {}), record("w", {6, 5}, -1, {}, "shard_1.safetensors")},
        "disagree on its logical shape"},
+      // A dimension far larger than the pieces hold (the sort-based checks).
+      {{record("w", {100000, 1}, 0, {0, 1, 3})}, "slice 2 along axis 0 is held by no piece"},
+      {{record("w", {100000, 1}, 0, {0, 1}),
+        record("w", {100000, 1}, 0, {1}, "shard_1.safetensors")},
+       "slice 1 along axis 0 is held by more than one piece"},
+      {{record("w", {100000, 1}, 0, {7, 5, 7})}, "index 7 repeated"},
+      {{record("w", {6, 4}, 0, {0, 1, 2, 3, 4, 5, 2})}, "index 2 repeated"},
   };
   for (const Case& c : cases) {
     ShardRecord s{"0", "shard_0.safetensors", c.pieces};
