@@ -188,6 +188,22 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "weights as logical tensors")
       ->group("");
 
+  auto ckpt = "Checkpoints";
+  cmd->add_option("--save-dir", c.save_dir, "Write checkpoints here (docs/checkpoint.md)")
+      ->group(ckpt);
+  cmd->add_option("--save-every", c.save_every,
+                  "Checkpoint after every N steps (0: only at the end of the run)")
+      ->group(ckpt);
+  cmd->add_option("--keep-last", c.keep_last, "Complete checkpoints to keep (0: all)")->group(ckpt);
+  cmd->add_option("--resume", c.resume,
+                  "Continue from a checkpoint (a step or save directory) written at any layout; "
+                  "'auto': --save-dir's latest if there is one")
+      ->group(ckpt);
+  cmd->add_option("--stop-after", c.stop_after,
+                  "Stop after this many steps of this run (the schedule still spans --steps); "
+                  "with --save-dir a checkpoint is written at the stop")
+      ->group(ckpt);
+
   auto runtime = "Runtime";
   cmd->add_option("--bucket-kb", args->bucket_kb, "Gradient sync bucket size (KiB of parameters)")
       ->group(runtime);

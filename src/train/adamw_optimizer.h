@@ -22,6 +22,11 @@ class AdamWOptimizer {
   // coefficient; 1 = unclipped). Checks params match the ones given at construction.
   void step(std::vector<model::Param>& params, float lr, float grad_scale = 1.0f);
   int64_t steps_taken() const { return steps_; }
+  // The moments of params[i] (local shape, flat), e.g. for checkpoints.
+  std::vector<float>& exp_avg(size_t i) { return m_[i]; }
+  std::vector<float>& exp_avg_sq(size_t i) { return v_[i]; }
+  // Resuming: the updates already taken (bias correction continues from there).
+  void set_steps_taken(int64_t steps) { steps_ = steps; }
 
  private:
   kernels::cpu::AdamWHyper hyper_;

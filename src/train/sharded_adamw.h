@@ -23,6 +23,11 @@ class ShardedAdamW {
             float lr, float grad_scale);
   const std::vector<std::vector<float>>& master() const { return master_; }
   int64_t steps_taken() const { return steps_; }
+  // Per owned chunk (SyncExecutor::owned_chunks order), for checkpoints.
+  std::vector<float>& master(size_t chunk) { return master_[chunk]; }
+  std::vector<float>& exp_avg(size_t chunk) { return m_[chunk]; }
+  std::vector<float>& exp_avg_sq(size_t chunk) { return v_[chunk]; }
+  void set_steps_taken(int64_t steps) { steps_ = steps; }
 
  private:
   kernels::cpu::AdamWHyper hyper_;

@@ -92,6 +92,7 @@ class SyncExecutor {
 
   // --- sharded optimizer (ZeRO-1) ---
   std::vector<OwnedChunk>& owned_chunks() { return owned_; }
+  const std::vector<OwnedChunk>& owned_chunks() const { return owned_; }
   // The current weights of every owned chunk (collected from the ranks that hold them).
   Result<std::vector<std::vector<float>>> owned_values();
   // All-gathers every member's updated chunk and writes the weights into every rank's params.

@@ -78,6 +78,16 @@ Status validate_train_config(TrainConfig& c) {
   for (int d = 0; d < c.domains; ++d) degrees.push_back(spec.degree(d));
   NTP_RETURN_IF_ERROR(
       split_global_batch(c.batch_policy, degrees, c.tp, c.global_batch(), c.micro_batch).status());
+  NTP_RETURN_IF_ERROR(at_least("--save-every", c.save_every, 0));
+  NTP_RETURN_IF_ERROR(at_least("--keep-last", c.keep_last, 0));
+  NTP_RETURN_IF_ERROR(at_least("--stop-after", c.stop_after, 0));
+  if (c.save_every > 0 && c.save_dir.empty()) {
+    return invalid_argument("--save-every " + std::to_string(c.save_every) +
+                            " needs --save-dir DIR");
+  }
+  if (c.resume == "auto" && c.save_dir.empty()) {
+    return invalid_argument("--resume auto resumes from --save-dir, which is not given");
+  }
   if (c.metrics_file.empty()) c.metrics_file = c.out_dir + "/metrics.jsonl";
   return ok_status();
 }

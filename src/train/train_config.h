@@ -58,6 +58,13 @@ struct TrainConfig {
   std::string dump_dir;      // testing: logical gradients of step 0 and final weights per rank
   bool quiet = false;        // no per-step progress lines
 
+  // Checkpoints (docs/checkpoint.md).
+  std::string save_dir;    // empty: no checkpoints
+  int64_t save_every = 0;  // save after every N steps (0: only at the end, when save_dir is set)
+  int keep_last = 3;       // complete checkpoints kept (0: all)
+  std::string resume;      // a step or save directory; "auto": save_dir's latest if any
+  int64_t stop_after = 0;  // stop after this many steps of this run (0: run to --steps)
+
   // Runtime.
   int64_t bucket_bytes = 128 << 10;
   int comm_timeout_ms = 30000;

@@ -144,6 +144,22 @@ void TrainReport::eval(int64_t step, double loss) {
   std::fflush(out_);
 }
 
+void TrainReport::resumed(int64_t step, const std::string& dir) {
+  write(nlohmann::json{{"type", "resume"}, {"step", step}, {"dir", dir}}.dump());
+  std::fprintf(out_, "resumed from %s: continuing at step %lld\n", dir.c_str(),
+               static_cast<long long>(step + 1));
+  std::fflush(out_);
+}
+
+void TrainReport::checkpoint(int64_t step, const std::string& dir, double blocked_s) {
+  write(
+      nlohmann::json{{"type", "checkpoint"}, {"step", step}, {"dir", dir}, {"blocked_s", blocked_s}}
+          .dump());
+  std::fprintf(out_, "checkpoint after step %lld committed: %s (training blocked %.1f ms)\n",
+               static_cast<long long>(step), dir.c_str(), blocked_s * 1e3);
+  std::fflush(out_);
+}
+
 void TrainReport::finish(int64_t steps, double loss, double eval_loss, double tokens_per_s) {
   write(nlohmann::json{{"type", "summary"},
                        {"steps", steps},

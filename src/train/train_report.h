@@ -46,6 +46,8 @@ class TrainReport {
   // `ranks`: kRankFigures values per world rank (RankFigures).
   void step(const StepFigures& figures, const std::vector<double>& ranks);
   void eval(int64_t step, double loss);
+  void resumed(int64_t step, const std::string& dir);
+  void checkpoint(int64_t step, const std::string& dir, double blocked_s);
   void finish(int64_t steps, double loss, double eval_loss, double tokens_per_s);
 
  private:

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "comm/gloo_communicator.h"
 #include "kernels/cpu/clip.h"
 #include "model/comm_tp_group.h"
@@ -22,6 +23,7 @@
 #include "train/batcher.h"
 #include "train/sharded_adamw.h"
 #include "train/token_file.h"
+#include "train/train_checkpoint.h"
 #include "train/train_report.h"
 #include "train/unit_blocks.h"
 #include "train/worker_role.h"
@@ -210,13 +212,35 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   }
   if (!c.dump_dir.empty()) std::filesystem::create_directories(c.dump_dir);
 
+  // ---- resume: weights, moments and the step from a checkpoint written at any layout ----
+  WorkerState state{role, model.params(), job->adamw ? &*job->adamw : nullptr,
+                    job->sharded ? &*job->sharded : nullptr, &sync};
+  int64_t first_step = 0;
+  std::string resume_dir = c.resume;
+  if (resume_dir == "auto") {
+    resume_dir = checkpoint::latest_step_dir(c.save_dir).ok() ? c.save_dir : "";
+  }
+  if (!resume_dir.empty()) {
+    Result<checkpoint::CheckpointReader> reader = checkpoint::CheckpointReader::open(resume_dir);
+    if (!reader.ok()) {
+      return invalid_argument("--resume " + resume_dir + ": " + reader.status().message());
+    }
+    NTP_ASSIGN_OR_RETURN(first_step, load_checkpoint(*reader, c, state));
+    if (report) report->resumed(first_step, reader->step_dir().string());
+  }
+  CheckpointSaver saver(c.save_dir, c.keep_last,
+                        "d" + std::to_string(slot.domain) + "s" + std::to_string(slot.slot));
+  const int64_t last_step =
+      c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
+
   const int64_t global_batch = c.global_batch();
   const ReplicaBatch& mine = job->batches[static_cast<size_t>(role.replica)];
   const auto micro_scale = static_cast<float>(c.micro_batch) / static_cast<float>(global_batch);
   double timed_seconds = 0.0;
   int64_t timed_steps = 0;
 
-  for (int64_t step = 0; step < c.steps; ++step) {
+  summary.steps = first_step;
+  for (int64_t step = first_step; step < last_step; ++step) {
     if (ctx.on_step) ctx.on_step(step);
     const Clock::time_point step_start = Clock::now();
 
@@ -301,8 +325,20 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
                    times);
     }
 
+    // ---- checkpoint: commit the previous save (its write had a step to run), start this one ----
+    const bool last = step + 1 == last_step;
+    if (saver.pending()) {
+      const int64_t saved = saver.pending_step();
+      NTP_ASSIGN_OR_RETURN(std::string dir, saver.finish(*job->world));
+      if (report) report->checkpoint(saved, dir, saver.last_blocked_s());
+    }
+    if (!c.save_dir.empty() && ((c.save_every > 0 && (step + 1) % c.save_every == 0) || last)) {
+      const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
+      NTP_RETURN_IF_ERROR(
+          saver.start(checkpoint_meta(c, step + 1, state.optimizer_steps()), pieces));
+    }
+
     // ---- eval ----
-    const bool last = step + 1 == c.steps;
     if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last) {
       NTP_ASSIGN_OR_RETURN(double eval_loss, evaluate(c, *job, val_batches));
       summary.final_eval_loss = eval_loss;
@@ -310,6 +346,11 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     }
   }
 
+  if (saver.pending()) {
+    const int64_t saved = saver.pending_step();
+    NTP_ASSIGN_OR_RETURN(std::string dir, saver.finish(*job->world));
+    if (report) report->checkpoint(saved, dir, saver.last_blocked_s());
+  }
   if (!c.dump_dir.empty()) {
     NTP_RETURN_IF_ERROR(dump_logical(
         c.dump_dir + "/weights_rank" + std::to_string(ctx.slot_rank) + ".bin", *job, false));

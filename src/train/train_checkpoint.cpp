@@ -1,0 +1,215 @@
+#include "train/train_checkpoint.h"
+
+#include <chrono>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/model_pieces.h"
+#include "train/unit_blocks.h"
+
+namespace ntp::train {
+namespace {
+
+constexpr const char* kMoments[] = {"exp_avg", "exp_avg_sq"};
+
+// The piece holding `units` of param (a block of an owned ZeRO chunk).
+checkpoint::PieceSpec block_piece(const model::Param& p, const shard::IntervalSet& units,
+                                  const char* kind) {
+  const ParamGeometry g = ParamGeometry::of(p);
+  checkpoint::PieceSpec spec;
+  spec.tensor = p.name;
+  spec.kind = kind;
+  spec.logical_shape = p.logical_shape;
+  spec.axis = p.replicated() ? 0 : p.shard_axis;
+  spec.index = slice_ids(p, g, units);
+  return spec;
+}
+
+nlohmann::json model_json(const model::GptConfig& m) {
+  return {{"n_layer", m.n_layer},  {"n_head", m.n_head}, {"n_embd", m.n_embd},
+          {"n_ffn", m.n_ffn},      {"n_ctx", m.n_ctx},   {"vocab_size", m.vocab_size},
+          {"ffn_unit", m.ffn_unit}};
+}
+
+// Gathers every rank's string to every rank (lengths first, then the bytes).
+Result<std::vector<std::string>> all_gather_strings(comm::Communicator& world,
+                                                    const std::string& mine) {
+  const auto n = static_cast<size_t>(world.size());
+  const std::vector<int64_t> my_length{static_cast<int64_t>(mine.size())};
+  std::vector<int64_t> lengths(n, 0);
+  NTP_RETURN_IF_ERROR(
+      world.allgather(comm::const_view(my_length), comm::view(lengths), std::vector<size_t>(n, 1)));
+  std::vector<size_t> counts(n);
+  size_t total = 0;
+  for (size_t r = 0; r < n; ++r) total += counts[r] = static_cast<size_t>(lengths[r]);
+  const std::vector<uint8_t> bytes(mine.begin(), mine.end());
+  std::vector<uint8_t> all(total);
+  NTP_RETURN_IF_ERROR(world.allgather(comm::const_view(bytes), comm::view(all), counts));
+  std::vector<std::string> out;
+  size_t offset = 0;
+  for (size_t r = 0; r < n; ++r) {
+    out.emplace_back(all.begin() + static_cast<long>(offset),
+                     all.begin() + static_cast<long>(offset + counts[r]));
+    offset += counts[r];
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t WorkerState::optimizer_steps() const {
+  return adamw != nullptr ? adamw->steps_taken() : sharded->steps_taken();
+}
+
+std::vector<checkpoint::PieceView> checkpoint_pieces(WorkerState& s) {
+  std::vector<checkpoint::PieceView> out;
+  if (s.role.replica == 0) {
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      const model::Param& p = s.params[i];
+      if (p.replicated() && s.role.tp_rank != 0) continue;
+      out.push_back({checkpoint::param_piece(p, "value"), p.value.span()});
+      if (s.adamw == nullptr) continue;
+      out.push_back({checkpoint::param_piece(p, kMoments[0]), s.adamw->exp_avg(i)});
+      out.push_back({checkpoint::param_piece(p, kMoments[1]), s.adamw->exp_avg_sq(i)});
+    }
+  }
+  if (s.sharded != nullptr) {
+    const std::vector<OwnedChunk>& chunks = s.sync->owned_chunks();
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const auto& blocks = chunks[c].layout.blocks();
+      for (size_t b = 0; b < blocks.size(); ++b) {
+        const int64_t begin = blocks[b].offset;
+        const int64_t end = b + 1 < blocks.size() ? blocks[b + 1].offset : chunks[c].layout.size();
+        const model::Param& p = s.params[static_cast<size_t>(blocks[b].param)];
+        for (int k = 0; k < 2; ++k) {
+          std::vector<float>& state = k == 0 ? s.sharded->exp_avg(c) : s.sharded->exp_avg_sq(c);
+          out.push_back(
+              {block_piece(p, blocks[b].units, kMoments[k]),
+               std::span<const float>(state.data() + begin, static_cast<size_t>(end - begin))});
+        }
+      }
+    }
+  }
+  return out;
+}
+
+checkpoint::CheckpointMeta checkpoint_meta(const TrainConfig& c, int64_t step,
+                                           int64_t optimizer_steps) {
+  checkpoint::CheckpointMeta meta;
+  meta.step = step;
+  meta.model_config = model_json(c.model);
+  meta.train_config = {{"lr", c.lr},
+                       {"min_lr", c.min_lr},
+                       {"warmup", c.warmup},
+                       {"steps", c.steps},
+                       {"beta1", c.beta1},
+                       {"beta2", c.beta2},
+                       {"eps", c.eps},
+                       {"weight_decay", c.weight_decay},
+                       {"grad_clip", c.grad_clip},
+                       {"global_batch", c.global_batch()},
+                       {"micro_batch", c.micro_batch},
+                       {"optimizer_steps", optimizer_steps}};
+  meta.data = {
+      {"next_step", step}, {"train_data", c.train_data}, {"global_batch", c.global_batch()}};
+  meta.rng = {{"init_seed", c.seed}, {"data_seed", c.data_seed}};
+  std::vector<std::string> failed;
+  for (const shard::SlotRef& f : c.failed) {
+    failed.push_back(std::to_string(f.domain) + ":" + std::to_string(f.slot));
+  }
+  meta.layout = {{"domains", c.domains},
+                 {"tp", c.tp},
+                 {"failed", failed},
+                 {"strategy", c.strategy},
+                 {"optimizer", optimizer_sharding_name(c.optimizer)}};
+  return meta;
+}
+
+Result<int64_t> load_checkpoint(const checkpoint::CheckpointReader& reader, const TrainConfig& c,
+                                WorkerState& s) {
+  const checkpoint::Manifest& manifest = reader.manifest();
+  const nlohmann::json want = model_json(c.model);
+  for (const auto& [key, value] : want.items()) {
+    if (!manifest.meta.model_config.contains(key) || manifest.meta.model_config[key] != value) {
+      return invalid_argument(
+          "--resume " + reader.step_dir().string() + ": the checkpoint's model " + key + " is " +
+          manifest.meta.model_config.value(key, nlohmann::json()).dump() + " but this run's is " +
+          value.dump() + "; resume with the model flags it was written with");
+    }
+  }
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    model::Param& p = s.params[i];
+    NTP_RETURN_IF_ERROR(reader.read(checkpoint::param_piece(p, "value"), p.value.span()));
+    if (s.adamw == nullptr) continue;
+    NTP_RETURN_IF_ERROR(reader.read(checkpoint::param_piece(p, kMoments[0]), s.adamw->exp_avg(i)));
+    NTP_RETURN_IF_ERROR(
+        reader.read(checkpoint::param_piece(p, kMoments[1]), s.adamw->exp_avg_sq(i)));
+  }
+  if (s.sharded != nullptr) {
+    const std::vector<OwnedChunk>& chunks = s.sync->owned_chunks();
+    for (size_t c2 = 0; c2 < chunks.size(); ++c2) {
+      const auto& blocks = chunks[c2].layout.blocks();
+      for (size_t b = 0; b < blocks.size(); ++b) {
+        const int64_t begin = blocks[b].offset;
+        const int64_t end = b + 1 < blocks.size() ? blocks[b + 1].offset : chunks[c2].layout.size();
+        const model::Param& p = s.params[static_cast<size_t>(blocks[b].param)];
+        const auto n = static_cast<size_t>(end - begin);
+        NTP_RETURN_IF_ERROR(reader.read(block_piece(p, blocks[b].units, "value"),
+                                        std::span<float>(s.sharded->master(c2).data() + begin, n)));
+        NTP_RETURN_IF_ERROR(
+            reader.read(block_piece(p, blocks[b].units, kMoments[0]),
+                        std::span<float>(s.sharded->exp_avg(c2).data() + begin, n)));
+        NTP_RETURN_IF_ERROR(
+            reader.read(block_piece(p, blocks[b].units, kMoments[1]),
+                        std::span<float>(s.sharded->exp_avg_sq(c2).data() + begin, n)));
+      }
+    }
+  }
+  const int64_t optimizer_steps = manifest.meta.train_config.value("optimizer_steps", int64_t{0});
+  if (s.adamw != nullptr) s.adamw->set_steps_taken(optimizer_steps);
+  if (s.sharded != nullptr) s.sharded->set_steps_taken(optimizer_steps);
+  return manifest.meta.step;
+}
+
+CheckpointSaver::CheckpointSaver(std::string save_dir, int keep_last, std::string writer)
+    : save_dir_(std::move(save_dir)), keep_last_(keep_last), writer_(std::move(writer)) {}
+
+Status CheckpointSaver::start(checkpoint::CheckpointMeta meta,
+                              std::span<const checkpoint::PieceView> pieces) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t step = meta.step;
+  pending_ = std::move(meta);
+  wrote_ = !pieces.empty();
+  if (wrote_) {
+    NTP_ASSIGN_OR_RETURN(std::filesystem::path dir, checkpoint::prepare_step_dir(save_dir_, step));
+    NTP_ASSIGN_OR_RETURN(checkpoint::Snapshot snapshot, checkpoint::Snapshot::copy_of(pieces));
+    writer_thread_.start(dir, writer_, std::move(snapshot));
+  }
+  last_blocked_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ok_status();
+}
+
+Result<std::string> CheckpointSaver::finish(comm::Communicator& world) {
+  if (!pending_) return std::string();
+  checkpoint::CheckpointMeta meta = std::move(*pending_);
+  pending_.reset();
+  std::string mine;
+  if (wrote_) {
+    NTP_ASSIGN_OR_RETURN(checkpoint::ShardRecord record, writer_thread_.wait());
+    mine = checkpoint::shard_record_to_string(record);
+  }
+  NTP_ASSIGN_OR_RETURN(std::vector<std::string> all, all_gather_strings(world, mine));
+  if (world.rank() != 0) return std::string();
+  std::vector<checkpoint::ShardRecord> records;
+  for (const std::string& text : all) {
+    if (text.empty()) continue;
+    NTP_ASSIGN_OR_RETURN(checkpoint::ShardRecord r, checkpoint::shard_record_from_string(text));
+    records.push_back(std::move(r));
+  }
+  const int64_t step = meta.step;
+  NTP_RETURN_IF_ERROR(
+      checkpoint::commit_checkpoint(save_dir_, std::move(meta), records, {.keep_last = keep_last_})
+          .status());
+  return checkpoint::step_dir_path(save_dir_, step).string();
+}
+
+}  // namespace ntp::train
