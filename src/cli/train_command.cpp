@@ -1,6 +1,7 @@
 // `ntp train`: one worker of a training job whose replicas may run at different TP degrees, run
 // under `ntp launch` with one worker per device slot (docs/train.md).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -22,8 +23,10 @@ struct TrainArgs {
   int64_t bucket_kb = 128;
 };
 
-// The worker's identity: from `ntp launch`, or a one-worker job run directly.
-Result<train::WorkerContext> worker_context(const train::TrainConfig& config,
+// The worker's identity: from `ntp launch`, or a one-worker job run directly. After a restart by
+// `ntp launch --restart-on-failure` (NTP_ATTEMPT > 0) the lost slots join --failed and the job
+// resumes from --save-dir's latest checkpoint at the reduced layout.
+Result<train::WorkerContext> worker_context(train::TrainConfig& config,
                                             std::string& temporary_store) {
   train::WorkerContext ctx;
   elastic::EnvLookup env = elastic::process_env();
@@ -49,6 +52,18 @@ Result<train::WorkerContext> worker_context(const train::TrainConfig& config,
   }
   ctx.slot_rank = id.rank;
   ctx.run_id = id.run_id;
+  ctx.attempt = id.attempt;
+  if (id.attempt > 0) {
+    for (int lost : id.lost_ranks) {
+      const shard::SlotRef slot{lost / config.tp, lost % config.tp};
+      if (!std::binary_search(config.failed.begin(), config.failed.end(), slot)) {
+        config.failed.push_back(slot);
+      }
+    }
+    std::sort(config.failed.begin(), config.failed.end());
+    if (config.resume.empty() && !config.save_dir.empty()) config.resume = "auto";
+    NTP_RETURN_IF_ERROR(train::validate_train_config(config));
+  }
   NTP_ASSIGN_OR_RETURN(ctx.store, comm::open_store(id.store, id.run_id));
   comm::Store* store = ctx.store.get();
   const int rank = id.rank;

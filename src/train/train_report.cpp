@@ -41,7 +41,8 @@ Result<TrainReport> TrainReport::open(const TrainConfig& c, const shard::Cluster
   const std::filesystem::path metrics_dir = std::filesystem::path(c.metrics_file).parent_path();
   if (!metrics_dir.empty()) std::filesystem::create_directories(metrics_dir, ec);
   TrainReport report(c, layout, batches, out);
-  report.metrics_.open(c.metrics_file, std::ios::trunc);
+  // A resumed run (or a restarted job) continues the metrics file of the run it continues.
+  report.metrics_.open(c.metrics_file, c.resume.empty() ? std::ios::trunc : std::ios::app);
   if (!report.metrics_) {
     return invalid_argument("--metrics " + c.metrics_file + ": cannot be written (" + ec.message() +
                             "); choose a writable --out folder");

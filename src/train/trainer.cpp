@@ -71,7 +71,7 @@ Result<std::unique_ptr<Job>> build_job(const TrainConfig& c, const WorkerContext
   gloo.store = ctx.store;
   gloo.rank = role.world_rank;
   gloo.size = role.world_size;
-  gloo.prefix = "train/e" + std::to_string(epoch);
+  gloo.prefix = "train/a" + std::to_string(ctx.attempt) + "/e" + std::to_string(epoch);
   gloo.timeout = std::chrono::milliseconds(c.comm_timeout_ms);
   NTP_ASSIGN_OR_RETURN(job->world, comm::connect_gloo(gloo));
   const std::string d = std::to_string(role.replica);

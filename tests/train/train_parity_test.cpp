@@ -365,6 +365,73 @@ TEST(ResumeParityTest, ResumingAtAnyLayoutContinuesTheSameRun) {
   }
 }
 
+// The baseline live recovery is measured against (and Megatron's NTP recovery): a SIGKILLed worker
+// stops the job, `ntp launch --restart-on-failure` restarts it on the surviving slots, and the
+// workers resume from the latest checkpoint at the reduced degree and finish the run.
+TEST(RestartTest, RestartOnFailureResumesFromTheLatestCheckpointAtTheReducedDegree) {
+  const fs::path dir = scratch_dir() / "restart";
+  const testing::CommandOutput run = testing::run_command({NTP_BINARY,
+                                                           "launch",
+                                                           "--nproc-per-node",
+                                                           "8",
+                                                           "--restart-on-failure",
+                                                           "--inject",
+                                                           "kill:rank=5,at=8",
+                                                           "--",
+                                                           NTP_BINARY,
+                                                           "train",
+                                                           "--domains",
+                                                           "2",
+                                                           "--tp",
+                                                           "4",
+                                                           "--layers",
+                                                           "2",
+                                                           "--heads",
+                                                           "8",
+                                                           "--width",
+                                                           "32",
+                                                           "--context",
+                                                           "16",
+                                                           "--ffn-unit",
+                                                           "4",
+                                                           "--steps",
+                                                           "16",
+                                                           "--save-dir",
+                                                           (dir / "ckpt").string(),
+                                                           "--save-every",
+                                                           "4",
+                                                           "--out",
+                                                           (dir / "out").string(),
+                                                           "--train-data",
+                                                           (data_dir() / "train.bin").string(),
+                                                           "--val-data",
+                                                           (data_dir() / "val.bin").string(),
+                                                           "--timeout-ms",
+                                                           "5000",
+                                                           "--quiet"},
+                                                          {}, std::chrono::seconds(240));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.err.find("restarting the job (attempt 1) without rank 5"), std::string::npos)
+      << run.err;
+  std::vector<std::vector<int>> degrees;
+  int64_t resumed_at = -1, last_step = -1, summary_steps = -1;
+  std::ifstream metrics(dir / "out" / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] == "start") degrees.push_back(j["degrees"].get<std::vector<int>>());
+    if (j["type"] == "resume") resumed_at = j["step"].get<int64_t>();
+    if (j["type"] == "step") last_step = j["step"].get<int64_t>();
+    if (j["type"] == "summary") summary_steps = j["steps"].get<int64_t>();
+  }
+  ASSERT_EQ(degrees.size(), 2u);
+  EXPECT_EQ(degrees[0], (std::vector<int>{4, 4}));
+  EXPECT_EQ(degrees[1], (std::vector<int>{4, 3}));  // slot 1:1 (rank 5) is lost
+  EXPECT_GE(resumed_at, 4);  // the last checkpoint committed before the kill at step 8
+  EXPECT_EQ(resumed_at % 4, 0);
+  EXPECT_EQ(last_step, 15);
+  EXPECT_EQ(summary_steps, 16);
+}
+
 // The default small model on the real corpus, as replicas {4,3,2}: the held-out loss falls below
 // the unigram (byte-frequency) entropy of the training text, i.e. the mixed job learns context.
 TEST(TrainCorpusTest, MixedJobLearnsBelowTheUnigramEntropy) {
