@@ -113,7 +113,8 @@ void SyncExecutor::build_bucket(Bucket& b, const std::vector<int>& params) {
     auto build = [&](const std::vector<FoldLink>& links, BlockLayout& layout,
                      std::vector<size_t>& counts) {
       counts.assign(static_cast<size_t>(role_.degree), 0);
-      for (int q = 0; q < role_.degree; ++q) {
+      for (int c = 0; c < role_.degree; ++c) {  // in the replica communicator's rank order
+        const int q = role_.comm_tp_rank[static_cast<size_t>(c)];
         const int64_t before = layout.size();
         for (const FoldLink& link : links) {
           if (link.peer != q) continue;
@@ -122,7 +123,7 @@ void SyncExecutor::build_bucket(Bucket& b, const std::vector<int>& params) {
             if (g.space == link.space) layout.add(p, link.units, g);
           }
         }
-        counts[static_cast<size_t>(q)] = static_cast<size_t>(layout.size() - before);
+        counts[static_cast<size_t>(c)] = static_cast<size_t>(layout.size() - before);
       }
     };
     build(role_.fold_out, b.fold_out, b.out_counts);
@@ -177,20 +178,20 @@ void SyncExecutor::build_bucket(Bucket& b, const std::vector<int>& params) {
   b.gather = any_replicated && role_.degree > 1;
   if (b.gather) {
     b.gather_counts.assign(static_cast<size_t>(role_.degree), 0);
-    for (int part = 0; part < role_.replicated_parts; ++part) {
+    for (int c = 0; c < role_.degree; ++c) {  // part p is TP rank p's, in communicator order
+      const int part = role_.comm_tp_rank[static_cast<size_t>(c)];
+      if (part >= role_.replicated_parts) continue;
       const int64_t before = b.gather_layout.size();
       for (int p : params) {
         const ParamGeometry& g = geometry_[static_cast<size_t>(p)];
         if (g.space < 0)
           b.gather_layout.add(p, replicated_part(g, role_.replicated_parts, part), g);
       }
-      b.gather_counts[static_cast<size_t>(part)] =
+      b.gather_counts[static_cast<size_t>(c)] =
           static_cast<size_t>(b.gather_layout.size() - before);
     }
     b.gather_buf.resize(static_cast<size_t>(b.gather_layout.size()));
-    b.gather_mine.resize(role_.tp_rank < role_.replicated_parts
-                             ? b.gather_counts[static_cast<size_t>(role_.tp_rank)]
-                             : 0);
+    b.gather_mine.resize(b.gather_counts[static_cast<size_t>(my_comm_rank())]);
   }
 }
 
@@ -204,7 +205,7 @@ Status SyncExecutor::collect(Bucket& b, Target source) {
     NTP_RETURN_IF_ERROR(comms_.replica->alltoallv(comm::const_view(b.out_buf), b.out_counts,
                                                   comm::view(b.in_buf), b.in_counts));
     for (size_t q = 0; q < b.out_counts.size(); ++q) {
-      if (static_cast<int>(q) != role_.tp_rank)
+      if (static_cast<int>(q) != my_comm_rank())
         stats_.fold_bytes_sent += static_cast<int64_t>(b.out_counts[q]) * 4;
     }
   }
@@ -263,7 +264,7 @@ Status SyncExecutor::distribute(Bucket& b, Target target) {
     NTP_RETURN_IF_ERROR(comms_.replica->alltoallv(comm::const_view(b.in_buf), b.in_counts,
                                                   comm::view(b.out_buf), b.out_counts));
     for (size_t q = 0; q < b.in_counts.size(); ++q) {
-      if (static_cast<int>(q) != role_.tp_rank)
+      if (static_cast<int>(q) != my_comm_rank())
         stats_.fold_bytes_sent += static_cast<int64_t>(b.in_counts[q]) * 4;
     }
     for (const Block& out : b.fold_out.blocks()) {
@@ -273,8 +274,8 @@ Status SyncExecutor::distribute(Bucket& b, Target target) {
   }
   if (b.gather) {
     int64_t mine_begin = 0;
-    for (int r = 0; r < role_.tp_rank && r < role_.replicated_parts; ++r) {
-      mine_begin += static_cast<int64_t>(b.gather_counts[static_cast<size_t>(r)]);
+    for (int c = 0; c < my_comm_rank(); ++c) {
+      mine_begin += static_cast<int64_t>(b.gather_counts[static_cast<size_t>(c)]);
     }
     const int64_t mine_end = mine_begin + static_cast<int64_t>(b.gather_mine.size());
     for (const Block& block : b.gather_layout.blocks()) {
@@ -363,6 +364,12 @@ double SyncStats::overlap_fraction() const {
     hidden += std::max(0.0, std::min(end, backward_done) - start);
   }
   return busy > 0.0 ? hidden / busy : 1.0;
+}
+
+int SyncExecutor::my_comm_rank() const {
+  return static_cast<int>(
+      std::find(role_.comm_tp_rank.begin(), role_.comm_tp_rank.end(), role_.tp_rank) -
+      role_.comm_tp_rank.begin());
 }
 
 int SyncExecutor::buckets() const { return static_cast<int>(buckets_.size()); }

@@ -112,6 +112,7 @@ class SyncExecutor {
   void fail(const Status& status);
   void run();
   double now() const;
+  int my_comm_rank() const;  // this worker's rank in the replica communicator
 
   const WorkerRole& role_;
   std::vector<model::Param>& params_;

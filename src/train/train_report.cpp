@@ -1,6 +1,7 @@
 #include "train/train_report.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +23,12 @@ std::string join(const std::vector<int>& v) {
 TrainReport::TrainReport(const TrainConfig& config, const shard::ClusterLayout& layout,
                          const std::vector<ReplicaBatch>& batches, std::FILE* out)
     : quiet_(config.quiet), steps_(config.steps), metrics_path_(config.metrics_file), out_(out) {
+  set_layout(layout, batches);
+}
+
+void TrainReport::set_layout(const shard::ClusterLayout& layout,
+                             const std::vector<ReplicaBatch>& batches) {
+  degrees_.clear(), samples_.clear(), replica_of_.clear(), balance_.clear();
   for (const shard::ReplicaLayout& r : layout.replicas) degrees_.push_back(r.degree());
   for (const ReplicaBatch& b : batches) samples_.push_back(b.samples);
   for (const shard::SlotRef& s : active_slots(layout)) replica_of_.push_back(s.domain);
@@ -35,14 +42,15 @@ TrainReport::TrainReport(const TrainConfig& config, const shard::ClusterLayout& 
 }
 
 Result<TrainReport> TrainReport::open(const TrainConfig& c, const shard::ClusterLayout& layout,
-                                      const std::vector<ReplicaBatch>& batches, std::FILE* out) {
+                                      const std::vector<ReplicaBatch>& batches, std::FILE* out,
+                                      bool append) {
   std::error_code ec;
   std::filesystem::create_directories(c.out_dir, ec);
   const std::filesystem::path metrics_dir = std::filesystem::path(c.metrics_file).parent_path();
   if (!metrics_dir.empty()) std::filesystem::create_directories(metrics_dir, ec);
   TrainReport report(c, layout, batches, out);
   // A resumed run (or a restarted job) continues the metrics file of the run it continues.
-  report.metrics_.open(c.metrics_file, c.resume.empty() ? std::ios::trunc : std::ios::app);
+  report.metrics_.open(c.metrics_file, append ? std::ios::app : std::ios::trunc);
   if (!report.metrics_) {
     return invalid_argument("--metrics " + c.metrics_file + ": cannot be written (" + ec.message() +
                             "); choose a writable --out folder");
@@ -149,6 +157,36 @@ void TrainReport::resumed(int64_t step, const std::string& dir) {
   write(nlohmann::json{{"type", "resume"}, {"step", step}, {"dir", dir}}.dump());
   std::fprintf(out_, "resumed from %s: continuing at step %lld\n", dir.c_str(),
                static_cast<long long>(step + 1));
+  std::fflush(out_);
+}
+
+void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& layout,
+                           const std::vector<ReplicaBatch>& batches) {
+  set_layout(layout, batches);
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  write(nlohmann::json{{"type", "recovery"},
+                       {"time", now},
+                       {"cause", e.cause},
+                       {"epoch", e.epoch},
+                       {"step", e.step},
+                       {"rolled_back", e.rolled_back},
+                       {"old_degrees", e.old_degrees},
+                       {"degrees", e.degrees},
+                       {"agree_s", e.agree_s},
+                       {"rebuild_s", e.rebuild_s},
+                       {"reshard_s", e.reshard_s},
+                       {"total_s", e.total_s},
+                       {"reshard_bytes", e.reshard_bytes}}
+            .dump());
+  std::fprintf(out_,
+               "%s: TP %s -> %s in %.2f s (agree %.2f, rebuild %.2f, reshard %.3f s, %lld bytes "
+               "here), continuing at step %lld%s\n",
+               e.cause == "repair" ? "repaired slots admitted" : "device lost",
+               join(e.old_degrees).c_str(), join(e.degrees).c_str(), e.total_s, e.agree_s,
+               e.rebuild_s, e.reshard_s, static_cast<long long>(e.reshard_bytes),
+               static_cast<long long>(e.step + 1),
+               e.rolled_back ? " (a half-applied step taken back)" : "");
   std::fflush(out_);
 }
 

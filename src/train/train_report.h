@@ -32,6 +32,17 @@ struct StepFigures {
   double tokens_per_s = 0.0;
 };
 
+// One live reconfiguration (a failure survived, or repairs admitted), as the new leader saw it.
+struct RecoveryEvent {
+  std::string cause;         // the error that surfaced, or "repair"
+  int epoch = 0;             // membership epoch after it
+  int64_t step = 0;          // the committed step the job continues from
+  bool rolled_back = false;  // a step that only some survivors applied was taken back
+  std::vector<int> old_degrees, degrees;
+  double agree_s = 0, rebuild_s = 0, reshard_s = 0, total_s = 0;
+  int64_t reshard_bytes = 0;  // received by the leader
+};
+
 // What every rank reports per step: forward+backward, sync wait and optimizer seconds, the share
 // of its sync that overlapped backward, and the bytes it moved for the sync (fold + DP buffers).
 inline constexpr size_t kRankFigures = 5;
@@ -40,13 +51,18 @@ using RankFigures = std::array<double, kRankFigures>;
 class TrainReport {
  public:
   // Creates the output folder and the metrics file and prints the start-up block.
+  // `append`: continue an existing metrics file (a resumed run, a new leader after a failure).
   static Result<TrainReport> open(const TrainConfig& config, const shard::ClusterLayout& layout,
-                                  const std::vector<ReplicaBatch>& batches, std::FILE* out);
+                                  const std::vector<ReplicaBatch>& batches, std::FILE* out,
+                                  bool append);
 
   // `ranks`: kRankFigures values per world rank (RankFigures).
   void step(const StepFigures& figures, const std::vector<double>& ranks);
   void eval(int64_t step, double loss);
   void resumed(int64_t step, const std::string& dir);
+  // Logs the event and switches to the new layout.
+  void recovery(const RecoveryEvent& event, const shard::ClusterLayout& layout,
+                const std::vector<ReplicaBatch>& batches);
   void checkpoint(int64_t step, const std::string& dir, double blocked_s);
   void finish(int64_t steps, double loss, double eval_loss, double tokens_per_s);
 
@@ -54,6 +70,7 @@ class TrainReport {
   TrainReport(const TrainConfig& config, const shard::ClusterLayout& layout,
               const std::vector<ReplicaBatch>& batches, std::FILE* out);
   void write(const std::string& json_line);
+  void set_layout(const shard::ClusterLayout& layout, const std::vector<ReplicaBatch>& batches);
 
   bool quiet_ = false;
   int64_t steps_ = 0;

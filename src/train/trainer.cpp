@@ -9,10 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "comm/gloo_communicator.h"
+#include "comm/survivors.h"
 #include "kernels/cpu/clip.h"
 #include "model/comm_tp_group.h"
 #include "model/gpt_model.h"
@@ -22,6 +26,7 @@
 #include "train/adamw_optimizer.h"
 #include "train/batcher.h"
 #include "train/sharded_adamw.h"
+#include "train/state_reshard.h"
 #include "train/token_file.h"
 #include "train/train_checkpoint.h"
 #include "train/train_report.h"
@@ -55,7 +60,170 @@ struct Job {
   std::optional<AdamWOptimizer> adamw;
   std::optional<ShardedAdamW> sharded;
   std::vector<ReplicaBatch> batches;  // [replica]
+
+  // Breaks every communicator (peers blocked on this worker fail at once).
+  void abort_all(const std::string& reason) {
+    for (auto& d : dp) d->abort(reason);
+    if (replica) replica->abort(reason);
+    if (tp) tp->abort(reason);
+    if (world) world->abort(reason);
+  }
 };
+
+std::string slot_name(shard::SlotRef s) {
+  return std::to_string(s.domain) + ":" + std::to_string(s.slot);
+}
+
+// The launcher's global ranks (domain * tp + slot) of the layout's active slots, increasing.
+std::vector<int> slot_ranks(const shard::ClusterLayout& layout) {
+  std::vector<int> out;
+  for (const shard::SlotRef& s : active_slots(layout)) {
+    out.push_back(s.domain * layout.spec.domain_size + s.slot);
+  }
+  return out;
+}
+
+// The state before the last optimizer update (replicated optimizer): a step that some survivors
+// applied and others did not is taken back, so that every survivor continues from the same step.
+class UndoLog {
+ public:
+  void save(Job& job) {
+    std::vector<model::Param>& params = job.model->params();
+    values_.resize(params.size()), m_.resize(params.size()), v_.resize(params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      values_[i].assign(params[i].value.span().begin(), params[i].value.span().end());
+      m_[i] = job.adamw->exp_avg(i);
+      v_[i] = job.adamw->exp_avg_sq(i);
+    }
+    steps_ = job.adamw->steps_taken();
+  }
+  void restore(Job& job) const {
+    std::vector<model::Param>& params = job.model->params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      std::copy(values_[i].begin(), values_[i].end(), params[i].value.span().begin());
+      job.adamw->exp_avg(i) = m_[i];
+      job.adamw->exp_avg_sq(i) = v_[i];
+    }
+    job.adamw->set_steps_taken(steps_);
+  }
+
+ private:
+  std::vector<std::vector<float>> values_, m_, v_;
+  int64_t steps_ = 0;
+};
+
+comm::AgreementOptions agreement_options(const TrainConfig& c) {
+  comm::AgreementOptions a;
+  a.window = std::chrono::milliseconds(2 * c.comm_timeout_ms + 2000);
+  a.stale_after = std::chrono::milliseconds(1000);
+  return a;
+}
+
+// The layout of the job whose active slots are `members` (global ranks), keeping units where they
+// are. failed_precondition, naming the replica, when one would run below --min-tp.
+Result<shard::ClusterLayout> next_layout(const TrainConfig& c, const shard::SyncStrategy& strategy,
+                                         const shard::ClusterLayout& previous,
+                                         const std::vector<int>& members) {
+  shard::ClusterSpec spec = previous.spec;
+  spec.failed.clear();
+  for (int r = 0; r < c.world_slots(); ++r) {
+    if (!std::binary_search(members.begin(), members.end(), r)) {
+      spec.failed.push_back({r / c.tp, r % c.tp});
+    }
+  }
+  Result<shard::ClusterLayout> layout = shard::plan_cluster(spec, strategy, &previous);
+  if (!layout.ok()) {
+    return failed_precondition("the job cannot go on: " + layout.status().message() +
+                               "; the last checkpoint stays intact");
+  }
+  return layout;
+}
+
+// The smallest committed step of the new world's members (every one has applied it).
+Result<int64_t> agreed_committed_step(comm::Communicator& world, int64_t committed) {
+  const std::vector<int64_t> mine{committed};
+  std::vector<int64_t> all(static_cast<size_t>(world.size()));
+  NTP_RETURN_IF_ERROR(
+      world.allgather(comm::const_view(mine), comm::view(all), std::vector<size_t>(all.size(), 1)));
+  return *std::min_element(all.begin(), all.end());
+}
+
+// Repairs: a replacement worker (NTP_RESTART_COUNT > 0) writes "<group>/join/<rank>" = its
+// restart count and waits; world rank 0 of the job looks for such keys at every step boundary and
+// tells everyone (a broadcast), then writes "<group>/admit/<rank>/<restart>" with what the joiner
+// needs: the epoch, the candidates, the step, and the slot order of the current layout.
+std::string join_key(const std::string& group, int rank) {
+  return group + "/join/" + std::to_string(rank);
+}
+
+Result<std::vector<int>> pending_joiners(const WorkerContext& ctx, const std::string& group,
+                                         Job& job) {
+  const int slots = job.layout.spec.domains * job.layout.spec.domain_size;
+  std::vector<int32_t> flags(static_cast<size_t>(slots), 0);
+  if (job.role.world_rank == 0) {
+    const std::vector<int> members = slot_ranks(job.layout);
+    for (int r = 0; r < slots; ++r) {
+      if (std::binary_search(members.begin(), members.end(), r)) continue;
+      Result<bool> asked = ctx.store->exists(join_key(group, r));
+      if (asked.ok() && *asked) flags[static_cast<size_t>(r)] = 1;
+    }
+  }
+  NTP_RETURN_IF_ERROR(job.world->broadcast(comm::view(flags), 0));
+  std::vector<int> out;
+  for (int r = 0; r < slots; ++r) {
+    if (flags[static_cast<size_t>(r)] != 0) out.push_back(r);
+  }
+  return out;
+}
+
+Status admit(const WorkerContext& ctx, const std::string& group, const std::vector<int>& joiners,
+             int epoch, const std::vector<int>& candidates, int64_t step,
+             const shard::ClusterLayout& layout) {
+  nlohmann::json slots = nlohmann::json::array();
+  for (const shard::ReplicaLayout& r : layout.replicas) slots.push_back(r.slots);
+  const std::string text = nlohmann::json{
+      {"epoch", epoch},
+      {"candidates", candidates},
+      {"members", slot_ranks(layout)},
+      {"step", step},
+      {"slots", slots}}.dump();
+  for (int r : joiners) {
+    NTP_ASSIGN_OR_RETURN(std::string restart, ctx.store->get(join_key(group, r)));
+    NTP_RETURN_IF_ERROR(
+        ctx.store->set(group + "/admit/" + std::to_string(r) + "/" + restart, text));
+    NTP_RETURN_IF_ERROR(ctx.store->set(join_key(group, r) + "/taken", restart));
+  }
+  return ok_status();
+}
+
+struct Admission {
+  int epoch = 0;
+  std::vector<int> candidates, members;  // global ranks: after / before the repair
+  int64_t step = 0;
+  std::vector<std::vector<int>> slots;  // [domain]: the current layout's slot order
+};
+
+Result<Admission> wait_for_admission(const WorkerContext& ctx, const std::string& group) {
+  const std::string restart = std::to_string(ctx.restart_count);
+  NTP_RETURN_IF_ERROR(ctx.store->set(join_key(group, ctx.slot_rank), restart));
+  const std::string key = group + "/admit/" + std::to_string(ctx.slot_rank) + "/" + restart;
+  const Clock::time_point start = Clock::now();
+  while (true) {
+    Result<std::string> text = ctx.store->get(key);
+    if (text.ok()) {
+      const nlohmann::json j = nlohmann::json::parse(*text);
+      return Admission{j["epoch"].get<int>(), j["candidates"].get<std::vector<int>>(),
+                       j["members"].get<std::vector<int>>(), j["step"].get<int64_t>(),
+                       j["slots"].get<std::vector<std::vector<int>>>()};
+    }
+    if (Result<bool> finished = ctx.store->exists(group + "/finished");
+        finished.ok() && *finished) {
+      return Status(StatusCode::kAborted, "the job finished before this repair was admitted");
+    }
+    if (seconds_since(start) > 600) return unavailable("not admitted within 10 minutes");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
 
 // Builds the job of `layout` for `slot`: communicators named by `epoch` (a new one after every
 // membership change), the model shard, the sync executor and the optimizer.
@@ -75,8 +243,8 @@ Result<std::unique_ptr<Job>> build_job(const TrainConfig& c, const WorkerContext
   gloo.timeout = std::chrono::milliseconds(c.comm_timeout_ms);
   NTP_ASSIGN_OR_RETURN(job->world, comm::connect_gloo(gloo));
   const std::string d = std::to_string(role.replica);
-  NTP_ASSIGN_OR_RETURN(job->tp, job->world->subgroup(role.replica_world_ranks, "tp" + d));
-  NTP_ASSIGN_OR_RETURN(job->replica, job->world->subgroup(role.replica_world_ranks, "sync" + d));
+  NTP_ASSIGN_OR_RETURN(job->tp, job->world->subgroup(role.replica_members(), "tp" + d));
+  NTP_ASSIGN_OR_RETURN(job->replica, job->world->subgroup(role.replica_members(), "sync" + d));
   SyncComms comms;
   comms.replica = job->replica.get();
   for (const DpSet& set : role.dp_sets) {
@@ -199,24 +367,64 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
 
   // ---- the job: layout -> this worker's role -> communicators, model shard, sync, optimizer ----
   auto strategy = make_strategy(c);
-  NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
-                       shard::plan_cluster(cluster_spec(c), *strategy));
-  NTP_ASSIGN_OR_RETURN(std::unique_ptr<Job> job, build_job(c, ctx, std::move(layout), slot, 0));
-  const WorkerRole& role = job->role;
-  model::GptModel& model = *job->model;
-  SyncExecutor& sync = *job->sync;
-  const bool leader = role.world_rank == 0;
-  std::optional<TrainReport> report;
-  if (leader) {
-    NTP_ASSIGN_OR_RETURN(report, TrainReport::open(c, job->layout, job->batches, ctx.out));
+  const std::string group = "train/a" + std::to_string(ctx.attempt);
+  comm::Heartbeat heartbeat(ctx.store, group, ctx.slot_rank, std::chrono::milliseconds(100));
+  int epoch = 0;
+  std::unique_ptr<Job> job;
+  int64_t first_step = 0;
+  if (ctx.restart_count > 0) {
+    // ---- a repair: wait to be admitted at a step boundary, then take this slot's units ----
+    Result<Admission> admission = wait_for_admission(ctx, group);
+    if (!admission.ok()) {
+      if (admission.status().code() != StatusCode::kAborted) return admission.status();
+      std::printf("slot %s: %s\n", slot_name(slot).c_str(), admission.status().message().c_str());
+      summary.took_part = false;
+      return summary;
+    }
+    epoch = admission->epoch;
+    NTP_ASSIGN_OR_RETURN(comm::Membership members,
+                         comm::agree_on_survivors(*ctx.store, group, epoch, ctx.slot_rank,
+                                                  admission->candidates, agreement_options(c)));
+    shard::ClusterSpec before = cluster_spec(c);
+    before.failed.clear();
+    for (int r = 0; r < c.world_slots(); ++r) {
+      if (!std::binary_search(admission->members.begin(), admission->members.end(), r)) {
+        before.failed.push_back({r / c.tp, r % c.tp});
+      }
+    }
+    NTP_ASSIGN_OR_RETURN(shard::ClusterLayout old, shard::plan_cluster(before, *strategy));
+    for (size_t d = 0; d < old.replicas.size(); ++d) old.replicas[d].slots = admission->slots[d];
+    NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
+                         next_layout(c, *strategy, old, members.members));
+    NTP_ASSIGN_OR_RETURN(job, build_job(c, ctx, std::move(layout), slot, epoch));
+    NTP_ASSIGN_OR_RETURN(first_step, agreed_committed_step(*job->world, admission->step));
+    NTP_RETURN_IF_ERROR(execute_state_reshard(old, job->layout, slot, nullptr,
+                                              {&job->model->params(), &*job->adamw}, *job->world)
+                            .status());
+    job->adamw->set_steps_taken(first_step);
+    std::printf("slot %s: repaired, joined at step %lld (epoch %d)\n", slot_name(slot).c_str(),
+                static_cast<long long>(first_step + 1), epoch);
+    std::fflush(stdout);
+  } else {
+    NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
+                         shard::plan_cluster(cluster_spec(c), *strategy));
+    NTP_ASSIGN_OR_RETURN(job, build_job(c, ctx, std::move(layout), slot, 0));
   }
+  std::optional<TrainReport> report;
+  auto open_report = [&](bool append) -> Status {
+    if (report || job->role.world_rank != 0) return ok_status();
+    NTP_ASSIGN_OR_RETURN(report, TrainReport::open(c, job->layout, job->batches, ctx.out, append));
+    return ok_status();
+  };
+  NTP_RETURN_IF_ERROR(open_report(!c.resume.empty() || ctx.restart_count > 0));
   if (!c.dump_dir.empty()) std::filesystem::create_directories(c.dump_dir);
 
   // ---- resume: weights, moments and the step from a checkpoint written at any layout ----
-  WorkerState state{role, model.params(), job->adamw ? &*job->adamw : nullptr,
-                    job->sharded ? &*job->sharded : nullptr, &sync};
-  int64_t first_step = 0;
-  std::string resume_dir = c.resume;
+  auto worker_state = [&job]() {
+    return WorkerState{job->role, job->model->params(), job->adamw ? &*job->adamw : nullptr,
+                       job->sharded ? &*job->sharded : nullptr, job->sync.get()};
+  };
+  std::string resume_dir = ctx.restart_count > 0 ? "" : c.resume;
   if (resume_dir == "auto") {
     resume_dir = checkpoint::latest_step_dir(c.save_dir).ok() ? c.save_dir : "";
   }
@@ -225,6 +433,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     if (!reader.ok()) {
       return invalid_argument("--resume " + resume_dir + ": " + reader.status().message());
     }
+    WorkerState state = worker_state();
     NTP_ASSIGN_OR_RETURN(first_step, load_checkpoint(*reader, c, state));
     if (report) report->resumed(first_step, reader->step_dir().string());
   }
@@ -234,14 +443,18 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
 
   const int64_t global_batch = c.global_batch();
-  const ReplicaBatch& mine = job->batches[static_cast<size_t>(role.replica)];
   const auto micro_scale = static_cast<float>(c.micro_batch) / static_cast<float>(global_batch);
   double timed_seconds = 0.0;
   int64_t timed_steps = 0;
+  int64_t committed = first_step;  // steps whose update this worker has applied
+  UndoLog undo;                    // the state before the last update (live recovery)
 
-  summary.steps = first_step;
-  for (int64_t step = first_step; step < last_step; ++step) {
-    if (ctx.on_step) ctx.on_step(step);
+  // One training step on the current job. Any error of a peer surfaces as kUnavailable.
+  auto train_step = [&](int64_t step) -> Status {
+    const WorkerRole& role = job->role;
+    model::GptModel& model = *job->model;
+    SyncExecutor& sync = *job->sync;
+    const ReplicaBatch& mine = job->batches[static_cast<size_t>(role.replica)];
     const Clock::time_point step_start = Clock::now();
 
     // ---- forward + backward over this replica's micro-batches; the sync of each bucket starts
@@ -288,7 +501,8 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     }
     const double grad_norm = std::sqrt(sum_of_squares);
 
-    // ---- clip + optimizer ----
+    // ---- clip + optimizer (the previous state kept, so a step that not every survivor
+    //      applied can be taken back) ----
     const Clock::time_point opt_start = Clock::now();
     const float clip =
         c.grad_clip > 0.0 ? kernels::cpu::clip_coefficient(grad_norm, c.grad_clip) : 1.0f;
@@ -297,32 +511,34 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       job->sharded->step(sync.owned_chunks(), model.params(), lr, clip);
       NTP_RETURN_IF_ERROR(sync.publish_values(job->sharded->master()));
     } else {
+      undo.save(*job);
       job->adamw->step(model.params(), lr, clip);
     }
     const double optimizer_s = seconds_since(opt_start);
 
-    // ---- commit: every rank applied step `step` ----
-    summary.steps = step + 1;
+    // ---- commit: this worker applied step `step` ----
+    committed = step + 1;
+    summary.steps = committed;
     summary.final_loss = loss;
 
     // ---- metrics: per-rank figures to the leader ----
-    std::vector<double> times(kRankFigures * static_cast<size_t>(role.world_size), 0.0);
+    std::vector<double> figures(kRankFigures * static_cast<size_t>(role.world_size), 0.0);
     const SyncStats& stats = sync.stats();
-    const RankFigures mine_figures{fwd_bwd_s, sync_wait_s, optimizer_s, stats.overlap_fraction(),
-                                   static_cast<double>(stats.fold_bytes_sent + stats.dp_bytes)};
+    const RankFigures my_figures{fwd_bwd_s, sync_wait_s, optimizer_s, stats.overlap_fraction(),
+                                 static_cast<double>(stats.fold_bytes_sent + stats.dp_bytes)};
     std::copy(
-        mine_figures.begin(), mine_figures.end(),
-        times.begin() + static_cast<long>(kRankFigures * static_cast<size_t>(role.world_rank)));
-    NTP_RETURN_IF_ERROR(job->world->allreduce(comm::view(times)));
+        my_figures.begin(), my_figures.end(),
+        figures.begin() + static_cast<long>(kRankFigures * static_cast<size_t>(role.world_rank)));
+    NTP_RETURN_IF_ERROR(job->world->allreduce(comm::view(figures)));
     const double step_s = seconds_since(step_start);
-    if (step > 0) {  // the first step pays for first touches of every buffer
+    if (step > first_step) {  // the first step pays for first touches of every buffer
       timed_seconds += step_s;
       ++timed_steps;
     }
     if (report) {
       report->step({step, loss, lr, grad_norm, clip, step_s,
                     static_cast<double>(global_batch * c.model.n_ctx) / step_s},
-                   times);
+                   figures);
     }
 
     // ---- checkpoint: commit the previous save (its write had a step to run), start this one ----
@@ -333,6 +549,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       if (report) report->checkpoint(saved, dir, saver.last_blocked_s());
     }
     if (!c.save_dir.empty() && ((c.save_every > 0 && (step + 1) % c.save_every == 0) || last)) {
+      WorkerState state = worker_state();
       const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
       NTP_RETURN_IF_ERROR(
           saver.start(checkpoint_meta(c, step + 1, state.optimizer_steps()), pieces));
@@ -344,13 +561,100 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       summary.final_eval_loss = eval_loss;
       if (report) report->eval(step, eval_loss);
     }
-  }
+    return ok_status();
+  };
 
+  // Re-forms the job after a membership change (a failure, or repairs to admit): agree on the
+  // members, roll back a step that not every survivor applied, plan the new layout, rebuild the
+  // communicators and move the state (train/state_reshard.h). Returns the step to continue at.
+  auto reconfigure = [&](const Status& cause, const std::vector<int>& joiners) -> Result<int64_t> {
+    const Clock::time_point t0 = Clock::now();
+    RecoveryEvent event;
+    event.cause = cause.ok() ? "repair" : cause.message();
+    if (job->sharded) {
+      return failed_precondition(
+          "live recovery needs --optimizer replicated: the ZeRO-1 moments of a lost rank have no "
+          "live copy; restart from the last checkpoint (ntp launch --restart-on-failure)");
+    }
+    job->abort_all(cause.ok() ? "admitting repaired slots" : cause.message());
+    std::vector<int> candidates = slot_ranks(job->layout);
+    candidates.insert(candidates.end(), joiners.begin(), joiners.end());
+    std::sort(candidates.begin(), candidates.end());
+    ++epoch;
+    if (!joiners.empty() && job->role.world_rank == 0) {
+      NTP_RETURN_IF_ERROR(admit(ctx, group, joiners, epoch, candidates, committed, job->layout));
+    }
+    Result<comm::Membership> members = comm::agree_on_survivors(
+        *ctx.store, group, epoch, ctx.slot_rank, candidates, agreement_options(c));
+    if (!members.ok()) {
+      if (members.status().code() == StatusCode::kAborted) {
+        return Status(StatusCode::kAborted, "slot " + slot_name(slot) +
+                                                " was declared dead (fenced at epoch " +
+                                                std::to_string(epoch) + "); it leaves the job");
+      }
+      return members.status();
+    }
+    event.agree_s = seconds_since(t0);
+    NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
+                         next_layout(c, *strategy, job->layout, members->members));
+    const Clock::time_point t_build = Clock::now();
+    NTP_ASSIGN_OR_RETURN(std::unique_ptr<Job> next,
+                         build_job(c, ctx, std::move(layout), slot, epoch));
+    event.rebuild_s = seconds_since(t_build);
+    // The step every member has applied: one that only some applied is taken back.
+    NTP_ASSIGN_OR_RETURN(int64_t agreed, agreed_committed_step(*next->world, committed));
+    event.rolled_back = committed > agreed;
+    if (event.rolled_back) undo.restore(*job);
+    const Clock::time_point t_reshard = Clock::now();
+    HeldState from{&job->model->params(), &*job->adamw};
+    NTP_ASSIGN_OR_RETURN(
+        ReshardStats moved,
+        execute_state_reshard(job->layout, next->layout, slot, &from,
+                              {&next->model->params(), &*next->adamw}, *next->world));
+    next->adamw->set_steps_taken(agreed);
+    event.reshard_s = seconds_since(t_reshard);
+    event.reshard_bytes = moved.bytes_received;
+    event.total_s = seconds_since(t0);
+    event.step = agreed;
+    event.epoch = epoch;
+    event.old_degrees = job->role.replica_degrees;
+    event.degrees = next->role.replica_degrees;
+    job = std::move(next);
+    committed = agreed;
+    NTP_RETURN_IF_ERROR(open_report(true));
+    if (report) report->recovery(event, job->layout, job->batches);
+    return agreed;
+  };
+
+  // ---- the loop: a failed step is redone on the re-formed job ----
+  summary.steps = first_step;
+  for (int64_t step = first_step; step < last_step;) {
+    if (ctx.on_step) ctx.on_step(step);
+    Result<std::vector<int>> joiners = pending_joiners(ctx, group, *job);
+    Status status = joiners.status();
+    if (status.ok() && !joiners->empty()) {
+      NTP_ASSIGN_OR_RETURN(step, reconfigure(ok_status(), *joiners));
+      continue;
+    }
+    if (status.ok()) status = train_step(step);
+    if (status.ok()) {
+      ++step;
+      continue;
+    }
+    if (status.code() != StatusCode::kUnavailable && status.code() != StatusCode::kInternal) {
+      return status;
+    }
+    std::printf("slot %s: step %lld failed (%s); re-forming the job\n", slot_name(slot).c_str(),
+                static_cast<long long>(step + 1), status.message().c_str());
+    std::fflush(stdout);
+    NTP_ASSIGN_OR_RETURN(step, reconfigure(status, {}));
+  }
   if (saver.pending()) {
     const int64_t saved = saver.pending_step();
     NTP_ASSIGN_OR_RETURN(std::string dir, saver.finish(*job->world));
     if (report) report->checkpoint(saved, dir, saver.last_blocked_s());
   }
+  if (job->role.world_rank == 0) (void)ctx.store->set(group + "/finished", "1");
   if (!c.dump_dir.empty()) {
     NTP_RETURN_IF_ERROR(dump_logical(
         c.dump_dir + "/weights_rank" + std::to_string(ctx.slot_rank) + ".bin", *job, false));
@@ -359,9 +663,10 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       timed_steps > 0
           ? static_cast<double>(timed_steps * global_batch * c.model.n_ctx) / timed_seconds
           : 0.0;
-  if (report)
+  if (report) {
     report->finish(summary.steps, summary.final_loss, summary.final_eval_loss,
                    summary.tokens_per_second);
+  }
   return summary;
 }
 

@@ -73,6 +73,12 @@ std::vector<DpSet> job_dp_sets(const shard::ClusterLayout& layout,
 
 }  // namespace
 
+std::vector<int> WorkerRole::replica_members() const {
+  std::vector<int> sorted = replica_world_ranks;
+  std::sort(sorted.begin(), sorted.end());
+  return sorted;
+}
+
 Result<WorkerRole> worker_role(const shard::ClusterLayout& layout, shard::SlotRef slot) {
   const shard::ClusterSpec& spec = layout.spec;
   if (slot.domain < 0 || slot.domain >= spec.domains || slot.slot < 0 ||
@@ -100,6 +106,11 @@ Result<WorkerRole> worker_role(const shard::ClusterLayout& layout, shard::SlotRe
     role.replica_world_ranks.push_back(static_cast<int>(
         std::lower_bound(world.begin(), world.end(), shard::SlotRef{slot.domain, l}) -
         world.begin()));
+  }
+  for (int c : std::vector<int>(role.replica_members())) {
+    role.comm_tp_rank.push_back(static_cast<int>(
+        std::find(role.replica_world_ranks.begin(), role.replica_world_ranks.end(), c) -
+        role.replica_world_ranks.begin()));
   }
   int min_degree = spec.domain_size;
   for (const shard::ReplicaLayout& r : layout.replicas) {

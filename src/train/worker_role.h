@@ -57,10 +57,15 @@ struct WorkerRole {
   int replicas = 0;
   int tp_rank = 0;
   int degree = 0;
-  std::vector<int> replica_world_ranks;   // [tp rank]
-  std::vector<int> replica_degrees;       // [domain]
-  std::vector<shard::IntervalSet> units;  // [space]: what this rank computes
-  model::TpShard shard;                   // the same units as ascending id lists
+  std::vector<int> replica_world_ranks;  // [tp rank]
+  // The replica's communicators span replica_world_ranks in increasing order (layouts planned
+  // from a previous one may run TP rank k on any slot): comm_tp_rank[c] is the TP rank of
+  // communicator rank c.
+  std::vector<int> comm_tp_rank;
+  std::vector<int> replica_members() const;  // replica_world_ranks, increasing
+  std::vector<int> replica_degrees;          // [domain]
+  std::vector<shard::IntervalSet> units;     // [space]: what this rank computes
+  model::TpShard shard;                      // the same units as ascending id lists
   std::vector<FoldLink> fold_out, fold_in;
   // Whether any rank of this replica folds (then every rank of it joins the fold exchanges).
   bool replica_folds = false;

@@ -1,0 +1,144 @@
+#include "train/state_reshard.h"
+
+#include <algorithm>
+
+#include "shard/reshard_plan.h"
+#include "train/unit_blocks.h"
+#include "train/worker_role.h"
+
+namespace ntp::train {
+namespace {
+
+// The three tensors a unit's state consists of, for param i of `state`.
+std::vector<float*> state_tensors(HeldState& state, size_t i) {
+  model::Param& p = (*state.params)[i];
+  return {p.value.data(), state.adamw->exp_avg(i).data(), state.adamw->exp_avg_sq(i).data()};
+}
+
+shard::IntervalSet held_units(const shard::ClusterLayout& layout, shard::SlotRef slot, int space) {
+  const shard::ReplicaLayout& r = layout.replicas[static_cast<size_t>(slot.domain)];
+  for (size_t k = 0; k < r.slots.size(); ++k) {
+    if (r.slots[k] == slot.slot) return r.units[static_cast<size_t>(space)][k];
+  }
+  return {};
+}
+
+bool active_in(const shard::ClusterLayout& layout, shard::SlotRef slot) {
+  const auto& slots = layout.replicas[static_cast<size_t>(slot.domain)].slots;
+  return std::find(slots.begin(), slots.end(), slot.slot) != slots.end();
+}
+
+// What one transfer carries: for each tensor of the space (or each replicated tensor), the
+// value, exp_avg and exp_avg_sq blocks of the moved units, in parameter order.
+struct Payload {
+  std::vector<std::pair<size_t, shard::IntervalSet>> blocks;  // (param, units)
+  int64_t elements(const std::vector<ParamGeometry>& g) const {
+    int64_t n = 0;
+    for (const auto& [i, units] : blocks) n += 3 * g[i].outer * units.count() * g[i].inner;
+    return n;
+  }
+};
+
+}  // namespace
+
+Result<ReshardStats> execute_state_reshard(const shard::ClusterLayout& from_layout,
+                                           const shard::ClusterLayout& to_layout, shard::SlotRef me,
+                                           const HeldState* from, HeldState to,
+                                           comm::Communicator& world) {
+  NTP_ASSIGN_OR_RETURN(shard::ReshardPlan plan, shard::plan_reshard(from_layout, to_layout));
+  const std::vector<shard::SlotRef> world_slots = active_slots(to_layout);
+  const auto world_rank = [&](shard::SlotRef s) {
+    return static_cast<size_t>(std::lower_bound(world_slots.begin(), world_slots.end(), s) -
+                               world_slots.begin());
+  };
+  const size_t n = world_slots.size();
+  std::vector<ParamGeometry> geometry;
+  for (const model::Param& p : *to.params) geometry.push_back(ParamGeometry::of(p));
+
+  // Payloads this worker sends to / receives from each world rank, in the plan's order.
+  std::vector<Payload> send(n), recv(n);
+  for (const shard::ShardTransfer& t : plan.transfers) {
+    const bool sending = t.source == me, receiving = t.destination == me;
+    if (!sending && !receiving) continue;
+    for (size_t i = 0; i < geometry.size(); ++i) {
+      if (geometry[i].space != t.space) continue;
+      if (sending) send[world_rank(t.destination)].blocks.emplace_back(i, t.units);
+      if (receiving) recv[world_rank(t.source)].blocks.emplace_back(i, t.units);
+    }
+  }
+  // Replicated tensors for slots that held nothing: from the first slot active in both layouts.
+  const auto keeper = std::find_if(world_slots.begin(), world_slots.end(),
+                                   [&](shard::SlotRef s) { return active_in(from_layout, s); });
+  if (keeper == world_slots.end()) return unavailable("no slot of the old layout survived");
+  for (const shard::SlotRef& s : world_slots) {
+    if (active_in(from_layout, s)) continue;
+    for (size_t i = 0; i < geometry.size(); ++i) {
+      if (geometry[i].space >= 0) continue;
+      const shard::IntervalSet all = shard::IntervalSet::range(0, geometry[i].units);
+      if (*keeper == me) send[world_rank(s)].blocks.emplace_back(i, all);
+      if (s == me) recv[world_rank(*keeper)].blocks.emplace_back(i, all);
+    }
+  }
+
+  ReshardStats stats;
+  std::vector<size_t> send_counts(n), recv_counts(n);
+  size_t send_total = 0, recv_total = 0;
+  for (size_t r = 0; r < n; ++r) {
+    send_total += send_counts[r] = static_cast<size_t>(send[r].elements(geometry));
+    recv_total += recv_counts[r] = static_cast<size_t>(recv[r].elements(geometry));
+  }
+  std::vector<float> out(send_total), in(recv_total);
+  HeldState old = from != nullptr ? *from : HeldState{};
+  size_t offset = 0;
+  for (size_t r = 0; r < n; ++r) {
+    for (const auto& [i, units] : send[r].blocks) {
+      const std::vector<float*> src = state_tensors(old, i);
+      const Block here =
+          local_block(static_cast<int>(i), geometry[i].space >= 0
+                                               ? held_units(from_layout, me, geometry[i].space)
+                                               : shard::IntervalSet::range(0, geometry[i].units));
+      for (float* tensor : src) {
+        const Block there{static_cast<int>(i), units, static_cast<int64_t>(offset)};
+        copy_shared_units(geometry[i], here, tensor, there, out.data());
+        offset += static_cast<size_t>(geometry[i].outer * units.count() * geometry[i].inner);
+      }
+    }
+  }
+  NTP_RETURN_IF_ERROR(
+      world.alltoallv(comm::const_view(out), send_counts, comm::view(in), recv_counts));
+  stats.bytes_sent = static_cast<int64_t>(send_total * sizeof(float));
+  stats.bytes_received = static_cast<int64_t>(recv_total * sizeof(float));
+
+  // Kept units (and replicated tensors) straight from the old model, then the received ones.
+  for (size_t i = 0; i < geometry.size() && from != nullptr; ++i) {
+    const shard::IntervalSet old_units = geometry[i].space >= 0
+                                             ? held_units(from_layout, me, geometry[i].space)
+                                             : shard::IntervalSet::range(0, geometry[i].units);
+    const shard::IntervalSet new_units = geometry[i].space >= 0
+                                             ? held_units(to_layout, me, geometry[i].space)
+                                             : shard::IntervalSet::range(0, geometry[i].units);
+    const std::vector<float*> src = state_tensors(old, i), dst = state_tensors(to, i);
+    for (size_t k = 0; k < src.size(); ++k) {
+      stats.bytes_kept +=
+          4 * copy_shared_units(geometry[i], local_block(static_cast<int>(i), old_units), src[k],
+                                local_block(static_cast<int>(i), new_units), dst[k]);
+    }
+  }
+  offset = 0;
+  for (size_t r = 0; r < n; ++r) {
+    for (const auto& [i, units] : recv[r].blocks) {
+      const shard::IntervalSet mine = geometry[i].space >= 0
+                                          ? held_units(to_layout, me, geometry[i].space)
+                                          : shard::IntervalSet::range(0, geometry[i].units);
+      for (float* tensor : state_tensors(to, i)) {
+        const Block there{static_cast<int>(i), units, static_cast<int64_t>(offset)};
+        copy_shared_units(geometry[i], there, in.data(), local_block(static_cast<int>(i), mine),
+                          tensor);
+        offset += static_cast<size_t>(geometry[i].outer * units.count() * geometry[i].inner);
+      }
+    }
+  }
+  return stats;
+}
+
+}  // namespace ntp::train

@@ -1,0 +1,45 @@
+// Moving a worker's training state from one cluster layout to the next (live recovery).
+//
+// plan_reshard (shard/reshard_plan.h) says which slot sends which units of each space to which
+// slot: from survivors of the same domain first, from DP peers (another replica holds the same
+// weights and, with the replicated optimizer, the same moments, bit for bit) for units whose every
+// local copy died. execute_state_reshard runs that plan as one alltoallv over the new world
+// communicator, moving for every moved unit the weights and both AdamW moments of every tensor of
+// its space, and copies what stays on a slot from its old model into its new one. Replicated
+// tensors (and their moments) go to slots that held nothing before (repairs) from the first slot
+// of the new layout that was active in the old one.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "model/param.h"
+#include "shard/cluster_layout.h"
+#include "train/adamw_optimizer.h"
+
+namespace ntp::train {
+
+// One worker's state in a layout: its parameters and replicated AdamW moments.
+struct HeldState {
+  std::vector<model::Param>* params = nullptr;
+  AdamWOptimizer* adamw = nullptr;
+};
+
+struct ReshardStats {
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  int64_t bytes_kept = 0;  // copied locally from the old model to the new one
+};
+
+// `from`: the state this worker held in layout `from_layout`, or null (a repair joining with
+// nothing). `to`: its freshly built state in `to_layout`. `world` spans the active slots of
+// `to_layout` in world-rank order. kUnavailable when a peer fails during the exchange, or when
+// some unit has no live copy (plan_reshard's error).
+Result<ReshardStats> execute_state_reshard(const shard::ClusterLayout& from_layout,
+                                           const shard::ClusterLayout& to_layout, shard::SlotRef me,
+                                           const HeldState* from, HeldState to,
+                                           comm::Communicator& world);
+
+}  // namespace ntp::train
