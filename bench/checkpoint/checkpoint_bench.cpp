@@ -8,7 +8,8 @@
 // defaults to ./checkpoint_bench.tmp (use a real disk: fsync on tmpfs is free); --keep 1 leaves the
 // last checkpoint there for `ntp ckpt inspect/verify`.
 //
-// Per round, interleaved so that both sides see the same machine load:
+// Per round, interleaved so that both sides see the same machine load (the save sides alternate
+// which goes first):
 //   save    write_shard for each writer (CRC-32C per 1 MiB chunk, fsync, rename, directory fsync)
 //           + commit_checkpoint (manifest, latest)  vs  plain: for each writer, one file written
 //           with write(2) piece by piece + fsync.
@@ -229,8 +230,14 @@ int main(int argc, char** argv) {
   std::vector<double> open_s, save, psave, load_warm, pload_warm, load_cold, pload_cold,
       reshard_warm, blocked, async_total;
   for (int round = 0; round < rounds; ++round) {
-    psave.push_back(plain_write(dir / "plain", ranks));
-    save.push_back(ntp_save(save_dir, round + 1, ranks));
+    // Alternate which side writes first: the disk and the page cache carry state across them.
+    if (round % 2 == 0) {
+      psave.push_back(plain_write(dir / "plain", ranks));
+      save.push_back(ntp_save(save_dir, round + 1, ranks));
+    } else {
+      save.push_back(ntp_save(save_dir, round + 1, ranks));
+      psave.push_back(plain_write(dir / "plain", ranks));
+    }
     pload_warm.push_back(plain_read(dir / "plain", ranks.size(), read_buffer));
     open_s.push_back(0.0);
     load_warm.push_back(ntp_load(save_dir, same, &open_s.back()));
