@@ -14,6 +14,7 @@ resident memory of the process (and what it was right after importing torch).
 """
 import argparse
 import math
+import os
 import resource
 import time
 
@@ -34,6 +35,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args()
 
+    # torch.set_num_threads does not reach the OpenBLAS that Debian's PyTorch calls for matrix
+    # products: without this its sgemm would use every core whatever --threads says.
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        os.environ.setdefault(var, str(args.threads))
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -106,7 +111,8 @@ def main():
         step()
         times.append(time.perf_counter() - start)
     params = sum(p.numel() for p in model.parameters())
-    print(f"torch: {torch.__version__}, {torch.get_num_threads()} threads, "
+    print(f"torch: {torch.__version__}, {torch.get_num_threads()} threads, OpenBLAS threads "
+          f"{os.environ['OPENBLAS_NUM_THREADS']}, "
           f"{params} params, best of {args.rounds} rounds")
     print("torch rounds ms: " + " ".join(f"{t * 1e3:.1f}" for t in times))
     print(f"torch step: {min(times) * 1e3:.1f} ms")
