@@ -25,7 +25,12 @@ using testing::spawn_ranks;
 using testing::TempDir;
 using testing::wait_all;
 
-constexpr auto kTimeout = std::chrono::milliseconds(700);
+// A live peer that the scheduler starves for longer than the timeout looks hung. At 700 ms this
+// happened before any fault under `ctest -j2 --repeat` on a loaded 2-core machine (every rank
+// failed its first allreduce, then the survivor list was wrong): the timeout and the heartbeat
+// staleness must be well above the longest scheduling gap, which costs a SIGSTOP case ~1.3 s more.
+constexpr auto kTimeout = std::chrono::milliseconds(2000);
+constexpr auto kStaleAfter = std::chrono::milliseconds(1500);
 // Detection may lag the timeout by scheduling on a loaded 2-core machine, not by more than a
 // second.
 constexpr long long kSlackNs = 1'000'000'000;
@@ -94,7 +99,7 @@ int worker(const std::string& dir, int rank, int n) {
 
   AgreementOptions agreement;
   agreement.window = std::chrono::milliseconds(5000);
-  agreement.stale_after = std::chrono::milliseconds(600);
+  agreement.stale_after = kStaleAfter;
   Result<Membership> members = agree_on_survivors(**store, "world", 1, rank, everyone, agreement);
   CHILD_CHECK(members.ok(), rank, "agree: " + members.status().to_string());
   const int victim = std::stoi(*(*store)->get("victim"));
