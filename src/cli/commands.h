@@ -13,6 +13,7 @@ void add_sim_command(CLI::App& app, int& exit_code);     // sim/
 void add_power_command(CLI::App& app, int& exit_code);   // power/
 void add_launch_command(CLI::App& app, int& exit_code);  // elastic/
 void add_train_command(CLI::App& app, int& exit_code);   // train/
+void add_demo_command(CLI::App& app, int& exit_code);    // runs ntp launch + ntp train
 void add_ckpt_command(CLI::App& app, int& exit_code);    // checkpoint/
 
 }  // namespace ntp::cli

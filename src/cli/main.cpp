@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
 #ifdef NTP_CLI_TRAIN
   ntp::cli::add_train_command(app, exit_code);
 #endif
+#ifdef NTP_CLI_DEMO
+  ntp::cli::add_demo_command(app, exit_code);
+#endif
 #ifdef NTP_CLI_CKPT
   ntp::cli::add_ckpt_command(app, exit_code);
 #endif

@@ -220,6 +220,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "with --save-dir a checkpoint is written at the stop")
       ->group(ckpt);
 
+  cmd->add_flag("!--no-live-recovery", c.live_recovery,
+               "A failure ends the job instead of re-forming it in the same processes (the "
+               "checkpoint-restart baseline with ntp launch --restart-on-failure)")
+      ->group(ckpt);
+
   auto runtime = "Runtime";
   cmd->add_option("--bucket-kb", args->bucket_kb, "Gradient sync bucket size (KiB of parameters)")
       ->group(runtime);

@@ -1,5 +1,7 @@
 #include "sim/report.h"
 
+#include "core/plot.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -209,14 +211,9 @@ Status write_csv(const std::string& dir, const std::vector<Summary>& summaries,
 
 Status write_plots(const std::string& dir, const std::vector<Summary>& summaries,
                    const std::vector<std::string>& names, const std::string& sweep_key) {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    return failed_precondition(
-        "gnuplot is not installed; skipped the plots (apt-get install "
-        "gnuplot-nox)");
-  }
   NTP_RETURN_IF_ERROR(write_csv(dir, summaries, names));
   // (file base name, gnuplot commands) per plot; each is drawn as SVG and as PNG.
-  std::vector<std::pair<std::string, std::string>> plots;
+  std::vector<Plot> plots;
   for (const Summary& s : summaries) {
     if (s.series.empty()) continue;
     std::ostringstream body;
@@ -254,25 +251,8 @@ Status write_plots(const std::string& dir, const std::vector<Summary>& summaries
     body << "\n";
     plots.emplace_back("goodput", body.str());
   }
-  const std::string script = dir + "/plots.gp";
-  std::ofstream gp(script);
-  if (!gp) return internal_error("cannot write " + script);
-  gp << "set datafile separator ','\nset key outside right\nset grid\n";
-  for (const auto& [terminal, ext] :
-       {std::pair<std::string, std::string>{
-            "svg size 1000,560 dynamic noenhanced background rgb 'white'", "svg"},
-        {"png size 1000,560 noenhanced", "png"}}) {
-    gp << "set terminal " << terminal << "\n";
-    for (const auto& [base, body] : plots) {
-      gp << "set output '" << dir << "/" << base << "." << ext << "'\n" << body;
-    }
-  }
-  gp.close();
-  const std::string cmd = "gnuplot '" + script + "' 2>" + dir + "/gnuplot.log";
-  if (std::system(cmd.c_str()) != 0) {
-    return internal_error("gnuplot failed on " + script + "; see " + dir + "/gnuplot.log");
-  }
-  return ok_status();
+  return render_plots(dir, "set datafile separator ','\nset key outside right\nset grid\n",
+                      plots);
 }
 
 }  // namespace ntp::sim

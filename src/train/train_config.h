@@ -65,6 +65,8 @@ struct TrainConfig {
   std::string resume;      // a step or save directory; "auto": save_dir's latest if any
   int64_t stop_after = 0;  // stop after this many steps of this run (0: run to --steps)
 
+  bool live_recovery = true;  // false: a failure ends the job (for --restart-on-failure baselines)
+
   // Runtime.
   int64_t bucket_bytes = 128 << 10;
   int comm_timeout_ms = 30000;

@@ -173,6 +173,7 @@ void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& l
                        {"rolled_back", e.rolled_back},
                        {"old_degrees", e.old_degrees},
                        {"degrees", e.degrees},
+                       {"detect_s", e.detect_s},
                        {"agree_s", e.agree_s},
                        {"rebuild_s", e.rebuild_s},
                        {"reshard_s", e.reshard_s},

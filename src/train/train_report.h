@@ -39,7 +39,9 @@ struct RecoveryEvent {
   int64_t step = 0;          // the committed step the job continues from
   bool rolled_back = false;  // a step that only some survivors applied was taken back
   std::vector<int> old_degrees, degrees;
-  double agree_s = 0, rebuild_s = 0, reshard_s = 0, total_s = 0;
+  // detect_s: from the start of the failed step to the error surfacing here (0 for repairs);
+  // total_s: from then to the re-formed job (agreement + rebuild + reshard).
+  double detect_s = 0, agree_s = 0, rebuild_s = 0, reshard_s = 0, total_s = 0;
   int64_t reshard_bytes = 0;  // received by the leader
 };
 

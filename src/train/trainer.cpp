@@ -164,8 +164,11 @@ Result<std::vector<int>> pending_joiners(const WorkerContext& ctx, const std::st
     const std::vector<int> members = slot_ranks(job.layout);
     for (int r = 0; r < slots; ++r) {
       if (std::binary_search(members.begin(), members.end(), r)) continue;
-      Result<bool> asked = ctx.store->exists(join_key(group, r));
-      if (asked.ok() && *asked) flags[static_cast<size_t>(r)] = 1;
+      // Pending: a join request whose restart count was not admitted yet.
+      Result<std::string> asked = ctx.store->get(join_key(group, r));
+      if (!asked.ok()) continue;
+      Result<std::string> taken = ctx.store->get(join_key(group, r) + "/taken");
+      if (!taken.ok() || *taken != *asked) flags[static_cast<size_t>(r)] = 1;
     }
   }
   NTP_RETURN_IF_ERROR(job.world->broadcast(comm::view(flags), 0));
@@ -567,9 +570,11 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   // Re-forms the job after a membership change (a failure, or repairs to admit): agree on the
   // members, roll back a step that not every survivor applied, plan the new layout, rebuild the
   // communicators and move the state (train/state_reshard.h). Returns the step to continue at.
-  auto reconfigure = [&](const Status& cause, const std::vector<int>& joiners) -> Result<int64_t> {
+  auto reconfigure = [&](const Status& cause, const std::vector<int>& joiners,
+                         double detect_s) -> Result<int64_t> {
     const Clock::time_point t0 = Clock::now();
     RecoveryEvent event;
+    event.detect_s = detect_s;
     event.cause = cause.ok() ? "repair" : cause.message();
     if (job->sharded) {
       return failed_precondition(
@@ -621,6 +626,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     event.degrees = next->role.replica_degrees;
     job = std::move(next);
     committed = agreed;
+    if (job->role.world_rank != 0) report.reset();  // one leader writes the metrics
     NTP_RETURN_IF_ERROR(open_report(true));
     if (report) report->recovery(event, job->layout, job->batches);
     return agreed;
@@ -633,21 +639,23 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     Result<std::vector<int>> joiners = pending_joiners(ctx, group, *job);
     Status status = joiners.status();
     if (status.ok() && !joiners->empty()) {
-      NTP_ASSIGN_OR_RETURN(step, reconfigure(ok_status(), *joiners));
+      NTP_ASSIGN_OR_RETURN(step, reconfigure(ok_status(), *joiners, 0.0));
       continue;
     }
+    const Clock::time_point step_start = Clock::now();
     if (status.ok()) status = train_step(step);
     if (status.ok()) {
       ++step;
       continue;
     }
-    if (status.code() != StatusCode::kUnavailable && status.code() != StatusCode::kInternal) {
+    if ((status.code() != StatusCode::kUnavailable && status.code() != StatusCode::kInternal) ||
+        !c.live_recovery) {
       return status;
     }
     std::printf("slot %s: step %lld failed (%s); re-forming the job\n", slot_name(slot).c_str(),
                 static_cast<long long>(step + 1), status.message().c_str());
     std::fflush(stdout);
-    NTP_ASSIGN_OR_RETURN(step, reconfigure(status, {}));
+    NTP_ASSIGN_OR_RETURN(step, reconfigure(status, {}, seconds_since(step_start)));
   }
   if (saver.pending()) {
     const int64_t saved = saver.pending_step();

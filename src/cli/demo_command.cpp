@@ -1,0 +1,328 @@
+// `ntp demo`: the main job. Trains a small GPT-2 on the fortunes corpus as replicas of worker
+// processes while devices fail and return, then compares the run with a failure-free run of the
+// same seed and with the checkpoint-restart way to recover (docs/demo.md).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/cli_error.h"
+#include "cli/commands.h"
+#include "core/plot.h"
+
+namespace ntp::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct DemoArgs {
+  int replicas = 3;
+  int tp = 4;
+  int64_t steps = 160;
+  std::string out = "out/demo";
+  std::vector<std::string> faults;  // default: see add_demo_command
+  bool baselines = true;
+  int timeout_ms = 2000;
+};
+
+// What one run left in its metrics file.
+struct RunFigures {
+  std::string name;
+  double wall_s = 0;
+  int exit_code = -1;
+  std::map<int64_t, double> loss;               // step -> loss (last execution)
+  std::map<int64_t, std::vector<int>> degrees;  // step -> replica degrees
+  std::vector<nlohmann::json> recoveries;
+  double eval_loss = 0, tokens_per_s = 0;
+  int64_t steps = 0;
+};
+
+std::string self_binary() { return fs::read_symlink("/proc/self/exe").string(); }
+
+// Lines worth showing from the live run: the leader's progress and every event.
+bool worth_showing(const std::string& line) {
+  for (const char* key : {"| loss", "device lost", "repaired slots", "injecting",
+                          "repair:", "eval after", "done:", "restarting the job", "resumed from"}) {
+    if (line.find(key) != std::string::npos) return true;
+  }
+  return false;
+}
+
+RunFigures run(const DemoArgs& a, const std::string& name, const std::vector<std::string>& faults,
+               const std::string& extra_launch, const std::string& extra_train, bool show) {
+  const std::string ntp = self_binary();
+  const fs::path dir = fs::path(a.out) / name;
+  std::ostringstream cmd;
+  cmd << "'" << ntp << "' launch --nproc-per-node " << a.replicas * a.tp << " --log-dir '"
+      << (dir / "logs").string() << "' " << extra_launch;
+  for (const std::string& f : faults) cmd << " --inject " << f;
+  cmd << " -- '" << ntp << "' train --domains " << a.replicas << " --tp " << a.tp << " --steps "
+      << a.steps << " --eval-every 40 --timeout-ms " << a.timeout_ms << " --out '" << dir.string()
+      << "' " << extra_train << " 2>&1";
+  RunFigures f;
+  f.name = name;
+  const auto start = std::chrono::steady_clock::now();
+  FILE* pipe = ::popen(cmd.str().c_str(), "r");
+  if (pipe == nullptr) return f;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) {
+    std::string line(buffer);
+    if (!show || !worth_showing(line)) continue;
+    if (line.rfind("[rank ", 0) == 0) line = line.substr(line.find(']') + 2);
+    std::fputs(("  " + line).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  const int status = ::pclose(pipe);
+  f.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  f.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::ifstream metrics(dir / "metrics.jsonl");
+  std::vector<int> current;
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) continue;
+    const std::string type = j.value("type", "");
+    if (type == "start") current = j["degrees"].get<std::vector<int>>();
+    if (type == "recovery") {
+      current = j["degrees"].get<std::vector<int>>();
+      f.recoveries.push_back(j);
+    }
+    if (type == "step") {
+      const int64_t s = j["step"].get<int64_t>();
+      f.loss[s] = j["loss"].get<double>();
+      std::vector<int> d;
+      for (const nlohmann::json& r : j["replicas"]) d.push_back(r["degree"].get<int>());
+      f.degrees[s] = d;
+    }
+    if (type == "eval") f.eval_loss = j["loss"].get<double>();
+    if (type == "summary") {
+      f.steps = j["steps"].get<int64_t>();
+      f.tokens_per_s = j["tokens_per_s"].get<double>();
+    }
+  }
+  return f;
+}
+
+Status write_plots(const DemoArgs& a, const RunFigures& live, const RunFigures* reference,
+                   const RunFigures* restart) {
+  const std::string dir = a.out;
+  {
+    std::ofstream d(dir + "/loss.dat");
+    for (const auto& [s, l] : live.loss) {
+      d << s + 1 << ' ' << l << ' '
+        << (reference && reference->loss.contains(s) ? reference->loss.at(s) : NAN) << ' '
+        << (restart && restart->loss.contains(s) ? restart->loss.at(s) : NAN) << '\n';
+    }
+    std::ofstream g(dir + "/degrees.dat");
+    for (const auto& [s, degrees] : live.degrees) {
+      g << s + 1;
+      for (int t : degrees) g << ' ' << t;
+      g << '\n';
+    }
+  }
+  std::ostringstream loss;
+  loss << "set title 'training loss: live recovery vs failure-free run (same seed)'\n"
+       << "set xlabel 'step'\nset ylabel 'loss (nats)'\nplot '" << dir
+       << "/loss.dat' using 1:2 with lines lw 2 title 'live recovery (this run)'";
+  if (reference) loss << ", '' using 1:3 with lines dt 2 title 'failure-free'";
+  if (restart) loss << ", '' using 1:4 with lines dt 3 title 'restart from checkpoint'";
+  loss << "\n";
+  std::ostringstream degrees;
+  degrees << "set title 'TP degree of each replica'\nset xlabel 'step'\nset ylabel 'TP degree'\n"
+          << "set yrange [0:" << a.tp + 1 << "]\nplot ";
+  for (int r = 0; r < a.replicas; ++r) {
+    degrees << (r ? ", " : "") << "'" << dir << "/degrees.dat' using 1:" << r + 2
+            << " with steps lw 2 title 'replica " << r << "'";
+  }
+  degrees << "\n";
+  return render_plots(dir, "set key outside right\nset grid\n",
+                      {{"loss", loss.str()}, {"degrees", degrees.str()}});
+}
+
+int run_demo(const DemoArgs& a) {
+  if (a.replicas < 2 || a.tp < 2) {
+    return report_error("demo", invalid_argument("--replicas and --tp must be at least 2"));
+  }
+  if (a.steps < 20) return report_error("demo", invalid_argument("--steps must be at least 20"));
+  std::error_code ec;
+  if (fs::exists(fs::path(a.out) / "live")) fs::remove_all(a.out, ec);
+  fs::create_directories(a.out, ec);
+  if (ec) {
+    return report_error("demo", invalid_argument("--out " + a.out + ": " + ec.message()));
+  }
+  std::printf(
+      "ntp demo: %d replicas of TP %d (%d worker processes) train a GPT-2 on the fortunes "
+      "corpus for %lld steps; everything goes to %s/\n",
+      a.replicas, a.tp, a.replicas * a.tp, static_cast<long long>(a.steps), a.out.c_str());
+  std::printf("faults:");
+  for (const std::string& f : a.faults) std::printf(" %s", f.c_str());
+  std::printf("\n\n== 1. the run: devices fail and return while the job trains\n");
+  std::fflush(stdout);
+  const RunFigures live = run(a, "live", a.faults, "", "", true);
+  if (live.exit_code != 0) {
+    std::fprintf(stderr, "ntp demo: the live run failed (exit %d); logs in %s/live/logs\n",
+                 live.exit_code, a.out.c_str());
+    return kExitFailure;
+  }
+  std::optional<RunFigures> reference, restart;
+  if (a.baselines) {
+    std::printf("\n== 2. the same run without failures (same seed), for comparison\n");
+    std::fflush(stdout);
+    reference = run(a, "reference", {}, "", "", false);
+    std::printf("  done in %.1f s\n", reference->wall_s);
+    // The checkpoint-restart baseline: a failure stops the job, `ntp launch` restarts it on the
+    // survivors from the last checkpoint (a hang is injected as a kill: a restart needs a death).
+    std::vector<std::string> kills;
+    for (const std::string& f : a.faults) {
+      if (f.rfind("kill:", 0) == 0) kills.push_back(f);
+      if (f.rfind("hang:", 0) == 0) kills.push_back("kill:" + f.substr(5));
+    }
+    std::printf("\n== 3. the same faults recovered the Megatron way: restart from a checkpoint\n");
+    std::fflush(stdout);
+    restart =
+        run(a, "restart", kills, "--restart-on-failure",
+            "--no-live-recovery --save-every 10 --save-dir '" + a.out + "/restart/ckpt'", false);
+    std::printf("  done in %.1f s (exit %d)\n", restart->wall_s, restart->exit_code);
+  }
+
+  // ---- the report ----
+  std::ostringstream md;
+  md << "# ntp demo report\n\n"
+     << a.replicas << " replicas x TP " << a.tp << ", " << a.steps << " steps; faults:";
+  for (const std::string& f : a.faults) md << " `" << f << "`";
+  md << "\n\n## Events (live run)\n\n| step | event | TP degrees | detected after | re-formed in "
+        "|\n"
+     << "|---|---|---|---|---|\n";
+  std::printf("\n== events\n");
+  int detected = 0, repaired = 0;
+  double lost_s = 0.0;
+  for (const nlohmann::json& e : live.recoveries) {
+    const bool repair = e["cause"] == "repair";
+    (repair ? repaired : detected) += 1;
+    lost_s += e["total_s"].get<double>() + e.value("detect_s", 0.0);
+    std::ostringstream deg;
+    deg << e["old_degrees"].dump() << " -> " << e["degrees"].dump();
+    md << "| " << e["step"].get<int64_t>() + 1 << " | "
+       << (repair ? "repaired slot admitted" : "device lost") << " | " << deg.str() << " | "
+       << e.value("detect_s", 0.0) << " s | " << e["total_s"].get<double>() << " s |\n";
+    std::printf("  step %4lld: %-22s TP %s, re-formed in %.2f s\n",
+                static_cast<long long>(e["step"].get<int64_t>() + 1),
+                repair ? "repaired slot admitted" : "device lost", deg.str().c_str(),
+                e["total_s"].get<double>());
+  }
+  md << "\n## Goodput on this fault schedule\n\n"
+     << "| recovery | how | wall s | steps | final loss | held-out loss | time lost vs "
+        "failure-free |\n"
+     << "|---|---|---|---|---|---|---|\n";
+  std::printf("\n== goodput on this fault schedule\n  %-34s %-10s %8s %7s %11s %9s\n", "recovery",
+              "how", "wall s", "steps", "final loss", "lost s");
+  auto row = [&](const std::string& label, const std::string& how, double wall, int64_t steps,
+                 double loss, double eval, double lost) {
+    md << "| " << label << " | " << how << " | " << wall << " | " << steps << " | " << loss << " | "
+       << eval << " | " << lost << " |\n";
+    std::printf("  %-34s %-10s %8.1f %7lld %11.4f %9.1f\n", label.c_str(), how.c_str(), wall,
+                static_cast<long long>(steps), loss, lost);
+  };
+  const double ref_wall = reference ? reference->wall_s : live.wall_s;
+  if (reference) {
+    row("none (failure-free)", "measured", reference->wall_s, reference->steps,
+        reference->loss.empty() ? 0 : reference->loss.rbegin()->second, reference->eval_loss, 0);
+  }
+  row("ntp live (this run)", "measured", live.wall_s, live.steps,
+      live.loss.empty() ? 0 : live.loss.rbegin()->second, live.eval_loss, live.wall_s - ref_wall);
+  if (restart) {
+    row("restart from checkpoint", "measured", restart->wall_s, restart->steps,
+        restart->loss.empty() ? 0 : restart->loss.rbegin()->second, restart->eval_loss,
+        restart->wall_s - ref_wall);
+  }
+  if (reference && !reference->loss.empty()) {
+    // DP-DROP: the hit replica idles from the fault until its repair; the others carry the global
+    // batch, so those steps take replicas / (replicas - 1) times as long.
+    const double step_s = reference->wall_s / static_cast<double>(a.steps);
+    int64_t degraded_steps = 0;
+    for (const auto& [s, d] : live.degrees) {
+      degraded_steps += std::any_of(d.begin(), d.end(), [&](int t) { return t < a.tp; }) ? 1 : 0;
+    }
+    const double extra =
+        static_cast<double>(degraded_steps) * step_s / static_cast<double>(a.replicas - 1);
+    row("drop the replica (DP-DROP)", "modelled", reference->wall_s + extra, a.steps, NAN, NAN,
+        extra);
+    md << "\nDP-DROP is modelled from the measured failure-free step time: while any replica is "
+          "degraded ("
+       << degraded_steps << " steps here) the others carry its share, 1/" << a.replicas - 1
+       << " more time per step. Wall times include process start-up; the whole job runs on "
+          "this machine's cores.\n";
+  }
+  const bool loss_ok = reference && !reference->loss.empty() && !live.loss.empty() &&
+                       std::abs(live.loss.rbegin()->second - reference->loss.rbegin()->second) <=
+                           1e-3 * std::abs(reference->loss.rbegin()->second);
+  md << "\nFaults detected and recovered: " << detected << "; repairs admitted: " << repaired
+     << "; live final loss " << (loss_ok ? "matches" : "differs from")
+     << " the failure-free run's.\n";
+  std::ofstream(a.out + "/report.md") << md.str();
+  nlohmann::json summary = {
+      {"finished", live.exit_code == 0 && live.steps == a.steps},
+      {"steps", live.steps},
+      {"faults_recovered", detected},
+      {"repairs_admitted", repaired},
+      {"live_final_loss", live.loss.empty() ? 0 : live.loss.rbegin()->second},
+      {"reference_final_loss",
+       reference && !reference->loss.empty() ? reference->loss.rbegin()->second : 0.0},
+      {"live_wall_s", live.wall_s},
+      {"reference_wall_s", reference ? reference->wall_s : 0.0},
+      {"restart_wall_s", restart ? restart->wall_s : 0.0}};
+  std::ofstream(a.out + "/summary.json") << summary.dump(2) << "\n";
+
+  Status plots =
+      write_plots(a, live, reference ? &*reference : nullptr, restart ? &*restart : nullptr);
+  std::printf("\n%s\n", loss_ok ? "the live run ends on the failure-free run's loss curve"
+                                : "note: the live run's final loss differs from the reference");
+  if (!plots.ok()) std::printf("note: %s\n", plots.message().c_str());
+  std::printf("\nreport: %s/report.md, summary: %s/summary.json\n", a.out.c_str(), a.out.c_str());
+  if (plots.ok()) {
+    std::printf("plots:  %s/loss.png (.svg), %s/degrees.png (.svg)\n", a.out.c_str(),
+                a.out.c_str());
+  }
+  std::printf("everything this demo wrote is under %s/\n", a.out.c_str());
+  return live.steps == a.steps ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+void add_demo_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<DemoArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "demo",
+      "The main job: train while devices fail and return, compare with a failure-free run and "
+      "with checkpoint-restart, plot it (docs/demo.md)");
+  cmd->add_option("--replicas", a->replicas, "DP replicas (scale-up domains)")
+      ->capture_default_str();
+  cmd->add_option("--tp", a->tp, "Device slots per replica")->capture_default_str();
+  cmd->add_option("--steps", a->steps, "Training steps")->capture_default_str();
+  cmd->add_option("--out", a->out, "Output folder (replaced)")->capture_default_str();
+  cmd->add_option("--inject", a->faults,
+                  "Faults as for ntp launch (repeatable); default: a device of replica 1 dies at "
+                  "step 40, one of replica 2 hangs at 60, both are repaired at 100 and 120");
+  cmd->add_flag("!--no-baselines", a->baselines,
+                "Skip the failure-free and checkpoint-restart runs");
+  cmd->add_option("--timeout-ms", a->timeout_ms, "Communicator timeout (hang detection)")
+      ->capture_default_str();
+  cmd->callback([a, &exit_code] {
+    if (a->faults.empty()) {
+      const int k = 1 * a->tp + 2 % a->tp, h = 2 % a->replicas * a->tp + 1;
+      const int64_t s = a->steps;
+      a->faults = {"kill:rank=" + std::to_string(k) + ",at=" + std::to_string(s / 4),
+                   "hang:rank=" + std::to_string(h) + ",at=" + std::to_string(s * 3 / 8),
+                   "repair:rank=" + std::to_string(k) + ",at=" + std::to_string(s * 5 / 8),
+                   "repair:rank=" + std::to_string(h) + ",at=" + std::to_string(s * 3 / 4)};
+    }
+    exit_code = run_demo(*a);
+  });
+}
+
+}  // namespace ntp::cli
