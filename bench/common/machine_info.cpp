@@ -3,6 +3,10 @@
 #include <fstream>
 #include <thread>
 
+#ifdef NTP_BENCH_HAS_KERNELS
+#include "kernels/cpu/blas_select.h"
+#endif
+
 namespace ntp::bench {
 
 std::string cpu_model() {
@@ -23,7 +27,15 @@ std::string machine_description() {
     }
   }
   return cpu_model() + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, " +
-         std::to_string(mem_kib / (1024 * 1024)) + " GiB RAM";
+         std::to_string(mem_kib / (1024 * 1024)) + " GiB RAM" + compute_description();
+}
+
+std::string compute_description() {
+#ifdef NTP_BENCH_HAS_KERNELS
+  return "; " + kernels::cpu::blas_description();
+#else
+  return "";
+#endif
 }
 
 }  // namespace ntp::bench

@@ -8,7 +8,11 @@ namespace ntp::bench {
 // The CPU's model name from /proc/cpuinfo, or "unknown CPU".
 std::string cpu_model();
 
-// "CPU model, N cores, M GiB RAM" (best effort, from /proc).
+// "CPU model, N cores, M GiB RAM" (best effort, from /proc), then compute_description().
 std::string machine_description();
+
+// "; <BLAS, its kernel set (and how it was chosen), ISA of ntp's kernels, BLAS threads>" when the
+// kernels are part of the build (kernels::cpu::blas_description()), else "".
+std::string compute_description();
 
 }  // namespace ntp::bench
