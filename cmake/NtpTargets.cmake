@@ -31,10 +31,11 @@ function(ntp_add_library name)
   ntp_apply_options(ntp_${name})
 endfunction()
 
-# ntp_add_test(NAME SOURCES a_test.cpp ... [DEPS lib ...] [LABELS label ...])
-# A GoogleTest binary registered with CTest, one CTest entry per TEST().
+# ntp_add_test(NAME SOURCES a_test.cpp ... [DEPS lib ...] [LABELS label ...] [SERIAL])
+# A GoogleTest binary registered with CTest, one CTest entry per TEST(). SERIAL: its tests run
+# alone (jobs of a dozen worker processes whose fault detection has timing bounds).
 function(ntp_add_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   ntp_apply_options(${name})
@@ -42,7 +43,12 @@ function(ntp_add_test name)
   if(ARG_LABELS)
     set(labels ${ARG_LABELS})
   endif()
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${labels}")
+  set(serial FALSE)
+  if(ARG_SERIAL)
+    set(serial TRUE)
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+                       PROPERTIES LABELS "${labels}" RUN_SERIAL ${serial})
 endfunction()
 
 # ntp_add_bench(NAME SOURCES a_bench.cpp ... [DEPS lib ...])
