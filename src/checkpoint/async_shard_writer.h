@@ -10,6 +10,7 @@
 #include <deque>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -25,6 +26,10 @@ class AsyncShardWriter {
   // Waits for a save in flight (its result is dropped).
   ~AsyncShardWriter();
 
+  // Snapshot::copy_of(pieces), reusing the memory of the last finished save's snapshot when it
+  // is large enough (saves of the same state then copy without page faults). Call it on the
+  // training thread; it does not wait for a save in flight.
+  Result<Snapshot> snapshot(std::span<const PieceView> pieces);
   // Blocks while the previous save is still being written, then starts writing `snapshot` as
   // step_dir/shard_<writer>.safetensors on the background thread and returns.
   void start(std::filesystem::path step_dir, std::string writer, Snapshot snapshot);
@@ -41,6 +46,8 @@ class AsyncShardWriter {
   std::thread thread_;
   std::atomic<bool> done_{true};
   std::optional<Result<ShardRecord>> current_;  // written by thread_, read after join
+  Snapshot written_;                            // thread_'s snapshot, handed back after join
+  Snapshot spare_;                              // a finished save's snapshot, for reuse
   std::deque<Result<ShardRecord>> finished_;
 };
 

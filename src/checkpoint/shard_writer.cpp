@@ -70,7 +70,7 @@ Result<ShardRecord> write_shard(const std::filesystem::path& step_dir, std::stri
   return record;
 }
 
-Result<Snapshot> Snapshot::copy_of(std::span<const PieceView> pieces) {
+Result<Snapshot> Snapshot::copy_of(std::span<const PieceView> pieces, Snapshot recycled) {
   NTP_RETURN_IF_ERROR(check_pieces(pieces));
   Snapshot s;
   for (const PieceView& p : pieces) {
@@ -78,7 +78,13 @@ Result<Snapshot> Snapshot::copy_of(std::span<const PieceView> pieces) {
     s.offsets_.push_back(s.floats_);
     s.floats_ += p.data.size();
   }
-  s.data_ = std::make_unique_for_overwrite<float[]>(std::max<size_t>(s.floats_, 1));
+  if (recycled.data_ != nullptr && recycled.capacity_ >= s.floats_) {
+    s.data_ = std::move(recycled.data_);
+    s.capacity_ = recycled.capacity_;
+  } else {
+    s.capacity_ = std::max<size_t>(s.floats_, 1);
+    s.data_ = std::make_unique_for_overwrite<float[]>(s.capacity_);
+  }
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!pieces[i].data.empty()) {
       std::memcpy(s.data_.get() + s.offsets_[i], pieces[i].data.data(),
@@ -86,6 +92,10 @@ Result<Snapshot> Snapshot::copy_of(std::span<const PieceView> pieces) {
     }
   }
   return s;
+}
+
+Result<Snapshot> Snapshot::copy_of(std::span<const PieceView> pieces) {
+  return copy_of(pieces, Snapshot());
 }
 
 std::vector<PieceView> Snapshot::views() const {

@@ -46,6 +46,9 @@ class Snapshot {
  public:
   Snapshot() = default;
   // Copies every piece's data; kInvalidArgument when a data size does not match its spec.
+  // `recycled` (an earlier snapshot, now unused) lends its allocation when it is large enough,
+  // which spares the page faults of fresh memory (AsyncShardWriter::snapshot does this).
+  static Result<Snapshot> copy_of(std::span<const PieceView> pieces, Snapshot recycled);
   static Result<Snapshot> copy_of(std::span<const PieceView> pieces);
 
   std::vector<PieceView> views() const;
@@ -56,6 +59,7 @@ class Snapshot {
   std::vector<size_t> offsets_;  // into data_, one per piece
   std::unique_ptr<float[]> data_;
   size_t floats_ = 0;
+  size_t capacity_ = 0;  // floats allocated in data_
 };
 
 }  // namespace ntp::checkpoint

@@ -254,5 +254,32 @@ TEST(AsyncShardWriter, WritesSnapshotsInOrder) {
   expect_loads_at(reader, 3, 9);
 }
 
+// A finished save's snapshot memory is reused by the next snapshot of the same writer, and the
+// reused buffer holds the new data.
+TEST(AsyncShardWriter, SnapshotReusesTheFinishedSavesMemory) {
+  TempDir dir;
+  auto ranks = make_ranks(tiny_config(), 1, 0);
+  auto pieces = testing::rank_pieces(ranks, 0, {});
+  AsyncShardWriter writer;
+  Snapshot first = writer.snapshot(pieces.views).value();
+  const float* memory = first.views()[0].data.data();
+  writer.start(prepare_step_dir(dir.path(), 1).value(), "0", std::move(first));
+  ASSERT_TRUE(writer.wait().ok());
+  for (auto& d : pieces.data) std::fill(d.begin(), d.end(), 0.5f);  // the state moved on
+  Snapshot second = writer.snapshot(pieces.views).value();
+  EXPECT_EQ(second.views()[0].data.data(), memory);
+  writer.start(prepare_step_dir(dir.path(), 2).value(), "0", std::move(second));
+  const ShardRecord record = writer.wait().value();
+  CheckpointMeta meta;
+  meta.step = 2;
+  ASSERT_TRUE(commit_checkpoint(dir.path(), meta, {record}).ok());
+  const CheckpointReader reader = CheckpointReader::open(dir.path()).value();
+  for (const PieceView& v : pieces.views) {
+    std::vector<float> got(v.data.size());
+    ASSERT_TRUE(reader.read(v.spec, got).ok());
+    EXPECT_TRUE(bitwise_equal(got, v.data)) << piece_name(v.spec);
+  }
+}
+
 }  // namespace
 }  // namespace ntp::checkpoint
