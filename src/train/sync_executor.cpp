@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "kernels/cpu/clip.h"
 #include "shard/balance.h"
+#include "train/fault_point.h"
 
 namespace ntp::train {
 
@@ -299,6 +300,7 @@ Status SyncExecutor::distribute(Bucket& b, Target target) {
 
 Status SyncExecutor::sync_bucket(Bucket& b) {
   NTP_RETURN_IF_ERROR(collect(b, Target::kGrad));
+  fault_point("sync");
   NTP_RETURN_IF_ERROR(reduce(b));
   if (options_.sharding == OptimizerSharding::kReplicated) {
     NTP_RETURN_IF_ERROR(distribute(b, Target::kGrad));

@@ -188,6 +188,12 @@ Status CheckpointSaver::start(checkpoint::CheckpointMeta meta,
   return ok_status();
 }
 
+void CheckpointSaver::abandon() {
+  if (!pending_) return;
+  pending_.reset();
+  if (wrote_) (void)writer_thread_.wait();
+}
+
 Result<std::string> CheckpointSaver::finish(comm::Communicator& world) {
   if (!pending_) return std::string();
   checkpoint::CheckpointMeta meta = std::move(*pending_);

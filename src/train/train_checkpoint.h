@@ -60,6 +60,9 @@ class CheckpointSaver {
   // `meta` describes the state the pieces hold (checkpoint_meta).
   Status start(checkpoint::CheckpointMeta meta, std::span<const checkpoint::PieceView> pieces);
   bool pending() const { return pending_.has_value(); }
+  // Drops a save that cannot be committed any more (its job was re-formed): waits for its write
+  // and forgets it; the step directory stays incomplete and is pruned by a later commit.
+  void abandon();
   // Returns the committed step directory on world rank 0 (empty elsewhere); no-op if not pending.
   Result<std::string> finish(comm::Communicator& world);
   int64_t pending_step() const { return pending_ ? pending_->step : -1; }

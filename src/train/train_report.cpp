@@ -105,6 +105,7 @@ void TrainReport::write(const std::string& json_line) {
 }
 
 void TrainReport::step(const StepFigures& f, const std::vector<double>& ranks) {
+  committed_s_ += f.step_s;
   const size_t replicas = degrees_.size();
   std::vector<double> fwd_bwd(replicas, 0.0), wait(replicas, 0.0), opt(replicas, 0.0);
   std::vector<double> overlap(replicas, 1.0), bytes(replicas, 0.0);
@@ -163,6 +164,9 @@ void TrainReport::resumed(int64_t step, const std::string& dir) {
 void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& layout,
                            const std::vector<ReplicaBatch>& batches) {
   set_layout(layout, batches);
+  ++reconfigurations_;
+  lost_detect_s_ += e.detect_s;
+  lost_reconfigure_s_ += e.total_s;
   const double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   write(nlohmann::json{{"type", "recovery"},
@@ -200,17 +204,32 @@ void TrainReport::checkpoint(int64_t step, const std::string& dir, double blocke
   std::fflush(out_);
 }
 
-void TrainReport::finish(int64_t steps, double loss, double eval_loss, double tokens_per_s) {
+void TrainReport::finish(int64_t steps, double loss, double eval_loss, double tokens_per_s,
+                         double wall_s) {
+  // Goodput as this leader saw it: time in committed steps, and per cause what was lost.
+  const double lost_s = lost_detect_s_ + lost_reconfigure_s_;
   write(nlohmann::json{{"type", "summary"},
                        {"steps", steps},
                        {"loss", loss},
                        {"eval_loss", eval_loss},
-                       {"tokens_per_s", tokens_per_s}}
+                       {"tokens_per_s", tokens_per_s},
+                       {"wall_s", wall_s},
+                       {"committed_step_s", committed_s_},
+                       {"lost_detection_s", lost_detect_s_},
+                       {"lost_reconfiguration_s", lost_reconfigure_s_},
+                       {"reconfigurations", reconfigurations_}}
             .dump());
   std::fprintf(out_,
                "done: %lld steps, final loss %.4f, held-out loss %.4f, %.0f tokens/s; metrics in "
                "%s\n",
                static_cast<long long>(steps), loss, eval_loss, tokens_per_s, metrics_path_.c_str());
+  if (reconfigurations_ > 0) {
+    std::fprintf(out_,
+                 "goodput: %.1f s wall, %.1f s in committed steps; %d re-formations lost %.1f s "
+                 "(detection and the failed steps %.1f s, agreement + rebuild + reshard %.1f s)\n",
+                 wall_s, committed_s_, reconfigurations_, lost_s, lost_detect_s_,
+                 lost_reconfigure_s_);
+  }
   std::fflush(out_);
 }
 

@@ -66,7 +66,8 @@ class TrainReport {
   void recovery(const RecoveryEvent& event, const shard::ClusterLayout& layout,
                 const std::vector<ReplicaBatch>& batches);
   void checkpoint(int64_t step, const std::string& dir, double blocked_s);
-  void finish(int64_t steps, double loss, double eval_loss, double tokens_per_s);
+  // The summary line and goodput: wall time, time in committed steps, time lost per cause.
+  void finish(int64_t steps, double loss, double eval_loss, double tokens_per_s, double wall_s);
 
  private:
   TrainReport(const TrainConfig& config, const shard::ClusterLayout& layout,
@@ -82,6 +83,8 @@ class TrainReport {
   std::vector<int> replica_of_;   // [world rank]
   std::vector<double> balance_;   // [replica]: ideal / largest per-rank units, worst space
   std::FILE* out_;
+  double committed_s_ = 0, lost_detect_s_ = 0, lost_reconfigure_s_ = 0;
+  int reconfigurations_ = 0;
   std::ofstream metrics_;
 };
 

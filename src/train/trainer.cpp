@@ -25,6 +25,7 @@
 #include "shard/native_sync_strategy.h"
 #include "train/adamw_optimizer.h"
 #include "train/batcher.h"
+#include "train/fault_point.h"
 #include "train/sharded_adamw.h"
 #include "train/state_reshard.h"
 #include "train/token_file.h"
@@ -368,6 +369,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   NTP_ASSIGN_OR_RETURN(Batcher val_batches,
                        Batcher::create(val_tokens, c.eval_samples, c.model.n_ctx, c.data_seed + 1));
 
+  const Clock::time_point run_start = Clock::now();
   // ---- the job: layout -> this worker's role -> communicators, model shard, sync, optimizer ----
   auto strategy = make_strategy(c);
   const std::string group = "train/a" + std::to_string(ctx.attempt);
@@ -459,6 +461,8 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     SyncExecutor& sync = *job->sync;
     const ReplicaBatch& mine = job->batches[static_cast<size_t>(role.replica)];
     const Clock::time_point step_start = Clock::now();
+    set_fault_step(step);
+    fault_point("forward");
 
     // ---- forward + backward over this replica's micro-batches; the sync of each bucket starts
     //      as soon as the last micro-batch's backward has finished it ----
@@ -470,7 +474,10 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       model::BackwardOptions backward;
       backward.loss_scale = micro_scale;
       if (k + 1 == mine.micro_batches) {
-        backward.on_grads_ready = [&sync](std::span<const int> ready) { sync.grads_ready(ready); };
+        backward.on_grads_ready = [&sync](std::span<const int> ready) {
+          fault_point("backward");
+          sync.grads_ready(ready);
+        };
       }
       NTP_ASSIGN_OR_RETURN(double loss,
                            model.forward_backward(batch.tokens, batch.targets, c.micro_batch,
@@ -481,6 +488,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
 
     // ---- wait for the sync still in flight ----
     const Clock::time_point wait_start = Clock::now();
+    fault_point("wait");
     NTP_RETURN_IF_ERROR(sync.wait());
     const double sync_wait_s = seconds_since(wait_start);
     if (step == 0 && !c.dump_dir.empty()) {
@@ -507,6 +515,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     // ---- clip + optimizer (the previous state kept, so a step that not every survivor
     //      applied can be taken back) ----
     const Clock::time_point opt_start = Clock::now();
+    fault_point("optimizer");
     const float clip =
         c.grad_clip > 0.0 ? kernels::cpu::clip_coefficient(grad_norm, c.grad_clip) : 1.0f;
     const float lr = warmup_cosine_lr(step, c.warmup, c.steps, c.lr, c.min_lr);
@@ -520,6 +529,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     const double optimizer_s = seconds_since(opt_start);
 
     // ---- commit: this worker applied step `step` ----
+    fault_point("commit");
     committed = step + 1;
     summary.steps = committed;
     summary.final_loss = loss;
@@ -532,7 +542,15 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     std::copy(
         my_figures.begin(), my_figures.end(),
         figures.begin() + static_cast<long>(kRankFigures * static_cast<size_t>(role.world_rank)));
-    NTP_RETURN_IF_ERROR(job->world->allreduce(comm::view(figures)));
+    // The step is committed here; should a peer die in this all-reduce, the leader still logs
+    // the step (with the figures it has) before the error starts a re-formation.
+    const Status gathered = job->world->allreduce(comm::view(figures));
+    if (!gathered.ok()) {  // what arrived is partial: keep only this worker's own figures
+      std::fill(figures.begin(), figures.end(), 0.0);
+      std::copy(
+          my_figures.begin(), my_figures.end(),
+          figures.begin() + static_cast<long>(kRankFigures * static_cast<size_t>(role.world_rank)));
+    }
     const double step_s = seconds_since(step_start);
     if (step > first_step) {  // the first step pays for first touches of every buffer
       timed_seconds += step_s;
@@ -543,6 +561,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
                     static_cast<double>(global_batch * c.model.n_ctx) / step_s},
                    figures);
     }
+    NTP_RETURN_IF_ERROR(gathered);
 
     // ---- checkpoint: commit the previous save (its write had a step to run), start this one ----
     const bool last = step + 1 == last_step;
@@ -556,6 +575,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
       NTP_RETURN_IF_ERROR(
           saver.start(checkpoint_meta(c, step + 1, state.optimizer_steps()), pieces));
+      fault_point("checkpoint");
     }
 
     // ---- eval ----
@@ -582,6 +602,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
           "live copy; restart from the last checkpoint (ntp launch --restart-on-failure)");
     }
     job->abort_all(cause.ok() ? "admitting repaired slots" : cause.message());
+    saver.abandon();  // its records cannot all be gathered any more
     std::vector<int> candidates = slot_ranks(job->layout);
     candidates.insert(candidates.end(), joiners.begin(), joiners.end());
     std::sort(candidates.begin(), candidates.end());
@@ -673,7 +694,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
           : 0.0;
   if (report) {
     report->finish(summary.steps, summary.final_loss, summary.final_eval_loss,
-                   summary.tokens_per_second);
+                   summary.tokens_per_second, seconds_since(run_start));
   }
   return summary;
 }
