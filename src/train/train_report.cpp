@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/blas_select.h"
 #include "model/gpt_model.h"
 #include "train/worker_role.h"
 
@@ -81,6 +82,7 @@ Result<TrainReport> TrainReport::open(const TrainConfig& c, const shard::Cluster
                static_cast<long long>(c.global_batch()), static_cast<long long>(c.model.n_ctx),
                batch_policy_name(c.batch_policy), join(samples).c_str(),
                static_cast<long long>(c.micro_batch), join(micro).c_str());
+  std::fprintf(out, "  BLAS: %s\n", kernels::cpu::blas_description().c_str());
   std::fprintf(out, "  sync plan: %zu DP groups, %zu fold transfers; metrics: %s\n",
                layout.sync.groups.size(), layout.sync.folds.size(), c.metrics_file.c_str());
   std::fflush(out);
