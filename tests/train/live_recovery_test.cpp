@@ -14,6 +14,7 @@
 
 #include "child_process.h"
 #include "core/rng.h"
+#include "job_scratch.h"
 #include "train/token_file.h"
 
 namespace ntp::train {
@@ -21,34 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path scratch() {
-  return fs::temp_directory_path() / ("ntp-live-" + std::to_string(::getpid()));
-}
+using test_jobs::scratch_dir;
 
-class ScratchCleanup : public ::testing::Environment {
- public:
-  void TearDown() override { fs::remove_all(scratch()); }
-};
-const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
-
-const fs::path& data_dir() {
-  static const fs::path dir = [] {
-    fs::path d = scratch() / "data";
-    fs::create_directories(d);
-    const std::string text = "a stitch in time saves nine; ";
-    Rng rng(5);
-    for (const char* name : {"train.bin", "val.bin"}) {
-      std::vector<uint16_t> tokens;
-      for (int i = 0; i < 20000; ++i) {
-        tokens.push_back(rng.below(8) == 0 ? static_cast<uint16_t>(rng.below(256))
-                                           : static_cast<uint16_t>(text[i % text.size()]));
-      }
-      EXPECT_TRUE(write_token_file((d / name).string(), tokens).ok());
-    }
-    return d;
-  }();
-  return dir;
-}
+const fs::path& data_dir() { return test_jobs::synthetic_corpus(); }
 
 struct JobRun {
   int exit_code = -1;
@@ -61,7 +37,7 @@ struct JobRun {
 
 JobRun train(const std::string& name, int steps, const std::vector<std::string>& faults,
              const std::vector<std::string>& env = {}) {
-  const fs::path out = scratch() / name;
+  const fs::path out = scratch_dir() / name;
   std::vector<std::string> args = {NTP_BINARY, "launch", "--nproc-per-node", "12"};
   for (const std::string& f : faults) {
     args.push_back("--inject");

@@ -24,6 +24,7 @@
 #include "child_process.h"
 #include "core/rng.h"
 #include "dependency.h"
+#include "job_scratch.h"
 #include "model/gpt_model.h"
 #include "train/token_file.h"
 
@@ -34,16 +35,7 @@ namespace fs = std::filesystem;
 
 constexpr int kSteps = 20;
 
-fs::path scratch_dir() {
-  return fs::temp_directory_path() / ("ntp-parity-" + std::to_string(::getpid()));
-}
-
-// Removes what the jobs wrote once the test binary is done.
-class ScratchCleanup : public ::testing::Environment {
- public:
-  void TearDown() override { fs::remove_all(scratch_dir()); }
-};
-const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+using test_jobs::scratch_dir;
 
 model::GptConfig parity_model() {
   model::GptConfig c;
@@ -57,24 +49,7 @@ model::GptConfig parity_model() {
 }
 
 // Token files with some structure (a noisy repeating text), written once per test binary.
-const fs::path& data_dir() {
-  static const fs::path dir = [] {
-    fs::path d = scratch_dir() / "data";
-    fs::create_directories(d);
-    const std::string text = "the quick brown fox jumps over the lazy dog; ";
-    Rng rng(3);
-    for (const char* name : {"train.bin", "val.bin"}) {
-      std::vector<uint16_t> tokens;
-      for (int i = 0; i < 20000; ++i) {
-        tokens.push_back(rng.below(10) == 0 ? static_cast<uint16_t>(rng.below(256))
-                                            : static_cast<uint16_t>(text[i % text.size()]));
-      }
-      EXPECT_TRUE(write_token_file((d / name).string(), tokens).ok());
-    }
-    return d;
-  }();
-  return dir;
-}
+const fs::path& data_dir() { return test_jobs::synthetic_corpus(); }
 
 struct JobSpec {
   int domains = 3;

@@ -1,0 +1,56 @@
+// What the multi-process training tests share: a scratch folder per test process (removed when
+// the test binary ends) and small token files with some structure to train on.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "core/rng.h"
+#include "train/token_file.h"
+
+namespace ntp::train::test_jobs {
+
+// $TMPDIR/ntp-<name>-<pid>, removed by the test binary's global tear-down.
+inline std::filesystem::path scratch_dir() {
+  static const std::filesystem::path dir = [] {
+    const std::filesystem::path d =
+        std::filesystem::temp_directory_path() / ("ntp-train-test-" + std::to_string(::getpid()));
+    class Cleanup : public ::testing::Environment {
+     public:
+      explicit Cleanup(std::filesystem::path p) : path_(std::move(p)) {}
+      void TearDown() override { std::filesystem::remove_all(path_); }
+
+     private:
+      std::filesystem::path path_;
+    };
+    ::testing::AddGlobalTestEnvironment(new Cleanup(d));
+    return d;
+  }();
+  return dir;
+}
+
+// scratch/data/{train,val}.bin: 20,000 tokens each of `text` repeated, one token in ten replaced
+// by a random byte (written once per test process).
+inline const std::filesystem::path& synthetic_corpus() {
+  static const std::filesystem::path dir = [] {
+    const std::filesystem::path d = scratch_dir() / "data";
+    std::filesystem::create_directories(d);
+    const std::string text = "the quick brown fox jumps over the lazy dog; ";
+    Rng rng(3);
+    for (const char* name : {"train.bin", "val.bin"}) {
+      std::vector<uint16_t> tokens;
+      for (int i = 0; i < 20000; ++i) {
+        tokens.push_back(rng.below(10) == 0 ? static_cast<uint16_t>(rng.below(256))
+                                            : static_cast<uint16_t>(text[i % text.size()]));
+      }
+      EXPECT_TRUE(write_token_file((d / name).string(), tokens).ok());
+    }
+    return d;
+  }();
+  return dir;
+}
+
+}  // namespace ntp::train::test_jobs
