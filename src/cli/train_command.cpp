@@ -105,9 +105,11 @@ int run(TrainArgs& args) {
                ? bad(summary.status())
                : report_error("train", summary.status());
   }
-  if (!summary->took_part) {
+  if (!summary->took_part && summary->left.empty()) {
     std::printf("slot %d:%d is failed (--failed): this worker takes no part\n", slot.domain,
                 slot.slot);
+  } else if (!summary->took_part) {
+    std::printf("slot %d:%d: %s\n", slot.domain, slot.slot, summary->left.c_str());
   }
   return kExitOk;
 }
@@ -221,8 +223,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->group(ckpt);
 
   cmd->add_flag("!--no-live-recovery", c.live_recovery,
-               "A failure ends the job instead of re-forming it in the same processes (the "
-               "checkpoint-restart baseline with ntp launch --restart-on-failure)")
+                "A failure ends the job instead of re-forming it in the same processes (the "
+                "checkpoint-restart baseline with ntp launch --restart-on-failure)")
       ->group(ckpt);
 
   auto runtime = "Runtime";

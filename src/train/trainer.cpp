@@ -382,8 +382,8 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     Result<Admission> admission = wait_for_admission(ctx, group);
     if (!admission.ok()) {
       if (admission.status().code() != StatusCode::kAborted) return admission.status();
-      std::printf("slot %s: %s\n", slot_name(slot).c_str(), admission.status().message().c_str());
       summary.took_part = false;
+      summary.left = admission.status().message();
       return summary;
     }
     epoch = admission->epoch;
@@ -676,7 +676,13 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     std::printf("slot %s: step %lld failed (%s); re-forming the job\n", slot_name(slot).c_str(),
                 static_cast<long long>(step + 1), status.message().c_str());
     std::fflush(stdout);
-    NTP_ASSIGN_OR_RETURN(step, reconfigure(status, {}, seconds_since(step_start)));
+    Result<int64_t> next = reconfigure(status, {}, seconds_since(step_start));
+    if (!next.ok() && next.status().code() == StatusCode::kAborted) {
+      summary.took_part = false;  // declared dead while it was away: it leaves, writing nothing
+      summary.left = next.status().message();
+      return summary;
+    }
+    NTP_ASSIGN_OR_RETURN(step, std::move(next));
   }
   if (saver.pending()) {
     const int64_t saved = saver.pending_step();

@@ -39,7 +39,8 @@ struct TrainSummary {
   double final_loss = 0.0;
   double final_eval_loss = 0.0;
   double tokens_per_second = 0.0;  // the whole job, over the timed steps
-  bool took_part = true;           // false for a worker of a failed slot
+  bool took_part = true;           // false for a worker of a failed slot, or one that left:
+  std::string left;                // why it left early (fenced, never admitted); empty otherwise
 };
 
 // Runs the whole job on this worker. kInvalidArgument for a bad config (nothing computed);

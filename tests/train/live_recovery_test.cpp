@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "child_process.h"
 #include "core/rng.h"
@@ -157,6 +159,117 @@ TEST(LiveRecoveryTest, FaultsInEveryPhaseOfTheStep) {
     EXPECT_EQ(lost, 1) << run.log;
     EXPECT_EQ(run.degrees_at_end, (std::vector<int>{4, 4, 4}));
   }
+}
+
+// The pid of the worker with NTP_RANK=rank in run `run_id` (from /proc/*/environ), or -1.
+pid_t find_worker(const std::string& run_id, int rank) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "environ", std::ios::binary);
+    const std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (env.find("NTP_RUN_ID=" + run_id + '\0') != std::string::npos &&
+        env.find(std::string("NTP_RANK=") + std::to_string(rank) + '\0') != std::string::npos &&
+        env.find("NTP_RESTART_COUNT=0") != std::string::npos) {
+      return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return -1;
+}
+
+// Lines of a metrics file so far.
+std::vector<nlohmann::json> read_metrics(const fs::path& file) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// Fencing: a worker stopped (SIGSTOP) long enough to be declared dead, then woken (SIGCONT), finds
+// the job re-formed without it: it is refused at the agreement and leaves (exit 0, "declared
+// dead"), without disturbing the job, which finishes at the reduced degree.
+TEST(LiveRecoveryTest, AWorkerDeclaredDeadThatWakesUpIsFencedAndLeaves) {
+  const fs::path out = scratch_dir() / "fence";
+  const std::string run_id = "fence-" + std::to_string(::getpid());
+  const ntp::testing::ChildProcess child =
+      ntp::testing::start_child({NTP_BINARY,
+                                 "launch",
+                                 "--nproc-per-node",
+                                 "12",
+                                 "--run-id",
+                                 run_id,
+                                 "--",
+                                 NTP_BINARY,
+                                 "train",
+                                 "--domains",
+                                 "3",
+                                 "--tp",
+                                 "4",
+                                 "--layers",
+                                 "2",
+                                 "--heads",
+                                 "8",
+                                 "--width",
+                                 "32",
+                                 "--context",
+                                 "16",
+                                 "--ffn-unit",
+                                 "4",
+                                 "--batch",
+                                 "12",
+                                 "--micro-batch",
+                                 "2",
+                                 "--steps",
+                                 "40",
+                                 "--train-data",
+                                 (data_dir() / "train.bin").string(),
+                                 "--val-data",
+                                 (data_dir() / "val.bin").string(),
+                                 "--out",
+                                 out.string(),
+                                 "--timeout-ms",
+                                 "2000",
+                                 "--quiet"});
+  auto wait_for = [&](auto&& ready) {
+    for (int i = 0; i < 600 && !ready(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return ready();
+  };
+  const fs::path metrics = out / "metrics.jsonl";
+  ASSERT_TRUE(wait_for([&] { return read_metrics(metrics).size() > 4; }));  // a few steps done
+  const pid_t victim = find_worker(run_id, 9);
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(::kill(-victim, SIGSTOP), 0);
+  const bool reformed = wait_for([&] {
+    for (const nlohmann::json& j : read_metrics(metrics)) {
+      if (j["type"] == "recovery") return true;
+    }
+    return false;
+  });
+  ::kill(-victim, SIGCONT);  // wake it whatever happened, so the job can end
+  ASSERT_TRUE(reformed);
+  const ntp::testing::CommandOutput r =
+      ntp::testing::finish_child(child, std::chrono::seconds(300));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("[rank 9] slot 2:1: slot 2:1 was declared dead"), std::string::npos)
+      << r.out;
+  int recoveries = 0;
+  std::vector<int> final_degrees;
+  for (const nlohmann::json& j : read_metrics(metrics)) {
+    if (j["type"] == "recovery") ++recoveries;
+    if (j["type"] == "start" || j["type"] == "recovery") {
+      final_degrees = j["degrees"].get<std::vector<int>>();
+    }
+    if (j["type"] == "summary") {
+      EXPECT_EQ(j["steps"].get<int>(), 40);
+    }
+  }
+  EXPECT_EQ(recoveries, 1);  // the woken worker did not disturb the job again
+  EXPECT_EQ(final_degrees, (std::vector<int>{4, 4, 3}));
 }
 
 // Chaos: 200 steps with 10 SIGKILLs and 2 SIGSTOPs at random workers and moments (never two
