@@ -272,6 +272,61 @@ TEST(LiveRecoveryTest, AWorkerDeclaredDeadThatWakesUpIsFencedAndLeaves) {
   EXPECT_EQ(final_degrees, (std::vector<int>{4, 4, 3}));
 }
 
+// A fault that leaves a replica below --min-tp cannot be survived live: the job stops with one
+// clear reason on every survivor and its last checkpoint intact (it verifies), never hangs.
+TEST(LiveRecoveryTest, FallingBelowMinTpStopsTheJobWithItsCheckpointIntact) {
+  const fs::path out = scratch_dir() / "min-tp";
+  const ntp::testing::CommandOutput r =
+      ntp::testing::run_command({NTP_BINARY,
+                                 "launch",
+                                 "--nproc-per-node",
+                                 "8",
+                                 "--inject",
+                                 "kill:rank=6,at=5",
+                                 "--",
+                                 NTP_BINARY,
+                                 "train",
+                                 "--domains",
+                                 "2",
+                                 "--tp",
+                                 "4",
+                                 "--min-tp",
+                                 "4",
+                                 "--layers",
+                                 "2",
+                                 "--heads",
+                                 "8",
+                                 "--width",
+                                 "32",
+                                 "--context",
+                                 "16",
+                                 "--ffn-unit",
+                                 "4",
+                                 "--steps",
+                                 "20",
+                                 "--train-data",
+                                 (data_dir() / "train.bin").string(),
+                                 "--val-data",
+                                 (data_dir() / "val.bin").string(),
+                                 "--out",
+                                 out.string(),
+                                 "--timeout-ms",
+                                 "2000",
+                                 "--quiet",
+                                 "--save-dir",
+                                 (out / "ckpt").string(),
+                                 "--save-every",
+                                 "2"},
+                                {}, std::chrono::seconds(120));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.err.find("domain 1 would run at TP degree 3, below --min-tp 4"), std::string::npos)
+      << r.out << r.err;
+  const ntp::testing::CommandOutput verify =
+      ntp::testing::run_command({NTP_BINARY, "ckpt", "verify", (out / "ckpt").string()});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
 // Chaos: 200 steps with 10 SIGKILLs and 2 SIGSTOPs at random workers and moments (never two
 // faults in one replica at once, so no replica drops below --min-tp), each repaired a few steps
 // later. The job finishes, never hangs, loses no committed step and stays on the failure-free
