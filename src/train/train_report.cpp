@@ -197,6 +197,23 @@ void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& l
   std::fflush(out_);
 }
 
+void TrainReport::power(int domain, int degree, double speed, const power::BoostPlan& plan) {
+  write(nlohmann::json{{"type", "power"},
+                       {"domain", domain},
+                       {"degree", degree},
+                       {"speed", speed},
+                       {"power_factor", plan.power_factor},
+                       {"keeps_pace", plan.keeps_pace},
+                       {"batch_share", plan.batch_share}}
+            .dump());
+  std::fprintf(out_, "power: replica %d at TP %d runs at %.2f of a healthy one -> %.2f x TDP%s\n",
+               domain, degree, speed, plan.power_factor,
+               plan.keeps_pace ? " (keeps pace)"
+                               : " (the rack budget is not enough: --batch-policy scale gives it "
+                                 "fewer samples)");
+  std::fflush(out_);
+}
+
 void TrainReport::checkpoint(int64_t step, const std::string& dir, double blocked_s) {
   write(
       nlohmann::json{{"type", "checkpoint"}, {"step", step}, {"dir", dir}, {"blocked_s", blocked_s}}

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "power/boost_planner.h"
 #include "shard/cluster_layout.h"
 #include "train/batch_split.h"
 #include "train/train_config.h"
@@ -62,6 +63,8 @@ class TrainReport {
   void step(const StepFigures& figures, const std::vector<double>& ranks);
   void eval(int64_t step, double loss);
   void resumed(int64_t step, const std::string& dir);
+  // A power setting for a replica at `degree` running at `speed` of a healthy one.
+  void power(int domain, int degree, double speed, const power::BoostPlan& plan);
   // Logs the event and switches to the new layout.
   void recovery(const RecoveryEvent& event, const shard::ClusterLayout& layout,
                 const std::vector<ReplicaBatch>& batches);

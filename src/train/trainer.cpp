@@ -20,6 +20,8 @@
 #include "kernels/cpu/clip.h"
 #include "model/comm_tp_group.h"
 #include "model/gpt_model.h"
+#include "power/boost_planner.h"
+#include "power/power_control.h"
 #include "shard/balance.h"
 #include "shard/fold_sync_strategy.h"
 #include "shard/native_sync_strategy.h"
@@ -352,6 +354,36 @@ Result<double> evaluate(const TrainConfig& c, Job& job, const Batcher& val) {
   return total;
 }
 
+double control_factor(const power::PowerControl& control, int domain) {
+  const auto* recorder = dynamic_cast<const power::RecordingPowerControl*>(&control);
+  return recorder != nullptr ? recorder->current(domain) : 0.0;  // unknown: always set
+}
+
+// Power boosting (batch policy keep): a degraded replica runs at `speed` of a healthy one
+// (largest per-rank units at the full degree over its own, worst space); the planner picks the
+// least boost that buys the speed back within the rack budget, and `control` applies it. Called
+// by the leader whenever the layout changes; healthy replicas go back to 1 x TDP.
+void plan_power(const shard::ClusterLayout& layout, power::PowerControl& control,
+                std::optional<TrainReport>& report) {
+  const power::PowerModel model;
+  for (const shard::ReplicaLayout& r : layout.replicas) {
+    double speed = 1.0;
+    for (size_t sp = 0; sp < layout.spec.spaces.size(); ++sp) {
+      const int64_t full =
+          shard::max_units_per_rank(layout.spec.spaces[sp].units, layout.spec.domain_size);
+      speed = std::min(speed, static_cast<double>(full) /
+                                  static_cast<double>(r.max_units(static_cast<int>(sp))));
+    }
+    power::DomainPowerSpec spec;
+    spec.surviving_gpus = r.degree();
+    const power::BoostPlan plan = power::plan_boost(model, speed, spec);
+    if (control_factor(control, r.domain) == plan.power_factor) continue;  // unchanged
+    if (control.set_domain_power(r.domain, plan.power_factor).ok() && report) {
+      report->power(r.domain, r.degree(), speed, plan);
+    }
+  }
+}
+
 }  // namespace
 
 Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
@@ -422,6 +454,9 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     return ok_status();
   };
   NTP_RETURN_IF_ERROR(open_report(!c.resume.empty() || ctx.restart_count > 0));
+  power::RecordingPowerControl power_control;  // CPU: records what the planner asks for
+  const bool boost = c.batch_policy == BatchPolicy::kKeep;
+  if (boost && report) plan_power(job->layout, power_control, report);
   if (!c.dump_dir.empty()) std::filesystem::create_directories(c.dump_dir);
 
   // ---- resume: weights, moments and the step from a checkpoint written at any layout ----
@@ -650,6 +685,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     if (job->role.world_rank != 0) report.reset();  // one leader writes the metrics
     NTP_RETURN_IF_ERROR(open_report(true));
     if (report) report->recovery(event, job->layout, job->batches);
+    if (boost && report) plan_power(job->layout, power_control, report);
     return agreed;
   };
 

@@ -35,6 +35,7 @@ struct JobRun {
   std::vector<nlohmann::json> recoveries;
   int64_t summary_steps = -1;
   std::vector<int> degrees_at_end;
+  std::vector<nlohmann::json> power;  // power settings the leader asked for
 };
 
 JobRun train(const std::string& name, int steps, const std::vector<std::string>& faults,
@@ -93,6 +94,7 @@ JobRun train(const std::string& name, int steps, const std::vector<std::string>&
     const nlohmann::json j = nlohmann::json::parse(line);
     if (j["type"] == "step") run.loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
     if (j["type"] == "recovery") run.recoveries.push_back(j);
+    if (j["type"] == "power") run.power.push_back(j);
     if (j["type"] == "step") {
       run.degrees_at_end.clear();
       for (const nlohmann::json& replica : j["replicas"])
@@ -137,6 +139,13 @@ TEST(LiveRecoveryTest, KillHangAndRepairsKeepTheRunOnTheFailureFreeTrajectory) {
   EXPECT_EQ(degrees[0], (std::vector<int>{4, 3, 4}));  // rank 6 = slot 1:2
   EXPECT_EQ(degrees[1], (std::vector<int>{4, 3, 3}));  // rank 9 = slot 2:1
   EXPECT_EQ(degrees[3], (std::vector<int>{4, 4, 4}));  // both repaired
+  // Power boosting (batch policy keep): replica 1 is boosted when it drops to TP 3 and set back
+  // to 1 x TDP on repair, through the PowerControl interface.
+  ASSERT_GE(faulty.power.size(), 2u);
+  EXPECT_EQ(faulty.power.front()["domain"].get<int>(), 1);
+  EXPECT_EQ(faulty.power.front()["degree"].get<int>(), 3);
+  EXPECT_GT(faulty.power.front()["power_factor"].get<double>(), 1.0);
+  EXPECT_EQ(faulty.power.back()["power_factor"].get<double>(), 1.0);
 }
 
 // A worker SIGKILLs itself inside each phase of step 5 (train/fault_point.h), then is repaired:
