@@ -26,8 +26,6 @@ namespace fs = std::filesystem;
 
 using test_jobs::scratch_dir;
 
-const fs::path& data_dir() { return test_jobs::synthetic_corpus(); }
-
 struct JobRun {
   int exit_code = -1;
   std::string log;
@@ -41,50 +39,22 @@ struct JobRun {
 JobRun train(const std::string& name, int steps, const std::vector<std::string>& faults,
              const std::vector<std::string>& env = {}) {
   const fs::path out = scratch_dir() / name;
-  std::vector<std::string> args = {NTP_BINARY, "launch", "--nproc-per-node", "12"};
+  std::vector<std::string> launch;
   for (const std::string& f : faults) {
-    args.push_back("--inject");
-    args.push_back(f);
+    launch.push_back("--inject");
+    launch.push_back(f);
   }
-  const std::vector<std::string> train_args = {"--",
-                                               NTP_BINARY,
-                                               "train",
-                                               "--domains",
-                                               "3",
-                                               "--tp",
-                                               "4",
-                                               "--layers",
-                                               "2",
-                                               "--heads",
-                                               "8",
-                                               "--width",
-                                               "32",
-                                               "--context",
-                                               "16",
-                                               "--ffn-unit",
-                                               "4",
-                                               "--batch",
-                                               "12",
-                                               "--micro-batch",
-                                               "2",
-                                               "--steps",
-                                               std::to_string(steps),
-                                               "--warmup",
-                                               "5",
-                                               "--train-data",
-                                               (data_dir() / "train.bin").string(),
-                                               "--val-data",
-                                               (data_dir() / "val.bin").string(),
-                                               "--out",
-                                               out.string(),
-                                               "--timeout-ms",
-                                               "2000",
-                                               "--quiet",
-                                               "--save-dir",
-                                               (out / "ckpt").string(),
-                                               "--save-every",
-                                               "3"};
-  args.insert(args.end(), train_args.begin(), train_args.end());
+  const std::vector<std::string> args =
+      test_jobs::small_job(12, launch, {"--domains",     "3",
+                                        "--tp",          "4",
+                                        "--batch",       "12",
+                                        "--micro-batch", "2",
+                                        "--steps",       std::to_string(steps),
+                                        "--warmup",      "5",
+                                        "--out",         out.string(),
+                                        "--timeout-ms",  "2000",
+                                        "--save-dir",    (out / "ckpt").string(),
+                                        "--save-every",  "3"});
   const testing::CommandOutput r = testing::run_command(args, env, std::chrono::seconds(400));
   JobRun run;
   run.exit_code = r.exit_code;
@@ -203,45 +173,10 @@ std::vector<nlohmann::json> read_metrics(const fs::path& file) {
 TEST(LiveRecoveryTest, AWorkerDeclaredDeadThatWakesUpIsFencedAndLeaves) {
   const fs::path out = scratch_dir() / "fence";
   const std::string run_id = "fence-" + std::to_string(::getpid());
-  const ntp::testing::ChildProcess child =
-      ntp::testing::start_child({NTP_BINARY,
-                                 "launch",
-                                 "--nproc-per-node",
-                                 "12",
-                                 "--run-id",
-                                 run_id,
-                                 "--",
-                                 NTP_BINARY,
-                                 "train",
-                                 "--domains",
-                                 "3",
-                                 "--tp",
-                                 "4",
-                                 "--layers",
-                                 "2",
-                                 "--heads",
-                                 "8",
-                                 "--width",
-                                 "32",
-                                 "--context",
-                                 "16",
-                                 "--ffn-unit",
-                                 "4",
-                                 "--batch",
-                                 "12",
-                                 "--micro-batch",
-                                 "2",
-                                 "--steps",
-                                 "40",
-                                 "--train-data",
-                                 (data_dir() / "train.bin").string(),
-                                 "--val-data",
-                                 (data_dir() / "val.bin").string(),
-                                 "--out",
-                                 out.string(),
-                                 "--timeout-ms",
-                                 "2000",
-                                 "--quiet"});
+  const ntp::testing::ChildProcess child = ntp::testing::start_child(
+      test_jobs::small_job(12, {"--run-id", run_id},
+                           {"--domains", "3", "--tp", "4", "--batch", "12", "--micro-batch", "2",
+                            "--steps", "40", "--out", out.string(), "--timeout-ms", "2000"}));
   auto wait_for = [&](auto&& ready) {
     for (int i = 0; i < 600 && !ready(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -285,48 +220,12 @@ TEST(LiveRecoveryTest, AWorkerDeclaredDeadThatWakesUpIsFencedAndLeaves) {
 // clear reason on every survivor and its last checkpoint intact (it verifies), never hangs.
 TEST(LiveRecoveryTest, FallingBelowMinTpStopsTheJobWithItsCheckpointIntact) {
   const fs::path out = scratch_dir() / "min-tp";
-  const ntp::testing::CommandOutput r =
-      ntp::testing::run_command({NTP_BINARY,
-                                 "launch",
-                                 "--nproc-per-node",
-                                 "8",
-                                 "--inject",
-                                 "kill:rank=6,at=5",
-                                 "--",
-                                 NTP_BINARY,
-                                 "train",
-                                 "--domains",
-                                 "2",
-                                 "--tp",
-                                 "4",
-                                 "--min-tp",
-                                 "4",
-                                 "--layers",
-                                 "2",
-                                 "--heads",
-                                 "8",
-                                 "--width",
-                                 "32",
-                                 "--context",
-                                 "16",
-                                 "--ffn-unit",
-                                 "4",
-                                 "--steps",
-                                 "20",
-                                 "--train-data",
-                                 (data_dir() / "train.bin").string(),
-                                 "--val-data",
-                                 (data_dir() / "val.bin").string(),
-                                 "--out",
-                                 out.string(),
-                                 "--timeout-ms",
-                                 "2000",
-                                 "--quiet",
-                                 "--save-dir",
-                                 (out / "ckpt").string(),
-                                 "--save-every",
-                                 "2"},
-                                {}, std::chrono::seconds(120));
+  const ntp::testing::CommandOutput r = ntp::testing::run_command(
+      test_jobs::small_job(
+          8, {"--inject", "kill:rank=6,at=5"},
+          {"--domains", "2", "--tp", "4", "--min-tp", "4", "--steps", "20", "--out", out.string(),
+           "--timeout-ms", "2000", "--save-dir", (out / "ckpt").string(), "--save-every", "2"}),
+      {}, std::chrono::seconds(120));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.err.find("domain 1 would run at TP degree 3, below --min-tp 4"), std::string::npos)

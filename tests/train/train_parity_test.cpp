@@ -345,46 +345,12 @@ TEST(ResumeParityTest, ResumingAtAnyLayoutContinuesTheSameRun) {
 // workers resume from the latest checkpoint at the reduced degree and finish the run.
 TEST(RestartTest, RestartOnFailureResumesFromTheLatestCheckpointAtTheReducedDegree) {
   const fs::path dir = scratch_dir() / "restart";
-  const testing::CommandOutput run = testing::run_command({NTP_BINARY,
-                                                           "launch",
-                                                           "--nproc-per-node",
-                                                           "8",
-                                                           "--restart-on-failure",
-                                                           "--inject",
-                                                           "kill:rank=5,at=8",
-                                                           "--",
-                                                           NTP_BINARY,
-                                                           "train",
-                                                           "--domains",
-                                                           "2",
-                                                           "--tp",
-                                                           "4",
-                                                           "--layers",
-                                                           "2",
-                                                           "--heads",
-                                                           "8",
-                                                           "--width",
-                                                           "32",
-                                                           "--context",
-                                                           "16",
-                                                           "--ffn-unit",
-                                                           "4",
-                                                           "--steps",
-                                                           "16",
-                                                           "--save-dir",
-                                                           (dir / "ckpt").string(),
-                                                           "--save-every",
-                                                           "4",
-                                                           "--out",
-                                                           (dir / "out").string(),
-                                                           "--train-data",
-                                                           (data_dir() / "train.bin").string(),
-                                                           "--val-data",
-                                                           (data_dir() / "val.bin").string(),
-                                                           "--timeout-ms",
-                                                           "5000",
-                                                           "--quiet"},
-                                                          {}, std::chrono::seconds(240));
+  const testing::CommandOutput run = testing::run_command(
+      test_jobs::small_job(
+          8, {"--restart-on-failure", "--inject", "kill:rank=5,at=8"},
+          {"--domains", "2", "--tp", "4", "--steps", "16", "--save-dir", (dir / "ckpt").string(),
+           "--save-every", "4", "--out", (dir / "out").string(), "--timeout-ms", "5000"}),
+      {}, std::chrono::seconds(240));
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_NE(run.err.find("restarting the job (attempt 1) without rank 5"), std::string::npos)
       << run.err;
