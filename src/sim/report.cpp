@@ -251,8 +251,7 @@ Status write_plots(const std::string& dir, const std::vector<Summary>& summaries
     body << "\n";
     plots.emplace_back("goodput", body.str());
   }
-  return render_plots(dir, "set datafile separator ','\nset key outside right\nset grid\n",
-                      plots);
+  return render_plots(dir, "set datafile separator ','\nset key outside right\nset grid\n", plots);
 }
 
 }  // namespace ntp::sim
