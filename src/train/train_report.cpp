@@ -187,11 +187,11 @@ void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& l
                        {"reshard_bytes", e.reshard_bytes}}
             .dump());
   std::fprintf(out_,
-               "%s: TP %s -> %s in %.2f s (agree %.2f, rebuild %.2f, reshard %.3f s, %lld bytes "
-               "here), continuing at step %lld%s\n",
+               "%s: TP %s -> %s in %.2f s (detected after %.2f s; agree %.2f, rebuild %.2f, "
+               "reshard %.3f s, %lld bytes here), continuing at step %lld%s\n",
                e.cause == "repair" ? "repaired slots admitted" : "device lost",
-               join(e.old_degrees).c_str(), join(e.degrees).c_str(), e.total_s, e.agree_s,
-               e.rebuild_s, e.reshard_s, static_cast<long long>(e.reshard_bytes),
+               join(e.old_degrees).c_str(), join(e.degrees).c_str(), e.total_s, e.detect_s,
+               e.agree_s, e.rebuild_s, e.reshard_s, static_cast<long long>(e.reshard_bytes),
                static_cast<long long>(e.step + 1),
                e.rolled_back ? " (a half-applied step taken back)" : "");
   std::fflush(out_);
