@@ -51,7 +51,6 @@ Result<train::WorkerContext> worker_context(train::TrainConfig& config,
         std::to_string(config.world_slots()) + " device slots; make them equal");
   }
   ctx.slot_rank = id.rank;
-  ctx.run_id = id.run_id;
   ctx.attempt = id.attempt;
   ctx.restart_count = id.restart_count;
   if (id.attempt > 0) {

@@ -18,6 +18,8 @@ class PowerControl {
   virtual ~PowerControl() = default;
   // Sets every surviving device of `domain` to `power_factor` x its TDP (1 = no boost).
   virtual Status set_domain_power(int domain, double power_factor) = 0;
+  // The factor `domain` runs at now (1 when never changed).
+  virtual double current(int domain) const = 0;
 };
 
 // Records the settings instead of applying them.
@@ -29,8 +31,7 @@ class RecordingPowerControl final : public PowerControl {
   };
   Status set_domain_power(int domain, double power_factor) override;
   const std::vector<Setting>& settings() const { return settings_; }
-  // The factor last set for `domain` (1 when never set).
-  double current(int domain) const;
+  double current(int domain) const override;  // the factor last set
 
  private:
   std::vector<Setting> settings_;

@@ -29,7 +29,7 @@ void ShardedAdamW::step(const std::vector<OwnedChunk>& chunks,
     const auto& blocks = chunk.layout.blocks();
     for (size_t i = 0; i < blocks.size(); ++i) {
       const int64_t begin = blocks[i].offset;
-      const int64_t end = i + 1 < blocks.size() ? blocks[i + 1].offset : chunk.layout.size();
+      const int64_t end = chunk.layout.block_end(i);
       kernels::cpu::AdamWHyper h = hyper_;
       h.lr = lr;
       if (params[static_cast<size_t>(blocks[i].param)].logical_shape.size() != 2) {

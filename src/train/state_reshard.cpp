@@ -15,10 +15,14 @@ std::vector<float*> state_tensors(HeldState& state, size_t i) {
   return {p.value.data(), state.adamw->exp_avg(i).data(), state.adamw->exp_avg_sq(i).data()};
 }
 
-shard::IntervalSet held_units(const shard::ClusterLayout& layout, shard::SlotRef slot, int space) {
+// What `slot` holds of a tensor in `layout`: its units of the tensor's space, or every row of a
+// replicated tensor.
+shard::IntervalSet held_units(const shard::ClusterLayout& layout, shard::SlotRef slot,
+                              const ParamGeometry& g) {
+  if (g.space < 0) return shard::IntervalSet::range(0, g.units);
   const shard::ReplicaLayout& r = layout.replicas[static_cast<size_t>(slot.domain)];
   for (size_t k = 0; k < r.slots.size(); ++k) {
-    if (r.slots[k] == slot.slot) return r.units[static_cast<size_t>(space)][k];
+    if (r.slots[k] == slot.slot) return r.units[static_cast<size_t>(g.space)][k];
   }
   return {};
 }
@@ -93,10 +97,7 @@ Result<ReshardStats> execute_state_reshard(const shard::ClusterLayout& from_layo
   for (size_t r = 0; r < n; ++r) {
     for (const auto& [i, units] : send[r].blocks) {
       const std::vector<float*> src = state_tensors(old, i);
-      const Block here =
-          local_block(static_cast<int>(i), geometry[i].space >= 0
-                                               ? held_units(from_layout, me, geometry[i].space)
-                                               : shard::IntervalSet::range(0, geometry[i].units));
+      const Block here = local_block(static_cast<int>(i), held_units(from_layout, me, geometry[i]));
       for (float* tensor : src) {
         const Block there{static_cast<int>(i), units, static_cast<int64_t>(offset)};
         copy_shared_units(geometry[i], here, tensor, there, out.data());
@@ -106,30 +107,22 @@ Result<ReshardStats> execute_state_reshard(const shard::ClusterLayout& from_layo
   }
   NTP_RETURN_IF_ERROR(
       world.alltoallv(comm::const_view(out), send_counts, comm::view(in), recv_counts));
-  stats.bytes_sent = static_cast<int64_t>(send_total * sizeof(float));
   stats.bytes_received = static_cast<int64_t>(recv_total * sizeof(float));
 
   // Kept units (and replicated tensors) straight from the old model, then the received ones.
   for (size_t i = 0; i < geometry.size() && from != nullptr; ++i) {
-    const shard::IntervalSet old_units = geometry[i].space >= 0
-                                             ? held_units(from_layout, me, geometry[i].space)
-                                             : shard::IntervalSet::range(0, geometry[i].units);
-    const shard::IntervalSet new_units = geometry[i].space >= 0
-                                             ? held_units(to_layout, me, geometry[i].space)
-                                             : shard::IntervalSet::range(0, geometry[i].units);
+    const shard::IntervalSet old_units = held_units(from_layout, me, geometry[i]);
+    const shard::IntervalSet new_units = held_units(to_layout, me, geometry[i]);
     const std::vector<float*> src = state_tensors(old, i), dst = state_tensors(to, i);
     for (size_t k = 0; k < src.size(); ++k) {
-      stats.bytes_kept +=
-          4 * copy_shared_units(geometry[i], local_block(static_cast<int>(i), old_units), src[k],
-                                local_block(static_cast<int>(i), new_units), dst[k]);
+      copy_shared_units(geometry[i], local_block(static_cast<int>(i), old_units), src[k],
+                        local_block(static_cast<int>(i), new_units), dst[k]);
     }
   }
   offset = 0;
   for (size_t r = 0; r < n; ++r) {
     for (const auto& [i, units] : recv[r].blocks) {
-      const shard::IntervalSet mine = geometry[i].space >= 0
-                                          ? held_units(to_layout, me, geometry[i].space)
-                                          : shard::IntervalSet::range(0, geometry[i].units);
+      const shard::IntervalSet mine = held_units(to_layout, me, geometry[i]);
       for (float* tensor : state_tensors(to, i)) {
         const Block there{static_cast<int>(i), units, static_cast<int64_t>(offset)};
         copy_shared_units(geometry[i], there, in.data(), local_block(static_cast<int>(i), mine),

@@ -28,9 +28,7 @@ struct HeldState {
 };
 
 struct ReshardStats {
-  int64_t bytes_sent = 0;
-  int64_t bytes_received = 0;
-  int64_t bytes_kept = 0;  // copied locally from the old model to the new one
+  int64_t bytes_received = 0;  // from other slots (kept units are copied locally)
 };
 
 // `from`: the state this worker held in layout `from_layout`, or null (a repair joining with

@@ -374,8 +374,6 @@ int SyncExecutor::my_comm_rank() const {
       role_.comm_tp_rank.begin());
 }
 
-int SyncExecutor::buckets() const { return static_cast<int>(buckets_.size()); }
-
 double SyncExecutor::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
 }

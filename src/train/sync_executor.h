@@ -88,7 +88,6 @@ class SyncExecutor {
   // every logical element of the model is accounted by exactly one rank of the job.
   double accounted_sum_of_squares() const;
   const SyncStats& stats() const { return stats_; }
-  int buckets() const;
 
   // --- sharded optimizer (ZeRO-1) ---
   std::vector<OwnedChunk>& owned_chunks() { return owned_; }

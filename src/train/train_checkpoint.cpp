@@ -78,7 +78,7 @@ std::vector<checkpoint::PieceView> checkpoint_pieces(WorkerState& s) {
       const auto& blocks = chunks[c].layout.blocks();
       for (size_t b = 0; b < blocks.size(); ++b) {
         const int64_t begin = blocks[b].offset;
-        const int64_t end = b + 1 < blocks.size() ? blocks[b + 1].offset : chunks[c].layout.size();
+        const int64_t end = chunks[c].layout.block_end(b);
         const model::Param& p = s.params[static_cast<size_t>(blocks[b].param)];
         for (int k = 0; k < 2; ++k) {
           std::vector<float>& state = k == 0 ? s.sharded->exp_avg(c) : s.sharded->exp_avg_sq(c);
@@ -150,7 +150,7 @@ Result<int64_t> load_checkpoint(const checkpoint::CheckpointReader& reader, cons
       const auto& blocks = chunks[c2].layout.blocks();
       for (size_t b = 0; b < blocks.size(); ++b) {
         const int64_t begin = blocks[b].offset;
-        const int64_t end = b + 1 < blocks.size() ? blocks[b + 1].offset : chunks[c2].layout.size();
+        const int64_t end = chunks[c2].layout.block_end(b);
         const model::Param& p = s.params[static_cast<size_t>(blocks[b].param)];
         const auto n = static_cast<size_t>(end - begin);
         NTP_RETURN_IF_ERROR(reader.read(block_piece(p, blocks[b].units, "value"),
@@ -181,7 +181,8 @@ Status CheckpointSaver::start(checkpoint::CheckpointMeta meta,
   wrote_ = !pieces.empty();
   if (wrote_) {
     NTP_ASSIGN_OR_RETURN(std::filesystem::path dir, checkpoint::prepare_step_dir(save_dir_, step));
-    NTP_ASSIGN_OR_RETURN(checkpoint::Snapshot snapshot, checkpoint::Snapshot::copy_of(pieces));
+    // Reuses the memory of the previous save's snapshot (one snapshot's worth, not one per save).
+    NTP_ASSIGN_OR_RETURN(checkpoint::Snapshot snapshot, writer_thread_.snapshot(pieces));
     writer_thread_.start(dir, writer_, std::move(snapshot));
   }
   last_blocked_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -307,10 +307,7 @@ Status dump_logical(const std::string& path, Job& job, bool grads) {
   } else {
     for (size_t i = 0; i < params.size(); ++i) {
       const model::Param& p = params[i];
-      const std::vector<float> local(grads ? p.grad.span().begin() : p.value.span().begin(),
-                                     grads ? p.grad.span().end() : p.value.span().end());
-      model::Param view = p;
-      view.scatter_to_logical(local, logical[i]);
+      p.scatter_to_logical(grads ? p.grad.span() : p.value.span(), logical[i]);
     }
   }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -354,11 +351,6 @@ Result<double> evaluate(const TrainConfig& c, Job& job, const Batcher& val) {
   return total;
 }
 
-double control_factor(const power::PowerControl& control, int domain) {
-  const auto* recorder = dynamic_cast<const power::RecordingPowerControl*>(&control);
-  return recorder != nullptr ? recorder->current(domain) : 0.0;  // unknown: always set
-}
-
 // Power boosting (batch policy keep): a degraded replica runs at `speed` of a healthy one
 // (largest per-rank units at the full degree over its own, worst space); the planner picks the
 // least boost that buys the speed back within the rack budget, and `control` applies it. Called
@@ -377,7 +369,7 @@ void plan_power(const shard::ClusterLayout& layout, power::PowerControl& control
     power::DomainPowerSpec spec;
     spec.surviving_gpus = r.degree();
     const power::BoostPlan plan = power::plan_boost(model, speed, spec);
-    if (control_factor(control, r.domain) == plan.power_factor) continue;  // unchanged
+    if (control.current(r.domain) == plan.power_factor) continue;  // unchanged
     if (control.set_domain_power(r.domain, plan.power_factor).ok() && report) {
       report->power(r.domain, r.degree(), speed, plan);
     }

@@ -24,7 +24,6 @@ namespace ntp::train {
 struct WorkerContext {
   int slot_rank = 0;  // NTP_RANK = domain * tp + slot
   std::shared_ptr<comm::Store> store;
-  std::string run_id;
   int attempt = 0;
   int restart_count = 0;  // NTP_RESTART_COUNT: > 0 for a repair that joins a running job  //
                           // NTP_ATTEMPT: restarts of the job so far (namespaces its store keys)

@@ -38,6 +38,10 @@ class BlockLayout {
   void add(int param, shard::IntervalSet units, const ParamGeometry& geometry);
   const std::vector<Block>& blocks() const { return blocks_; }
   int64_t size() const { return size_; }  // elements
+  // One past the last element of blocks()[i].
+  int64_t block_end(size_t i) const {
+    return i + 1 < blocks_.size() ? blocks_[i + 1].offset : size_;
+  }
   bool empty() const { return blocks_.empty(); }
 
  private:

@@ -107,7 +107,7 @@ Result<WorkerRole> worker_role(const shard::ClusterLayout& layout, shard::SlotRe
         std::lower_bound(world.begin(), world.end(), shard::SlotRef{slot.domain, l}) -
         world.begin()));
   }
-  for (int c : std::vector<int>(role.replica_members())) {
+  for (int c : role.replica_members()) {
     role.comm_tp_rank.push_back(static_cast<int>(
         std::find(role.replica_world_ranks.begin(), role.replica_world_ranks.end(), c) -
         role.replica_world_ranks.begin()));
