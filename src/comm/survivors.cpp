@@ -32,7 +32,7 @@ Result<std::vector<int>> decode(const std::string& text) {
 }
 
 // The decider's loop: returns the ids that announced, once every other candidate is dead
-// (heartbeat stale) or the window is over.
+// (heartbeat stale, or known_dead) or the window is over.
 Result<std::vector<int>> decide(Store& store, const std::string& group, int epoch,
                                 const std::vector<int>& candidates,
                                 const AgreementOptions& options) {
@@ -54,6 +54,7 @@ Result<std::vector<int>> decide(Store& store, const std::string& group, int epoc
         announced.push_back(id);
         continue;
       }
+      if (options.known_dead && options.known_dead(id)) continue;
       if (options.stale_after.count() <= 0) {
         undecided = true;
         continue;

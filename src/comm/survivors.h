@@ -7,7 +7,8 @@
 // arrive becomes the decider. It publishes the member list once every candidate has either
 // announced or is known dead, or when `window` has passed. A candidate is known dead when it
 // runs a Heartbeat and its counter has not moved for `stale_after` (a SIGKILLed or SIGSTOPped
-// process stops beating; clocks of different machines are never compared). Without heartbeats
+// process stops beating; clocks of different machines are never compared), or when
+// `known_dead` says so (the launcher reaped it). Without heartbeats
 // (stale_after == 0) the decider waits the whole window for a candidate that never announces.
 //
 // Everyone returns the same list (ids, increasing) and its rank in the new group. A process that
@@ -18,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,6 +44,9 @@ struct AgreementOptions {
   std::chrono::milliseconds window{5000};
   // A candidate whose heartbeat did not move for this long is dead. 0 = do not use heartbeats.
   std::chrono::milliseconds stale_after{0};
+  // Optional: true when `id` is known to be gone without waiting for its heartbeat (for example
+  // the launcher's exit notice, comm/exit_notice.h). Called by the decider while it waits.
+  std::function<bool(int id)> known_dead;
 };
 
 Result<Membership> agree_on_survivors(Store& store, const std::string& group, int epoch, int my_id,

@@ -21,6 +21,7 @@
 #include <optional>
 #include <thread>
 
+#include "comm/exit_notice.h"
 #include "comm/store.h"
 #include "core/rng.h"
 #include "elastic/identity.h"
@@ -403,6 +404,11 @@ class Launcher {
       ::killpg(slot.pid, SIGKILL);
       dying_groups_.push_back(slot.pid);
       drain(slot);
+      if (slot.exit_code != 0 && !stopping_) {
+        // Tells the job now, rather than when its heartbeat goes stale (comm/exit_notice.h).
+        (void)comm::post_exit_notice(*store_, slot.id.rank,
+                                     comm::incarnation(slot.id.attempt, slot.id.restart_count));
+      }
       if (slot.exit_code != 0 && !slot.injected && !stopping_) {
         say("rank " + std::to_string(slot.id.rank) + " exited with code " +
             std::to_string(slot.exit_code));

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "checkpoint/checkpoint_dir.h"
+#include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
 #include "comm/survivors.h"
 #include "kernels/cpu/clip.h"
@@ -27,6 +28,7 @@
 #include "shard/native_sync_strategy.h"
 #include "train/adamw_optimizer.h"
 #include "train/batcher.h"
+#include "train/failure_watch.h"
 #include "train/fault_point.h"
 #include "train/sharded_adamw.h"
 #include "train/state_reshard.h"
@@ -40,6 +42,12 @@ namespace ntp::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Liveness: every worker beats every 100 ms; one still for a second is hung (or dead). The
+// failure watch polls the store every 20 ms (train/failure_watch.h).
+constexpr std::chrono::milliseconds kHeartbeatPeriod{100};
+constexpr std::chrono::milliseconds kHeartbeatStale{1000};
+constexpr std::chrono::milliseconds kWatchPoll{20};
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -115,10 +123,24 @@ class UndoLog {
   int64_t steps_ = 0;
 };
 
-comm::AgreementOptions agreement_options(const TrainConfig& c) {
+// Which process each slot runs now, as the launcher names it in its exit notices: the attempt
+// and each slot's restart count (repairs raise it; members learn a joiner's at its admission).
+struct Incarnations {
+  int attempt = 0;
+  std::vector<int> restarts;  // [global rank]
+  std::string of(int rank) const {
+    return comm::incarnation(attempt, restarts[static_cast<size_t>(rank)]);
+  }
+};
+
+// The agreement waits for a candidate until it announces, its heartbeat has been still for a
+// second, or the launcher reported its process gone (no wait at all for a killed worker).
+comm::AgreementOptions agreement_options(const TrainConfig& c, comm::Store& store,
+                                         const Incarnations& alive) {
   comm::AgreementOptions a;
   a.window = std::chrono::milliseconds(2 * c.comm_timeout_ms + 2000);
-  a.stale_after = std::chrono::milliseconds(1000);
+  a.stale_after = kHeartbeatStale;
+  a.known_dead = [&store, &alive](int id) { return comm::has_exited(store, id, alive.of(id)); };
   return a;
 }
 
@@ -160,7 +182,7 @@ std::string join_key(const std::string& group, int rank) {
 }
 
 Result<std::vector<int>> pending_joiners(const WorkerContext& ctx, const std::string& group,
-                                         Job& job) {
+                                         Job& job, Incarnations& alive) {
   const int slots = job.layout.spec.domains * job.layout.spec.domain_size;
   std::vector<int32_t> flags(static_cast<size_t>(slots), 0);
   if (job.role.world_rank == 0) {
@@ -171,28 +193,32 @@ Result<std::vector<int>> pending_joiners(const WorkerContext& ctx, const std::st
       Result<std::string> asked = ctx.store->get(join_key(group, r));
       if (!asked.ok()) continue;
       Result<std::string> taken = ctx.store->get(join_key(group, r) + "/taken");
-      if (!taken.ok() || *taken != *asked) flags[static_cast<size_t>(r)] = 1;
+      if (taken.ok() && *taken == *asked) continue;
+      try {
+        flags[static_cast<size_t>(r)] = 1 + std::stoi(*asked);  // its restart count, + 1
+      } catch (const std::exception&) {
+      }
     }
   }
   NTP_RETURN_IF_ERROR(job.world->broadcast(comm::view(flags), 0));
   std::vector<int> out;
   for (int r = 0; r < slots; ++r) {
-    if (flags[static_cast<size_t>(r)] != 0) out.push_back(r);
+    if (flags[static_cast<size_t>(r)] == 0) continue;
+    out.push_back(r);
+    alive.restarts[static_cast<size_t>(r)] = flags[static_cast<size_t>(r)] - 1;
   }
   return out;
 }
 
 Status admit(const WorkerContext& ctx, const std::string& group, const std::vector<int>& joiners,
              int epoch, const std::vector<int>& candidates, int64_t step,
-             const shard::ClusterLayout& layout) {
+             const shard::ClusterLayout& layout, const Incarnations& alive) {
   nlohmann::json slots = nlohmann::json::array();
   for (const shard::ReplicaLayout& r : layout.replicas) slots.push_back(r.slots);
-  const std::string text = nlohmann::json{
-      {"epoch", epoch},
-      {"candidates", candidates},
-      {"members", slot_ranks(layout)},
-      {"step", step},
-      {"slots", slots}}.dump();
+  const std::string text =
+      nlohmann::json{{"epoch", epoch}, {"candidates", candidates}, {"members", slot_ranks(layout)},
+                     {"step", step},   {"slots", slots},           {"restarts", alive.restarts}}
+          .dump();
   for (int r : joiners) {
     NTP_ASSIGN_OR_RETURN(std::string restart, ctx.store->get(join_key(group, r)));
     NTP_RETURN_IF_ERROR(
@@ -207,6 +233,7 @@ struct Admission {
   std::vector<int> candidates, members;  // global ranks: after / before the repair
   int64_t step = 0;
   std::vector<std::vector<int>> slots;  // [domain]: the current layout's slot order
+  std::vector<int> restarts;            // [global rank]: every slot's restart count
 };
 
 Result<Admission> wait_for_admission(const WorkerContext& ctx, const std::string& group) {
@@ -218,9 +245,12 @@ Result<Admission> wait_for_admission(const WorkerContext& ctx, const std::string
     Result<std::string> text = ctx.store->get(key);
     if (text.ok()) {
       const nlohmann::json j = nlohmann::json::parse(*text);
-      return Admission{j["epoch"].get<int>(), j["candidates"].get<std::vector<int>>(),
-                       j["members"].get<std::vector<int>>(), j["step"].get<int64_t>(),
-                       j["slots"].get<std::vector<std::vector<int>>>()};
+      return Admission{j["epoch"].get<int>(),
+                       j["candidates"].get<std::vector<int>>(),
+                       j["members"].get<std::vector<int>>(),
+                       j["step"].get<int64_t>(),
+                       j["slots"].get<std::vector<std::vector<int>>>(),
+                       j["restarts"].get<std::vector<int>>()};
     }
     if (Result<bool> finished = ctx.store->exists(group + "/finished");
         finished.ok() && *finished) {
@@ -397,9 +427,18 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   // ---- the job: layout -> this worker's role -> communicators, model shard, sync, optimizer ----
   auto strategy = make_strategy(c);
   const std::string group = "train/a" + std::to_string(ctx.attempt);
-  comm::Heartbeat heartbeat(ctx.store, group, ctx.slot_rank, std::chrono::milliseconds(100));
+  comm::Heartbeat heartbeat(ctx.store, group, ctx.slot_rank, kHeartbeatPeriod);
+  std::unique_ptr<Job> job;  // declared before the watch, which must stop before the job goes
+  FailureWatch watch(ctx.store, kWatchPoll, kHeartbeatStale);
+  Incarnations alive{ctx.attempt, std::vector<int>(static_cast<size_t>(c.world_slots()), 0)};
+  alive.restarts[static_cast<size_t>(ctx.slot_rank)] = ctx.restart_count;
   int epoch = 0;
-  std::unique_ptr<Job> job;
+  // From here on, a fault anywhere in the job aborts this worker's pending operations at once.
+  auto watch_job = [&](Job& j) {
+    watch.arm({group, epoch, ctx.slot_rank, slot_ranks(j.layout),
+               [&alive](int id) { return alive.of(id); },
+               [&j](const std::string& reason) { j.abort_all(reason); }});
+  };
   int64_t first_step = 0;
   if (ctx.restart_count > 0) {
     // ---- a repair: wait to be admitted at a step boundary, then take this slot's units ----
@@ -411,9 +450,11 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       return summary;
     }
     epoch = admission->epoch;
-    NTP_ASSIGN_OR_RETURN(comm::Membership members,
-                         comm::agree_on_survivors(*ctx.store, group, epoch, ctx.slot_rank,
-                                                  admission->candidates, agreement_options(c)));
+    alive.restarts = admission->restarts;
+    NTP_ASSIGN_OR_RETURN(
+        comm::Membership members,
+        comm::agree_on_survivors(*ctx.store, group, epoch, ctx.slot_rank, admission->candidates,
+                                 agreement_options(c, *ctx.store, alive)));
     shard::ClusterSpec before = cluster_spec(c);
     before.failed.clear();
     for (int r = 0; r < c.world_slots(); ++r) {
@@ -426,6 +467,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
                          next_layout(c, *strategy, old, members.members));
     NTP_ASSIGN_OR_RETURN(job, build_job(c, ctx, std::move(layout), slot, epoch));
+    watch_job(*job);
     NTP_ASSIGN_OR_RETURN(first_step, agreed_committed_step(*job->world, admission->step));
     NTP_RETURN_IF_ERROR(execute_state_reshard(old, job->layout, slot, nullptr,
                                               {&job->model->params(), &*job->adamw}, *job->world)
@@ -438,6 +480,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
                          shard::plan_cluster(cluster_spec(c), *strategy));
     NTP_ASSIGN_OR_RETURN(job, build_job(c, ctx, std::move(layout), slot, 0));
+    watch_job(*job);
   }
   std::optional<TrainReport> report;
   auto open_report = [&](bool append) -> Status {
@@ -628,6 +671,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
           "live recovery needs --optimizer replicated: the ZeRO-1 moments of a lost rank have no "
           "live copy; restart from the last checkpoint (ntp launch --restart-on-failure)");
     }
+    watch.disarm();
     job->abort_all(cause.ok() ? "admitting repaired slots" : cause.message());
     saver.abandon();  // its records cannot all be gathered any more
     std::vector<int> candidates = slot_ranks(job->layout);
@@ -635,10 +679,12 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     std::sort(candidates.begin(), candidates.end());
     ++epoch;
     if (!joiners.empty() && job->role.world_rank == 0) {
-      NTP_RETURN_IF_ERROR(admit(ctx, group, joiners, epoch, candidates, committed, job->layout));
+      NTP_RETURN_IF_ERROR(
+          admit(ctx, group, joiners, epoch, candidates, committed, job->layout, alive));
     }
-    Result<comm::Membership> members = comm::agree_on_survivors(
-        *ctx.store, group, epoch, ctx.slot_rank, candidates, agreement_options(c));
+    Result<comm::Membership> members =
+        comm::agree_on_survivors(*ctx.store, group, epoch, ctx.slot_rank, candidates,
+                                 agreement_options(c, *ctx.store, alive));
     if (!members.ok()) {
       if (members.status().code() == StatusCode::kAborted) {
         return Status(StatusCode::kAborted, "slot " + slot_name(slot) +
@@ -653,6 +699,15 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     const Clock::time_point t_build = Clock::now();
     NTP_ASSIGN_OR_RETURN(std::unique_ptr<Job> next,
                          build_job(c, ctx, std::move(layout), slot, epoch));
+    watch_job(*next);
+    // Declared after `next`, so an error return disarms the watch before `next` is destroyed.
+    struct DisarmOnError {
+      FailureWatch& watch;
+      bool done = false;
+      ~DisarmOnError() {
+        if (!done) watch.disarm();
+      }
+    } disarm_on_error{watch};
     event.rebuild_s = seconds_since(t_build);
     // The step every member has applied: one that only some applied is taken back.
     NTP_ASSIGN_OR_RETURN(int64_t agreed, agreed_committed_step(*next->world, committed));
@@ -672,6 +727,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     event.epoch = epoch;
     event.old_degrees = job->role.replica_degrees;
     event.degrees = next->role.replica_degrees;
+    disarm_on_error.done = true;  // the watch now guards the new job, which lives on in `job`
     job = std::move(next);
     committed = agreed;
     if (job->role.world_rank != 0) report.reset();  // one leader writes the metrics
@@ -685,7 +741,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   summary.steps = first_step;
   for (int64_t step = first_step; step < last_step;) {
     if (ctx.on_step) ctx.on_step(step);
-    Result<std::vector<int>> joiners = pending_joiners(ctx, group, *job);
+    Result<std::vector<int>> joiners = pending_joiners(ctx, group, *job, alive);
     Status status = joiners.status();
     if (status.ok() && !joiners->empty()) {
       NTP_ASSIGN_OR_RETURN(step, reconfigure(ok_status(), *joiners, 0.0));
@@ -701,6 +757,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
         !c.live_recovery) {
       return status;
     }
+    watch.report_failure(group, epoch);  // the members whose operations do not touch ours
     std::printf("slot %s: step %lld failed (%s); re-forming the job\n", slot_name(slot).c_str(),
                 static_cast<long long>(step + 1), status.message().c_str());
     std::fflush(stdout);
@@ -717,6 +774,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     NTP_ASSIGN_OR_RETURN(std::string dir, saver.finish(*job->world));
     if (report) report->checkpoint(saved, dir, saver.last_blocked_s());
   }
+  watch.disarm();
   if (job->role.world_rank == 0) (void)ctx.store->set(group + "/finished", "1");
   if (!c.dump_dir.empty()) {
     NTP_RETURN_IF_ERROR(dump_logical(
