@@ -1,4 +1,5 @@
-// A real redis-server for tests, on a free loopback port, started and stopped by the test.
+// A real redis-server for tests, on a free loopback port, started and stopped by the test (and
+// killed and restarted on the same port, to test riding out an outage).
 #pragma once
 
 #include <arpa/inet.h>
@@ -20,12 +21,31 @@ namespace ntp::comm::testing {
 // A redis-server on a free loopback port, stopped by the destructor.
 class RedisServer {
  public:
-  explicit RedisServer(const std::string& password = "") {
+  explicit RedisServer(const std::string& password = "") : password_(password) {
     port_ = free_port();
+    start();
+  }
+  ~RedisServer() { kill_now(); }
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  // SIGKILLs the server and reaps it (no-op when it is not running). Without persistence
+  // (--save "" --appendonly no) every key is gone.
+  void kill_now() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    ready_ = false;
+  }
+  // Starts a fresh server on the same port and password (after kill_now); true once it accepts
+  // connections.
+  bool start() {
     std::vector<std::string> args = {
         "redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "",
         "--appendonly", "no",     "--loglevel",          "warning"};
-    if (!password.empty()) args.insert(args.end(), {"--requirepass", password});
+    if (!password_.empty()) args.insert(args.end(), {"--requirepass", password_});
     pid_ = fork();
     if (pid_ == 0) {
       const int null = open("/dev/null", O_WRONLY);
@@ -52,12 +72,9 @@ class RedisServer {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+    return ready_;
   }
-  ~RedisServer() {
-    kill(pid_, SIGKILL);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-  }
+  pid_t pid() const { return pid_; }
   bool ready() const { return ready_; }
   std::string spec(const std::string& password = "") const {
     return "redis://" + (password.empty() ? "" : ":" + password + "@") +
@@ -79,6 +96,7 @@ class RedisServer {
     return ntohs(addr.sin_port);
   }
 
+  std::string password_;
   int port_ = 0;
   pid_t pid_ = -1;
   bool ready_ = false;
