@@ -22,9 +22,6 @@ namespace k = ntp::kernels::cpu;
 
 namespace {
 void resize(std::vector<float>& v, int64_t n) { v.resize(static_cast<size_t>(n)); }
-void add_into(std::vector<float>& dst, const std::vector<float>& src) {
-  for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
-}
 }  // namespace
 
 GptModel::GptModel(GptConfig config, TpShard shard, TpGroup* group)
@@ -172,22 +169,24 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   const int64_t vl = static_cast<int64_t>(shard_.vocab_rows.size());
 
   // ---- forward ----
-  std::vector<float>& x = scratch_.x;
-  resize(x, n * c);
-  k::embedding_forward(tokens.data(), n, w(wte_), vl, c, vocab_local_, x.data());
-  NTP_RETURN_IF_ERROR(all_reduce(x));
-  k::position_forward(w(wpe_), b, t, c, x.data());
+  // The residual stream lives in the activations the backward needs anyway: block l reads
+  // acts_[l].x_in, writes x_mid, and its output is the next block's x_in (x_final_ after the last).
+  std::vector<float>& x0 = acts_.empty() ? x_final_ : acts_[0].x_in;
+  resize(x0, n * c);
+  k::embedding_forward(tokens.data(), n, w(wte_), vl, c, vocab_local_, x0.data());
+  NTP_RETURN_IF_ERROR(all_reduce(x0));
+  k::position_forward(w(wpe_), b, t, c, x0.data());
 
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerParams& p = layers_[l];
     LayerActs& a = acts_[l];
-    a.x_in = x;
+    std::vector<float>& x_out = l + 1 < layers_.size() ? acts_[l + 1].x_in : x_final_;
     resize(a.h1, n * c), resize(a.mean1, n), resize(a.rstd1, n);
     resize(a.qkv, n * 3 * cl), resize(a.lse, b * hl * t), resize(a.att, n * cl);
-    resize(a.h2, n * c), resize(a.mean2, n), resize(a.rstd2, n);
-    resize(a.f, n * fl), resize(a.g, n * fl);
+    resize(a.x_mid, n * c), resize(a.h2, n * c), resize(a.mean2, n), resize(a.rstd2, n);
+    resize(a.f, n * fl), resize(a.g, n * fl), resize(x_out, n * c);
 
-    k::layernorm_forward(x.data(), w(p.ln1_w), w(p.ln1_b), n, c, a.h1.data(), a.mean1.data(),
+    k::layernorm_forward(a.x_in.data(), w(p.ln1_w), w(p.ln1_b), n, c, a.h1.data(), a.mean1.data(),
                          a.rstd1.data());
     k::linear_forward(a.h1.data(), w(p.attn_w), w(p.attn_b), n, c, 3 * cl, a.qkv.data());
     k::attention_forward(a.qkv.data(), b, t, hl, d, a.att.data(), a.lse.data());
@@ -195,20 +194,17 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
     resize(y, n * c);
     k::linear_forward(a.att.data(), w(p.proj_w), nullptr, n, cl, c, y.data());
     NTP_RETURN_IF_ERROR(all_reduce(y));
-    k::add_bias(w(p.proj_b), n, c, y.data());
-    add_into(x, y);
-    a.x_mid = x;
+    k::add_bias_residual(a.x_in.data(), y.data(), w(p.proj_b), n, c, a.x_mid.data());
 
-    k::layernorm_forward(x.data(), w(p.ln2_w), w(p.ln2_b), n, c, a.h2.data(), a.mean2.data(),
+    k::layernorm_forward(a.x_mid.data(), w(p.ln2_w), w(p.ln2_b), n, c, a.h2.data(), a.mean2.data(),
                          a.rstd2.data());
     k::linear_forward(a.h2.data(), w(p.fc_w), w(p.fc_b), n, c, fl, a.f.data());
     k::gelu_forward(a.f.data(), n * fl, a.g.data());
     k::linear_forward(a.g.data(), w(p.fc2_w), nullptr, n, fl, c, y.data());
     NTP_RETURN_IF_ERROR(all_reduce(y));
-    k::add_bias(w(p.fc2_b), n, c, y.data());
-    add_into(x, y);
+    k::add_bias_residual(a.x_mid.data(), y.data(), w(p.fc2_b), n, c, x_out.data());
   }
-  x_final_ = x;
+  const std::vector<float>& x = x_final_;
   resize(hf_, n * c), resize(meanf_, n), resize(rstdf_, n), resize(logits_, n * vl);
   k::layernorm_forward(x.data(), w(lnf_w_), w(lnf_b_), n, c, hf_.data(), meanf_.data(),
                        rstdf_.data());
@@ -255,8 +251,7 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   k::gemm(false, false, n, c, vl, 1.0f, dlogits.data(), vl, w(wte_), c, 0.0f, dh.data(), c);
   NTP_RETURN_IF_ERROR(all_reduce(dh));
   std::vector<float>& dx = scratch_.dx;
-  std::vector<float>& tmp = scratch_.tmp;
-  resize(dx, n * c), resize(tmp, n * c);
+  resize(dx, n * c);
   k::layernorm_backward(x_final_.data(), w(lnf_w_), meanf_.data(), rstdf_.data(), dh.data(), n, c,
                         dx.data(), dw(lnf_w_), dw(lnf_b_));
   grads_ready();  // ln_f
@@ -272,13 +267,11 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
     resize(dg, n * fl), resize(df, n * fl);
     k::linear_backward(a.g.data(), w(p.fc2_w), dx.data(), n, fl, c, dg.data(), dw(p.fc2_w),
                        dw(p.fc2_b));
-    k::gelu_backward(a.f.data(), dg.data(), n * fl, df.data());
-    k::linear_backward(a.h2.data(), w(p.fc_w), df.data(), n, c, fl, dh.data(), dw(p.fc_w),
-                       dw(p.fc_b));
+    k::gelu_backward_column_sums(a.f.data(), dg.data(), n, fl, df.data(), dw(p.fc_b));
+    k::linear_backward(a.h2.data(), w(p.fc_w), df.data(), n, c, fl, dh.data(), dw(p.fc_w), nullptr);
     NTP_RETURN_IF_ERROR(all_reduce(dh));
     k::layernorm_backward(a.x_mid.data(), w(p.ln2_w), a.mean2.data(), a.rstd2.data(), dh.data(), n,
-                          c, tmp.data(), dw(p.ln2_w), dw(p.ln2_b));
-    add_into(dx, tmp);
+                          c, dx.data(), dw(p.ln2_w), dw(p.ln2_b), /*accumulate_dx=*/true);
     // Attention.
     resize(datt, n * cl), resize(dqkv, n * 3 * cl);
     k::linear_backward(a.att.data(), w(p.proj_w), dx.data(), n, cl, c, datt.data(), dw(p.proj_w),
@@ -288,8 +281,7 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
                        dw(p.attn_b));
     NTP_RETURN_IF_ERROR(all_reduce(dh));
     k::layernorm_backward(a.x_in.data(), w(p.ln1_w), a.mean1.data(), a.rstd1.data(), dh.data(), n,
-                          c, tmp.data(), dw(p.ln1_w), dw(p.ln1_b));
-    add_into(dx, tmp);
+                          c, dx.data(), dw(p.ln1_w), dw(p.ln1_b), /*accumulate_dx=*/true);
     grads_ready();  // this block
   }
   k::embedding_backward(tokens.data(), n, dx.data(), vl, c, vocab_local_, dw(wte_));

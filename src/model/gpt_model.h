@@ -122,7 +122,7 @@ class GptModel {
   std::vector<float> x_final_, hf_, meanf_, rstdf_, logits_;
   // Per-step temporaries, kept to avoid reallocating (and page-faulting) megabytes every step.
   struct Scratch {
-    std::vector<float> x, y, dlogits, dh, dx, tmp, dg, df, datt, dqkv;
+    std::vector<float> y, dlogits, dh, dx, dg, df, datt, dqkv;
   };
   Scratch scratch_;
 };

@@ -4,7 +4,6 @@
 #include <numbers>
 
 #include "core/check.h"
-#include "kernels/cpu/clip.h"
 
 namespace ntp::train {
 
@@ -23,12 +22,11 @@ void AdamWOptimizer::step(std::vector<model::Param>& params, float lr, float gra
   for (size_t i = 0; i < params.size(); ++i) {
     model::Param& p = params[i];
     NTP_CHECK(static_cast<size_t>(p.value.numel()) == m_[i].size());
-    if (grad_scale != 1.0f) kernels::cpu::scale_in_place(p.grad.data(), p.grad.numel(), grad_scale);
     kernels::cpu::AdamWHyper h = hyper_;
     h.lr = lr;
     if (p.value.rank() != 2) h.weight_decay = 0.0f;
     kernels::cpu::adamw_step(p.value.data(), p.grad.data(), m_[i].data(), v_[i].data(),
-                             p.value.numel(), steps_, h);
+                             p.value.numel(), steps_, h, grad_scale);
   }
 }
 

@@ -18,8 +18,9 @@ class AdamWOptimizer {
  public:
   AdamWOptimizer(const std::vector<model::Param>& params, kernels::cpu::AdamWHyper hyper);
 
-  // One update with learning rate `lr`, gradients first multiplied by `grad_scale` (the clip
-  // coefficient; 1 = unclipped). Checks params match the ones given at construction.
+  // One update with learning rate `lr`, gradients multiplied by `grad_scale` (the clip
+  // coefficient; 1 = unclipped) inside the update's single pass: Param::grad is left unscaled.
+  // Checks params match the ones given at construction.
   void step(std::vector<model::Param>& params, float lr, float grad_scale = 1.0f);
   int64_t steps_taken() const { return steps_; }
   // The moments of params[i] (local shape, flat), e.g. for checkpoints.

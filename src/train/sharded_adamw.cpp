@@ -1,7 +1,6 @@
 #include "train/sharded_adamw.h"
 
 #include "core/check.h"
-#include "kernels/cpu/clip.h"
 
 namespace ntp::train {
 
@@ -20,12 +19,6 @@ void ShardedAdamW::step(const std::vector<OwnedChunk>& chunks,
   for (size_t c = 0; c < chunks.size(); ++c) {
     const OwnedChunk& chunk = chunks[c];
     NTP_CHECK(chunk.grad.size() == master_[c].size());
-    // Scale a copy: the reduced gradient stays as it was reduced (the norm was taken from it).
-    scaled_ = chunk.grad;
-    if (grad_scale != 1.0f) {
-      kernels::cpu::scale_in_place(scaled_.data(), static_cast<int64_t>(scaled_.size()),
-                                   grad_scale);
-    }
     const auto& blocks = chunk.layout.blocks();
     for (size_t i = 0; i < blocks.size(); ++i) {
       const int64_t begin = blocks[i].offset;
@@ -35,8 +28,11 @@ void ShardedAdamW::step(const std::vector<OwnedChunk>& chunks,
       if (params[static_cast<size_t>(blocks[i].param)].logical_shape.size() != 2) {
         h.weight_decay = 0.0f;
       }
-      kernels::cpu::adamw_step(master_[c].data() + begin, scaled_.data() + begin,
-                               m_[c].data() + begin, v_[c].data() + begin, end - begin, steps_, h);
+      // The clip scale is applied inside the update: the reduced gradient stays as it was
+      // reduced (the norm was taken from it).
+      kernels::cpu::adamw_step(master_[c].data() + begin, chunk.grad.data() + begin,
+                               m_[c].data() + begin, v_[c].data() + begin, end - begin, steps_, h,
+                               grad_scale);
     }
   }
 }

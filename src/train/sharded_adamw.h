@@ -32,7 +32,6 @@ class ShardedAdamW {
  private:
   kernels::cpu::AdamWHyper hyper_;
   std::vector<std::vector<float>> master_, m_, v_;
-  std::vector<float> scaled_;
   int64_t steps_ = 0;
 };
 

@@ -12,6 +12,7 @@
 #include "kernels/cpu/clip.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/linear.h"
 #include "reference.h"
 
 namespace ntp::kernels {
@@ -73,6 +74,62 @@ TEST(IsaTest, GeluIsBitIdenticalAcrossPositionsAndVariants) {
   expect_position_and_isa_independent(4, [](auto& x, int64_t begin, int64_t n) {
     cpu::gelu_forward(x[0].data() + begin, n, x[2].data() + begin);
     cpu::gelu_backward(x[0].data() + begin, x[1].data() + begin, n, x[3].data() + begin);
+  });
+}
+
+TEST(IsaTest, AdamWWithGradScaleEqualsScalingFirstBitForBit) {
+  const cpu::AdamWHyper hyper{.lr = 1e-3f, .weight_decay = 0.1f};
+  const float scale = 0.377f;
+  for_each_isa([&](cpu::Isa) {
+    // arrays: param, grad, m, v
+    std::vector<std::vector<float>> fused = random_arrays(4, 23), separate = fused;
+    const std::vector<float> grad = fused[1];
+    for (int64_t step = 1; step <= 3; ++step) {
+      cpu::adamw_step(fused[0].data(), fused[1].data(), fused[2].data(), fused[3].data(), kN, step,
+                      hyper, scale);
+      separate[1] = grad;
+      cpu::scale_in_place(separate[1].data(), kN, scale);
+      cpu::adamw_step(separate[0].data(), separate[1].data(), separate[2].data(),
+                      separate[3].data(), kN, step, hyper);
+    }
+    EXPECT_EQ(fused[1], grad);  // the gradient is left as it was
+    for (int a : {0, 2, 3}) {
+      ASSERT_EQ(std::memcmp(fused[a].data(), separate[a].data(), kN * sizeof(float)), 0) << a;
+    }
+  });
+}
+
+TEST(IsaTest, GeluBackwardWithColumnSumsEqualsTheTwoPassesBitForBit) {
+  const int64_t rows = 7, cols = 43;  // vector bodies of every width plus a tail
+  Rng rng(24);
+  const std::vector<float> x = reference::to_float(reference::random_vec(rng, rows * cols, 2.0));
+  const std::vector<float> dy = reference::to_float(reference::random_vec(rng, rows * cols));
+  const std::vector<float> db0 = reference::to_float(reference::random_vec(rng, cols));
+  for_each_isa([&](cpu::Isa) {
+    std::vector<float> dx(rows * cols), want_dx(rows * cols), db = db0, want_db = db0;
+    cpu::gelu_backward_column_sums(x.data(), dy.data(), rows, cols, dx.data(), db.data());
+    cpu::gelu_backward(x.data(), dy.data(), rows * cols, want_dx.data());
+    cpu::add_column_sums(want_dx.data(), rows, cols, want_db.data());
+    ASSERT_EQ(std::memcmp(dx.data(), want_dx.data(), dx.size() * sizeof(float)), 0);
+    ASSERT_EQ(std::memcmp(db.data(), want_db.data(), db.size() * sizeof(float)), 0);
+  });
+}
+
+TEST(IsaTest, BiasResidualEqualsAddBiasThenAddBitForBit) {
+  const int64_t rows = 5, cols = 37;
+  Rng rng(25);
+  const std::vector<float> x = reference::to_float(reference::random_vec(rng, rows * cols));
+  const std::vector<float> y = reference::to_float(reference::random_vec(rng, rows * cols));
+  const std::vector<float> b = reference::to_float(reference::random_vec(rng, cols));
+  for_each_isa([&](cpu::Isa) {
+    std::vector<float> z(rows * cols), want = x, yb = y;
+    cpu::add_bias_residual(x.data(), y.data(), b.data(), rows, cols, z.data());
+    cpu::add_bias(b.data(), rows, cols, yb.data());
+    for (size_t i = 0; i < want.size(); ++i) want[i] += yb[i];
+    ASSERT_EQ(std::memcmp(z.data(), want.data(), z.size() * sizeof(float)), 0);
+    std::vector<float> in_place = x;  // z may alias x
+    cpu::add_bias_residual(in_place.data(), y.data(), b.data(), rows, cols, in_place.data());
+    ASSERT_EQ(std::memcmp(in_place.data(), want.data(), z.size() * sizeof(float)), 0);
   });
 }
 

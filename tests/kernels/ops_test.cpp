@@ -118,6 +118,15 @@ TEST(LayerNormTest, ForwardAndBackwardMatchReference) {
     EXPECT_LT(rel_error(to_double(dx), numeric_grad(lx, x)), kGradTol);
     EXPECT_LT(rel_error(to_double(dg), numeric_grad(lg, g)), kGradTol);
     EXPECT_LT(rel_error(to_double(dbeta), numeric_grad(lb, b)), kGradTol);
+
+    // accumulate_dx adds the same dx onto what dx held (a residual stream's gradient).
+    std::vector<float> acc(n * c, 0.5f), dg2(c, 0.0f), db2(c, 0.0f);
+    cpu::layernorm_backward(to_float(x).data(), to_float(g).data(), mean.data(), rstd.data(),
+                            to_float(probe).data(), n, c, acc.data(), dg2.data(), db2.data(),
+                            /*accumulate_dx=*/true);
+    for (int64_t i = 0; i < n * c; ++i) ASSERT_EQ(acc[i], 0.5f + dx[i]) << i;
+    EXPECT_EQ(dg2, dg);
+    EXPECT_EQ(db2, dbeta);
   });
 }
 

@@ -20,14 +20,14 @@ TEST(AdamWOptimizerTest, DecaysMatricesOnlyAndAppliesGradScale) {
   std::vector<model::Param> params;
   params.push_back(make_param({2, 2}, 1.0f, 0.0f));  // matrix: decayed
   params.push_back(make_param({3}, 1.0f, 0.0f));     // bias: not decayed
-  params.push_back(make_param({2}, 0.0f, 4.0f));     // gradient scaled by 0.5 -> 2
+  params.push_back(make_param({2}, 0.0f, 4.0f));     // gradient scaled by 0.5 -> 2 in the update
   AdamWOptimizer opt(
       params, {.lr = 0.0f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.5f});
   opt.step(params, 0.1f, 0.5f);
   EXPECT_EQ(opt.steps_taken(), 1);
   for (float v : params[0].value.span()) EXPECT_FLOAT_EQ(v, 1.0f - 0.1f * 0.5f);
   for (float v : params[1].value.span()) EXPECT_FLOAT_EQ(v, 1.0f);
-  for (float g : params[2].grad.span()) EXPECT_FLOAT_EQ(g, 2.0f);
+  for (float g : params[2].grad.span()) EXPECT_FLOAT_EQ(g, 4.0f);  // scaled inside the update
   // First Adam step moves by lr * sign(g) (bias-corrected m / sqrt(v) = g / |g|).
   for (float v : params[2].value.span()) EXPECT_NEAR(v, -0.1f, 1e-6);
 }

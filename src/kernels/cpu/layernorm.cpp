@@ -32,7 +32,8 @@ NTP_ISA_VARIANTS(layernorm_forward_isa, layernorm_forward_body)
 
 NTP_ISA_INLINE void layernorm_backward_body(const float* x, const float* gamma, const float* mean,
                                             const float* rstd, const float* dy, int64_t n,
-                                            int64_t c, float* dx, float* dgamma, float* dbeta) {
+                                            int64_t c, float* dx, bool accumulate_dx, float* dgamma,
+                                            float* dbeta) {
   // With xhat = (x - mean) * rstd and g = dy * gamma:
   //   dx = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))
   for (int64_t i = 0; i < n; ++i) {
@@ -54,9 +55,16 @@ NTP_ISA_INLINE void layernorm_backward_body(const float* x, const float* gamma, 
     const float mean_g = static_cast<float>(sum_g / static_cast<double>(c));
     const float mean_gx = static_cast<float>(sum_gx / static_cast<double>(c));
     float* dxr = dx + i * c;
-    for (int64_t j = 0; j < c; ++j) {
-      const float xhat = (xr[j] - mu) * rs;
-      dxr[j] = rs * (dyr[j] * gamma[j] - mean_g - xhat * mean_gx);
+    if (accumulate_dx) {
+      for (int64_t j = 0; j < c; ++j) {
+        const float xhat = (xr[j] - mu) * rs;
+        dxr[j] += rs * (dyr[j] * gamma[j] - mean_g - xhat * mean_gx);
+      }
+    } else {
+      for (int64_t j = 0; j < c; ++j) {
+        const float xhat = (xr[j] - mu) * rs;
+        dxr[j] = rs * (dyr[j] * gamma[j] - mean_g - xhat * mean_gx);
+      }
     }
   }
 }
@@ -71,8 +79,8 @@ void layernorm_forward(const float* x, const float* gamma, const float* beta, in
 
 void layernorm_backward(const float* x, const float* gamma, const float* mean, const float* rstd,
                         const float* dy, int64_t n, int64_t c, float* dx, float* dgamma,
-                        float* dbeta) {
-  layernorm_backward_isa(x, gamma, mean, rstd, dy, n, c, dx, dgamma, dbeta);
+                        float* dbeta, bool accumulate_dx) {
+  layernorm_backward_isa(x, gamma, mean, rstd, dy, n, c, dx, accumulate_dx, dgamma, dbeta);
 }
 
 }  // namespace ntp::kernels::cpu

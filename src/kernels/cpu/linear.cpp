@@ -1,5 +1,7 @@
 #include "kernels/cpu/linear.h"
 
+#include <algorithm>
+
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/isa_dispatch.h"
 
@@ -20,9 +22,25 @@ NTP_ISA_INLINE void add_column_sums_body(const float* dy, int64_t n, int64_t out
   }
 }
 NTP_ISA_VARIANTS(add_column_sums_isa, add_column_sums_body)
+
+NTP_ISA_INLINE void add_bias_residual_body(const float* x, const float* y, const float* b,
+                                           int64_t n, int64_t out, float* z) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xr = x + i * out;
+    const float* yr = y + i * out;
+    float* zr = z + i * out;
+    for (int64_t j = 0; j < out; ++j) zr[j] = xr[j] + (yr[j] + b[j]);
+  }
+}
+NTP_ISA_VARIANTS(add_bias_residual_isa, add_bias_residual_body)
 }  // namespace
 
 void add_bias(const float* b, int64_t n, int64_t out, float* y) { add_bias_isa(b, n, out, y); }
+
+void add_bias_residual(const float* x, const float* y, const float* b, int64_t n, int64_t out,
+                       float* z) {
+  add_bias_residual_isa(x, y, b, n, out, z);
+}
 
 void add_column_sums(const float* dy, int64_t n, int64_t out, float* db) {
   add_column_sums_isa(dy, n, out, db);
@@ -30,8 +48,14 @@ void add_column_sums(const float* dy, int64_t n, int64_t out, float* db) {
 
 void linear_forward(const float* x, const float* w, const float* b, int64_t n, int64_t in,
                     int64_t out, float* y) {
-  gemm(false, false, n, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
-  if (b != nullptr) add_bias(b, n, out, y);
+  if (b == nullptr) {
+    gemm(false, false, n, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
+    return;
+  }
+  // y = b broadcast, then y += x w: OpenBLAS clears C in a pass of its own when beta = 0, so
+  // writing the bias in that pass's place saves the separate pass that added it afterwards.
+  for (int64_t i = 0; i < n; ++i) std::copy(b, b + out, y + i * out);
+  gemm(false, false, n, out, in, 1.0f, x, in, w, out, 1.0f, y, out);
 }
 
 void linear_backward(const float* x, const float* w, const float* dy, int64_t n, int64_t in,

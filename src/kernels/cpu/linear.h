@@ -1,5 +1,6 @@
 // Linear layer in Hugging Face Conv1D layout (weight stored [in, out]):
 //   y[N, out] = x[N, in] * w[in, out] + b[out]          (b may be null: no bias)
+// (the bias is written first and the product added onto it by sgemm with beta = 1).
 // Backward, given dy[N, out]:
 //   dx[N, in]  = dy * w^T      (overwritten; skipped when dx is null)
 //   dw[in, out] += x^T * dy    (accumulated: parameter gradients add up over micro-batches)
@@ -22,5 +23,9 @@ void linear_backward(const float* x, const float* w, const float* dy, int64_t n,
 void add_column_sums(const float* dy, int64_t n, int64_t out, float* db);
 // y[n, out] += b[out] for every row.
 void add_bias(const float* b, int64_t n, int64_t out, float* y);
+// z[n, out] = x + (y + b[out]) in one pass: a row-parallel layer's all-reduced output y, its bias
+// and the residual stream x (z may alias x).
+void add_bias_residual(const float* x, const float* y, const float* b, int64_t n, int64_t out,
+                       float* z);
 
 }  // namespace ntp::kernels::cpu
