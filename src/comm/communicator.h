@@ -119,9 +119,13 @@ class Communicator {
   virtual std::chrono::milliseconds timeout() const = 0;
   // OK while usable; the sticky kUnavailable error once an operation failed or abort() ran.
   virtual Status health() const = 0;
-  // Marks the communicator broken (queued and later operations fail with kUnavailable) and, once
-  // the running operation (if any) has ended, closes the connections so that peers blocked on us
-  // fail fast too. Idempotent; safe from any thread.
+  // Marks the communicator broken: the running operation (if any, whether on the progress thread
+  // or inline on a caller's thread) fails with kUnavailable within milliseconds, whatever it
+  // waits for, unless it already completed; queued and later operations fail at once. The
+  // failures carry `reason`. Once the running operation has ended, the connections are closed so
+  // that peers blocked on this rank fail fast too. Idempotent; safe from any thread at any moment
+  // (not concurrently with the destructor). This is how a watcher that learned of a fault
+  // elsewhere (comm/abort_watch.h) ends every survivor's wait without waiting for timeout().
   virtual void abort(const std::string& reason) = 0;
 
   // --- asynchronous operations (see the contracts at the top of this file) ---

@@ -1,12 +1,6 @@
 #include "comm/gloo_communicator.h"
 
-#include <gloo/allgatherv.h>
-#include <gloo/allreduce.h>
-#include <gloo/alltoallv.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
 #include <gloo/common/error.h>
-#include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
@@ -19,16 +13,26 @@
 #include <mutex>
 #include <numeric>
 
+#include "comm/gloo_collectives.h"
 #include "comm/progress_thread.h"
 #include "core/rng.h"
 
 namespace ntp::comm {
 namespace {
 
-// Slot prefixes for the operations this backend builds from point-to-point messages. Gloo's own
-// collectives use 0x01..0x08 (gloo/types.h).
+// Slot prefixes of this backend's operations (comm/gloo_collectives.h); Gloo's own collectives
+// use 0x01..0x08 (gloo/types.h). Within one communicator every operation also has its own tag.
 constexpr std::uint8_t kReduceScatterSlotPrefix = 0x70;
 constexpr std::uint8_t kSendRecvSlotPrefix = 0x71;
+constexpr std::uint8_t kAllreduceSlotPrefix = 0x72;
+constexpr std::uint8_t kAllgatherSlotPrefix = 0x73;
+constexpr std::uint8_t kBroadcastSlotPrefix = 0x74;
+constexpr std::uint8_t kAlltoallvSlotPrefix = 0x75;
+constexpr std::uint8_t kBarrierSlotPrefix = 0x76;
+
+std::uint64_t slot(std::uint8_t prefix, std::uint32_t tag) {
+  return gloo::Slot::build(prefix, tag);
+}
 
 // Gloo's rendezvous talks to a gloo::rendezvous::Store; this one forwards to an ntp Store under
 // `prefix`, and turns every failure into gloo::IoException (what Gloo expects from a store).
@@ -64,14 +68,7 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
-using ReduceFn = void (*)(void*, const void*, const void*, std::size_t);
-
 bool reducible(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kFloat64; }
-
-ReduceFn sum_fn(DType dtype) {
-  return dtype == DType::kFloat32 ? static_cast<ReduceFn>(&gloo::sum<float>)
-                                  : static_cast<ReduceFn>(&gloo::sum<double>);
-}
 
 void divide(void* data, std::size_t count, DType dtype, int size) {
   if (dtype == DType::kFloat32) {
@@ -123,12 +120,11 @@ class GlooCommunicator final : public Communicator {
 
   void abort(const std::string& reason) override {
     mark_broken(unavailable("communicator aborted: " + reason));
-    // Queued behind the running operation (if any): Gloo's pairs are not closed under an
-    // operation that is using them. Queued operations fail fast (broken) before this runs.
-    (void)progress_->submit([this] {
-      close_connections();
-      return ok_status();
-    });
+    // Wakes every wait of the running operation (progress thread or inline on a caller's
+    // thread): it fails at once. An operation that has not registered its buffers yet fails at
+    // its first wait; queued and later ones fail before they start (broken).
+    in_flight_.abort();
+    close_connections_later();
   }
 
   WorkPtr allreduce_async(View data, ReduceOp op) override {
@@ -194,19 +190,9 @@ class GlooCommunicator final : public Communicator {
   Prepared prepare_allreduce(View data, ReduceOp op) {
     if (!reducible(data.dtype)) return bad_dtype("allreduce", data.dtype);
     return Prepared{ok_status(), "allreduce", [this, data, op](std::uint32_t tag) -> Status {
-                      if (data.count == 0) return ok_status();
-                      if (size() > 1) {
-                        gloo::AllreduceOptions opts(context_);
-                        if (data.dtype == DType::kFloat32) {
-                          opts.setOutput(static_cast<float*>(data.data), data.count);
-                        } else {
-                          opts.setOutput(static_cast<double*>(data.data), data.count);
-                        }
-                        opts.setReduceFunction(sum_fn(data.dtype));
-                        opts.setTag(tag);
-                        opts.setTimeout(options_.timeout);
-                        gloo::allreduce(opts);
-                      }
+                      NTP_RETURN_IF_ERROR(gloo_ops::allreduce(
+                          net(), data.data, data.count, dtype_size(data.dtype),
+                          gloo_ops::sum_into(data.dtype), slot(kAllreduceSlotPrefix, tag)));
                       if (op == ReduceOp::kAvg) divide(data.data, data.count, data.dtype, size());
                       return ok_status();
                     }};
@@ -221,7 +207,7 @@ class GlooCommunicator final : public Communicator {
     }
     return Prepared{ok_status(), "reduce_scatter",
                     [this, input, output, counts = std::move(counts), op](std::uint32_t tag) {
-                      return ring_reduce_scatter(input, output, counts, op, tag);
+                      return reduce_scatter_body(input, output, counts, op, tag);
                     }};
   }
 
@@ -232,22 +218,14 @@ class GlooCommunicator final : public Communicator {
     return Prepared{ok_status(), "allgather",
                     [this, input, output, counts = std::move(counts)](std::uint32_t tag) -> Status {
                       const std::size_t element = dtype_size(input.dtype);
-                      if (size() == 1) {
-                        if (input.count > 0) std::memmove(output.data, input.data, input.bytes());
-                        return ok_status();
+                      std::size_t offset = 0;
+                      for (int q = 0; q < rank(); ++q) offset += counts[q] * element;
+                      if (input.count > 0) {
+                        std::memmove(static_cast<char*>(output.data) + offset, input.data,
+                                     input.bytes());
                       }
-                      if (total(counts) == 0) return ok_status();
-                      std::vector<std::size_t> bytes(counts.size());
-                      for (std::size_t i = 0; i < counts.size(); ++i)
-                        bytes[i] = counts[i] * element;
-                      gloo::AllgathervOptions opts(context_);
-                      opts.setInput(static_cast<std::uint8_t*>(const_cast<void*>(input.data)),
-                                    input.bytes());
-                      opts.setOutput(static_cast<std::uint8_t*>(output.data), bytes);
-                      opts.setTag(tag);
-                      opts.setTimeout(options_.timeout);
-                      gloo::allgatherv(opts);
-                      return ok_status();
+                      return gloo_ops::allgather(net(), output.data, counts, element,
+                                                 slot(kAllgatherSlotPrefix, tag));
                     }};
   }
 
@@ -265,35 +243,19 @@ class GlooCommunicator final : public Communicator {
           "",
           {}};
     }
-    return Prepared{
-        ok_status(), "alltoallv",
-        [this, input, output, send_counts = std::move(send_counts),
-         recv_counts = std::move(recv_counts)](std::uint32_t tag) -> Status {
-          if (size() == 1) {
-            if (input.count > 0) std::memmove(output.data, input.data, input.bytes());
-            return ok_status();
-          }
-          const auto element = static_cast<std::int64_t>(dtype_size(input.dtype));
-          std::vector<std::int64_t> send_bytes(send_counts.size());
-          std::vector<std::int64_t> recv_bytes(recv_counts.size());
-          for (std::size_t i = 0; i < send_counts.size(); ++i) {
-            send_bytes[i] = static_cast<std::int64_t>(send_counts[i]) * element;
-            recv_bytes[i] = static_cast<std::int64_t>(recv_counts[i]) * element;
-          }
-          // Gloo needs real buffers even when a rank sends or receives nothing.
-          std::uint8_t dummy_in = 0;
-          std::uint8_t dummy_out = 0;
-          gloo::AlltoallvOptions opts(context_);
-          opts.setInput(input.count > 0 ? static_cast<std::uint8_t*>(const_cast<void*>(input.data))
-                                        : &dummy_in,
-                        send_bytes);
-          opts.setOutput(output.count > 0 ? static_cast<std::uint8_t*>(output.data) : &dummy_out,
-                         recv_bytes);
-          opts.setTag(tag);
-          opts.setTimeout(options_.timeout);
-          gloo::alltoallv(opts);
-          return ok_status();
-        }};
+    return Prepared{ok_status(), "alltoallv",
+                    [this, input, output, send_counts = std::move(send_counts),
+                     recv_counts = std::move(recv_counts)](std::uint32_t tag) -> Status {
+                      const std::size_t element = dtype_size(input.dtype);
+                      std::vector<std::size_t> send_bytes(send_counts.size());
+                      std::vector<std::size_t> recv_bytes(recv_counts.size());
+                      for (std::size_t i = 0; i < send_counts.size(); ++i) {
+                        send_bytes[i] = send_counts[i] * element;
+                        recv_bytes[i] = recv_counts[i] * element;
+                      }
+                      return gloo_ops::alltoallv(net(), input.data, send_bytes, output.data,
+                                                 recv_bytes, slot(kAlltoallvSlotPrefix, tag));
+                    }};
   }
 
   Prepared prepare_broadcast(View data, int root) {
@@ -305,48 +267,30 @@ class GlooCommunicator final : public Communicator {
           {}};
     }
     return Prepared{ok_status(), "broadcast", [this, data, root](std::uint32_t tag) -> Status {
-                      if (size() == 1 || data.count == 0) return ok_status();
-                      gloo::BroadcastOptions opts(context_);
-                      opts.setOutput(static_cast<std::uint8_t*>(data.data), data.bytes());
-                      opts.setRoot(root);
-                      opts.setTag(tag);
-                      opts.setTimeout(options_.timeout);
-                      gloo::broadcast(opts);
-                      return ok_status();
+                      return gloo_ops::broadcast(net(), data.data, data.bytes(), root,
+                                                 slot(kBroadcastSlotPrefix, tag));
                     }};
   }
 
   Prepared prepare_send(ConstView data, int dst, std::uint32_t user_tag) {
     if (dst < 0 || dst >= size() || dst == rank()) return bad_peer("send", dst);
     return Prepared{ok_status(), "send", [this, data, dst, user_tag](std::uint32_t) -> Status {
-                      if (data.count == 0) return ok_status();
-                      auto buffer =
-                          context_->createUnboundBuffer(const_cast<void*>(data.data), data.bytes());
-                      buffer->send(dst, gloo::Slot::build(kSendRecvSlotPrefix, user_tag));
-                      if (!buffer->waitSend(options_.timeout)) return unavailable("send aborted");
-                      return ok_status();
+                      return gloo_ops::send(net(), data.data, data.bytes(), dst,
+                                            slot(kSendRecvSlotPrefix, user_tag));
                     }};
   }
 
   Prepared prepare_recv(View data, int src, std::uint32_t user_tag) {
     if (src < 0 || src >= size() || src == rank()) return bad_peer("recv", src);
     return Prepared{ok_status(), "recv", [this, data, src, user_tag](std::uint32_t) -> Status {
-                      if (data.count == 0) return ok_status();
-                      auto buffer = context_->createUnboundBuffer(data.data, data.bytes());
-                      buffer->recv(src, gloo::Slot::build(kSendRecvSlotPrefix, user_tag));
-                      if (!buffer->waitRecv(options_.timeout)) return unavailable("recv aborted");
-                      return ok_status();
+                      return gloo_ops::recv(net(), data.data, data.bytes(), src,
+                                            slot(kSendRecvSlotPrefix, user_tag));
                     }};
   }
 
   Prepared prepare_barrier() {
     return Prepared{ok_status(), "barrier", [this](std::uint32_t tag) -> Status {
-                      if (size() == 1) return ok_status();
-                      gloo::BarrierOptions opts(context_);
-                      opts.setTag(tag);
-                      opts.setTimeout(options_.timeout);
-                      gloo::barrier(opts);
-                      return ok_status();
+                      return gloo_ops::barrier(net(), slot(kBarrierSlotPrefix, tag));
                     }};
   }
 
@@ -423,14 +367,20 @@ class GlooCommunicator final : public Communicator {
 
   // Closing our side of every connection makes each peer still blocked on us see "connection
   // closed" at once instead of waiting for its timeout; those peers close theirs in turn, so one
-  // survivor's failure reaches the whole group in milliseconds. Called on the thread that ran the
-  // failed operation, so no operation of this communicator is in flight.
-  void close_connections() {
-    try {
-      context_->closeConnections();
-    } catch (const std::exception&) {
-      // Best effort: peers still fail by their own timeout.
-    }
+  // survivor's failure reaches the whole group in milliseconds. Runs on the progress thread once
+  // no operation of this communicator is running (Gloo's pairs are not closed under an operation
+  // that uses them), not on the failed operation's thread: Gloo waits for its event loop to tick
+  // (up to 10 ms) per pair, and the caller should learn of the failure without that delay.
+  // Idempotent. If the communicator is destroyed first, destroying Gloo's context closes them.
+  void close_connections_later() {
+    (void)progress_->submit([this] {
+      try {
+        context_->closeConnections();
+      } catch (const std::exception&) {
+        // Best effort: peers still fail by their own timeout.
+      }
+      return ok_status();
+    });
   }
 
   void mark_broken(const Status& status) {
@@ -459,9 +409,14 @@ class GlooCommunicator final : public Communicator {
       } catch (const std::exception& e) {
         status = internal_error(where() + ": " + e.what());
       }
+      if (!status.ok() && in_flight_.aborted()) {
+        // Cut short by abort() (the wait said "aborted"), or failed while the abort arrived:
+        // either way the reason the caller needs is the abort's.
+        status = unavailable(where() + ": " + health().message());
+      }
       if (!status.ok() && status.code() != StatusCode::kInvalidArgument) {
         mark_broken(status);
-        close_connections();
+        close_connections_later();
       }
       return status;
     };
@@ -479,59 +434,28 @@ class GlooCommunicator final : public Communicator {
     return progress_->run_or_wait(wrap(op.name, std::move(op.body)));
   }
 
-  // Ring reduce-scatter with per-rank counts: in step s (0..size-2) rank r sends its partial sum
-  // of chunk (r - s - 1) to rank r + 1 and adds the partial sum of chunk (r - s - 2) received from
-  // rank r - 1; after size - 1 steps chunk r is complete on rank r. Each rank sends
-  // (total - counts[r + 1...]) elements, the bandwidth-optimal (n-1)/n of the input.
-  Status ring_reduce_scatter(ConstView input, View output, const std::vector<std::size_t>& counts,
+  // Ring reduce-scatter (comm/gloo_collectives.h) on a copy of the input, since the ring adds
+  // partial sums in place; this rank's chunk of the copy is the result.
+  Status reduce_scatter_body(ConstView input, View output, const std::vector<std::size_t>& counts,
                              ReduceOp op, std::uint32_t tag) {
-    const int n = size();
-    const int r = rank();
     const std::size_t element = dtype_size(input.dtype);
-    std::vector<std::size_t> offsets(counts.size() + 1, 0);
-    for (std::size_t i = 0; i < counts.size(); ++i) offsets[i + 1] = offsets[i] + counts[i];
-    if (n == 1) {
+    std::size_t offset = 0;
+    for (int q = 0; q < rank(); ++q) offset += counts[q] * element;
+    if (size() == 1) {
       if (output.count > 0) std::memmove(output.data, input.data, input.bytes());
-      if (op == ReduceOp::kAvg) divide(output.data, output.count, output.dtype, n);
-      return ok_status();
+    } else {
+      std::vector<char> acc(static_cast<const char*>(input.data),
+                            static_cast<const char*>(input.data) + input.bytes());
+      NTP_RETURN_IF_ERROR(gloo_ops::reduce_scatter(net(), acc.data(), counts, element,
+                                                   gloo_ops::sum_into(input.dtype),
+                                                   slot(kReduceScatterSlotPrefix, tag)));
+      if (output.count > 0) std::memcpy(output.data, acc.data() + offset, output.bytes());
     }
-    std::vector<char> acc(static_cast<const char*>(input.data),
-                          static_cast<const char*>(input.data) + input.bytes());
-    const std::size_t max_count = *std::max_element(counts.begin(), counts.end());
-    std::vector<char> incoming(max_count * element);
-    auto acc_buffer = acc.empty() ? nullptr : context_->createUnboundBuffer(acc.data(), acc.size());
-    auto in_buffer = incoming.empty()
-                         ? nullptr
-                         : context_->createUnboundBuffer(incoming.data(), incoming.size());
-    const auto slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
-    const int next = (r + 1) % n;
-    const int prev = (r + n - 1) % n;
-    const ReduceFn reduce = sum_fn(input.dtype);
-    for (int s = 0; s < n - 1; ++s) {
-      const auto send_chunk = static_cast<std::size_t>(((r - s - 1) % n + n) % n);
-      const auto recv_chunk = static_cast<std::size_t>(((r - s - 2) % n + n) % n);
-      const bool sending = counts[send_chunk] > 0;
-      const bool receiving = counts[recv_chunk] > 0;
-      if (receiving) in_buffer->recv(prev, slot, 0, counts[recv_chunk] * element);
-      if (sending) {
-        acc_buffer->send(next, slot, offsets[send_chunk] * element, counts[send_chunk] * element);
-      }
-      if (receiving) {
-        if (!in_buffer->waitRecv(options_.timeout)) return unavailable("reduce_scatter aborted");
-        char* target = acc.data() + offsets[recv_chunk] * element;
-        reduce(target, target, incoming.data(), counts[recv_chunk]);
-      }
-      if (sending && !acc_buffer->waitSend(options_.timeout)) {
-        return unavailable("reduce_scatter aborted");
-      }
-    }
-    const auto mine = static_cast<std::size_t>(r);
-    if (counts[mine] > 0) {
-      std::memcpy(output.data, acc.data() + offsets[mine] * element, counts[mine] * element);
-    }
-    if (op == ReduceOp::kAvg) divide(output.data, output.count, output.dtype, n);
+    if (op == ReduceOp::kAvg) divide(output.data, output.count, output.dtype, size());
     return ok_status();
   }
+
+  gloo_ops::Net net() { return gloo_ops::Net{context_, &in_flight_, options_.timeout, &scratch_}; }
 
   GlooOptions options_;
   std::shared_ptr<gloo::transport::Device> device_;
@@ -539,7 +463,11 @@ class GlooCommunicator final : public Communicator {
   mutable std::mutex health_mutex_;
   Status health_;
   std::atomic<bool> broken_{false};
-  std::uint32_t next_tag_ = 0;  // touched by one operation at a time (ProgressThread)
+  // The buffers the running operation waits on; abort() wakes them.
+  gloo_ops::InFlight in_flight_;
+  // Touched by one operation at a time (ProgressThread runs them one by one).
+  std::uint32_t next_tag_ = 0;
+  std::vector<char> scratch_;
   std::unique_ptr<ProgressThread> progress_;
 };
 

@@ -5,12 +5,18 @@
 // `timeout`). A new communicator (after a failure, or a subgroup) uses a new prefix, so it never
 // reads the rendezvous keys of an earlier one.
 //
+// Every operation runs on Gloo's transport (unbound buffers over TCP) with ntp's own algorithms
+// (comm/gloo_collectives.h), not Gloo's, so that abort() can wake every wait of the running
+// operation at once.
+//
 // Error mapping (Gloo throws; this backend never lets an exception escape):
-//   gloo::IoException for a closed/reset connection  -> kUnavailable ("peer ... closed")
-//   gloo::IoException for a timeout                   -> kUnavailable ("timed out ... dead or
-//   hung") gloo::EnforceNotMet and anything else             -> kInternal
+//   gloo::IoException for a closed/reset connection -> kUnavailable ("peer ... closed")
+//   gloo::IoException for a timeout                  -> kUnavailable ("timed out ...")
+//   abort(reason), before or during the operation    -> kUnavailable ("communicator aborted: "
+//                                                       reason)
+//   gloo::EnforceNotMet and anything else            -> kInternal
 // A dead or hung peer is reported as kUnavailable in both cases because the remedy is the same:
-// re-form the group. Timeouts are end to end per operation.
+// re-form the group. The timeout bounds each wait for the next message (lack of progress).
 #pragma once
 
 #include <chrono>

@@ -1,7 +1,8 @@
 // Exact multi-process tests of the Gloo Communicator: real processes, file store, every
 // collective at world sizes 1, 2, 3, 5, 7 and 8 with element counts 0, 1, primes and uneven
-// per-rank counts. Inputs are small integers, so every sum is exact in float32 and float64 and
-// results are compared with ==, against references computed here independently.
+// per-rank counts, on both sides of the small-message threshold (direct and ring/chain paths).
+// Inputs are small integers, so every sum is exact in float32 and float64 and results are compared
+// with ==, against references computed here independently.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -175,6 +176,83 @@ int check_broadcast_and_p2p(Communicator& comm, int r, int n) {
   return 0;
 }
 
+// Sizes past the small-message paths: ring allgather with uneven counts and zeros, the
+// pipelined broadcast chain, allreduce with several segments per chunk, large alltoallv pieces.
+int check_large(Communicator& comm, int r, int n) {
+  {
+    std::vector<std::size_t> counts(static_cast<std::size_t>(n));
+    for (int q = 0; q < n; ++q) {
+      counts[static_cast<std::size_t>(q)] =
+          q % 3 == 1 ? 0 : 40009 + 17 * static_cast<std::size_t>(q);
+    }
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    std::vector<float> mine(counts[static_cast<std::size_t>(r)]);
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      mine[i] = static_cast<float>(r * 100000 + static_cast<int>(i));
+    std::vector<float> all(total, -1.0F);
+    Status s = comm.allgather(const_view(mine), view(all), counts);
+    CHILD_CHECK(s.ok(), r, "large allgather: " + s.to_string());
+    std::size_t k = 0;
+    for (int q = 0; q < n; ++q) {
+      for (std::size_t i = 0; i < counts[static_cast<std::size_t>(q)]; ++i, ++k) {
+        CHILD_CHECK(all[k] == static_cast<float>(q * 100000 + static_cast<int>(i)), r,
+                    "large allgather element " + std::to_string(k));
+      }
+    }
+  }
+  for (int root : {0, n - 1, n / 2}) {
+    std::vector<double> data(300007);
+    for (std::size_t i = 0; i < data.size(); ++i)
+      data[i] = r == root ? contribution(root, i) : -7.0;
+    Status s = comm.broadcast(view(data), root);
+    CHILD_CHECK(s.ok(), r, "large broadcast: " + s.to_string());
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      CHILD_CHECK(data[i] == contribution(root, i), r,
+                  "large broadcast element " + std::to_string(i));
+    }
+  }
+  {
+    // 5.6 MB: with 2 ranks each chunk spans several 1 MiB segments.
+    std::vector<double> data(700001);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = contribution(r, i);
+    Status s = comm.allreduce(view(data), ReduceOp::kSum);
+    CHILD_CHECK(s.ok(), r, "large allreduce: " + s.to_string());
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      double sum = 0;
+      for (int q = 0; q < n; ++q) sum += contribution(q, i);
+      CHILD_CHECK(data[i] == sum, r, "large allreduce index " + std::to_string(i));
+    }
+  }
+  {
+    // Rank s sends 20000 + 7 * (s + d) elements to rank d, none to rank (s + 1) % n.
+    auto amount = [n](int s, int d) {
+      return n > 1 && d == (s + 1) % n ? std::size_t{0}
+                                       : static_cast<std::size_t>(20000 + 7 * (s + d));
+    };
+    std::vector<std::size_t> send_counts(static_cast<std::size_t>(n));
+    std::vector<std::size_t> recv_counts(static_cast<std::size_t>(n));
+    std::vector<std::int32_t> input;
+    for (int d = 0; d < n; ++d) {
+      send_counts[static_cast<std::size_t>(d)] = amount(r, d);
+      recv_counts[static_cast<std::size_t>(d)] = amount(d, r);
+      for (std::size_t i = 0; i < amount(r, d); ++i)
+        input.push_back(r * 1000000 + d * 100000 + static_cast<int>(i));
+    }
+    std::vector<std::int32_t> output(
+        std::accumulate(recv_counts.begin(), recv_counts.end(), std::size_t{0}), -1);
+    Status s = comm.alltoallv(const_view(input), send_counts, view(output), recv_counts);
+    CHILD_CHECK(s.ok(), r, "large alltoallv: " + s.to_string());
+    std::size_t k = 0;
+    for (int src = 0; src < n; ++src) {
+      for (std::size_t i = 0; i < amount(src, r); ++i, ++k) {
+        CHILD_CHECK(output[k] == src * 1000000 + r * 100000 + static_cast<int>(i), r,
+                    "large alltoallv element " + std::to_string(k));
+      }
+    }
+  }
+  return 0;
+}
+
 int check_async(Communicator& comm, int r, int n) {
   // Three operations in flight at once; they run in submission order and each result is exact.
   std::vector<float> a(4099), b(13);
@@ -236,6 +314,7 @@ int run_all(const std::string& dir, int r, int n) {
   if (check_allgather(c, r, n) != 0) return 1;
   if (check_alltoallv(c, r, n) != 0) return 1;
   if (check_broadcast_and_p2p(c, r, n) != 0) return 1;
+  if (check_large(c, r, n) != 0) return 1;
   if (check_async(c, r, n) != 0) return 1;
   if (check_subgroup(c, r, n) != 0) return 1;
   CHILD_CHECK(c.health().ok(), r, "healthy at the end");
