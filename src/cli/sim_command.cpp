@@ -11,6 +11,7 @@
 
 #include "cli/cli_error.h"
 #include "cli/commands.h"
+#include "sim/calibration.h"
 #include "sim/config.h"
 #include "sim/engine.h"
 #include "sim/report.h"
@@ -30,7 +31,36 @@ struct SimOptions {
   std::string failed_fractions;
   bool json = false;
   std::string csv_dir, plot_dir;
+  // The live recovery cost model's inputs ([recovery] keys), its breakdown, its calibration.
+  std::optional<double> detect_kill_s, detect_hang_s, hang_fraction, heartbeat_stale_s, store_rtt_s,
+      connect_s, reshard_gbytes_per_s;
+  bool recovery_cost = false;
+  std::string calibrate_from;
 };
+
+nlohmann::json cost_json(const sim::RecoveryCost& c) {
+  return {{"total_s", c.total_s},
+          {"lost_step_s", c.lost_step_s},
+          {"detect_s", c.detect_s},
+          {"agree_s", c.agree_s},
+          {"rebuild_s", c.rebuild_s},
+          {"reshard_s", c.reshard_s},
+          {"communicators", c.communicators},
+          {"busiest_gpu_bytes", c.busiest_gpu_bytes},
+          {"changed_group_bytes", c.changed_group_bytes},
+          {"dp_peer_bytes", c.dp_peer_bytes}};
+}
+
+nlohmann::json recovery_json(const sim::RecoverySummary& r) {
+  if (!r.modelled) return {{"fixed_seconds", r.fixed_seconds}};
+  return {{"tp", r.tp},
+          {"degraded_tp", r.degraded},
+          {"one_gpu_failure", cost_json(r.failure)},
+          {"its_repair", cost_json(r.repair)},
+          {"failures_per_trial", r.failures_per_trial},
+          {"repairs_per_trial", r.repairs_per_trial},
+          {"mean_per_event", cost_json(r.mean)}};
+}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -69,6 +99,19 @@ int run_sim(const SimOptions& o) {
     }
   }
   std::vector<std::string> overrides = o.sets;
+  auto set = [&](const char* key, const std::optional<double>& v) {
+    if (!v) return;
+    std::ostringstream os;
+    os << "recovery." << key << "=" << *v;
+    overrides.push_back(os.str());
+  };
+  set("detect_kill_seconds", o.detect_kill_s);
+  set("detect_hang_seconds", o.detect_hang_s);
+  set("hang_fraction", o.hang_fraction);
+  set("heartbeat_stale_seconds", o.heartbeat_stale_s);
+  set("store_rtt_seconds", o.store_rtt_s);
+  set("communicator_connect_seconds", o.connect_s);
+  set("reshard_gbytes_per_s", o.reshard_gbytes_per_s);
   if (o.trials) overrides.push_back("sim.trials=" + std::to_string(*o.trials));
   if (o.seed) overrides.push_back("sim.seed=" + std::to_string(*o.seed));
   if (o.days) {
@@ -95,6 +138,61 @@ int run_sim(const SimOptions& o) {
     Result<sim::SimConfig> c = sim::load_config(o.config, ov);
     if (!c.ok()) return report_error("sim", c.status());
     configs.push_back(*c);
+  }
+  // Calibration against a runtime metrics file: no trials.
+  if (!o.calibrate_from.empty()) {
+    Result<sim::RuntimeMetrics> metrics = sim::read_runtime_metrics(o.calibrate_from);
+    if (!metrics.ok()) return report_error("sim", metrics.status());
+    Result<sim::Calibration> cal = sim::calibrate(configs[0], *metrics);
+    if (!cal.ok()) return report_error("sim", cal.status());
+    if (o.json) {
+      nlohmann::json j;
+      j["step_s"] = cal->step_s;
+      j["reshard_bytes_per_s"] = cal->reshard_bytes_per_s;
+      j["set"] = cal->set_lines;
+      for (const sim::CalibrationRow& r : cal->rows) {
+        j["events"].push_back({{"cause", r.measured.cause},
+                               {"old_degrees", r.measured.old_degrees},
+                               {"degrees", r.measured.degrees},
+                               {"measured",
+                                {{"detect_s", r.measured.detect_s},
+                                 {"agree_s", r.measured.agree_s},
+                                 {"rebuild_s", r.measured.rebuild_s},
+                                 {"reshard_s", r.measured.reshard_s},
+                                 {"total_s", r.measured.total_s},
+                                 {"reshard_bytes", r.measured.reshard_bytes}}},
+                               {"predicted", cost_json(r.predicted)},
+                               {"predicted_leader_bytes", r.predicted_leader_bytes}});
+      }
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::printf("%s", sim::format_calibration(*cal).c_str());
+    }
+    return kExitOk;
+  }
+  // The recovery cost breakdown alone: no trials.
+  if (o.recovery_cost) {
+    nlohmann::json jout = nlohmann::json::array();
+    for (std::size_t k = 0; k < configs.size(); ++k) {
+      Result<sim::Simulator> simulator = sim::Simulator::create(configs[k]);
+      if (!simulator.ok()) return report_error("sim", simulator.status());
+      const sim::RecoverySummary r = sim::typical_recovery(*simulator);
+      const std::string label = sweep_key.empty() ? "" : sweep_key + "=" + sweep_values[k];
+      if (o.json) {
+        nlohmann::json j = recovery_json(r);
+        j["sweep"] = label;
+        j["step_seconds"] =
+            simulator->workload().step(configs[k].parallel.tp, configs[k].parallel.tp).total_s;
+        jout.push_back(j);
+        continue;
+      }
+      if (!label.empty()) std::printf("== %s ==\n", label.c_str());
+      const std::string text = sim::format_recovery(r);
+      std::printf("%s", text.empty() ? "no live policy in sim.policies: nothing to price\n"
+                                     : text.substr(0, text.find("  trials:")).c_str());
+    }
+    if (o.json) std::printf("%s\n", jout.dump(2).c_str());
+    return kExitOk;
   }
   std::vector<std::string> names;
   for (const auto& p : configs[0].run.policies) names.push_back(p.name());
@@ -183,6 +281,7 @@ int run_sim(const SimOptions& o) {
       j["events"] = s.events;
       j["step_seconds"] = s.step_seconds;
       j["checkpoint_interval_seconds"] = s.checkpoint_interval_s;
+      j["live_recovery"] = recovery_json(s.recovery);
       for (const sim::PolicySummary& p : s.policies) {
         j["policies"].push_back({{"name", p.name},
                                  {"throughput_loss", stat_json(p.throughput_loss)},
@@ -227,6 +326,32 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--json", o->json, "print JSON instead of tables");
   cmd->add_option("--csv", o->csv_dir, "write summary.csv and time series CSVs to DIR");
   cmd->add_option("--plot", o->plot_dir, "write gnuplot scripts and SVG plots to DIR");
+  // NTP-LIVE's recovery cost model (docs/sim.md "Live recovery cost"); defaults in [recovery].
+  cmd->add_option("--detect-kill-s", o->detect_kill_s,
+                  "seconds until a signalled failure surfaces (recovery.detect_kill_seconds, 1)");
+  cmd->add_option("--detect-hang-s", o->detect_hang_s,
+                  "collective timeout that catches a silent hang (recovery.detect_hang_seconds, "
+                  "30 = ntp train --timeout-ms)");
+  cmd->add_option("--hang-fraction", o->hang_fraction,
+                  "fraction of failures that are silent hangs (recovery.hang_fraction, 0.1)");
+  cmd->add_option("--heartbeat-stale-s", o->heartbeat_stale_s,
+                  "heartbeat age at which the agreement drops a member "
+                  "(recovery.heartbeat_stale_seconds, 1)");
+  cmd->add_option("--store-rtt-s", o->store_rtt_s,
+                  "store round trip of the agreement (recovery.store_rtt_seconds, 0.005)");
+  cmd->add_option("--connect-s", o->connect_s,
+                  "seconds to rebuild one communicator (recovery.communicator_connect_seconds, "
+                  "0.5)");
+  cmd->add_option("--reshard-gbytes-per-s", o->reshard_gbytes_per_s,
+                  "per-GPU intra-domain reshard bandwidth, GB/s (recovery.reshard_gbytes_per_s; "
+                  "default half of system.scale_up_gbytes_per_s: one direction of NVLink)");
+  cmd->add_flag("--recovery-cost", o->recovery_cost,
+                "print NTP-LIVE's recovery cost breakdown for one lost GPU and its repair, run "
+                "no trials");
+  cmd->add_option("--calibrate-from", o->calibrate_from,
+                  "METRICS.jsonl of an ntp train run with faults: fit the recovery constants and "
+                  "print predicted vs measured per event (the config must describe that job, "
+                  "e.g. configs/sim/toy-live.toml)");
   cmd->callback([o, &exit_code] { exit_code = run_sim(*o); });
 }
 

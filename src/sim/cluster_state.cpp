@@ -46,6 +46,7 @@ ClusterState::ClusterState(const SimConfig& config, const Workload& workload,
 
 int ClusterState::fail(std::int64_t first, int count) {
   NTP_CHECK(first >= 0 && first + count <= gpus_);
+  changes_.clear();
   int changed = 0;
   for (std::int64_t g = first; g < first + count; ++g) {
     if (gpu_failed_[g]) continue;
@@ -60,6 +61,7 @@ int ClusterState::fail(std::int64_t first, int count) {
 
 int ClusterState::repair(std::int64_t first, int count) {
   NTP_CHECK(first >= 0 && first + count <= gpus_);
+  changes_.clear();
   int changed = 0;
   for (std::int64_t g = first; g < first + count; ++g) {
     if (!gpu_failed_[g]) continue;
@@ -74,6 +76,13 @@ int ClusterState::repair(std::int64_t first, int count) {
 
 void ClusterState::update_group(std::int64_t group, int new_failed) {
   const int old_failed = group_failed_[group];
+  auto it = std::find_if(changes_.begin(), changes_.end(),
+                         [&](const DegreeChange& c) { return c.group == group; });
+  if (it == changes_.end()) {
+    changes_.push_back({group, degree_[old_failed], degree_[new_failed]});
+  } else {
+    it->to = degree_[new_failed];
+  }
   --degree_hist_[degree_[old_failed]];
   ++degree_hist_[degree_[new_failed]];
   group_failed_[group] = static_cast<std::int16_t>(new_failed);
@@ -123,6 +132,15 @@ void ClusterState::recompute_replica(std::int64_t replica) {
 int ClusterState::min_running_degree() const {
   for (int t = 1; t <= tp_; ++t) {
     if (degree_hist_[t] > 0) return t;
+  }
+  return tp_;
+}
+
+int ClusterState::min_degree_of_others(const std::vector<DegreeChange>& changes) const {
+  std::vector<std::int64_t> hist = degree_hist_;
+  for (const DegreeChange& c : changes) --hist[c.to];
+  for (int t = 1; t <= tp_; ++t) {
+    if (hist[t] > 0) return t;
   }
   return tp_;
 }

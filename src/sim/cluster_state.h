@@ -17,6 +17,7 @@
 
 #include "power/boost_planner.h"
 #include "sim/config.h"
+#include "sim/recovery_cost.h"
 #include "sim/workload.h"
 
 namespace ntp::sim {
@@ -46,6 +47,12 @@ class ClusterState {
   int groups_per_domain() const { return groups_per_domain_; }
   // Smallest TP degree among groups that can still run (tp when none is degraded).
   int min_running_degree() const;
+  // The groups the last fail()/repair() touched, with their running degree before and after
+  // (equal when the GPUs changed but the degree did not), in the order first touched.
+  const std::vector<DegreeChange>& last_changes() const { return changes_; }
+  // Smallest running degree among the groups `changes` does not list (tp when none); `changes`
+  // must describe the current state (their `to` degrees).
+  int min_degree_of_others(const std::vector<DegreeChange>& changes) const;
 
  private:
   void update_group(std::int64_t group, int new_failed);
@@ -73,6 +80,7 @@ class ClusterState {
   double sum_ntp_ = 0, sum_pw_ = 0, sum_ntp_need_ = 0, sum_pw_need_ = 0, sum_ntp_active_ = 0,
          sum_pw_power_ = 0;
   std::int64_t gpus_;
+  std::vector<DegreeChange> changes_;
 };
 
 }  // namespace ntp::sim

@@ -180,6 +180,7 @@ Status parse_sections(const toml::table& root, SimConfig& c, const std::string& 
   NTP_RETURN_IF_ERROR(m.get("ffn_unit_columns", c.model.ffn_unit_columns, 1, 1e7));
   NTP_RETURN_IF_ERROR(
       m.get("activation_bytes_per_elem", c.model.activation_bytes_per_elem, 0, 1e4));
+  NTP_RETURN_IF_ERROR(m.get("vocab", c.model.vocab, 0, 1e9));
   NTP_RETURN_IF_ERROR(m.check_unknown());
 
   Section p(table("parallel"), "parallel");
@@ -231,6 +232,18 @@ Status parse_sections(const toml::table& root, SimConfig& c, const std::string& 
       r.get("checkpoint_write_seconds", c.recovery.checkpoint_write_seconds, 0, kBig));
   NTP_RETURN_IF_ERROR(r.get("replace_hours", c.recovery.replace_hours, 0, kBig));
   NTP_RETURN_IF_ERROR(r.get("live_recovery_seconds", c.recovery.live_recovery_seconds, 0, kBig));
+  NTP_RETURN_IF_ERROR(r.get("detect_kill_seconds", c.recovery.detect_kill_seconds, 0, kBig));
+  NTP_RETURN_IF_ERROR(r.get("detect_hang_seconds", c.recovery.detect_hang_seconds, 0, kBig));
+  NTP_RETURN_IF_ERROR(r.get("hang_fraction", c.recovery.hang_fraction, 0, 1));
+  NTP_RETURN_IF_ERROR(
+      r.get("heartbeat_stale_seconds", c.recovery.heartbeat_stale_seconds, 0, kBig));
+  NTP_RETURN_IF_ERROR(r.get("agree_round_trips", c.recovery.agree_round_trips, 0, 1e6));
+  NTP_RETURN_IF_ERROR(r.get("store_rtt_seconds", c.recovery.store_rtt_seconds, 0, kBig));
+  NTP_RETURN_IF_ERROR(r.get("base_communicators", c.recovery.base_communicators, 0, 1e6));
+  NTP_RETURN_IF_ERROR(
+      r.get("communicator_connect_seconds", c.recovery.communicator_connect_seconds, 0, kBig));
+  NTP_RETURN_IF_ERROR(r.get("reshard_gbytes_per_s", c.recovery.reshard_gbytes_per_s, 0, kBig));
+  NTP_RETURN_IF_ERROR(r.get("state_bytes_per_param", c.recovery.state_bytes_per_param, 1, 1e3));
   NTP_RETURN_IF_ERROR(r.check_unknown());
 
   Section u(table("sim"), "sim");

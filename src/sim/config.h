@@ -2,7 +2,8 @@
 //
 // Sections and keys (units in the key names; every key is optional unless marked, defaults below):
 //   [model]     layers, hidden, heads, ffn_multiplier, sequence, global_batch_tokens,
-//               ffn_unit_columns (FFN columns per indivisible unit), activation_bytes_per_elem
+//               ffn_unit_columns (FFN columns per indivisible unit), activation_bytes_per_elem,
+//               vocab (vocabulary rows TP splits; 0 = none)
 //   [parallel]  tp, pp, domain_size, min_degree, degree_multiple, microbatch_sequences,
 //               distributed_optimizer, tp_overlap, dp_overlap
 //   [system]    gpus, peak_tflops, efficiency, hbm_gb, scale_up_gbytes_per_s,
@@ -10,7 +11,10 @@
 //   [power]     headroom
 //   [failures]  rate_per_gpu_day, rate_multiplier, hardware_fraction, hardware_repair_hours,
 //               software_recovery_hours, blast_sizes, blast_weights, warm_start, trace
-//   [recovery]  restart_minutes, checkpoint_write_seconds, replace_hours, live_recovery_seconds
+//   [recovery]  restart_minutes, checkpoint_write_seconds, replace_hours, live_recovery_seconds,
+//               detect_kill_seconds, detect_hang_seconds, hang_fraction, heartbeat_stale_seconds,
+//               agree_round_trips, store_rtt_seconds, base_communicators,
+//               communicator_connect_seconds, reshard_gbytes_per_s, state_bytes_per_param
 //   [sim]       days, trials, seed, sample_hours, fixed_batch, target_batch_fraction, spares,
 //               policies
 // Unknown sections or keys, wrong types and out-of-range values are errors naming the key.
@@ -36,6 +40,9 @@ struct ModelConfig {
   // Activation bytes kept per (token x hidden element) per layer before dividing by the TP degree
   // (34 with sequence parallelism and selective recomputation, Korthikanti et al. 2022).
   double activation_bytes_per_elem = 34.0;
+  // Vocabulary rows of the (tied) embedding that TP splits; only the reshard of NTP-LIVE counts
+  // them, and only with pp = 1 (with pipelines they live in the first and last stage).
+  int vocab = 0;
 };
 
 struct ParallelConfig {
@@ -83,7 +90,19 @@ struct RecoveryConfig {
   double restart_minutes = 10.0;           // job restart from a checkpoint
   double checkpoint_write_seconds = 30.0;  // blocking part of writing one checkpoint
   double replace_hours = 0.5;              // CKPT-RESTART: swap in replacement hardware
-  double live_recovery_seconds = 30.0;     // NTP-LIVE: in-job reshard, no restart
+  // NTP-LIVE: >= 0 charges this fixed time per failure and per repair instead of the recovery
+  // cost model (sim/recovery_cost.h), whose inputs follow. Defaults: docs/sim.md.
+  double live_recovery_seconds = -1.0;
+  double detect_kill_seconds = 1.0;      // a signalled failure (process exit, reset, NCCL error)
+  double detect_hang_seconds = 30.0;     // a silent hang: the collective timeout (--timeout-ms)
+  double hang_fraction = 0.1;            // failures that surface only as hangs
+  double heartbeat_stale_seconds = 1.0;  // the agreement declares a silent member dead after
+  int agree_round_trips = 4;             // store round trips of the agreement
+  double store_rtt_seconds = 0.005;
+  int base_communicators = 3;  // world, TP, replica; DP sets come from the sync plan
+  double communicator_connect_seconds = 0.5;
+  double reshard_gbytes_per_s = 0.0;  // per GPU, intra-domain; 0: system.scale_up_gbytes_per_s / 2
+  int state_bytes_per_param = 14;     // bf16 weight + fp32 master + two fp32 Adam moments
 };
 
 struct RunConfig {

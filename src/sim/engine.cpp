@@ -55,7 +55,14 @@ Result<Simulator> Simulator::create(const SimConfig& config) {
   if (use_trace) {
     NTP_ASSIGN_OR_RETURN(trace, load_trace(config.failures.trace, config));
   }
-  return Simulator(config, std::move(trace), use_trace);
+  Simulator sim(config, std::move(trace), use_trace);
+  const bool live = std::any_of(config.run.policies.begin(), config.run.policies.end(),
+                                [](const PolicySpec& p) { return recovers_live(p.kind); });
+  if (live && config.recovery.live_recovery_seconds < 0) {
+    NTP_ASSIGN_OR_RETURN(RecoveryCostModel model, RecoveryCostModel::create(config));
+    sim.recovery_.emplace(std::move(model));
+  }
+  return sim;
 }
 
 TrialResult Simulator::run_trial(int trial, bool record_series) const {
@@ -159,8 +166,31 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
       r.energy_j += busy_watts * up + idle_watts * down;
     }
   };
+  // The live recovery of the event that just changed `state` (seconds; 0 when the running job is
+  // unaffected). A fixed live_recovery_seconds applies to every failure and repair.
+  auto live_cost = [&](bool failure, const std::vector<DegreeChange>& changes) {
+    if (!recovery_) return c.recovery.live_recovery_seconds;
+    const RecoveryCost cost =
+        recovery_->event(failure, changes, state.min_degree_of_others(changes));
+    if (cost.total_s > 0) {
+      RecoveryTotals& t = result.live_recovery;
+      ++(failure ? t.failures : t.repairs);
+      t.sum.lost_step_s += cost.lost_step_s;
+      t.sum.detect_s += cost.detect_s;
+      t.sum.agree_s += cost.agree_s;
+      t.sum.rebuild_s += cost.rebuild_s;
+      t.sum.reshard_s += cost.reshard_s;
+      t.sum.total_s += cost.total_s;
+      t.sum.busiest_gpu_bytes += cost.busiest_gpu_bytes;
+      t.sum.changed_group_bytes += cost.changed_group_bytes;
+      t.sum.dp_peer_bytes += cost.dp_peer_bytes;
+      t.sum.communicators += cost.communicators;
+    }
+    return cost.total_s;
+  };
   auto on_failure = [&](double now) {
     if (now < 0) return;
+    const double live = live_cost(true, state.last_changes());
     for (PolicyRun& r : runs) {
       if (restarts_on_failure(r.spec.kind)) {
         double cost = c.recovery.restart_minutes * 60.0;
@@ -174,16 +204,17 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
         r.down_until = std::max(r.down_until, now + cost);
         r.up_since = r.down_until;
         ++r.restarts;
-      } else {
-        r.down_until = std::max(r.down_until, now) + c.recovery.live_recovery_seconds;
+      } else if (live > 0) {
+        r.down_until = std::max(r.down_until, now) + live;
       }
     }
   };
-  auto on_repair = [&](double now) {
+  auto on_repair = [&](double now, const std::vector<DegreeChange>& changes) {
     if (now < 0) return;
+    const double live = live_cost(false, changes);
     for (PolicyRun& r : runs) {
-      if (recovers_live(r.spec.kind)) {
-        r.down_until = std::max(r.down_until, now) + c.recovery.live_recovery_seconds;
+      if (recovers_live(r.spec.kind) && live > 0) {
+        r.down_until = std::max(r.down_until, now) + live;
       }
     }
   };
@@ -233,12 +264,23 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
       // Only the GPUs this failure took down come back; a GPU that was already down when it hit
       // belongs to the earlier failure and keeps that one's repair time.
       int changed = 0;
+      std::vector<DegreeChange> changes;  // per group: degree before the first GPU, after the last
       for (std::int64_t g = rep.first_gpu; g < rep.first_gpu + rep.count; ++g) {
-        if (owner[g] == rep.id) changed += state.repair(g, 1);
+        if (owner[g] != rep.id || state.repair(g, 1) == 0) continue;
+        ++changed;
+        for (const DegreeChange& ch : state.last_changes()) {
+          auto it = std::find_if(changes.begin(), changes.end(),
+                                 [&](const DegreeChange& x) { return x.group == ch.group; });
+          if (it == changes.end()) {
+            changes.push_back(ch);
+          } else {
+            it->to = ch.to;
+          }
+        }
       }
       if (changed > 0) {
         refresh(t);
-        on_repair(t);
+        on_repair(t, changes);
       }
       continue;
     }

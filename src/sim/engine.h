@@ -8,15 +8,17 @@
 //
 // Transients per failure (policies.h): restart-based policies lose the work since the last
 // checkpoint (checkpoints every Young/Daly interval tau = sqrt(2 x write x MTBF) of up time) and
-// are down for the restart (+ hardware replacement for CKPT-RESTART); NTP-LIVE is down for
-// live_recovery_seconds on every failure and repair and loses no work. Every policy pays the
-// checkpoint overhead write / (tau + write) while it runs. Repaired hardware rejoins without a
+// are down for the restart (+ hardware replacement for CKPT-RESTART); NTP-LIVE is down for the
+// live recovery of every failure and degree-changing repair (sim/recovery_cost.h, or a fixed
+// recovery.live_recovery_seconds per failure and repair) and loses nothing else. Every policy pays
+// the checkpoint overhead write / (tau + write) while it runs. Repaired hardware rejoins without a
 // restart for the other policies.
 // Fixed-batch mode: a policy pauses while its need for spare groups exceeds the spares it has
 // (sim.spares domains, or n for SPARES(n)) plus the slack allowed by target_batch_fraction.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/rng.h"
@@ -24,6 +26,7 @@
 #include "power/power_model.h"
 #include "sim/config.h"
 #include "sim/failures.h"
+#include "sim/recovery_cost.h"
 #include "sim/workload.h"
 
 namespace ntp::sim {
@@ -48,6 +51,12 @@ struct SeriesPoint {
   std::vector<double> capacity;
 };
 
+// The live recoveries NTP-LIVE paid for in [0, days): their number and summed breakdown.
+struct RecoveryTotals {
+  std::int64_t failures = 0, repairs = 0;
+  RecoveryCost sum;  // seconds and bytes summed over the events
+};
+
 struct TrialResult {
   std::vector<PolicyOutcome> policies;  // in config.run.policies order
   std::int64_t events = 0;              // failures and repairs processed (warm-up included)
@@ -55,6 +64,7 @@ struct TrialResult {
   double mean_failed_gpus = 0;
   std::int64_t max_failed_groups = 0;
   std::vector<SeriesPoint> series;  // only when requested
+  RecoveryTotals live_recovery;     // priced by the cost model (empty with a fixed cost)
 };
 
 class Simulator {
@@ -67,6 +77,9 @@ class Simulator {
   const SimConfig& config() const { return config_; }
   // Young/Daly checkpoint interval in seconds (infinite without failures, 0 for free writes).
   double checkpoint_interval_s() const { return tau_s_; }
+  // The cost model NTP-LIVE uses; null with a fixed recovery.live_recovery_seconds or when no
+  // policy recovers live.
+  const RecoveryCostModel* recovery_model() const { return recovery_ ? &*recovery_ : nullptr; }
 
  private:
   Simulator(const SimConfig& config, std::vector<FailureEvent> trace, bool use_trace);
@@ -77,6 +90,7 @@ class Simulator {
   std::vector<FailureEvent> trace_;
   bool use_trace_;
   double tau_s_ = 0;
+  std::optional<RecoveryCostModel> recovery_;
 };
 
 }  // namespace ntp::sim

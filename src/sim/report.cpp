@@ -41,6 +41,64 @@ std::string pct(const MetricStat& m) {
 
 }  // namespace
 
+RecoverySummary typical_recovery(const Simulator& sim) {
+  RecoverySummary out;
+  const SimConfig& c = sim.config();
+  out.fixed_seconds = c.recovery.live_recovery_seconds;
+  const RecoveryCostModel* model = sim.recovery_model();
+  if (model == nullptr) return out;
+  out.modelled = true;
+  out.tp = c.parallel.tp;
+  out.degraded = sim.workload().degree_after_failures(1);
+  out.failure = model->event(true, {{0, out.tp, out.degraded}}, out.tp);
+  out.repair = model->event(false, {{0, out.degraded, out.tp}}, out.tp);
+  return out;
+}
+
+namespace {
+
+std::string gigabytes(std::int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+
+std::string breakdown(const RecoveryCost& c) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "%.2f s = lost half step %.2f + detect %.2f + agree %.2f + rebuild %.2f (%d "
+                "communicators) + reshard %.3f (%s through the busiest GPU; %s into the group, "
+                "%s of it from DP peers)",
+                c.total_s, c.lost_step_s, c.detect_s, c.agree_s, c.rebuild_s, c.communicators,
+                c.reshard_s, gigabytes(c.busiest_gpu_bytes).c_str(),
+                gigabytes(c.changed_group_bytes).c_str(), gigabytes(c.dp_peer_bytes).c_str());
+  return buf;
+}
+
+}  // namespace
+
+std::string format_recovery(const RecoverySummary& r) {
+  std::ostringstream os;
+  if (!r.modelled) {
+    if (r.fixed_seconds >= 0) {
+      os << "live recovery: fixed " << r.fixed_seconds
+         << " s per failure and repair (recovery.live_recovery_seconds)\n";
+    }
+    return os.str();
+  }
+  os << "live recovery, one GPU lost (TP " << r.tp << " -> " << r.degraded
+     << "): " << breakdown(r.failure) << "\n";
+  os << "  its repair (TP " << r.degraded << " -> " << r.tp << "): " << breakdown(r.repair) << "\n";
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "  trials: %.1f failures + %.1f repairs priced per trial, %.2f s each on average "
+                "(detect %.2f, agree %.2f, rebuild %.2f, reshard %.3f, lost step %.2f)\n",
+                r.failures_per_trial, r.repairs_per_trial, r.mean.total_s, r.mean.detect_s,
+                r.mean.agree_s, r.mean.rebuild_s, r.mean.reshard_s, r.mean.lost_step_s);
+  os << buf;
+  return os.str();
+}
+
 Summary run_monte_carlo(const Simulator& sim, bool series,
                         const std::function<void(int, int)>& progress) {
   const SimConfig& c = sim.config();
@@ -50,6 +108,8 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
       restarts(n), spares(n);
   Acc failures, mean_failed, max_groups;
   Summary out;
+  out.recovery = typical_recovery(sim);
+  RecoveryTotals live;
   for (int t = 0; t < c.run.trials; ++t) {
     TrialResult r = sim.run_trial(t, series && t == 0);
     out.events += r.events;
@@ -68,11 +128,34 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
       restarts[i].add(o.restarts);
       spares[i].add(o.spares_needed);
     }
+    live.failures += r.live_recovery.failures;
+    live.repairs += r.live_recovery.repairs;
+    const RecoveryCost& a = r.live_recovery.sum;
+    live.sum.lost_step_s += a.lost_step_s;
+    live.sum.detect_s += a.detect_s;
+    live.sum.agree_s += a.agree_s;
+    live.sum.rebuild_s += a.rebuild_s;
+    live.sum.reshard_s += a.reshard_s;
+    live.sum.total_s += a.total_s;
     if (t == 0) out.series = std::move(r.series);
     if (progress) progress(t + 1, c.run.trials);
   }
   out.trials = c.run.trials;
   out.days = c.run.days;
+  if (c.run.trials > 0) {
+    const double trials = c.run.trials;
+    out.recovery.failures_per_trial = static_cast<double>(live.failures) / trials;
+    out.recovery.repairs_per_trial = static_cast<double>(live.repairs) / trials;
+  }
+  if (const double events = static_cast<double>(live.failures + live.repairs); events > 0) {
+    RecoveryCost& m = out.recovery.mean;
+    m.lost_step_s = live.sum.lost_step_s / events;
+    m.detect_s = live.sum.detect_s / events;
+    m.agree_s = live.sum.agree_s / events;
+    m.rebuild_s = live.sum.rebuild_s / events;
+    m.reshard_s = live.sum.reshard_s / events;
+    m.total_s = live.sum.total_s / events;
+  }
   out.failures = failures.get();
   out.mean_failed_gpus = mean_failed.get();
   out.max_failed_groups = max_groups.get();
@@ -125,6 +208,7 @@ std::string format_table(const Summary& s) {
                   p.down_hours.mean, p.spares_needed.mean, p.spares_needed.max);
     os << buf;
   }
+  os << format_recovery(s.recovery);
   return os.str();
 }
 

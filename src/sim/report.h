@@ -21,6 +21,21 @@ struct PolicySummary {
       down_hours, restarts, spares_needed;
 };
 
+// What NTP-LIVE's recoveries cost (sim/recovery_cost.h), for the report.
+struct RecoverySummary {
+  bool modelled = false;      // false: a fixed recovery.live_recovery_seconds (or no live policy)
+  double fixed_seconds = -1;  // recovery.live_recovery_seconds
+  int tp = 0, degraded = 0;   // the typical event: one GPU of a healthy cluster fails
+  RecoveryCost failure, repair;                          // its breakdown, and that of its repair
+  double failures_per_trial = 0, repairs_per_trial = 0;  // events the engine priced
+  RecoveryCost mean;  // mean per priced event (failures and repairs) over all trials
+};
+
+// The typical events of `sim` (no trials run); `modelled` false without a cost model.
+RecoverySummary typical_recovery(const Simulator& sim);
+// One paragraph: the breakdown of the typical failure and repair, and the trials' mean.
+std::string format_recovery(const RecoverySummary& recovery);
+
 struct Summary {
   std::string label;  // the sweep point ("" without a sweep)
   int trials = 0;
@@ -32,6 +47,7 @@ struct Summary {
   double checkpoint_interval_s = 0;  // Young/Daly
   std::vector<PolicySummary> policies;
   std::vector<SeriesPoint> series;  // trial 0, when recorded
+  RecoverySummary recovery;
 };
 
 // Runs config.run.trials trials (trial 0 records its time series when `series` is set);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "shard/balance.h"
+#include "sim/recovery_cost.h"
 
 namespace ntp::sim {
 
@@ -177,6 +178,11 @@ Status validate(const SimConfig& c) {
                             num(std::round(need / 1e8) / 10) +
                             " GB per GPU and system.hbm_gb = " + num(c.system.hbm_gb) +
                             "; raise parallel.min_degree, parallel.pp or system.hbm_gb");
+  }
+  const bool live = std::any_of(c.run.policies.begin(), c.run.policies.end(),
+                                [](const PolicySpec& s) { return recovers_live(s.kind); });
+  if (live && c.recovery.live_recovery_seconds < 0) {
+    NTP_RETURN_IF_ERROR(stage_unit_spaces(c).status());
   }
   return ok_status();
 }

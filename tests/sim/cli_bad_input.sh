@@ -21,6 +21,9 @@ check "model.layerz" sim --config "$cfg" --set model.layerz=3
 check "failures.rate_per_gpu_day" sim --config "$cfg" --set failures.rate_per_gpu_day=-1
 check "parallel.domain_size = 30" sim --config "$cfg" --set parallel.domain_size=30 --set system.gpus=30720
 check "does not fit" sim --config "$cfg" --set parallel.min_degree=2 --set parallel.degree_multiple=1
+check "recovery.hang_fraction" sim --config "$cfg" --hang-fraction 2
+check "cannot read metrics file" sim --config "$cfg" --calibrate-from "$tmp/none.jsonl"
+check "model.hidden" sim --config "$cfg" --set model.hidden=20000
 check "BOGUS" sim --config "$cfg" --set 'sim.policies=["BOGUS"]'
 check "--failed-fraction" sim --config "$cfg" --failed-fraction 2
 # Snapshot mode has no time axis: flags it cannot honour are refused, not ignored.

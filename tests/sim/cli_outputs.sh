@@ -34,6 +34,21 @@ cmp -s "$tmp/a.json" "$tmp/c.json" && die "different seeds, same JSON"
   die "snapshot run"
 grep -q '^0.4 ' "$tmp/snap" || die "snapshot row for 0.4%"
 
+# NTP-LIVE's recovery cost: the breakdown alone, its flags, and the calibration against a real
+# run's metrics (tests/sim/data: the toy job of docs/recovery.md with slot 0:3 killed and repaired).
+"$ntp" sim --config "$cfg" --recovery-cost >"$tmp/cost" || die "recovery-cost run"
+grep -q 'one GPU lost (TP 32 -> 28)' "$tmp/cost" || die "no failure breakdown: $(cat "$tmp/cost")"
+"$ntp" sim --config "$cfg" --recovery-cost --connect-s 10 >"$tmp/cost10" || die "--connect-s"
+grep -q 'rebuild 40.00 (4 communicators)' "$tmp/cost10" || die "--connect-s ignored: $(cat "$tmp/cost10")"
+grep -q '"live_recovery"' "$tmp/a.json" || die "JSON lacks live_recovery"
+"$ntp" sim --config "$2/configs/sim/toy-live.toml" --json \
+  --calibrate-from "$2/tests/sim/data/toy-live-metrics.jsonl" >"$tmp/cal.json" || die "calibrate"
+grep -q '"reshard_bytes": 140928' "$tmp/cal.json" || die "measured leader bytes missing"
+grep -q '"predicted_leader_bytes": 140928' "$tmp/cal.json" || die "predicted leader bytes differ"
+"$ntp" sim --config "$2/configs/sim/toy-live.toml" \
+  --calibrate-from "$2/tests/sim/data/toy-live-metrics.jsonl" >"$tmp/cal" || die "calibrate table"
+grep -q '^fitted: ' "$tmp/cal" || die "no fitted constants: $(cat "$tmp/cal")"
+
 if command -v gnuplot >/dev/null 2>&1; then
   "$ntp" sim --config "$cfg" --trials 1 --days 1 --plot "$tmp/plot" >/dev/null 2>"$tmp/err" ||
     die "plot run: $(cat "$tmp/err")"

@@ -1,0 +1,128 @@
+// RecoveryCostModel: what one live reconfiguration of NTP-LIVE costs, from the same quantities the
+// ntp runtime spends it on (docs/recovery.md "The protocol"), instead of a fixed number.
+//
+// Per event (seconds of cluster-wide stall; every replica waits for the re-formed job):
+//   lost step  failures only: the step in flight is redone; on average half a healthy step
+//              (Workload::step) was done when the failure hit.
+//   detect     failures only: (1 - hang_fraction) x detect_kill_seconds (the death is signalled:
+//              process exit, connection reset, NCCL async error, the agent's heartbeat) +
+//              hang_fraction x detect_hang_seconds (nothing is signalled: the collective timeout).
+//   agree      agree_round_trips x store_rtt_seconds; after a failure the decider also waits
+//              until the dead member's heartbeat is heartbeat_stale_seconds old, a wait that runs
+//              concurrently with detection: max(0, heartbeat_stale_seconds - detect).
+//   rebuild    communicators a rank rebuilds x communicator_connect_seconds; the count is
+//              base_communicators (world, TP, replica) + the most distinct DP member sets any
+//              rank joins in the new layout's sync plan (what train/worker_role.cpp builds).
+//   reshard    the layout algebra's plan: shard::plan_cluster before and after (fold strategy,
+//              keeping units where they are) and shard::plan_reshard between them, with the
+//              model's unit spaces (heads, FFN blocks, vocabulary when pp = 1) for one pipeline
+//              stage, state_bytes_per_param bytes per parameter. Each GPU's time is its larger
+//              direction of intra-domain traffic over the reshard bandwidth plus its larger
+//              direction of DP-peer traffic (units whose only local copy died) over the
+//              scale-out link; the reshard takes as long as the busiest GPU.
+// Repairs cost agree + rebuild + reshard (the joiner is admitted at a step boundary).
+//
+// The reshard is planned on a representative cluster rather than the whole one: the changed
+// TP group (degree from -> to), a group at the lowest degree among the other running groups
+// (when below tp: it sets the fold's sync degree) and a healthy group. Every group of the real
+// cluster re-lays out exactly like one of these (the fold layout of a replica depends only on its
+// degree and the sync degree), and all reshards run in parallel, so the busiest GPU is the same.
+// Plans are cached per (from, to, others' lowest degree). Failed slots are the highest slot
+// indexes of a group: GPUs idled by parallel.degree_multiple rounding count as gone with the
+// failed one (they share its tray), so their units come from DP peers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/status.h"
+#include "shard/unit_space.h"
+#include "sim/config.h"
+
+namespace ntp::sim {
+
+// What a reshard moves and how long the busiest GPU takes.
+struct ReshardEstimate {
+  double seconds = 0;
+  std::int64_t busiest_gpu_bytes = 0;    // bytes into or out of the GPU that takes longest
+  std::int64_t changed_group_bytes = 0;  // bytes received by the GPUs of the changed group
+  std::int64_t dp_peer_bytes = 0;        // of those, from DP peers (scale-out)
+  int communicators = 0;                 // communicators a rank rebuilds in the new layout
+};
+
+// One reconfiguration, broken down. total_s = lost_step_s + detect_s + agree_s + rebuild_s +
+// reshard_s.
+struct RecoveryCost {
+  double lost_step_s = 0, detect_s = 0, agree_s = 0, rebuild_s = 0, reshard_s = 0, total_s = 0;
+  std::int64_t busiest_gpu_bytes = 0, changed_group_bytes = 0, dp_peer_bytes = 0;
+  int communicators = 0;
+};
+
+// A TP group whose running degree changed (0 = it cannot run).
+struct DegreeChange {
+  std::int64_t group = 0;
+  int from = 0, to = 0;
+};
+
+class RecoveryCostModel {
+ public:
+  // kInvalidArgument naming the key when the model cannot be laid out (hidden not a multiple of
+  // heads, fewer heads than parallel.tp, ...).
+  static Result<RecoveryCostModel> create(const SimConfig& config);
+
+  // The cost of one event. `failure`: a failure (else a repair). `changes`: the groups whose
+  // degree changed (empty: a failure that did not change any degree still re-forms the job and
+  // moves one rank's state from DP peers to the GPU that takes over; a repair that changes no
+  // degree costs nothing). `others_min`: the lowest degree among the running groups other than
+  // the changed ones (tp when there are none).
+  RecoveryCost event(bool failure, const std::vector<DegreeChange>& changes, int others_min) const;
+
+  // The breakdown of one event whose reshard is `reshard`, with a lost half step of `step_s`
+  // for failures.
+  RecoveryCost price(bool failure, const ReshardEstimate& reshard, double step_s) const;
+
+  // The reshard of one group from degree `from` to `to` (cached).
+  ReshardEstimate group_reshard(int from, int to, int others_min) const;
+
+  // The reshard of a whole job with degrees[d] per domain before and after (calibration against
+  // the runtime: exact for its small clusters). `into_slot`, when given, receives the bytes the
+  // plan moves into slot 0 of domain 0 (the runtime's leader, world rank 0, reports those).
+  Result<ReshardEstimate> cluster_reshard(const std::vector<int>& from_degrees,
+                                          const std::vector<int>& to_degrees,
+                                          std::int64_t* into_first_slot = nullptr) const;
+
+  const std::vector<shard::UnitSpace>& spaces() const { return spaces_; }
+  double healthy_step_s() const { return step_s_; }
+  // Per-GPU bandwidths in bytes/s: intra-domain reshard, DP-peer (scale-out).
+  double scale_up_bytes_per_s() const { return up_bps_; }
+  double scale_out_bytes_per_s() const { return out_bps_; }
+
+  RecoveryCostModel(const RecoveryCostModel& other);
+  RecoveryCostModel& operator=(const RecoveryCostModel& other);
+
+ private:
+  RecoveryCostModel() = default;
+  Result<ReshardEstimate> plan(const std::vector<int>& from_degrees,
+                               const std::vector<int>& to_degrees,
+                               std::int64_t* into_first_slot) const;
+  // Every unit of a stage at `degree` fetched from DP peers (a replica coming back).
+  ReshardEstimate full_fetch(int degree) const;
+
+  RecoveryConfig r_;
+  int tp_ = 1;
+  int pp_ = 1;
+  double step_s_ = 0, up_bps_ = 1, out_bps_ = 1;
+  std::vector<shard::UnitSpace> spaces_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::tuple<int, int, int>, ReshardEstimate> cache_;
+};
+
+// The unit spaces of one pipeline stage of `model` (vocabulary only when pp = 1), as the layout
+// algebra counts them. kInvalidArgument naming the key when hidden % heads != 0.
+Result<std::vector<shard::UnitSpace>> stage_unit_spaces(const SimConfig& config);
+
+}  // namespace ntp::sim
