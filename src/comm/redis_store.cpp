@@ -201,6 +201,7 @@ Result<std::shared_ptr<RedisStore>> RedisStore::open(const std::string& spec,
   } else if (const char* env = std::getenv("NTP_REDIS_PASSWORD"); env != nullptr) {
     endpoint.password = env;
   }
+  const std::string shown = "redis://" + rest;  // the spec without its password, for messages
   std::map<std::string, milliseconds> options = {{"outage_ms", kDefaultOutage},
                                                  {"io_timeout_ms", kDefaultIoTimeout}};
   if (const auto question = rest.find('?'); question != std::string::npos) {
@@ -233,7 +234,7 @@ Result<std::shared_ptr<RedisStore>> RedisStore::open(const std::string& spec,
   }
   const auto colon = rest.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size()) {
-    return invalid_argument("redis store '" + spec +
+    return invalid_argument("redis store '" + shown +
                             "' has no HOST:PORT: use redis://[:PASSWORD@]HOST:PORT");
   }
   endpoint.host = rest.substr(0, colon);
@@ -244,7 +245,7 @@ Result<std::shared_ptr<RedisStore>> RedisStore::open(const std::string& spec,
       throw std::out_of_range("");
     }
   } catch (const std::exception&) {
-    return invalid_argument("redis store '" + spec + "' has a bad port: use 1-65535");
+    return invalid_argument("redis store '" + shown + "' has a bad port: use 1-65535");
   }
   endpoint.where = "redis://" + endpoint.host + ":" + std::to_string(endpoint.port);
 

@@ -89,6 +89,11 @@ TEST(StoreSpecTest, BadSpecsAndRunIdsAreInvalidArguments) {
     Result<std::shared_ptr<Store>> store = open_store(spec, "run");
     EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument) << spec;
   }
+  for (const char* spec : {"redis://:hunter2@h:0", "redis://:hunter2@h", "redis://:hunter2@h:x"}) {
+    const Status bad = open_store(spec, "run").status();
+    EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument) << spec;
+    EXPECT_EQ(bad.message().find("hunter2"), std::string::npos) << "leaks the password";
+  }
   for (const char* run : {"", "a b", "a/b", "..x/y"}) {
     EXPECT_EQ(open_store("file:" + dir.path(), run).status().code(), StatusCode::kInvalidArgument)
         << run;
