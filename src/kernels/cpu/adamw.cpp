@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ntp::kernels::cpu {
 namespace {
@@ -47,7 +48,10 @@ void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, 
       hyper.eps,
       hyper.weight_decay,
       grad_scale};
-  adamw_isa(param, grad, m, v, n, &k);
+  // Element-wise, hence split-independent (IsaTest): ranges of 64 Ki elements over the threads.
+  parallel_for(n, int64_t{1} << 16, [&](int64_t i0, int64_t i1) {
+    adamw_isa(param + i0, grad + i0, m + i0, v + i0, i1 - i0, &k);
+  });
 }
 
 }  // namespace ntp::kernels::cpu

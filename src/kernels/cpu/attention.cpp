@@ -8,6 +8,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/lane_sum.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ntp::kernels::cpu {
 namespace {
@@ -28,8 +29,12 @@ NTP_ISA_INLINE void softmax_rows_body(float* s, int64_t rows, int64_t cols, int6
     float* pr = s + r * ld;
     const int64_t n = i0 + r + 1;
     const float mx = lane_max(pr, n);
-    for (int64_t j = 0; j < n; ++j) pr[j] = fast_exp(pr[j] - mx);
-    const float sum = lane_sum<float>(n, [pr](int64_t j) { return pr[j]; });
+    // exp and its sum in one pass (the same sum, bit for bit, as summing the stored values).
+    const float sum = lane_sum<float>(n, [pr, mx](int64_t j) {
+      const float e = fast_exp(pr[j] - mx);
+      pr[j] = e;
+      return e;
+    });
     const float inv = 1.0f / sum;
     for (int64_t j = 0; j < n; ++j) pr[j] *= inv;
     for (int64_t j = n; j < cols; ++j) pr[j] = 0.0f;
@@ -47,8 +52,11 @@ NTP_ISA_INLINE void softmax_backward_rows_body(float* s, float* dp, int64_t rows
     float* dr = dp + r * ld;
     const int64_t n = i0 + r + 1;
     const float l = lse[r];
-    for (int64_t j = 0; j < n; ++j) pr[j] = fast_exp(pr[j] - l);
-    const float dot = lane_sum<float>(n, [pr, dr](int64_t j) { return pr[j] * dr[j]; });
+    const float dot = lane_sum<float>(n, [pr, dr, l](int64_t j) {
+      const float p = fast_exp(pr[j] - l);
+      pr[j] = p;
+      return p * dr[j];
+    });
     for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - dot);
     for (int64_t j = n; j < cols; ++j) pr[j] = dr[j] = 0.0f;
   }
@@ -62,10 +70,14 @@ void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t h, int64_
   const int64_t hd = h * d;
   const int64_t row = 3 * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  thread_local std::vector<float> buf;
-  float* s = scratch(buf, kBlock * t);
-  for (int64_t bi = 0; bi < b; ++bi) {
-    for (int64_t hi = 0; hi < h; ++hi) {
+  // (batch, head) pairs are independent: split over the kernel threads, each with its own
+  // scratch and single-threaded sgemm calls (these products are too small to split further).
+  const SingleThreadedBlas single;
+  parallel_for(b * h, 1, [&](int64_t pair0, int64_t pair1) {
+    thread_local std::vector<float> buf;
+    float* s = scratch(buf, kBlock * t);
+    for (int64_t pair = pair0; pair < pair1; ++pair) {
+      const int64_t bi = pair / h, hi = pair % h;
       const float* q = qkv + bi * t * row + hi * d;
       const float* k = q + hd;
       const float* v = q + 2 * hd;
@@ -79,7 +91,7 @@ void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t h, int64_
         gemm(false, false, rows, d, i1, 1.0f, s, i1, v, row, 0.0f, o + i0 * hd, hd);
       }
     }
-  }
+  });
 }
 
 void attention_backward(const float* qkv, const float* lse, const float* dout, int64_t b, int64_t t,
@@ -87,11 +99,13 @@ void attention_backward(const float* qkv, const float* lse, const float* dout, i
   const int64_t hd = h * d;
   const int64_t row = 3 * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  thread_local std::vector<float> buf;
-  float* s = scratch(buf, 2 * kBlock * t);
-  float* dp = s + kBlock * t;
-  for (int64_t bi = 0; bi < b; ++bi) {
-    for (int64_t hi = 0; hi < h; ++hi) {
+  const SingleThreadedBlas single;
+  parallel_for(b * h, 1, [&](int64_t pair0, int64_t pair1) {
+    thread_local std::vector<float> buf;
+    float* s = scratch(buf, 2 * kBlock * t);
+    float* dp = s + kBlock * t;
+    for (int64_t pair = pair0; pair < pair1; ++pair) {
+      const int64_t bi = pair / h, hi = pair % h;
       const float* q = qkv + bi * t * row + hi * d;
       const float* k = q + hd;
       const float* v = q + 2 * hd;
@@ -118,7 +132,7 @@ void attention_backward(const float* qkv, const float* lse, const float* dout, i
         gemm(true, false, i1, d, rows, scale, dp, i1, q_blk, row, 1.0f, dk, row);
       }
     }
-  }
+  });
 }
 
 }  // namespace ntp::kernels::cpu

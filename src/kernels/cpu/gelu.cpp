@@ -1,7 +1,10 @@
 #include "kernels/cpu/gelu.h"
 
+#include <algorithm>
+
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ntp::kernels::cpu {
 namespace {
@@ -37,13 +40,14 @@ NTP_ISA_INLINE void gelu_backward_body(const float* x, const float* dy, int64_t 
 }
 NTP_ISA_VARIANTS(gelu_backward_isa, gelu_backward_body)
 
-// Row by row, so that db sees the rows in the order add_column_sums (linear.h) adds them.
+// Columns [0, cols) of row-major arrays with leading dimension ld, row by row, so that db sees
+// the rows in the order add_column_sums (linear.h) adds them.
 NTP_ISA_INLINE void gelu_backward_column_sums_body(const float* x, const float* dy, int64_t rows,
-                                                   int64_t cols, float* dx, float* db) {
+                                                   int64_t cols, int64_t ld, float* dx, float* db) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
-    const float* dyr = dy + r * cols;
-    float* dxr = dx + r * cols;
+    const float* xr = x + r * ld;
+    const float* dyr = dy + r * ld;
+    float* dxr = dx + r * ld;
     for (int64_t j = 0; j < cols; ++j) {
       const float g = dyr[j] * gelu_derivative(xr[j]);
       dxr[j] = g;
@@ -54,15 +58,29 @@ NTP_ISA_INLINE void gelu_backward_column_sums_body(const float* x, const float* 
 NTP_ISA_VARIANTS(gelu_backward_column_sums_isa, gelu_backward_column_sums_body)
 }  // namespace
 
-void gelu_forward(const float* x, int64_t n, float* y) { gelu_forward_isa(x, n, y); }
+// Element ranges of this size (and column ranges of a sixteenth of it) keep a split worth its
+// hand-off (~10 us) to another thread.
+constexpr int64_t kGrain = 1 << 16;
+
+void gelu_forward(const float* x, int64_t n, float* y) {
+  parallel_for(n, kGrain,
+               [=](int64_t i0, int64_t i1) { gelu_forward_isa(x + i0, i1 - i0, y + i0); });
+}
 
 void gelu_backward(const float* x, const float* dy, int64_t n, float* dx) {
-  gelu_backward_isa(x, dy, n, dx);
+  parallel_for(n, kGrain, [=](int64_t i0, int64_t i1) {
+    gelu_backward_isa(x + i0, dy + i0, i1 - i0, dx + i0);
+  });
 }
 
 void gelu_backward_column_sums(const float* x, const float* dy, int64_t rows, int64_t cols,
                                float* dx, float* db) {
-  gelu_backward_column_sums_isa(x, dy, rows, cols, dx, db);
+  // Column ranges: each range sums its columns over all rows in row order, so db does not
+  // depend on the split.
+  const int64_t grain = std::max<int64_t>(16, kGrain / 16 / std::max<int64_t>(1, rows) * 16);
+  parallel_for(cols, grain, [=](int64_t c0, int64_t c1) {
+    gelu_backward_column_sums_isa(x + c0, dy + c0, rows, c1 - c0, cols, dx + c0, db + c0);
+  });
 }
 
 }  // namespace ntp::kernels::cpu

@@ -1,9 +1,11 @@
 #include "kernels/cpu/layernorm.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/lane_sum.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ntp::kernels::cpu {
 namespace {
@@ -74,7 +76,12 @@ NTP_ISA_VARIANTS(layernorm_backward_isa, layernorm_backward_body)
 
 void layernorm_forward(const float* x, const float* gamma, const float* beta, int64_t n, int64_t c,
                        float* y, float* mean, float* rstd) {
-  layernorm_forward_isa(x, gamma, beta, n, c, y, mean, rstd);
+  // Rows are independent: split them over the threads.
+  parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, c)),
+               [=](int64_t r0, int64_t r1) {
+                 layernorm_forward_isa(x + r0 * c, gamma, beta, r1 - r0, c, y + r0 * c, mean + r0,
+                                       rstd + r0);
+               });
 }
 
 void layernorm_backward(const float* x, const float* gamma, const float* mean, const float* rstd,

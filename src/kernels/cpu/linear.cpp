@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ntp::kernels::cpu {
 namespace {
@@ -39,7 +40,11 @@ void add_bias(const float* b, int64_t n, int64_t out, float* y) { add_bias_isa(b
 
 void add_bias_residual(const float* x, const float* y, const float* b, int64_t n, int64_t out,
                        float* z) {
-  add_bias_residual_isa(x, y, b, n, out, z);
+  parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, out)),
+               [=](int64_t r0, int64_t r1) {
+                 const int64_t o = r0 * out;
+                 add_bias_residual_isa(x + o, y + o, b, r1 - r0, out, z + o);
+               });
 }
 
 void add_column_sums(const float* dy, int64_t n, int64_t out, float* db) {

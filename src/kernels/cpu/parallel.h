@@ -1,0 +1,40 @@
+// Splitting ntp's own CPU kernels over the cores OpenBLAS is allowed (set_blas_threads, gemm.h),
+// so that at 2 BLAS threads the element-wise kernels and the attention's small products use both
+// cores too instead of leaving one idle between the large sgemm calls.
+//
+// parallel_for(n, grain, f) calls f(begin, end) on disjoint contiguous ranges covering [0, n),
+// at most kernel_threads() of them, none shorter than `grain` (except when n < grain), and
+// returns when all are done. The calling thread runs the first range; the others run on a
+// process-wide pool of kernel_threads() - 1 workers that block (not spin) between calls, so they
+// take no CPU from OpenBLAS's threads. With one thread, or when called from inside a range, f
+// runs inline on [0, n). The split depends only on n, grain and the thread count.
+//
+// Kernels use it only where the result does not depend on the split: element-wise ops (whose
+// results the ISA tests show are independent of an element's position), rows that are
+// independent, or column ranges each summed over all rows in row order.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace ntp::kernels::cpu {
+
+// The number of threads parallel_for uses: OpenBLAS's current thread count (set_blas_threads).
+int kernel_threads();
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+
+// Sets OpenBLAS to one thread for the object's lifetime (restoring the previous count after):
+// for sgemm calls made from several parallel_for ranges at once.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas();
+  ~SingleThreadedBlas();
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int saved_;
+};
+
+}  // namespace ntp::kernels::cpu
