@@ -74,11 +74,12 @@ class RecoveryCostModel {
   // heads, fewer heads than parallel.tp, ...).
   static Result<RecoveryCostModel> create(const SimConfig& config);
 
-  // The cost of one event. `failure`: a failure (else a repair). `changes`: the groups whose
-  // degree changed (empty: a failure that did not change any degree still re-forms the job and
-  // moves one rank's state from DP peers to the GPU that takes over; a repair that changes no
-  // degree costs nothing). `others_min`: the lowest degree among the running groups other than
-  // the changed ones (tp when there are none).
+  // The cost of one event. `failure`: a failure (else a repair). `changes`: the groups the event
+  // touched, with their running degree before and after. A failure in a group that keeps its
+  // degree still re-forms the job and moves one rank's state from DP peers to the GPU that takes
+  // over; a repair that changes no degree, or a failure in a group that was not running, costs
+  // nothing. Several changed groups reshard at once: the slowest sets the time. `others_min`: the
+  // lowest degree among the running groups not in `changes` (tp when there are none).
   RecoveryCost event(bool failure, const std::vector<DegreeChange>& changes, int others_min) const;
 
   // The breakdown of one event whose reshard is `reshard`, with a lost half step of `step_s`
@@ -89,8 +90,8 @@ class RecoveryCostModel {
   ReshardEstimate group_reshard(int from, int to, int others_min) const;
 
   // The reshard of a whole job with degrees[d] per domain before and after (calibration against
-  // the runtime: exact for its small clusters). `into_slot`, when given, receives the bytes the
-  // plan moves into slot 0 of domain 0 (the runtime's leader, world rank 0, reports those).
+  // the runtime: exact for its small clusters). `into_first_slot`, when given, receives the bytes
+  // the plan moves into slot 0 of domain 0 (the runtime's leader, world rank 0, reports those).
   Result<ReshardEstimate> cluster_reshard(const std::vector<int>& from_degrees,
                                           const std::vector<int>& to_degrees,
                                           std::int64_t* into_first_slot = nullptr) const;
