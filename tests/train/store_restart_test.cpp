@@ -93,7 +93,7 @@ TEST(StoreRestartTest, AJobKeepsTrainingThroughARedisServerRestart) {
   const std::string log = r.out + r.err;
   ASSERT_EQ(r.exit_code, 0) << log;
   std::printf(
-      "killed after %zu steps, %zu steps logged when it came back %.2f s later; clean run "
+      "killed with %zu steps in the metrics, %zu when it came back %.2f s later; clean run "
       "%.2f s, run with the restart %.2f s\n",
       steps_at_kill, steps_at_restart, outage_s, clean_s, restart_s);
   ASSERT_GE(steps_at_kill, 5u) << "the job never got going: " << log;
