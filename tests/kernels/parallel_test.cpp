@@ -72,9 +72,11 @@ TEST(ParallelTest, ElementwiseKernelsAreSplitIndependent) {
     cpu::gelu_backward(x.data(), dy.data(), n, dx.data());
     cpu::gelu_backward_column_sums(x.data(), dy.data(), rows, cols, dx2.data(), db.data());
     cpu::add_bias_residual(x.data(), dy.data(), b.data(), rows, cols, z.data());
+    std::vector<float> db2(cols, 0.25f);
+    cpu::add_column_sums(dy.data(), rows, cols, db2.data());
     cpu::layernorm_forward(x.data(), g.data(), b.data(), rows, cols, ln.data(), mean.data(),
                            rstd.data());
-    return std::vector<std::vector<float>>{y, dx, dx2, db, z, ln, mean, rstd};
+    return std::vector<std::vector<float>>{y, dx, dx2, db, z, db2, ln, mean, rstd};
   });
 }
 

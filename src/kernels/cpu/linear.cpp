@@ -16,9 +16,11 @@ NTP_ISA_INLINE void add_bias_body(const float* b, int64_t n, int64_t out, float*
 }
 NTP_ISA_VARIANTS(add_bias_isa, add_bias_body)
 
-NTP_ISA_INLINE void add_column_sums_body(const float* dy, int64_t n, int64_t out, float* db) {
+// Columns [0, out) of dy with leading dimension ld.
+NTP_ISA_INLINE void add_column_sums_body(const float* dy, int64_t n, int64_t out, int64_t ld,
+                                         float* db) {
   for (int64_t i = 0; i < n; ++i) {
-    const float* row = dy + i * out;
+    const float* row = dy + i * ld;
     for (int64_t j = 0; j < out; ++j) db[j] += row[j];
   }
 }
@@ -48,7 +50,10 @@ void add_bias_residual(const float* x, const float* y, const float* b, int64_t n
 }
 
 void add_column_sums(const float* dy, int64_t n, int64_t out, float* db) {
-  add_column_sums_isa(dy, n, out, db);
+  // Column ranges, each summed over all rows in row order: the same bits at any split.
+  parallel_for(out, 64, [=](int64_t c0, int64_t c1) {
+    add_column_sums_isa(dy + c0, n, c1 - c0, out, db + c0);
+  });
 }
 
 void linear_forward(const float* x, const float* w, const float* b, int64_t n, int64_t in,
@@ -59,7 +64,10 @@ void linear_forward(const float* x, const float* w, const float* b, int64_t n, i
   }
   // y = b broadcast, then y += x w: OpenBLAS clears C in a pass of its own when beta = 0, so
   // writing the bias in that pass's place saves the separate pass that added it afterwards.
-  for (int64_t i = 0; i < n; ++i) std::copy(b, b + out, y + i * out);
+  parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, out)),
+               [=](int64_t r0, int64_t r1) {
+                 for (int64_t i = r0; i < r1; ++i) std::copy(b, b + out, y + i * out);
+               });
   gemm(false, false, n, out, in, 1.0f, x, in, w, out, 1.0f, y, out);
 }
 
