@@ -14,6 +14,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/parallel.h"
 #include "model/init.h"
 
 namespace ntp::model {
@@ -114,7 +115,11 @@ Param* GptModel::find(std::string_view name) {
 }
 
 void GptModel::zero_grad() {
-  for (Param& p : params_) p.grad.zero();
+  for (Param& p : params_) {
+    float* g = p.grad.data();
+    k::parallel_for(p.grad.numel(), int64_t{1} << 16,
+                    [g](int64_t i0, int64_t i1) { std::fill(g + i0, g + i1, 0.0f); });
+  }
 }
 
 Status GptModel::all_reduce(std::vector<float>& data) {

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/clip.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layernorm.h"
@@ -76,7 +77,14 @@ TEST(ParallelTest, ElementwiseKernelsAreSplitIndependent) {
     cpu::add_column_sums(dy.data(), rows, cols, db2.data());
     cpu::layernorm_forward(x.data(), g.data(), b.data(), rows, cols, ln.data(), mean.data(),
                            rstd.data());
-    return std::vector<std::vector<float>>{y, dx, dx2, db, z, db2, ln, mean, rstd};
+    std::vector<float> lndx(n, 0.5f), dg(cols, 0.0f), dbeta(cols, 0.0f);
+    cpu::layernorm_backward(x.data(), g.data(), mean.data(), rstd.data(), dy.data(), rows, cols,
+                            lndx.data(), dg.data(), dbeta.data(), /*accumulate_dx=*/true);
+    const double sq = cpu::sum_of_squares(x.data(), n);
+    std::vector<float> sq_bits(2);  // the double's bits
+    std::memcpy(sq_bits.data(), &sq, sizeof(sq));
+    return std::vector<std::vector<float>>{y,    dx,   dx2,  db, z,     db2,    ln,
+                                           mean, rstd, lndx, dg, dbeta, sq_bits};
   });
 }
 

@@ -8,8 +8,9 @@
 
 namespace ntp::kernels::cpu {
 
-// Sum of x[i]^2 over n values, accumulated in double (16 interleaved partial sums, so the
-// result is the same in every ISA variant).
+// Sum of x[i]^2 over n values, accumulated in double (16 interleaved partial sums per chunk of
+// 64 Ki values, chunks added in order, so the result is the same in every ISA variant and at any
+// thread count).
 double sum_of_squares(const float* x, int64_t n);
 // Multiplier that brings a gradient of norm `global_norm` to at most `max_norm`:
 // min(1, max_norm / (global_norm + 1e-6)). max_norm > 0.

@@ -43,17 +43,20 @@ NTP_ISA_INLINE void layernorm_backward_body(const float* x, const float* gamma, 
     const float* dyr = dy + i * c;
     const float mu = mean[i];
     const float rs = rstd[i];
+    if (dgamma != nullptr) {
+      for (int64_t j = 0; j < c; ++j) {
+        const float xhat = (xr[j] - mu) * rs;
+        dgamma[j] += dyr[j] * xhat;
+        dbeta[j] += dyr[j];
+      }
+    }
+    if (dx == nullptr) continue;
     const double sum_g =
         lane_sum<double>(c, [dyr, gamma](int64_t j) { return double{dyr[j] * gamma[j]}; });
     const double sum_gx = lane_sum<double>(c, [=](int64_t j) {
       const float xhat = (xr[j] - mu) * rs;
       return static_cast<double>(dyr[j] * gamma[j]) * xhat;
     });
-    for (int64_t j = 0; j < c; ++j) {
-      const float xhat = (xr[j] - mu) * rs;
-      dgamma[j] += dyr[j] * xhat;
-      dbeta[j] += dyr[j];
-    }
     const float mean_g = static_cast<float>(sum_g / static_cast<double>(c));
     const float mean_gx = static_cast<float>(sum_gx / static_cast<double>(c));
     float* dxr = dx + i * c;
@@ -72,6 +75,26 @@ NTP_ISA_INLINE void layernorm_backward_body(const float* x, const float* gamma, 
 }
 NTP_ISA_VARIANTS(layernorm_backward_isa, layernorm_backward_body)
 
+// dgamma, dbeta of columns [0, cols) of row-major x, dy with leading dimension ld: the same
+// operations in the same row order as layernorm_backward_body.
+NTP_ISA_INLINE void layernorm_backward_columns_body(const float* x, const float* mean,
+                                                    const float* rstd, const float* dy, int64_t n,
+                                                    int64_t cols, int64_t ld, float* dgamma,
+                                                    float* dbeta) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xr = x + i * ld;
+    const float* dyr = dy + i * ld;
+    const float mu = mean[i];
+    const float rs = rstd[i];
+    for (int64_t j = 0; j < cols; ++j) {
+      const float xhat = (xr[j] - mu) * rs;
+      dgamma[j] += dyr[j] * xhat;
+      dbeta[j] += dyr[j];
+    }
+  }
+}
+NTP_ISA_VARIANTS(layernorm_backward_columns_isa, layernorm_backward_columns_body)
+
 }  // namespace
 
 void layernorm_forward(const float* x, const float* gamma, const float* beta, int64_t n, int64_t c,
@@ -87,7 +110,21 @@ void layernorm_forward(const float* x, const float* gamma, const float* beta, in
 void layernorm_backward(const float* x, const float* gamma, const float* mean, const float* rstd,
                         const float* dy, int64_t n, int64_t c, float* dx, float* dgamma,
                         float* dbeta, bool accumulate_dx) {
-  layernorm_backward_isa(x, gamma, mean, rstd, dy, n, c, dx, accumulate_dx, dgamma, dbeta);
+  if (kernel_threads() == 1 || n * c < 65536) {
+    layernorm_backward_isa(x, gamma, mean, rstd, dy, n, c, dx, accumulate_dx, dgamma, dbeta);
+    return;
+  }
+  // dx row by row over row ranges; dgamma and dbeta over column ranges, each summed over all rows
+  // in row order as above (the same bits as the single pass).
+  parallel_for(n, std::max<int64_t>(1, 4096 / c), [=](int64_t r0, int64_t r1) {
+    layernorm_backward_isa(x + r0 * c, gamma, mean + r0, rstd + r0, dy + r0 * c, r1 - r0, c,
+                           dx + r0 * c, accumulate_dx, static_cast<float*>(nullptr),
+                           static_cast<float*>(nullptr));
+  });
+  parallel_for(c, 64, [=](int64_t c0, int64_t c1) {
+    layernorm_backward_columns_isa(x + c0, mean, rstd, dy + c0, n, c1 - c0, c, dgamma + c0,
+                                   dbeta + c0);
+  });
 }
 
 }  // namespace ntp::kernels::cpu
