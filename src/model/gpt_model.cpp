@@ -182,6 +182,22 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   NTP_RETURN_IF_ERROR(all_reduce(x0));
   k::position_forward(w(wpe_), b, t, c, x0.data());
 
+  // out = residual + (all-reduced x * w + bias) of a row-parallel layer; a single rank adds the
+  // product straight onto residual + bias (sgemm with beta = 1: no clearing pass, no add pass).
+  auto row_parallel_residual = [&](const float* xin, int weight, int bias, const float* residual,
+                                   int64_t n_rows, int64_t in, int64_t out, float* z) -> Status {
+    if (group->size() == 1) {
+      k::linear_forward_residual(xin, w(weight), w(bias), residual, n_rows, in, out, z);
+      return ok_status();
+    }
+    std::vector<float>& y = scratch_.y;
+    resize(y, n_rows * out);
+    k::linear_forward(xin, w(weight), nullptr, n_rows, in, out, y.data());
+    NTP_RETURN_IF_ERROR(all_reduce(y));
+    k::add_bias_residual(residual, y.data(), w(bias), n_rows, out, z);
+    return ok_status();
+  };
+
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerParams& p = layers_[l];
     LayerActs& a = acts_[l];
@@ -195,19 +211,15 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
                          a.rstd1.data());
     k::linear_forward(a.h1.data(), w(p.attn_w), w(p.attn_b), n, c, 3 * cl, a.qkv.data());
     k::attention_forward(a.qkv.data(), b, t, hl, d, a.att.data(), a.lse.data());
-    std::vector<float>& y = scratch_.y;
-    resize(y, n * c);
-    k::linear_forward(a.att.data(), w(p.proj_w), nullptr, n, cl, c, y.data());
-    NTP_RETURN_IF_ERROR(all_reduce(y));
-    k::add_bias_residual(a.x_in.data(), y.data(), w(p.proj_b), n, c, a.x_mid.data());
+    NTP_RETURN_IF_ERROR(row_parallel_residual(a.att.data(), p.proj_w, p.proj_b, a.x_in.data(), n,
+                                              cl, c, a.x_mid.data()));
 
     k::layernorm_forward(a.x_mid.data(), w(p.ln2_w), w(p.ln2_b), n, c, a.h2.data(), a.mean2.data(),
                          a.rstd2.data());
     k::linear_forward(a.h2.data(), w(p.fc_w), w(p.fc_b), n, c, fl, a.f.data());
     k::gelu_forward(a.f.data(), n * fl, a.g.data());
-    k::linear_forward(a.g.data(), w(p.fc2_w), nullptr, n, fl, c, y.data());
-    NTP_RETURN_IF_ERROR(all_reduce(y));
-    k::add_bias_residual(a.x_mid.data(), y.data(), w(p.fc2_b), n, c, x_out.data());
+    NTP_RETURN_IF_ERROR(row_parallel_residual(a.g.data(), p.fc2_w, p.fc2_b, a.x_mid.data(), n, fl,
+                                              c, x_out.data()));
   }
   const std::vector<float>& x = x_final_;
   resize(hf_, n * c), resize(meanf_, n), resize(rstdf_, n), resize(logits_, n * vl);

@@ -68,6 +68,13 @@ TEST(LinearTest, ForwardAndBackwardMatchReference) {
   cpu::linear_forward(to_float(x).data(), to_float(w).data(), to_float(b).data(), n, in, out,
                       y.data());
   EXPECT_LT(rel_error(to_double(y), reference::linear(x, w, b, n, in, out)), kForwardTol);
+  // With a residual added onto bias + product (in place: y is the residual).
+  Vec r = reference::random_vec(rng, n * out), want = reference::linear(x, w, b, n, in, out);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += static_cast<float>(r[i]);
+  std::vector<float> yr = to_float(r);
+  cpu::linear_forward_residual(to_float(x).data(), to_float(w).data(), to_float(b).data(),
+                               yr.data(), n, in, out, yr.data());
+  EXPECT_LT(rel_error(to_double(yr), want), kForwardTol);
 
   std::vector<float> dx(n * in), dw(in * out, 0.0f), db(out, 0.0f);
   cpu::linear_backward(to_float(x).data(), to_float(w).data(), to_float(probe).data(), n, in, out,

@@ -73,6 +73,9 @@ TEST(ParallelTest, ElementwiseKernelsAreSplitIndependent) {
     cpu::gelu_backward(x.data(), dy.data(), n, dx.data());
     cpu::gelu_backward_column_sums(x.data(), dy.data(), rows, cols, dx2.data(), db.data());
     cpu::add_bias_residual(x.data(), dy.data(), b.data(), rows, cols, z.data());
+    std::vector<float> res(n);
+    cpu::linear_forward_residual(x.data(), g.data(), b.data(), dy.data(), rows, 1, cols,
+                                 res.data());
     std::vector<float> db2(cols, 0.25f);
     cpu::add_column_sums(dy.data(), rows, cols, db2.data());
     cpu::layernorm_forward(x.data(), g.data(), b.data(), rows, cols, ln.data(), mean.data(),

@@ -36,6 +36,16 @@ NTP_ISA_INLINE void add_bias_residual_body(const float* x, const float* y, const
   }
 }
 NTP_ISA_VARIANTS(add_bias_residual_isa, add_bias_residual_body)
+
+NTP_ISA_INLINE void add_bias_rows_body(const float* x, const float* b, int64_t n, int64_t out,
+                                       float* z) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xr = x + i * out;
+    float* zr = z + i * out;
+    for (int64_t j = 0; j < out; ++j) zr[j] = xr[j] + b[j];
+  }
+}
+NTP_ISA_VARIANTS(add_bias_rows_isa, add_bias_rows_body)
 }  // namespace
 
 void add_bias(const float* b, int64_t n, int64_t out, float* y) { add_bias_isa(b, n, out, y); }
@@ -67,6 +77,17 @@ void linear_forward(const float* x, const float* w, const float* b, int64_t n, i
   parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, out)),
                [=](int64_t r0, int64_t r1) {
                  for (int64_t i = r0; i < r1; ++i) std::copy(b, b + out, y + i * out);
+               });
+  gemm(false, false, n, out, in, 1.0f, x, in, w, out, 1.0f, y, out);
+}
+
+void linear_forward_residual(const float* x, const float* w, const float* b, const float* residual,
+                             int64_t n, int64_t in, int64_t out, float* y) {
+  // y = residual + b, then y += x w by sgemm with beta = 1 (no clearing pass, no add pass).
+  parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, out)),
+               [=](int64_t r0, int64_t r1) {
+                 const int64_t o = r0 * out;
+                 add_bias_rows_isa(residual + o, b, r1 - r0, out, y + o);
                });
   gemm(false, false, n, out, in, 1.0f, x, in, w, out, 1.0f, y, out);
 }

@@ -16,6 +16,13 @@ namespace ntp::kernels::cpu {
 void linear_forward(const float* x, const float* w, const float* b, int64_t n, int64_t in,
                     int64_t out, float* y);
 
+// y[N, out] = residual[N, out] + b[out] + x * w: a row-parallel layer of a single rank (no
+// all-reduce between the product and the residual add), y may alias residual. Rounds as
+// (residual + b) + x w, where add_bias_residual after linear_forward rounds as residual + (x w +
+// b).
+void linear_forward_residual(const float* x, const float* w, const float* b, const float* residual,
+                             int64_t n, int64_t in, int64_t out, float* y);
+
 void linear_backward(const float* x, const float* w, const float* dy, int64_t n, int64_t in,
                      int64_t out, float* dx, float* dw, float* db);
 
