@@ -104,6 +104,10 @@ int run(TrainArgs& args) {
                ? bad(summary.status())
                : report_error("train", summary.status());
   }
+  if (!summary->stopped.empty()) {  // one survivor says why; every one fails
+    if (summary->speaks) std::fprintf(stderr, "ntp train: error: %s\n", summary->stopped.c_str());
+    return kExitFailure;
+  }
   if (!summary->took_part && summary->left.empty()) {
     std::printf("slot %d:%d is failed (--failed): this worker takes no part\n", slot.domain,
                 slot.slot);

@@ -85,8 +85,13 @@ void FailureWatch::check_locked() {
   const auto now = std::chrono::steady_clock::now();
   for (int id : ring_neighbours(e.members, e.me)) {
     Result<std::string> beat = store_->get(comm::Heartbeat::key(e.group, id));
-    const std::string value = beat.ok() ? *beat : std::string("absent");
     auto it = beats_.find(id);
+    if (!beat.ok() && beat.status().code() != StatusCode::kNotFound) {
+      // The store did not answer: nothing is known of the neighbour, so its silence starts over.
+      if (it != beats_.end()) it->second.since = now;
+      continue;
+    }
+    const std::string value = beat.ok() ? *beat : std::string("absent");
     if (it == beats_.end() || it->second.value != value) {
       beats_[id] = Beat{value, now};
     } else if (now - it->second.since >= stale_after_) {

@@ -1,7 +1,9 @@
 #include "train/fault_point.h"
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -38,7 +40,15 @@ void set_fault_step(int64_t step) { current_step.store(step, std::memory_order_r
 void fault_point(const char* phase) {
   const Target& t = target();
   if (t.step < 0 || t.step != current_step.load(std::memory_order_relaxed)) return;
-  if (t.phase == phase) std::raise(SIGKILL);
+  if (t.phase != phase) return;
+  // The moment of the fault, on the same clock as the metrics' "time" fields (benchmarks put
+  // detection and recovery on one timeline with it).
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::fprintf(stderr, "ntp fault point: SIGKILL in %s of step %lld at %.6f\n", phase,
+               static_cast<long long>(t.step), now);
+  std::fflush(stderr);
+  std::raise(SIGKILL);
 }
 
 }  // namespace ntp::train

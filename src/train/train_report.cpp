@@ -13,6 +13,12 @@
 namespace ntp::train {
 namespace {
 
+// Wall-clock time of an event line, Unix seconds (lines of several processes on one host, and
+// the launcher's and fault points' logs, can be put on one timeline).
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::string join(const std::vector<int>& v) {
   std::string out;
   for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
@@ -87,6 +93,7 @@ Result<TrainReport> TrainReport::open(const TrainConfig& c, const shard::Cluster
                layout.sync.groups.size(), layout.sync.folds.size(), c.metrics_file.c_str());
   std::fflush(out);
   nlohmann::json start = {{"type", "start"},
+                          {"time", unix_now()},
                           {"degrees", report.degrees_},
                           {"samples", report.samples_},
                           {"strategy", c.strategy},
@@ -131,11 +138,11 @@ void TrainReport::step(const StepFigures& f, const std::vector<double>& ranks) {
                            {"sync_overlap", overlap[d]},
                            {"sync_bytes_max_rank", bytes[d]}});
   }
-  nlohmann::json line = {{"type", "step"},           {"step", f.step},
-                         {"loss", f.loss},           {"lr", f.lr},
-                         {"grad_norm", f.grad_norm}, {"clip", f.clip},
-                         {"step_s", f.step_s},       {"tokens_per_s", f.tokens_per_s},
-                         {"replicas", per_replica}};
+  nlohmann::json line = {
+      {"type", "step"},         {"time", unix_now()}, {"step", f.step},
+      {"loss", f.loss},         {"lr", f.lr},         {"grad_norm", f.grad_norm},
+      {"clip", f.clip},         {"step_s", f.step_s}, {"tokens_per_s", f.tokens_per_s},
+      {"replicas", per_replica}};
   write(line.dump());
   if (quiet_) return;
   std::fprintf(out_,
@@ -157,7 +164,8 @@ void TrainReport::eval(int64_t step, double loss) {
 }
 
 void TrainReport::resumed(int64_t step, const std::string& dir) {
-  write(nlohmann::json{{"type", "resume"}, {"step", step}, {"dir", dir}}.dump());
+  write(nlohmann::json{{"type", "resume"}, {"time", unix_now()}, {"step", step}, {"dir", dir}}
+            .dump());
   std::fprintf(out_, "resumed from %s: continuing at step %lld\n", dir.c_str(),
                static_cast<long long>(step + 1));
   std::fflush(out_);
@@ -169,10 +177,8 @@ void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& l
   ++reconfigurations_;
   lost_detect_s_ += e.detect_s;
   lost_reconfigure_s_ += e.total_s;
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   write(nlohmann::json{{"type", "recovery"},
-                       {"time", now},
+                       {"time", unix_now()},
                        {"cause", e.cause},
                        {"epoch", e.epoch},
                        {"step", e.step},
@@ -184,16 +190,28 @@ void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& l
                        {"rebuild_s", e.rebuild_s},
                        {"reshard_s", e.reshard_s},
                        {"total_s", e.total_s},
-                       {"reshard_bytes", e.reshard_bytes}}
+                       {"reshard_bytes", e.reshard_bytes},
+                       {"state_from", e.state_from},
+                       {"checkpoint_step", e.checkpoint_step},
+                       {"steps_redone", e.steps_redone}}
             .dump());
+  if (e.state_from == "checkpoint" && e.cause == "repair") {
+    std::fprintf(out_, "ZeRO-1 state handed over through the checkpoint of step %lld\n",
+                 static_cast<long long>(e.checkpoint_step));
+  } else if (e.state_from == "checkpoint") {
+    std::fprintf(out_,
+                 "no live copy of the lost ZeRO-1 optimizer state: the survivors reload the "
+                 "checkpoint of step %lld (%lld committed steps to compute again)\n",
+                 static_cast<long long>(e.checkpoint_step), static_cast<long long>(e.steps_redone));
+  }
   std::fprintf(out_,
                "%s: TP %s -> %s in %.2f s (detected after %.2f s; agree %.2f, rebuild %.2f, "
-               "reshard %.3f s, %lld bytes here), continuing at step %lld%s\n",
+               "reshard %.3f s, %lld bytes moved), continuing at step %lld%s\n",
                e.cause == "repair" ? "repaired slots admitted" : "device lost",
                join(e.old_degrees).c_str(), join(e.degrees).c_str(), e.total_s, e.detect_s,
                e.agree_s, e.rebuild_s, e.reshard_s, static_cast<long long>(e.reshard_bytes),
                static_cast<long long>(e.step + 1),
-               e.rolled_back ? " (a half-applied step taken back)" : "");
+               e.rolled_back && e.state_from == "live" ? " (a half-applied step taken back)" : "");
   std::fflush(out_);
 }
 

@@ -42,8 +42,14 @@ struct RecoveryEvent {
   std::vector<int> old_degrees, degrees;
   // detect_s: from the start of the failed step to the error surfacing here (0 for repairs);
   // total_s: from then to the re-formed job (agreement + rebuild + reshard).
+  // reshard_s: the slowest rank's.
   double detect_s = 0, agree_s = 0, rebuild_s = 0, reshard_s = 0, total_s = 0;
-  int64_t reshard_bytes = 0;  // received by the leader
+  int64_t reshard_bytes = 0;  // moved between slots, the whole job
+  // Where the state came from: "live" (survivors and DP peers), or "checkpoint" when no live copy
+  // existed (ZeRO-1 moments of a lost rank); then checkpoint_step is the step it was saved at.
+  std::string state_from = "live";
+  int64_t checkpoint_step = -1;
+  int64_t steps_redone = 0;  // committed steps the job computes again (work lost)
 };
 
 // What every rank reports per step: forward+backward, sync wait and optimizer seconds, the share

@@ -381,6 +381,44 @@ Result<double> evaluate(const TrainConfig& c, Job& job, const Batcher& val) {
   return total;
 }
 
+// The whole job's reshard (every member calls it, joiners too): bytes moved between slots, and
+// the slowest rank's time.
+struct ReshardTotals {
+  int64_t bytes = 0;
+  double slowest_s = 0.0;
+};
+Result<ReshardTotals> reshard_totals(comm::Communicator& world, int64_t bytes, double seconds) {
+  const std::vector<double> mine{static_cast<double>(bytes), seconds};
+  std::vector<double> all(2 * static_cast<size_t>(world.size()));
+  NTP_RETURN_IF_ERROR(world.allgather(comm::const_view(mine), comm::view(all),
+                                      std::vector<size_t>(all.size() / 2, 2)));
+  ReshardTotals totals;
+  for (size_t r = 0; r < all.size(); r += 2) {
+    totals.bytes += static_cast<int64_t>(all[r]);
+    totals.slowest_s = std::max(totals.slowest_s, all[r + 1]);
+  }
+  return totals;
+}
+
+// Loads the job's latest committed checkpoint in --save-dir into `job` (the same one on every
+// rank: the leader picks it). nullopt when there is none.
+Result<std::optional<int64_t>> load_latest_checkpoint(const TrainConfig& c, Job& job) {
+  std::vector<int64_t> step{-1};
+  if (job.role.world_rank == 0 && !c.save_dir.empty()) {
+    const std::vector<int64_t> steps = checkpoint::complete_steps(c.save_dir);
+    if (!steps.empty()) step[0] = steps.back();
+  }
+  NTP_RETURN_IF_ERROR(job.world->broadcast(comm::view(step), 0));
+  if (step[0] < 0) return std::optional<int64_t>();
+  NTP_ASSIGN_OR_RETURN(
+      checkpoint::CheckpointReader reader,
+      checkpoint::CheckpointReader::open(checkpoint::step_dir_path(c.save_dir, step[0])));
+  WorkerState state{job.role, job.model->params(), job.adamw ? &*job.adamw : nullptr,
+                    job.sharded ? &*job.sharded : nullptr, job.sync.get()};
+  NTP_ASSIGN_OR_RETURN(int64_t loaded, load_checkpoint(reader, c, state));
+  return std::optional<int64_t>(loaded);
+}
+
 // Power boosting (batch policy keep): a degraded replica runs at `speed` of a healthy one
 // (largest per-rank units at the full degree over its own, worst space); the planner picks the
 // least boost that buys the speed back within the rack budget, and `control` applies it. Called
@@ -469,10 +507,21 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     NTP_ASSIGN_OR_RETURN(job, build_job(c, ctx, std::move(layout), slot, epoch));
     watch_job(*job);
     NTP_ASSIGN_OR_RETURN(first_step, agreed_committed_step(*job->world, admission->step));
-    NTP_RETURN_IF_ERROR(execute_state_reshard(old, job->layout, slot, nullptr,
-                                              {&job->model->params(), &*job->adamw}, *job->world)
-                            .status());
-    job->adamw->set_steps_taken(first_step);
+    const Clock::time_point t_reshard = Clock::now();
+    int64_t received = 0;
+    if (job->sharded) {  // ZeRO-1: the members saved the current step before admitting us
+      NTP_ASSIGN_OR_RETURN(std::optional<int64_t> loaded, load_latest_checkpoint(c, *job));
+      if (!loaded) return failed_precondition("no checkpoint to join a ZeRO-1 job from");
+      first_step = *loaded;
+    } else {
+      NTP_ASSIGN_OR_RETURN(
+          ReshardStats moved,
+          execute_state_reshard(old, job->layout, slot, nullptr,
+                                {&job->model->params(), &*job->adamw}, *job->world));
+      job->adamw->set_steps_taken(first_step);
+      received = moved.bytes_received;
+    }
+    NTP_RETURN_IF_ERROR(reshard_totals(*job->world, received, seconds_since(t_reshard)).status());
     std::printf("slot %s: repaired, joined at step %lld (epoch %d)\n", slot_name(slot).c_str(),
                 static_cast<long long>(first_step + 1), epoch);
     std::fflush(stdout);
@@ -523,6 +572,34 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   int64_t timed_steps = 0;
   int64_t committed = first_step;  // steps whose update this worker has applied
   UndoLog undo;                    // the state before the last update (live recovery)
+
+  // Checkpoints: the save started at the end of the previous step is committed at the end of
+  // this one (its write had a step to run); `saved_step` is the last committed save's step.
+  int64_t saved_step = -1;
+  auto finish_pending_save = [&]() -> Status {
+    if (!saver.pending()) return ok_status();
+    const int64_t step = saver.pending_step();
+    NTP_ASSIGN_OR_RETURN(std::string dir, saver.finish(*job->world));
+    saved_step = step;
+    if (report) report->checkpoint(step, dir, saver.last_blocked_s());
+    return ok_status();
+  };
+  // A save of the committed state, written and committed before returning.
+  auto save_checkpoint_now = [&]() -> Status {
+    NTP_RETURN_IF_ERROR(finish_pending_save());
+    if (saved_step == committed) return ok_status();
+    WorkerState state = worker_state();
+    const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
+    NTP_RETURN_IF_ERROR(
+        saver.start(checkpoint_meta(c, committed, state.optimizer_steps()), pieces));
+    return finish_pending_save();
+  };
+  // Live recovery cannot go on: every survivor stops, one says why (kFailedPrecondition).
+  bool stop_speaks = false;
+  auto stop_job = [&](const std::string& why, bool speaks) -> Status {
+    stop_speaks = speaks;
+    return failed_precondition(why);
+  };
 
   // One training step on the current job. Any error of a peer surfaces as kUnavailable.
   auto train_step = [&](int64_t step) -> Status {
@@ -635,11 +712,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
 
     // ---- checkpoint: commit the previous save (its write had a step to run), start this one ----
     const bool last = step + 1 == last_step;
-    if (saver.pending()) {
-      const int64_t saved = saver.pending_step();
-      NTP_ASSIGN_OR_RETURN(std::string dir, saver.finish(*job->world));
-      if (report) report->checkpoint(saved, dir, saver.last_blocked_s());
-    }
+    NTP_RETURN_IF_ERROR(finish_pending_save());
     if (!c.save_dir.empty() && ((c.save_every > 0 && (step + 1) % c.save_every == 0) || last)) {
       WorkerState state = worker_state();
       const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
@@ -666,10 +739,12 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     RecoveryEvent event;
     event.detect_s = detect_s;
     event.cause = cause.ok() ? "repair" : cause.message();
-    if (job->sharded) {
-      return failed_precondition(
-          "live recovery needs --optimizer replicated: the ZeRO-1 moments of a lost rank have no "
-          "live copy; restart from the last checkpoint (ntp launch --restart-on-failure)");
+    // ZeRO-1 moments exist once in the job: a lost rank's have no live copy, and the reshard
+    // moves replicated state only. Such a job continues from its latest checkpoint; at a repair,
+    // when every member is alive, it first saves one of the current step, so nothing is lost.
+    const bool from_checkpoint = job->sharded.has_value();
+    if (from_checkpoint && cause.ok() && !c.save_dir.empty()) {
+      NTP_RETURN_IF_ERROR(save_checkpoint_now());
     }
     watch.disarm();
     job->abort_all(cause.ok() ? "admitting repaired slots" : cause.message());
@@ -694,11 +769,14 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       return members.status();
     }
     event.agree_s = seconds_since(t0);
-    NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
-                         next_layout(c, *strategy, job->layout, members->members));
+    Result<shard::ClusterLayout> layout = next_layout(c, *strategy, job->layout, members->members);
+    if (!layout.ok() && layout.status().code() == StatusCode::kFailedPrecondition) {
+      return stop_job(layout.status().message(), members->new_rank == 0);
+    }
+    NTP_RETURN_IF_ERROR(layout.status());
     const Clock::time_point t_build = Clock::now();
     NTP_ASSIGN_OR_RETURN(std::unique_ptr<Job> next,
-                         build_job(c, ctx, std::move(layout), slot, epoch));
+                         build_job(c, ctx, std::move(*layout), slot, epoch));
     watch_job(*next);
     // Declared after `next`, so an error return disarms the watch before `next` is destroyed.
     struct DisarmOnError {
@@ -712,18 +790,39 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     // The step every member has applied: one that only some applied is taken back.
     NTP_ASSIGN_OR_RETURN(int64_t agreed, agreed_committed_step(*next->world, committed));
     event.rolled_back = committed > agreed;
-    if (event.rolled_back) undo.restore(*job);
     const Clock::time_point t_reshard = Clock::now();
-    HeldState from{&job->model->params(), &*job->adamw};
-    NTP_ASSIGN_OR_RETURN(
-        ReshardStats moved,
-        execute_state_reshard(job->layout, next->layout, slot, &from,
-                              {&next->model->params(), &*next->adamw}, *next->world));
-    next->adamw->set_steps_taken(agreed);
+    int64_t moved_bytes = 0;
+    if (from_checkpoint) {
+      NTP_ASSIGN_OR_RETURN(std::optional<int64_t> loaded, load_latest_checkpoint(c, *next));
+      if (!loaded) {
+        return stop_job(
+            "the ZeRO-1 optimizer state of a lost rank has no live copy and --save-dir holds no "
+            "checkpoint to fall back to; use --optimizer replicated, or --save-dir with "
+            "--save-every, for live recovery; the job stops",
+            next->role.world_rank == 0);
+      }
+      event.state_from = "checkpoint";
+      event.checkpoint_step = *loaded;
+      event.rolled_back = committed > *loaded;
+      agreed = *loaded;
+    } else {
+      if (event.rolled_back) undo.restore(*job);
+      HeldState from{&job->model->params(), &*job->adamw};
+      NTP_ASSIGN_OR_RETURN(
+          ReshardStats moved,
+          execute_state_reshard(job->layout, next->layout, slot, &from,
+                                {&next->model->params(), &*next->adamw}, *next->world));
+      next->adamw->set_steps_taken(agreed);
+      moved_bytes = moved.bytes_received;
+    }
     event.reshard_s = seconds_since(t_reshard);
-    event.reshard_bytes = moved.bytes_received;
+    NTP_ASSIGN_OR_RETURN(ReshardTotals totals,
+                         reshard_totals(*next->world, moved_bytes, event.reshard_s));
+    event.reshard_bytes = totals.bytes;
+    event.reshard_s = totals.slowest_s;
     event.total_s = seconds_since(t0);
     event.step = agreed;
+    event.steps_redone = committed - agreed;
     event.epoch = epoch;
     event.old_degrees = job->role.replica_degrees;
     event.degrees = next->role.replica_degrees;
@@ -738,42 +837,51 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   };
 
   // ---- the loop: a failed step is redone on the re-formed job ----
+  auto peer_failure = [](const Status& s) {
+    return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kInternal;
+  };
   summary.steps = first_step;
   for (int64_t step = first_step; step < last_step;) {
     if (ctx.on_step) ctx.on_step(step);
     Result<std::vector<int>> joiners = pending_joiners(ctx, group, *job, alive);
     Status status = joiners.status();
-    if (status.ok() && !joiners->empty()) {
-      NTP_ASSIGN_OR_RETURN(step, reconfigure(ok_status(), *joiners, 0.0));
-      continue;
-    }
+    const bool admitting = status.ok() && !joiners->empty();
     const Clock::time_point step_start = Clock::now();
-    if (status.ok()) status = train_step(step);
-    if (status.ok()) {
+    if (status.ok() && !admitting) status = train_step(step);
+    if (status.ok() && !admitting) {
       ++step;
       continue;
     }
-    if ((status.code() != StatusCode::kUnavailable && status.code() != StatusCode::kInternal) ||
-        !c.live_recovery) {
-      return status;
+    if (!status.ok() && (!peer_failure(status) || !c.live_recovery)) return status;
+    // ---- re-form: after a failure, or to admit repaired slots; a fault during a re-formation
+    //      starts another one (bounded) ----
+    Result<int64_t> next = internal_error("the job was not re-formed");
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      if (!status.ok()) {
+        watch.report_failure(group, epoch);  // the members whose operations do not touch ours
+        std::printf("slot %s: %s %lld failed (%s); re-forming the job\n", slot_name(slot).c_str(),
+                    attempt == 0 ? "step" : "re-formation before step",
+                    static_cast<long long>(step + 1), status.message().c_str());
+        std::fflush(stdout);
+      }
+      next = reconfigure(status, attempt == 0 && admitting ? *joiners : std::vector<int>{},
+                         attempt == 0 && !status.ok() ? seconds_since(step_start) : 0.0);
+      if (next.ok() || !peer_failure(next.status())) break;
+      status = next.status();
     }
-    watch.report_failure(group, epoch);  // the members whose operations do not touch ours
-    std::printf("slot %s: step %lld failed (%s); re-forming the job\n", slot_name(slot).c_str(),
-                static_cast<long long>(step + 1), status.message().c_str());
-    std::fflush(stdout);
-    Result<int64_t> next = reconfigure(status, {}, seconds_since(step_start));
     if (!next.ok() && next.status().code() == StatusCode::kAborted) {
       summary.took_part = false;  // declared dead while it was away: it leaves, writing nothing
       summary.left = next.status().message();
       return summary;
     }
+    if (!next.ok() && next.status().code() == StatusCode::kFailedPrecondition) {
+      summary.stopped = next.status().message();
+      summary.speaks = stop_speaks;
+      return summary;
+    }
     NTP_ASSIGN_OR_RETURN(step, std::move(next));
   }
-  if (saver.pending()) {
-    const int64_t saved = saver.pending_step();
-    NTP_ASSIGN_OR_RETURN(std::string dir, saver.finish(*job->world));
-    if (report) report->checkpoint(saved, dir, saver.last_blocked_s());
-  }
+  NTP_RETURN_IF_ERROR(finish_pending_save());
   watch.disarm();
   if (job->role.world_rank == 0) (void)ctx.store->set(group + "/finished", "1");
   if (!c.dump_dir.empty()) {

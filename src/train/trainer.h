@@ -40,6 +40,10 @@ struct TrainSummary {
   double tokens_per_second = 0.0;  // the whole job, over the timed steps
   bool took_part = true;           // false for a worker of a failed slot, or one that left:
   std::string left;                // why it left early (fenced, never admitted); empty otherwise
+  // The job stopped cleanly because live recovery cannot go on (below --min-tp, no copy of some
+  // state): the reason, the same on every survivor; `speaks` on one of them, which says it.
+  std::string stopped;
+  bool speaks = false;
 };
 
 // Runs the whole job on this worker. kInvalidArgument for a bad config (nothing computed);

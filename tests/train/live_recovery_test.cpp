@@ -37,14 +37,14 @@ struct JobRun {
 };
 
 JobRun train(const std::string& name, int steps, const std::vector<std::string>& faults,
-             const std::vector<std::string>& env = {}) {
+             const std::vector<std::string>& env = {}, const std::vector<std::string>& extra = {}) {
   const fs::path out = scratch_dir() / name;
   std::vector<std::string> launch;
   for (const std::string& f : faults) {
     launch.push_back("--inject");
     launch.push_back(f);
   }
-  const std::vector<std::string> args =
+  std::vector<std::string> args =
       test_jobs::small_job(12, launch, {"--domains",     "3",
                                         "--tp",          "4",
                                         "--batch",       "12",
@@ -55,6 +55,7 @@ JobRun train(const std::string& name, int steps, const std::vector<std::string>&
                                         "--timeout-ms",  "2000",
                                         "--save-dir",    (out / "ckpt").string(),
                                         "--save-every",  "3"});
+  args.insert(args.end(), extra.begin(), extra.end());
   const testing::CommandOutput r = testing::run_command(args, env, std::chrono::seconds(400));
   JobRun run;
   run.exit_code = r.exit_code;
@@ -228,11 +229,50 @@ TEST(LiveRecoveryTest, FallingBelowMinTpStopsTheJobWithItsCheckpointIntact) {
       {}, std::chrono::seconds(120));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(r.timed_out);
-  EXPECT_NE(r.err.find("domain 1 would run at TP degree 3, below --min-tp 4"), std::string::npos)
-      << r.out << r.err;
+  const std::string says = "domain 1 would run at TP degree 3, below --min-tp 4";
+  const size_t first = r.err.find(says);
+  ASSERT_NE(first, std::string::npos) << r.out << r.err;
+  EXPECT_EQ(r.err.find(says, first + 1), std::string::npos) << "said more than once:\n" << r.err;
   const ntp::testing::CommandOutput verify =
       ntp::testing::run_command({NTP_BINARY, "ckpt", "verify", (out / "ckpt").string()});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+// ZeRO-1 moments exist once in the job, so a lost rank's have no live copy: the survivors
+// re-form and reload the latest checkpoint (recomputing the steps since), and a repair hands the
+// state over through a checkpoint saved at that step boundary (nothing recomputed). Without a
+// checkpoint the job stops with one message.
+TEST(LiveRecoveryTest, ZeroOneStateFallsBackToTheLatestCheckpoint) {
+  const std::vector<std::string> zero1 = {"--optimizer", "sharded"};
+  const JobRun clean = train("zero1-clean", 14, {}, {}, zero1);
+  ASSERT_EQ(clean.exit_code, 0) << clean.log;
+  const JobRun run =
+      train("zero1-faulty", 14, {"kill:rank=6,at=5", "repair:rank=6,at=9"}, {}, zero1);
+  expect_same_trajectory(run, clean, 14, 1e-4);
+  ASSERT_EQ(run.recoveries.size(), 2u) << run.log;
+  for (const nlohmann::json& r : run.recoveries) {
+    EXPECT_EQ(r["state_from"], "checkpoint") << r.dump();
+    if (r["cause"] == "repair") {
+      EXPECT_EQ(r["steps_redone"].get<int>(), 0) << r.dump();
+    } else {  // checkpoints every 3 steps: at most 3 steps (the one in flight included) again
+      EXPECT_LE(r["steps_redone"].get<int>(), 3) << r.dump();
+    }
+  }
+  EXPECT_NE(run.log.find("no live copy of the lost ZeRO-1 optimizer state"), std::string::npos);
+  EXPECT_EQ(run.degrees_at_end, (std::vector<int>{4, 4, 4}));
+
+  const fs::path out = scratch_dir() / "zero1-no-ckpt";
+  const ntp::testing::CommandOutput r = ntp::testing::run_command(
+      test_jobs::small_job(8, {"--inject", "kill:rank=6,at=3"},
+                           {"--domains", "2", "--tp", "4", "--optimizer", "sharded", "--steps",
+                            "10", "--out", out.string(), "--timeout-ms", "2000"}),
+      {}, std::chrono::seconds(120));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(r.timed_out);
+  const std::string says = "has no live copy and --save-dir holds no checkpoint";
+  const size_t first = r.err.find(says);
+  ASSERT_NE(first, std::string::npos) << r.out << r.err;
+  EXPECT_EQ(r.err.find(says, first + 1), std::string::npos) << "said more than once:\n" << r.err;
 }
 
 // Chaos: 200 steps with 10 SIGKILLs and 2 SIGSTOPs at random workers and moments (never two
