@@ -43,7 +43,7 @@ int GptModel::add_param(std::string name, std::vector<int64_t> logical_shape,
 }
 
 Result<GptModel> GptModel::create(const GptConfig& config, TpShard shard, uint64_t seed,
-                                  TpGroup* group) {
+                                  TpGroup* group, bool initialize) {
   NTP_RETURN_IF_ERROR(config.validate());
   NTP_RETURN_IF_ERROR(validate_shard(config, shard));
   GptModel m(config, std::move(shard), group);
@@ -95,7 +95,14 @@ Result<GptModel> GptModel::create(const GptConfig& config, TpShard shard, uint64
   }
   m.lnf_w_ = m.add_param("transformer.ln_f.weight", {c}, replicated);
   m.lnf_b_ = m.add_param("transformer.ln_f.bias", {c}, replicated);
-  for (Param& param : m.params_) initialize_param(seed, config, param);
+  for (Param& param : m.params_) {
+    if (initialize) {
+      initialize_param(seed, config, param);
+    } else {
+      param.value = Tensor(param.local_shape());
+      param.grad = Tensor(param.local_shape());
+    }
+  }
   m.ready_groups_.push_back({m.lnf_w_, m.lnf_b_});
   for (auto lp = m.layers_.rbegin(); lp != m.layers_.rend(); ++lp) {
     m.ready_groups_.push_back({lp->ln1_w, lp->ln1_b, lp->attn_w, lp->attn_b, lp->proj_w, lp->proj_b,

@@ -47,9 +47,11 @@ struct BackwardOptions {
 
 class GptModel {
  public:
-  // `group` (degree 1 when null) must outlive the model; shard must be valid for config.
+  // `group` (degree 1 when null) must outlive the model; shard must be valid for config. With
+  // `initialize` false the weights are left zero (for a caller that fills them at once, e.g. a
+  // live re-formation's reshard: drawing the initial weights costs more than the model's size).
   static Result<GptModel> create(const GptConfig& config, TpShard shard, uint64_t seed,
-                                 TpGroup* group = nullptr);
+                                 TpGroup* group = nullptr, bool initialize = true);
 
   GptModel(GptModel&&) = default;
   GptModel& operator=(GptModel&&) = default;

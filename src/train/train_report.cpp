@@ -191,6 +191,7 @@ void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& l
                        {"reshard_s", e.reshard_s},
                        {"total_s", e.total_s},
                        {"reshard_bytes", e.reshard_bytes},
+                       {"reshard_busiest_rank_bytes", e.reshard_busiest_rank_bytes},
                        {"state_from", e.state_from},
                        {"checkpoint_step", e.checkpoint_step},
                        {"steps_redone", e.steps_redone}}

@@ -44,7 +44,8 @@ struct RecoveryEvent {
   // total_s: from then to the re-formed job (agreement + rebuild + reshard).
   // reshard_s: the slowest rank's.
   double detect_s = 0, agree_s = 0, rebuild_s = 0, reshard_s = 0, total_s = 0;
-  int64_t reshard_bytes = 0;  // moved between slots, the whole job
+  int64_t reshard_bytes = 0;               // moved between slots, the whole job
+  int64_t reshard_busiest_rank_bytes = 0;  // received by the rank that received most
   // Where the state came from: "live" (survivors and DP peers), or "checkpoint" when no live copy
   // existed (ZeRO-1 moments of a lost rank); then checkpoint_step is the step it was saved at.
   std::string state_from = "live";

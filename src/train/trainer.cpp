@@ -261,11 +261,15 @@ Result<Admission> wait_for_admission(const WorkerContext& ctx, const std::string
   }
 }
 
+// kDrawn: the model's initial weights (a new job); kFilledByCaller: zeros, because the caller
+// moves the state in at once (a re-formation's reshard, or a checkpoint).
+enum class InitialState { kDrawn, kFilledByCaller };
+
 // Builds the job of `layout` for `slot`: communicators named by `epoch` (a new one after every
 // membership change), the model shard, the sync executor and the optimizer.
 Result<std::unique_ptr<Job>> build_job(const TrainConfig& c, const WorkerContext& ctx,
-                                       shard::ClusterLayout layout, shard::SlotRef slot,
-                                       int epoch) {
+                                       shard::ClusterLayout layout, shard::SlotRef slot, int epoch,
+                                       InitialState state) {
   auto job = std::make_unique<Job>();
   job->layout = std::move(layout);
   NTP_ASSIGN_OR_RETURN(job->role, worker_role(job->layout, slot));
@@ -292,7 +296,8 @@ Result<std::unique_ptr<Job>> build_job(const TrainConfig& c, const WorkerContext
 
   job->tp_group = std::make_unique<model::CommTpGroup>(*job->tp);
   NTP_ASSIGN_OR_RETURN(model::GptModel model,
-                       model::GptModel::create(c.model, role.shard, c.seed, job->tp_group.get()));
+                       model::GptModel::create(c.model, role.shard, c.seed, job->tp_group.get(),
+                                               state == InitialState::kDrawn));
   job->model.emplace(std::move(model));
   job->sync =
       std::make_unique<SyncExecutor>(role, job->model->params(), job->model->grads_ready_order(),
@@ -384,7 +389,7 @@ Result<double> evaluate(const TrainConfig& c, Job& job, const Batcher& val) {
 // The whole job's reshard (every member calls it, joiners too): bytes moved between slots, and
 // the slowest rank's time.
 struct ReshardTotals {
-  int64_t bytes = 0;
+  int64_t bytes = 0, busiest_rank_bytes = 0;
   double slowest_s = 0.0;
 };
 Result<ReshardTotals> reshard_totals(comm::Communicator& world, int64_t bytes, double seconds) {
@@ -395,6 +400,7 @@ Result<ReshardTotals> reshard_totals(comm::Communicator& world, int64_t bytes, d
   ReshardTotals totals;
   for (size_t r = 0; r < all.size(); r += 2) {
     totals.bytes += static_cast<int64_t>(all[r]);
+    totals.busiest_rank_bytes = std::max(totals.busiest_rank_bytes, static_cast<int64_t>(all[r]));
     totals.slowest_s = std::max(totals.slowest_s, all[r + 1]);
   }
   return totals;
@@ -504,7 +510,8 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     for (size_t d = 0; d < old.replicas.size(); ++d) old.replicas[d].slots = admission->slots[d];
     NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
                          next_layout(c, *strategy, old, members.members));
-    NTP_ASSIGN_OR_RETURN(job, build_job(c, ctx, std::move(layout), slot, epoch));
+    NTP_ASSIGN_OR_RETURN(
+        job, build_job(c, ctx, std::move(layout), slot, epoch, InitialState::kFilledByCaller));
     watch_job(*job);
     NTP_ASSIGN_OR_RETURN(first_step, agreed_committed_step(*job->world, admission->step));
     const Clock::time_point t_reshard = Clock::now();
@@ -528,7 +535,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   } else {
     NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
                          shard::plan_cluster(cluster_spec(c), *strategy));
-    NTP_ASSIGN_OR_RETURN(job, build_job(c, ctx, std::move(layout), slot, 0));
+    NTP_ASSIGN_OR_RETURN(job, build_job(c, ctx, std::move(layout), slot, 0, InitialState::kDrawn));
     watch_job(*job);
   }
   std::optional<TrainReport> report;
@@ -775,8 +782,9 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     }
     NTP_RETURN_IF_ERROR(layout.status());
     const Clock::time_point t_build = Clock::now();
-    NTP_ASSIGN_OR_RETURN(std::unique_ptr<Job> next,
-                         build_job(c, ctx, std::move(*layout), slot, epoch));
+    NTP_ASSIGN_OR_RETURN(
+        std::unique_ptr<Job> next,
+        build_job(c, ctx, std::move(*layout), slot, epoch, InitialState::kFilledByCaller));
     watch_job(*next);
     // Declared after `next`, so an error return disarms the watch before `next` is destroyed.
     struct DisarmOnError {
@@ -819,6 +827,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     NTP_ASSIGN_OR_RETURN(ReshardTotals totals,
                          reshard_totals(*next->world, moved_bytes, event.reshard_s));
     event.reshard_bytes = totals.bytes;
+    event.reshard_busiest_rank_bytes = totals.busiest_rank_bytes;
     event.reshard_s = totals.slowest_s;
     event.total_s = seconds_since(t0);
     event.step = agreed;
