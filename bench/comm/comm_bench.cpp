@@ -1,15 +1,22 @@
 // nccl-tests style benchmark of ntp's Gloo Communicator against raw Gloo, side by side.
 //
 //   build/bench/comm/comm_bench [--ranks N] [--min-bytes B] [--max-bytes B] [--ms-per-size M]
+//                               [--ops allreduce,allgather,alltoallv] [--control 1]
 //
 // N processes on this machine (loopback TCP) each open two full meshes: one through
-// ntp::comm::connect_gloo (the wrapper: argument checks, progress thread, Work handle, error
-// mapping) and one raw gloo::rendezvous::Context on Gloo's own FileStore. For every size the two
-// are timed in alternating blocks of the same iteration count, so both see the same machine
-// noise. algbw = bytes / time; busbw = algbw * 2(n-1)/n for allreduce and (n-1)/n for allgather
-// (the nccl-tests conventions). Rank 0 prints the table.
+// ntp::comm::connect_gloo (ntp's own algorithms on Gloo's transport, whose waits abort() can end:
+// comm/gloo_collectives.h; plus the wrapper: argument checks, progress thread, Work handle, error
+// mapping) and one raw gloo::rendezvous::Context on Gloo's own FileStore running Gloo's own
+// algorithms (gloo::allreduce, gloo::allgatherv, gloo::alltoallv). For every size the two are
+// timed in alternating blocks of the same iteration count, so both see the same machine noise.
+// algbw = bytes / time; busbw = algbw * 2(n-1)/n for allreduce and (n-1)/n for allgather and
+// alltoallv (the nccl-tests conventions). With --control 1 the "gloo" side runs ntp's algorithms
+// too (directly on the raw mesh, no wrapper): the ratios then show the bench's own bias. `bytes` is
+// the allreduce buffer, the gathered output, or each rank's alltoallv input (bytes/n to every
+// rank). Rank 0 prints the table.
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
@@ -30,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/gloo_collectives.h"
 #include "comm/gloo_communicator.h"
 #include "comm/store.h"
 #include "machine_info.h"
@@ -43,6 +51,10 @@ struct Config {
   std::size_t min_bytes = 4;
   std::size_t max_bytes = std::size_t{64} << 20;
   double ms_per_size = 400;  // budget per size and side
+  std::string ops = "allreduce,allgather,alltoallv";
+  // Control run: the "gloo" side runs ntp's algorithms (comm/gloo_collectives.h) directly on the
+  // raw context, so the two sides differ only by the wrapper and which mesh they use.
+  bool control = false;
 };
 
 std::string human(std::size_t bytes) {
@@ -57,7 +69,19 @@ std::string human(std::size_t bytes) {
   return text;
 }
 
-enum class Op { kAllreduce, kAllgather };
+enum class Op { kAllreduce, kAllgather, kAlltoallv };
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::kAllreduce:
+      return "allreduce";
+    case Op::kAllgather:
+      return "allgather";
+    case Op::kAlltoallv:
+      return "alltoallv";
+  }
+  return "?";
+}
 
 // The wrapper's own cost per operation, free of network noise: a size-1 communicator runs the
 // whole ntp path (checks, tag, exception guard, progress-thread bookkeeping) but no transfer.
@@ -116,9 +140,12 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
   raw->setTimeout(std::chrono::milliseconds(120000));
   raw->connectFullMesh(raw_store, device);
   std::uint32_t raw_tag = 0;
+  std::vector<char> control_scratch;
 
   if (rank == 0) {
-    std::printf("# ntp comm benchmark: ntp::comm (Gloo backend) vs raw Gloo, side by side\n");
+    std::printf(
+        "# ntp comm benchmark: ntp::comm (ntp's abortable algorithms on Gloo's transport) vs raw "
+        "Gloo (Gloo's own algorithms), side by side\n");
     std::printf("# machine: %s, %u hardware threads; transport: Gloo TCP over loopback\n",
                 ntp::bench::cpu_model().c_str(), std::thread::hardware_concurrency());
     std::printf(
@@ -127,36 +154,67 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
         n);
     std::printf(
         "# reproduce: comm_bench --ranks %d --min-bytes %zu --max-bytes %zu "
-        "--ms-per-size %.0f\n",
-        n, cfg.min_bytes, cfg.max_bytes, cfg.ms_per_size);
+        "--ms-per-size %.0f --ops %s%s\n",
+        n, cfg.min_bytes, cfg.max_bytes, cfg.ms_per_size, cfg.ops.c_str(),
+        cfg.control ? " --control 1 (CONTROL: both sides run ntp's algorithms)" : "");
     std::printf("%-10s %-10s %10s %12s %10s %10s %12s %10s %9s %9s\n", "op", "size", "count",
                 "ntp_us", "ntp_algbw", "ntp_busbw", "gloo_us", "gloo_busbw", "ratio", "ratio");
     std::printf("%-10s %-10s %10s %12s %10s %10s %12s %10s %9s %9s\n", "", "", "(elems)", "",
                 "(GB/s)", "(GB/s)", "", "(GB/s)", "median", "best");
   }
 
-  for (Op op : {Op::kAllreduce, Op::kAllgather}) {
+  for (Op op : {Op::kAllreduce, Op::kAllgather, Op::kAlltoallv}) {
+    if (cfg.ops.find(op_name(op)) == std::string::npos) continue;
     for (std::size_t bytes = cfg.min_bytes; bytes <= cfg.max_bytes; bytes *= 4) {
       const std::size_t count = std::max<std::size_t>(bytes / sizeof(float), 1);
-      // allgather: `bytes` is the gathered output size, each rank contributes count/n (>= 1).
+      // allgather: `bytes` is the gathered output size, each rank contributes count/n (>= 1);
+      // alltoallv: `bytes` is each rank's input, count/n (>= 1) elements to every rank.
       const std::size_t share = std::max<std::size_t>(count / static_cast<std::size_t>(n), 1);
       const std::size_t out_count =
           op == Op::kAllreduce ? count : share * static_cast<std::size_t>(n);
       std::vector<float> a(out_count, 1.0F);
-      std::vector<float> in(share, 1.0F);
+      std::vector<float> in(op == Op::kAlltoallv ? out_count : share, 1.0F);
       std::vector<std::size_t> counts(static_cast<std::size_t>(n), share);
       std::vector<std::size_t> byte_counts(static_cast<std::size_t>(n), share * sizeof(float));
+      std::vector<std::int64_t> element_counts(static_cast<std::size_t>(n),
+                                               static_cast<std::int64_t>(share));
 
       auto ntp_once = [&] {
-        ntp::Status s = op == Op::kAllreduce
-                            ? comm.allreduce(ntp::comm::view(a))
-                            : comm.allgather(ntp::comm::const_view(in), ntp::comm::view(a), counts);
+        ntp::Status s;
+        if (op == Op::kAllreduce) {
+          s = comm.allreduce(ntp::comm::view(a));
+        } else if (op == Op::kAllgather) {
+          s = comm.allgather(ntp::comm::const_view(in), ntp::comm::view(a), counts);
+        } else {
+          s = comm.alltoallv(ntp::comm::const_view(in), counts, ntp::comm::view(a), counts);
+        }
         if (!s.ok()) {
           std::fprintf(stderr, "rank %d: %s\n", rank, s.to_string().c_str());
           std::exit(1);
         }
       };
       auto raw_once = [&] {
+        if (cfg.control) {
+          ntp::comm::gloo_ops::InFlight in_flight;
+          ntp::comm::gloo_ops::Net net{raw, &in_flight, std::chrono::milliseconds(120000),
+                                       &control_scratch};
+          const std::uint64_t slot = gloo::Slot::build(0x72, raw_tag++);
+          ntp::Status s;
+          if (op == Op::kAllreduce) {
+            s = ntp::comm::gloo_ops::allreduce(
+                net, a.data(), a.size(), sizeof(float),
+                ntp::comm::gloo_ops::sum_into(ntp::comm::DType::kFloat32), slot);
+          } else if (op == Op::kAllgather) {
+            std::memcpy(a.data() + static_cast<std::size_t>(rank) * share, in.data(),
+                        share * sizeof(float));
+            s = ntp::comm::gloo_ops::allgather(net, a.data(), counts, sizeof(float), slot);
+          } else {
+            s = ntp::comm::gloo_ops::alltoallv(net, in.data(), byte_counts, a.data(), byte_counts,
+                                               slot);
+          }
+          if (!s.ok()) std::exit(1);
+          return;
+        }
         if (op == Op::kAllreduce) {
           gloo::AllreduceOptions o(raw);
           o.setOutput(a.data(), a.size());
@@ -164,12 +222,18 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
               &gloo::sum<float>));
           o.setTag(raw_tag++);
           gloo::allreduce(o);
-        } else {
+        } else if (op == Op::kAllgather) {
           gloo::AllgathervOptions o(raw);
           o.setInput(reinterpret_cast<std::uint8_t*>(in.data()), share * sizeof(float));
           o.setOutput(reinterpret_cast<std::uint8_t*>(a.data()), byte_counts);
           o.setTag(raw_tag++);
           gloo::allgatherv(o);
+        } else {
+          gloo::AlltoallvOptions o(raw);
+          o.setInput(in.data(), element_counts);
+          o.setOutput(a.data(), element_counts);
+          o.setTag(raw_tag++);
+          gloo::alltoallv(o);
         }
       };
       auto raw_barrier = [&] {
@@ -225,9 +289,8 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
         const double ntp_best = *std::min_element(ntp_blocks.begin(), ntp_blocks.end());
         const double raw_best = *std::min_element(raw_blocks.begin(), raw_blocks.end());
         std::printf("%-10s %-10s %10zu %12.1f %10.3f %10.3f %12.1f %10.3f %9.3f %9.3f\n",
-                    op == Op::kAllreduce ? "allreduce" : "allgather", human(bytes).c_str(),
-                    out_count, ntp_t * 1e6, ntp_alg, ntp_bus, raw_t * 1e6, raw_bus,
-                    ntp_bus / raw_bus, raw_best / ntp_best);
+                    op_name(op), human(bytes).c_str(), out_count, ntp_t * 1e6, ntp_alg, ntp_bus,
+                    raw_t * 1e6, raw_bus, ntp_bus / raw_bus, raw_best / ntp_best);
         std::fflush(stdout);
       }
     }
@@ -251,6 +314,10 @@ int main(int argc, char** argv) {
       cfg.max_bytes = std::stoull(value);
     } else if (flag == "--ms-per-size") {
       cfg.ms_per_size = std::stod(value);
+    } else if (flag == "--ops") {
+      cfg.ops = value;
+    } else if (flag == "--control") {
+      cfg.control = value == "1";
     } else {
       std::fprintf(stderr, "comm_bench: unknown flag %s\n", flag.c_str());
       return 2;
