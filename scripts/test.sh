@@ -11,8 +11,8 @@ jobs="$(nproc)"
 echo "== build (Release, warnings as errors)"
 scripts/setup.sh build
 
-echo "== tests"
-ctest --test-dir build --output-on-failure -j "$jobs" --no-tests=error --timeout 600
+echo "== tests (all but the soak target: scripts/soak.sh)"
+ctest --test-dir build --output-on-failure -j "$jobs" --no-tests=error --timeout 600 -LE soak
 
 echo "== ASan/UBSan build of the unit tests"
 scripts/setup.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DNTP_SANITIZE=ON -DNTP_BUILD_BENCH=OFF

@@ -66,6 +66,10 @@ Result<RuntimeMetrics> read_runtime_metrics(const std::string& path) {
       e.reshard_s = j.at("reshard_s").get<double>();
       e.total_s = j.at("total_s").get<double>();
       e.reshard_bytes = j.at("reshard_bytes").get<std::int64_t>();
+      if (j.contains("reshard_busiest_rank_bytes")) {  // reshard_bytes is then the job's total
+        e.busiest_rank_bytes = j.at("reshard_busiest_rank_bytes").get<std::int64_t>();
+        e.reshard_bytes = -1;
+      }
     } catch (const nlohmann::json::exception& ex) {
       return invalid_argument(where +
                               ": a recovery line needs cause, old_degrees, degrees, "
@@ -192,6 +196,9 @@ std::string format_calibration(const Calibration& cal) {
                 "meas / pred", "meas / pred", "meas / pred", "meas / pred", "meas / pred",
                 "meas / pred");
   os << buf;
+  auto known = [](std::int64_t bytes) {
+    return bytes < 0 ? std::string("-") : std::to_string(bytes);
+  };
   int i = 0;
   for (const CalibrationRow& r : cal.rows) {
     const MeasuredRecovery& m = r.measured;
@@ -203,12 +210,14 @@ std::string format_calibration(const Calibration& cal) {
     const char* kind = m.repair ? "repair" : (m.hang ? "failure (hang)" : "failure (kill)");
     std::snprintf(buf, sizeof(buf),
                   "%-3d %-16s %-7s %8.3f / %6.3f %8.3f / %6.3f %8.3f / %6.3f %8.3f / %6.3f "
-                  "%8.3f / %6.3f %11lld / %9lld %lld\n",
+                  "%8.3f / %6.3f %11s / %9lld %s\n",
                   ++i, kind, degrees.c_str(), m.detect_s, p.detect_s + p.lost_step_s, m.agree_s,
                   p.agree_s, m.rebuild_s, p.rebuild_s, m.reshard_s, p.reshard_s, m.total_s,
-                  p.agree_s + p.rebuild_s + p.reshard_s, static_cast<long long>(m.reshard_bytes),
+                  p.agree_s + p.rebuild_s + p.reshard_s, known(m.reshard_bytes).c_str(),
                   static_cast<long long>(r.predicted_leader_bytes),
-                  static_cast<long long>(p.busiest_gpu_bytes));
+                  (m.busiest_rank_bytes >= 0 ? known(m.busiest_rank_bytes) + " / " : std::string())
+                      .append(std::to_string(p.busiest_gpu_bytes))
+                      .c_str());
     os << buf;
   }
   os << "(re-form = agree + rebuild + reshard, the runtime's total_s; the sim stalls the cluster "

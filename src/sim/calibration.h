@@ -31,7 +31,10 @@ struct MeasuredRecovery {
   bool repair = false, hang = false;
   std::vector<int> old_degrees, degrees;
   double detect_s = 0, agree_s = 0, rebuild_s = 0, reshard_s = 0, total_s = 0;
-  std::int64_t reshard_bytes = 0;  // received by the leader
+  // Bytes the leader received (metrics written before the runtime reported job totals), else -1.
+  std::int64_t reshard_bytes = 0;
+  // Bytes received by the rank that received most (newer metrics), else -1.
+  std::int64_t busiest_rank_bytes = -1;
 };
 
 struct RuntimeMetrics {
