@@ -53,8 +53,9 @@ Result<Membership> agree_on_survivors(Store& store, const std::string& group, in
                                       const std::vector<int>& candidates,
                                       const AgreementOptions& options);
 
-// Increments the store key "hb/<group>/<id>" every `interval` from a background thread, so that
-// others can tell this process is alive. Stops (and joins) on destruction.
+// Writes a new value (a counter) to the store key "hb/<group>/<id>" every `interval` from a
+// background thread, so that others can tell this process is alive. Stops (and joins) on
+// destruction.
 class Heartbeat {
  public:
   Heartbeat(std::shared_ptr<Store> store, const std::string& group, int id,
