@@ -10,10 +10,11 @@
 // algorithms (gloo::allreduce, gloo::allgatherv, gloo::alltoallv). For every size the two are
 // timed in alternating blocks of the same iteration count, so both see the same machine noise.
 // algbw = bytes / time; busbw = algbw * 2(n-1)/n for allreduce and (n-1)/n for allgather and
-// alltoallv (the nccl-tests conventions). With --control 1 the "gloo" side runs ntp's algorithms
-// too (directly on the raw mesh, no wrapper): the ratios then show the bench's own bias. `bytes` is
-// the allreduce buffer, the gathered output, or each rank's alltoallv input (bytes/n to every
-// rank). Rank 0 prints the table.
+// alltoallv (the nccl-tests conventions). cpu = rank 0's process CPU time per operation (user +
+// system, all threads) on each side, and their ratio gloo/ntp (> 1: ntp is cheaper). With --control
+// 1 the "gloo" side runs ntp's algorithms too (directly on the raw mesh, no wrapper): the ratios
+// then show the bench's own bias. `bytes` is the allreduce buffer, the gathered output, or each
+// rank's alltoallv input (bytes/n to every rank). Rank 0 prints the table.
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoallv.h>
@@ -23,6 +24,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,6 +69,15 @@ std::string human(std::size_t bytes) {
     std::snprintf(text, sizeof(text), "%zu B", bytes);
   }
   return text;
+}
+
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 enum class Op { kAllreduce, kAllgather, kAlltoallv };
@@ -157,10 +168,12 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
         "--ms-per-size %.0f --ops %s%s\n",
         n, cfg.min_bytes, cfg.max_bytes, cfg.ms_per_size, cfg.ops.c_str(),
         cfg.control ? " --control 1 (CONTROL: both sides run ntp's algorithms)" : "");
-    std::printf("%-10s %-10s %10s %12s %10s %10s %12s %10s %9s %9s\n", "op", "size", "count",
-                "ntp_us", "ntp_algbw", "ntp_busbw", "gloo_us", "gloo_busbw", "ratio", "ratio");
-    std::printf("%-10s %-10s %10s %12s %10s %10s %12s %10s %9s %9s\n", "", "", "(elems)", "",
-                "(GB/s)", "(GB/s)", "", "(GB/s)", "median", "best");
+    std::printf("%-10s %-10s %10s %12s %10s %10s %12s %10s %9s %9s %10s %10s %9s\n", "op", "size",
+                "count", "ntp_us", "ntp_algbw", "ntp_busbw", "gloo_us", "gloo_busbw", "ratio",
+                "ratio", "ntp_cpu", "gloo_cpu", "cpu");
+    std::printf("%-10s %-10s %10s %12s %10s %10s %12s %10s %9s %9s %10s %10s %9s\n", "", "",
+                "(elems)", "", "(GB/s)", "(GB/s)", "", "(GB/s)", "median", "best", "(us/op)",
+                "(us/op)", "ratio");
   }
 
   for (Op op : {Op::kAllreduce, Op::kAllgather, Op::kAlltoallv}) {
@@ -262,16 +275,23 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
       constexpr int kBlocks = 12;
       std::vector<double> ntp_blocks;
       std::vector<double> raw_blocks;
+      // CPU time of this process (all its threads, Gloo's I/O threads included) per side: unlike
+      // wall time it hardly moves with other jobs' load, so it compares the algorithms' cost.
+      double ntp_cpu = 0;
+      double raw_cpu = 0;
       for (int block = 0; block < kBlocks; ++block) {
         for (int side = 0; side < 2; ++side) {
           const bool ntp_side = (block + side) % 2 == 0;
           raw_barrier();
+          const double c0 = cpu_seconds();
           const auto t0 = Clock::now();
           for (std::int64_t i = 0; i < iters; ++i) ntp_side ? ntp_once() : raw_once();
           const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+          (ntp_side ? ntp_cpu : raw_cpu) += cpu_seconds() - c0;
           (ntp_side ? ntp_blocks : raw_blocks).push_back(s / static_cast<double>(iters));
         }
       }
+      const double ops_per_side = static_cast<double>(kBlocks * iters);
       auto median = [](std::vector<double> v) {
         std::sort(v.begin(), v.end());
         return (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
@@ -288,9 +308,12 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
         // difference more tightly than the medians do; both ratios are printed.
         const double ntp_best = *std::min_element(ntp_blocks.begin(), ntp_blocks.end());
         const double raw_best = *std::min_element(raw_blocks.begin(), raw_blocks.end());
-        std::printf("%-10s %-10s %10zu %12.1f %10.3f %10.3f %12.1f %10.3f %9.3f %9.3f\n",
-                    op_name(op), human(bytes).c_str(), out_count, ntp_t * 1e6, ntp_alg, ntp_bus,
-                    raw_t * 1e6, raw_bus, ntp_bus / raw_bus, raw_best / ntp_best);
+        std::printf(
+            "%-10s %-10s %10zu %12.1f %10.3f %10.3f %12.1f %10.3f %9.3f %9.3f %10.1f %10.1f "
+            "%9.3f\n",
+            op_name(op), human(bytes).c_str(), out_count, ntp_t * 1e6, ntp_alg, ntp_bus,
+            raw_t * 1e6, raw_bus, ntp_bus / raw_bus, raw_best / ntp_best,
+            ntp_cpu / ops_per_side * 1e6, raw_cpu / ops_per_side * 1e6, raw_cpu / ntp_cpu);
         std::fflush(stdout);
       }
     }
