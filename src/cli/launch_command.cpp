@@ -23,8 +23,32 @@ struct LaunchArgs {
   double grace_seconds = 3.0;
   bool restart_on_failure = false;
   std::optional<int> max_restarts;
+  int replace_failed = 0;
+  std::string ranks;
+  std::string local_addr;
   std::vector<std::string> command;
 };
+
+// "0,3" -> {0, 3}.
+Result<std::vector<int>> parse_ranks(const std::string& text) {
+  std::vector<int> ranks;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', begin);
+    const std::string item =
+        text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    try {
+      std::size_t used = 0;
+      ranks.push_back(std::stoi(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      return invalid_argument("--ranks '" + text + "' has '" + item +
+                              "', not a rank: give comma-separated global ranks, e.g. 0,3");
+    }
+    if (comma == std::string::npos) return ranks;
+    begin = comma + 1;
+  }
+}
 
 Result<elastic::LaunchOptions> to_options(const LaunchArgs& args) {
   elastic::LaunchOptions options;
@@ -53,6 +77,11 @@ Result<elastic::LaunchOptions> to_options(const LaunchArgs& args) {
                             " needs --restart-on-failure: add it, or drop --max-restarts");
   }
   options.max_restarts = args.max_restarts.value_or(options.max_restarts);
+  options.replace_failed = args.replace_failed;
+  if (!args.ranks.empty()) {
+    NTP_ASSIGN_OR_RETURN(options.ranks, parse_ranks(args.ranks));
+  }
+  options.local_addr = args.local_addr;
   options.command = args.command;
   return options;
 }
@@ -110,6 +139,15 @@ void add_launch_command(CLI::App& app, int& exit_code) {
                 "(NTP_ATTEMPT, NTP_LOST_RANKS)");
   cmd->add_option("--max-restarts", args->max_restarts,
                   "Restarts allowed with --restart-on-failure before giving up (default 3)");
+  cmd->add_option("--replace-failed", args->replace_failed,
+                  "Replace a worker that fails or is fenced by a fresh one (NTP_RESTART_COUNT + 1) "
+                  "that rejoins the running job, at most N times per slot (default 0: never)");
+  cmd->add_option("--ranks", args->ranks,
+                  "Global ranks of this node's workers, comma-separated in local order (default "
+                  "node_rank * nproc_per_node + local)");
+  cmd->add_option("--local-addr", args->local_addr,
+                  "Address of this machine the workers listen on for collectives, reachable from "
+                  "the other nodes (NTP_LOCAL_ADDR; default 127.0.0.1)");
   cmd->add_option("command", args->command, "Worker command after --, e.g. -- ntp comm-worker")
       ->required();
   cmd->callback([&exit_code, args] {

@@ -87,6 +87,7 @@ class Worker {
     gloo.size = static_cast<int>(members_.size());
     gloo.prefix = std::string(kGroup) + "/e" + std::to_string(epoch_);
     gloo.timeout = options_.timeout;
+    if (!id_.local_addr.empty()) gloo.hostname = id_.local_addr;
     NTP_ASSIGN_OR_RETURN(comm_, comm::connect_gloo(gloo));
     // Members may have failed at different steps (one finished the step the others lost):
     // continue from the smallest.

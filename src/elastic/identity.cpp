@@ -74,7 +74,7 @@ std::string join_ranks(const std::vector<int>& ranks) {
 }
 
 std::vector<std::string> worker_env_entries(const WorkerIdentity& id) {
-  return {
+  std::vector<std::string> entries = {
       "NTP_RANK=" + std::to_string(id.rank),
       "NTP_WORLD_SIZE=" + std::to_string(id.world_size),
       "NTP_LOCAL_RANK=" + std::to_string(id.local_rank),
@@ -87,6 +87,8 @@ std::vector<std::string> worker_env_entries(const WorkerIdentity& id) {
       "NTP_ATTEMPT=" + std::to_string(id.attempt),
       "NTP_LOST_RANKS=" + join_ranks(id.lost_ranks),
   };
+  if (!id.local_addr.empty()) entries.push_back("NTP_LOCAL_ADDR=" + id.local_addr);
+  return entries;
 }
 
 Result<WorkerIdentity> worker_identity_from_env(const EnvLookup& env) {
@@ -117,6 +119,7 @@ Result<WorkerIdentity> worker_identity_from_env(const EnvLookup& env) {
   }
   id.store = *store;
   id.run_id = *run_id;
+  id.local_addr = env("NTP_LOCAL_ADDR").value_or("");
   if (std::optional<std::string> attempt = env("NTP_ATTEMPT")) {
     std::optional<int> value = to_int(attempt);
     if (!value || *value < 0) {

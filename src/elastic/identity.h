@@ -14,6 +14,8 @@
 //   NTP_RESTART_COUNT  0 for the first worker of a slot, k for its k-th replacement (repair)
 //   NTP_ATTEMPT        0 for the job's first start, k for its k-th restart (--restart-on-failure)
 //   NTP_LOST_RANKS     comma-separated global ranks whose slots failed so far (empty at attempt 0)
+//   NTP_LOCAL_ADDR     the address this node's workers listen on for collectives (`ntp launch
+//                      --local-addr`); absent when not given (workers then use 127.0.0.1)
 #pragma once
 
 #include <functional>
@@ -54,6 +56,7 @@ struct WorkerIdentity {
   int restart_count = 0;
   int attempt = 0;              // NTP_ATTEMPT; 0 when missing (older launchers)
   std::vector<int> lost_ranks;  // NTP_LOST_RANKS, ascending; empty when missing
+  std::string local_addr;       // NTP_LOCAL_ADDR; empty when missing (listen on 127.0.0.1)
 };
 
 // "0,6": ranks as NTP_LOST_RANKS lists them.

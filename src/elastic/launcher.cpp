@@ -1,10 +1,12 @@
 #include "elastic/launcher.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,7 +46,16 @@ extern "C" void on_stop_signal(int signo) { g_stop_signal = signo; }
 
 using Clock = std::chrono::steady_clock;
 
-enum class SlotState { kRunning, kHung, kDone };
+// kWaiting: the worker is gone and its replacement (replace_failed) is scheduled.
+enum class SlotState { kRunning, kHung, kWaiting, kDone };
+
+// replace_failed: the pause before a slot's k-th replacement (0.5 s doubling, at most 8 s), how
+// often a held replacement retries the store, and how long it waits for it at most.
+std::chrono::milliseconds replace_backoff(int replacements) {
+  return std::chrono::milliseconds(500 << std::min(replacements, 4));
+}
+constexpr std::chrono::milliseconds kStoreRetry{1000};
+constexpr std::chrono::seconds kStoreWaitLimit{600};
 
 // One output stream of one worker: a non-blocking pipe and the unfinished last line.
 struct Stream {
@@ -60,6 +71,9 @@ struct Slot {
   bool lost = false;      // failed under restart_on_failure: never started again
   int exit_code = 0;      // when done: exit code, or 128 + signal
   long long step = -1;    // last reported step
+  int replacements = 0;   // replace_failed: replacements started for this slot
+  std::chrono::steady_clock::time_point replace_at;  // kWaiting: when to start the replacement
+  std::optional<std::chrono::steady_clock::time_point> held_since;  // held for the store since
   Stream out;
   Stream err;
   std::unique_ptr<std::ofstream> log;
@@ -69,6 +83,25 @@ std::string self_exe() {
   std::error_code ec;
   std::filesystem::path path = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("ntp") : path.string();
+}
+
+// Whether `addr` is an address of this machine: a socket can listen on it.
+bool is_local_address(const std::string& addr) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(addr.c_str(), "0", &hints, &found) != 0) return false;
+  bool bound = false;
+  for (addrinfo* a = found; a != nullptr && !bound; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    bound = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return bound;
 }
 
 std::string generated_run_id() {
@@ -95,10 +128,11 @@ std::string strip_password(const std::string& spec, std::string* password) {
 class Launcher {
  public:
   Launcher(LaunchOptions options, NodeIdentity node, std::shared_ptr<comm::Store> store,
-           std::string worker_store, std::string password, std::string run_id)
+           std::string spec, std::string worker_store, std::string password, std::string run_id)
       : options_(std::move(options)),
         node_(node),
         store_(std::move(store)),
+        spec_(std::move(spec)),
         worker_store_(std::move(worker_store)),
         password_(std::move(password)),
         run_id_(std::move(run_id)),
@@ -110,7 +144,8 @@ class Launcher {
     slots_.resize(static_cast<std::size_t>(n));
     for (int local = 0; local < n; ++local) {
       WorkerIdentity& id = slots_[static_cast<std::size_t>(local)].id;
-      id.rank = node_.node_rank * n + local;
+      id.rank = options_.ranks.empty() ? node_.node_rank * n + local
+                                       : options_.ranks[static_cast<std::size_t>(local)];
       id.world_size = node_.nnodes * n;
       id.local_rank = local;
       id.local_world_size = n;
@@ -118,6 +153,7 @@ class Launcher {
       id.nnodes = node_.nnodes;
       id.store = worker_store_;
       id.run_id = run_id_;
+      id.local_addr = options_.local_addr;
     }
     for (const FaultSpec& fault : options_.faults) {
       if (local_slot(fault.rank) != nullptr) pending_.push_back(fault);
@@ -150,9 +186,10 @@ class Launcher {
 
  private:
   Slot* local_slot(int rank) {
-    const int local = rank - node_.node_rank * options_.nproc_per_node;
-    if (local < 0 || local >= options_.nproc_per_node) return nullptr;
-    return &slots_[static_cast<std::size_t>(local)];
+    for (Slot& slot : slots_) {
+      if (slot.id.rank == rank) return &slot;
+    }
+    return nullptr;
   }
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
@@ -173,7 +210,9 @@ class Launcher {
       if (g_stop_signal != 0) return Outcome::kStopSignal;
       if (options_.restart_on_failure && !failed_slots().empty()) return Outcome::kWorkerFailed;
       const auto now = Clock::now();
-      if (now - last_steps >= std::chrono::milliseconds(20)) {
+      // Only step-placed faults need the steps: a launcher without them leaves the store alone
+      // (it may be unreachable for a while, and every call would stall the loop).
+      if (now - last_steps >= std::chrono::milliseconds(20) && waits_for_steps()) {
         read_steps();
         last_steps = now;
       }
@@ -182,7 +221,8 @@ class Launcher {
         chaos(std::chrono::duration<double>(now - last_tick).count());
       }
       last_tick = now;
-      if (running_count() == 0) return Outcome::kFinished;
+      start_due_replacements();
+      if (running_count() == 0 && waiting_count() == 0) return Outcome::kFinished;
     }
   }
 
@@ -413,7 +453,70 @@ class Launcher {
         say("rank " + std::to_string(slot.id.rank) + " exited with code " +
             std::to_string(slot.exit_code));
       }
+      if (options_.replace_failed > 0 && !slot.injected && !stopping_) schedule_replacement(slot);
     }
+  }
+
+  // replace_failed: a failed or fenced worker gets a successor after a backoff.
+  void schedule_replacement(Slot& slot) {
+    const bool failed = slot.exit_code != 0;
+    if (!failed && !has_left(*store_, slot.id.rank, slot.id.restart_count)) return;  // done
+    const std::string what = failed ? "failed" : "was fenced out of the job";
+    if (slot.replacements >= options_.replace_failed) {
+      say("rank " + std::to_string(slot.id.rank) + " " + what +
+          "; not replaced: --replace-failed " + std::to_string(options_.replace_failed) +
+          " replacements used");
+      return;
+    }
+    const std::chrono::milliseconds pause = replace_backoff(slot.replacements);
+    slot.state = SlotState::kWaiting;
+    slot.replace_at = Clock::now() + pause;
+    slot.held_since.reset();
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.1f s", static_cast<double>(pause.count()) / 1000.0);
+    say("rank " + std::to_string(slot.id.rank) + " " + what + ": replacing it in " + text +
+        " (replacement " + std::to_string(slot.replacements + 1) + " of " +
+        std::to_string(options_.replace_failed) + ")");
+  }
+
+  // Starts the replacements whose backoff has passed, once the store answers: a replacement asks
+  // to join through the store, so on a node cut off from it the replacement is held (a store that
+  // broke is opened again: a connection lost in the outage may not come back by itself).
+  void start_due_replacements() {
+    for (Slot& slot : slots_) {
+      if (slot.state != SlotState::kWaiting || Clock::now() < slot.replace_at) continue;
+      if (!store_answers()) {
+        const auto now = Clock::now();
+        if (!slot.held_since) {
+          slot.held_since = now;
+          say("the store does not answer: holding the replacement of rank " +
+              std::to_string(slot.id.rank) + " until it does");
+        } else if (now - *slot.held_since > kStoreWaitLimit) {
+          say("the store did not answer for " + std::to_string(kStoreWaitLimit.count()) +
+              " s: rank " + std::to_string(slot.id.rank) + " is not replaced");
+          slot.state = SlotState::kDone;
+          continue;
+        }
+        slot.replace_at = now + kStoreRetry;
+        continue;
+      }
+      slot.replacements += 1;
+      slot.id.restart_count += 1;
+      (void)store_->set(step_key(slot.id.rank), "-1");  // a fresh worker, no step yet
+      say("replacing rank " + std::to_string(slot.id.rank) + ": starting a fresh worker (restart " +
+          std::to_string(slot.id.restart_count) + ")" +
+          (slot.held_since ? " now that the store answers" : ""));
+      spawn(slot);
+    }
+  }
+
+  // One store round trip; on failure the store is opened afresh (and that is tried once).
+  bool store_answers() {
+    if (store_->exists(step_key(slots_.front().id.rank)).ok()) return true;
+    Result<std::shared_ptr<comm::Store>> fresh = comm::open_store(spec_, run_id_);
+    if (!fresh.ok()) return false;
+    store_ = *fresh;
+    return store_->exists(step_key(slots_.front().id.rank)).ok();
   }
 
   // Reaps what is left of the groups of exited workers (SIGKILLed, reparented to the launcher)
@@ -452,6 +555,17 @@ class Launcher {
     int n = 0;
     for (const Slot& slot : slots_) n += slot.state == SlotState::kRunning ? 1 : 0;
     return n;
+  }
+  int waiting_count() const {
+    int n = 0;
+    for (const Slot& slot : slots_) n += slot.state == SlotState::kWaiting ? 1 : 0;
+    return n;
+  }
+  bool waits_for_steps() const {
+    for (const FaultSpec& fault : pending_) {
+      if (fault.step) return true;
+    }
+    return false;
   }
   bool all_done() const {
     for (const Slot& slot : slots_) {
@@ -563,6 +677,7 @@ class Launcher {
   void stop_workers() {
     stopping_ = true;
     for (Slot& slot : slots_) {
+      if (slot.state == SlotState::kWaiting) slot.state = SlotState::kDone;  // not started now
       if (slot.state == SlotState::kDone) continue;
       ::killpg(slot.pid, SIGTERM);
       ::killpg(slot.pid, SIGCONT);
@@ -594,6 +709,7 @@ class Launcher {
   LaunchOptions options_;
   NodeIdentity node_;
   std::shared_ptr<comm::Store> store_;
+  std::string spec_;  // the store as given (with its password): opened again after an outage
   std::string worker_store_;
   std::string password_;
   std::string run_id_;
@@ -621,6 +737,20 @@ Result<int> run_launch(const LaunchOptions& options) {
     return invalid_argument("--max-restarts " + std::to_string(options.max_restarts) +
                             " must be at least 0");
   }
+  if (options.replace_failed < 0) {
+    return invalid_argument("--replace-failed " + std::to_string(options.replace_failed) +
+                            " must be at least 0 (replacements per slot)");
+  }
+  if (options.replace_failed > 0 && options.restart_on_failure) {
+    return invalid_argument(
+        "--replace-failed cannot be combined with --restart-on-failure: one replaces a failed "
+        "worker in the running job, the other restarts the job without its slot; drop one");
+  }
+  if (!options.local_addr.empty() && !is_local_address(options.local_addr)) {
+    return invalid_argument("--local-addr " + options.local_addr +
+                            " is not an address of this machine (nothing can listen on it); "
+                            "give one of its addresses that the other nodes reach");
+  }
   for (const FaultSpec& fault : options.faults) {
     if (options.restart_on_failure && fault.kind == FaultKind::kRepair) {
       return invalid_argument(
@@ -632,6 +762,24 @@ Result<int> run_launch(const LaunchOptions& options) {
   NTP_ASSIGN_OR_RETURN(NodeIdentity node,
                        resolve_node_identity(options.nnodes, options.node_rank, process_env()));
   const int world = node.nnodes * options.nproc_per_node;
+  if (!options.ranks.empty()) {
+    if (static_cast<int>(options.ranks.size()) != options.nproc_per_node) {
+      return invalid_argument("--ranks " + join_ranks(options.ranks) + " names " +
+                              std::to_string(options.ranks.size()) + " ranks for " +
+                              std::to_string(options.nproc_per_node) +
+                              " workers (--nproc-per-node): give one global rank per worker");
+    }
+    std::vector<int> sorted = options.ranks;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted.front() < 0 || sorted.back() >= world) {
+      return invalid_argument("--ranks " + join_ranks(options.ranks) + " must lie in [0, " +
+                              std::to_string(world) + ") (--nnodes x --nproc-per-node)");
+    }
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+      return invalid_argument("--ranks " + join_ranks(options.ranks) +
+                              " names a rank twice: each worker needs its own");
+    }
+  }
   for (const FaultSpec& fault : options.faults) {
     if (fault.rank >= world) {
       return invalid_argument("--inject " + std::string(fault_kind_name(fault.kind)) +
@@ -669,7 +817,7 @@ Result<int> run_launch(const LaunchOptions& options) {
   int old_subreaper = 0;
   ::prctl(PR_GET_CHILD_SUBREAPER, &old_subreaper);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  Launcher launcher(options, node, store, worker_store, password, run_id);
+  Launcher launcher(options, node, store, spec, worker_store, password, run_id);
   const int code = launcher.run();
   ::prctl(PR_SET_CHILD_SUBREAPER, old_subreaper);
   if (options.store.empty()) {

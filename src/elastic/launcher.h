@@ -19,6 +19,13 @@
 //   code of the failure that exceeded it) or no slot is left.
 //   Workers hit by kill/hang are expected casualties; a hung worker is SIGKILLed once every other
 //   worker has finished.
+// * With replace_failed > 0 a worker that fails (non-zero exit or a signal, not an injected
+//   fault) or is fenced out of a job that goes on (exit 0 after elastic::report_left) is replaced
+//   by a fresh worker for its slot, NTP_RESTART_COUNT + 1, after a backoff (0.5 s doubling to
+//   8 s), at most replace_failed times per slot. While the store does not answer (a node cut off
+//   by a network partition) the replacement is held and the store retried every second, for at
+//   most 10 minutes; a replacement needs the store to ask to join. Only the last worker of a slot
+//   counts for the exit code.
 #pragma once
 
 #include <chrono>
@@ -47,6 +54,15 @@ struct LaunchOptions {
   // NTP_LOST_RANKS set; at most max_restarts times, then return the failing code.
   bool restart_on_failure = false;
   int max_restarts = 3;
+  // Replace failed or fenced workers in place (see above); 0 = never. Not with restart_on_failure.
+  int replace_failed = 0;
+  // Global ranks of this node's workers in local order; empty = node_rank * nproc_per_node +
+  // local. Lets one node hold slots of several replicas (two TP-2 replicas over two nodes:
+  // --ranks 0,3 and --ranks 1,2), so that losing a node leaves every replica running.
+  std::vector<int> ranks;
+  // The address this node's workers listen on for collectives, passed as NTP_LOCAL_ADDR; must be
+  // an address of this machine that the other nodes reach. Empty: not set (127.0.0.1).
+  std::string local_addr;
   std::vector<std::string> command;  // argv; "ntp" means this very binary
 };
 

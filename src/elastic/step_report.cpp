@@ -8,4 +8,15 @@ Status report_step(comm::Store& store, int rank, long long step) {
   return store.set(step_key(rank), std::to_string(step));
 }
 
+std::string left_key(int rank) { return "launch/left/" + std::to_string(rank); }
+
+Status report_left(comm::Store& store, int rank, int restart_count) {
+  return store.set(left_key(rank), std::to_string(restart_count));
+}
+
+bool has_left(comm::Store& store, int rank, int restart_count) {
+  Result<std::string> value = store.get(left_key(rank));
+  return value.ok() && *value == std::to_string(restart_count);
+}
+
 }  // namespace ntp::elastic

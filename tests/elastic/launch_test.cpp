@@ -157,6 +157,14 @@ TEST(LaunchTest, BadInputIsOneLineAndExitCodeTwo) {
        "--max-restarts -1 must be at least 0"},
       {{"--store", store, "--restart-on-failure", "--inject", "repair:rank=1,at=2"},
        "cannot be combined with --restart-on-failure"},
+      {{"--store", store, "--restart-on-failure", "--replace-failed", "2"},
+       "--replace-failed cannot be combined with --restart-on-failure"},
+      {{"--store", store, "--replace-failed", "-1"}, "--replace-failed -1"},
+      {{"--store", store, "--ranks", "0"}, "--ranks 0 names 1 ranks for 2 workers"},
+      {{"--store", store, "--ranks", "1,1"}, "--ranks 1,1 names a rank twice"},
+      {{"--store", store, "--ranks", "0,2"}, "--ranks 0,2 must lie in [0, 2)"},
+      {{"--store", store, "--ranks", "0,x"}, "'x', not a rank"},
+      {{"--store", store, "--local-addr", "192.0.2.77"}, "--local-addr 192.0.2.77 is not an"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"launch", "--nproc-per-node", "2"};
@@ -326,6 +334,75 @@ TEST(LaunchTest, RestartOnFailureRestartsTheJobWithoutTheLostRank) {
   EXPECT_EQ(count(run.err, "injecting kill"), 1) << "a fault fires once: " << run.err;
   const std::string log = read_file(dir.path() + "/logs/rank_0.log");
   EXPECT_NE(log.find("attempt 1 ==="), std::string::npos) << log;
+}
+
+TEST(LaunchTest, RanksAndLocalAddressReachTheWorkers) {
+  TempDir dir;
+  LaunchRun run =
+      ntp({"launch", "--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "0", "--store",
+           "file:" + dir.path(), "--ranks", "3,0", "--local-addr", "127.0.0.1", "--", "sh", "-c",
+           "echo rank=$NTP_RANK local=$NTP_LOCAL_RANK addr=$NTP_LOCAL_ADDR"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(count(run.out, "[rank 3] rank=3 local=0 addr=127.0.0.1\n"), 1) << run.out;
+  EXPECT_EQ(count(run.out, "[rank 0] rank=0 local=1 addr=127.0.0.1\n"), 1) << run.out;
+}
+
+// Rank 1 fails twice (restart counts 0 and 1) and then succeeds; rank 0 succeeds at once.
+const std::string kFlakyWorker =
+    "echo start $NTP_RANK restart=$NTP_RESTART_COUNT; "
+    "[ $NTP_RANK -eq 1 ] && [ $NTP_RESTART_COUNT -lt 2 ] && exit 4; exit 0";
+
+TEST(LaunchTest, ReplaceFailedStartsFreshWorkersUpToItsLimit) {
+  TempDir dir;
+  LaunchRun run = ntp({"launch", "--nproc-per-node", "2", "--store", "file:" + dir.path(),
+                       "--replace-failed", "2", "--", "sh", "-c", kFlakyWorker});
+  EXPECT_EQ(run.exit_code, 0) << "the last worker of each slot succeeded: " << run.err;
+  for (const char* restart : {"0", "1", "2"}) {
+    EXPECT_EQ(count(run.out, std::string("[rank 1] start 1 restart=") + restart + "\n"), 1)
+        << run.out;
+  }
+  EXPECT_EQ(count(run.out, "[rank 0] start 0"), 1) << "a worker that finished is not replaced";
+  EXPECT_NE(run.err.find("rank 1 failed: replacing it in 0.5 s (replacement 1 of 2)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("rank 1 failed: replacing it in 1.0 s (replacement 2 of 2)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("replacing rank 1: starting a fresh worker (restart 2)"),
+            std::string::npos)
+      << run.err;
+
+  LaunchRun spent = ntp({"launch", "--nproc-per-node", "2", "--store", "file:" + dir.path(),
+                         "--replace-failed", "1", "--", "sh", "-c", kFlakyWorker});
+  EXPECT_EQ(spent.exit_code, 4) << spent.err;
+  EXPECT_NE(spent.err.find("rank 1 failed; not replaced: --replace-failed 1 replacements used"),
+            std::string::npos)
+      << spent.err;
+}
+
+// A replacement asks to join through the store: while the store is down the launcher holds it
+// and starts it once the store answers again.
+TEST(LaunchTest, ReplaceFailedHoldsTheReplacementWhileTheStoreIsDown) {
+  using ntp::comm::testing::RedisServer;
+  NTP_REQUIRE_DEPENDENCY(RedisServer::available(), "redis-server (apt-get install redis-server)");
+  RedisServer server;
+  ASSERT_TRUE(server.ready());
+  // The first worker fails after a second; its replacement says so and succeeds.
+  const ntp::testing::ChildProcess child =
+      start({"launch", "--nproc-per-node", "1", "--store", server.spec() + "?outage_ms=0",
+             "--replace-failed", "1", "--", "sh", "-c",
+             "[ $NTP_RESTART_COUNT -eq 0 ] && sleep 1 && exit 3; echo replacement"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  server.kill_now();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  ASSERT_TRUE(server.start());
+  const LaunchRun run = finish(child, std::chrono::seconds(60));
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.err.find("the store does not answer: holding the replacement of rank 0"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("(restart 1) now that the store answers"), std::string::npos) << run.err;
+  EXPECT_EQ(count(run.out, "[rank 0] replacement\n"), 1) << run.out;
 }
 
 TEST(LaunchTest, RestartOnFailureGivesUpAfterMaxRestarts) {
