@@ -53,6 +53,7 @@ Result<train::WorkerContext> worker_context(train::TrainConfig& config,
   ctx.slot_rank = id.rank;
   ctx.attempt = id.attempt;
   ctx.restart_count = id.restart_count;
+  ctx.local_addr = id.local_addr;
   if (id.attempt > 0) {
     for (int lost : id.lost_ranks) {
       const shard::SlotRef slot{lost / config.tp, lost % config.tp};

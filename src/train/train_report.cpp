@@ -177,8 +177,13 @@ void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& l
   ++reconfigurations_;
   lost_detect_s_ += e.detect_s;
   lost_reconfigure_s_ += e.total_s;
+  std::string failed;  // the new layout's inactive slots, as --failed takes them
+  for (const shard::SlotRef& f : layout.spec.failed) {
+    failed += (failed.empty() ? "" : ",") + std::to_string(f.domain) + ":" + std::to_string(f.slot);
+  }
   write(nlohmann::json{{"type", "recovery"},
                        {"time", unix_now()},
+                       {"failed", failed},
                        {"cause", e.cause},
                        {"epoch", e.epoch},
                        {"step", e.step},

@@ -281,6 +281,7 @@ Result<std::unique_ptr<Job>> build_job(const TrainConfig& c, const WorkerContext
   gloo.size = role.world_size;
   gloo.prefix = "train/a" + std::to_string(ctx.attempt) + "/e" + std::to_string(epoch);
   gloo.timeout = std::chrono::milliseconds(c.comm_timeout_ms);
+  if (!ctx.local_addr.empty()) gloo.hostname = ctx.local_addr;
   NTP_ASSIGN_OR_RETURN(job->world, comm::connect_gloo(gloo));
   const std::string d = std::to_string(role.replica);
   NTP_ASSIGN_OR_RETURN(job->tp, job->world->subgroup(role.replica_members(), "tp" + d));

@@ -24,9 +24,10 @@ namespace ntp::train {
 struct WorkerContext {
   int slot_rank = 0;  // NTP_RANK = domain * tp + slot
   std::shared_ptr<comm::Store> store;
-  int attempt = 0;
-  int restart_count = 0;  // NTP_RESTART_COUNT: > 0 for a repair that joins a running job  //
-                          // NTP_ATTEMPT: restarts of the job so far (namespaces its store keys)
+  int attempt = 0;        // NTP_ATTEMPT: restarts of the job so far (namespaces its store keys)
+  int restart_count = 0;  // NTP_RESTART_COUNT: > 0 for a repair that joins a running job
+  // The address this worker listens on for collectives (NTP_LOCAL_ADDR); empty: 127.0.0.1.
+  std::string local_addr;
   // Called at the start of every step (lets `ntp launch --inject ...,at=STEP` place faults).
   std::function<void(int64_t step)> on_step;
   // Progress lines and the summary (world rank 0 only); errors go to stderr.

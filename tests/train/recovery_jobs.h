@@ -33,6 +33,8 @@ struct JobRun {
   std::vector<nlohmann::json> power;  // power settings the leader asked for
 };
 
+// One job: 3 x 4 workers, `steps` steps, `faults` as `ntp launch --inject` specs, `extra` more
+// `ntp train` flags (a --save-dir there replaces the default <out>/ckpt).
 inline JobRun train(const std::string& name, int steps, const std::vector<std::string>& faults,
                     const std::vector<std::string>& env = {},
                     const std::vector<std::string>& extra = {}) {
@@ -43,17 +45,14 @@ inline JobRun train(const std::string& name, int steps, const std::vector<std::s
     launch.push_back(f);
   }
   std::vector<std::string> args =
-      test_jobs::small_job(12, launch, {"--domains",     "3",
-                                        "--tp",          "4",
-                                        "--batch",       "12",
-                                        "--micro-batch", "2",
-                                        "--steps",       std::to_string(steps),
-                                        "--warmup",      "5",
-                                        "--out",         out.string(),
-                                        "--timeout-ms",  "2000",
-                                        "--save-dir",    (out / "ckpt").string(),
-                                        "--save-every",  "3"});
+      test_jobs::small_job(12, launch,
+                           {"--domains", "3", "--tp", "4", "--batch", "12", "--micro-batch", "2",
+                            "--steps", std::to_string(steps), "--warmup", "5", "--out",
+                            out.string(), "--timeout-ms", "2000", "--save-every", "3"});
   args.insert(args.end(), extra.begin(), extra.end());
+  if (std::find(extra.begin(), extra.end(), "--save-dir") == extra.end()) {
+    args.insert(args.end(), {"--save-dir", (out / "ckpt").string()});
+  }
   const testing::CommandOutput r =
       testing::run_command(args, env, std::chrono::seconds(std::max(400, 2 * steps)));
   JobRun run;
@@ -90,6 +89,58 @@ inline void expect_same_trajectory(const JobRun& faulty, const JobRun& clean, in
   std::printf("worst loss deviation from the failure-free run: %.2e over %d steps\n", worst, steps);
 }
 
+// The weights a job dumped with --dump-dir (every rank's file: the logical tensors, NaN where
+// that rank holds nothing), merged into one flat vector.
+inline std::vector<float> dumped_weights(const std::filesystem::path& dir) {
+  std::vector<float> merged;
+  for (int rank = 0; rank < 12; ++rank) {
+    std::ifstream in(dir / ("weights_rank" + std::to_string(rank) + ".bin"), std::ios::binary);
+    std::vector<float> mine;
+    for (float x; in.read(reinterpret_cast<char*>(&x), sizeof x);) mine.push_back(x);
+    if (mine.empty()) continue;
+    if (merged.empty()) merged.assign(mine.size(), NAN);
+    EXPECT_EQ(mine.size(), merged.size());
+    for (size_t i = 0; i < std::min(mine.size(), merged.size()); ++i) {
+      if (std::isnan(merged[i])) merged[i] = mine[i];
+    }
+  }
+  return merged;
+}
+
+// Replays the layout history of `faulty` without faults: one job per stretch of steps that ran at
+// one layout (--failed naming its inactive slots), each resuming from the checkpoint the previous
+// stretch wrote at its end (--stop-after). The losses of every step; the last stretch dumps its
+// weights into `dump`.
+inline JobRun replay_layouts(const std::string& name, int steps, const JobRun& faulty,
+                             const std::filesystem::path& dump) {
+  std::vector<std::pair<int64_t, std::string>> stretches{{0, ""}};  // first step, --failed
+  for (const nlohmann::json& r : faulty.recoveries) {
+    const int64_t at = r["step"].get<int64_t>();
+    if (stretches.back().first == at) stretches.pop_back();  // a layout that ran no step
+    stretches.emplace_back(at, r["failed"].get<std::string>());
+  }
+  const std::filesystem::path ckpt = test_jobs::scratch_dir() / name / "ckpt";
+  JobRun replay;
+  replay.exit_code = 0;
+  for (size_t i = 0; i < stretches.size(); ++i) {
+    const int64_t end = i + 1 < stretches.size() ? stretches[i + 1].first : steps;
+    std::vector<std::string> extra = {"--save-dir",   ckpt.string(),
+                                      "--resume",     "auto",
+                                      "--stop-after", std::to_string(end - stretches[i].first)};
+    if (!stretches[i].second.empty()) extra.insert(extra.end(), {"--failed", stretches[i].second});
+    if (i + 1 == stretches.size()) extra.insert(extra.end(), {"--dump-dir", dump.string()});
+    const JobRun part = train(name + "/" + std::to_string(i), steps, {}, {}, extra);
+    if (part.exit_code != 0) {
+      replay.exit_code = part.exit_code;
+      replay.log = part.log;
+      return replay;
+    }
+    for (const auto& [step, loss] : part.loss) replay.loss[step] = loss;
+    replay.summary_steps = part.summary_steps;
+  }
+  return replay;
+}
+
 // `faults` faults (every fifth a SIGSTOP, the others SIGKILLs) at random workers, each repaired
 // 3-8 steps later, the next 3-8 steps after that, over `steps` steps (never two faults in one
 // replica at once, so no replica drops below --min-tp). The job finishes, never hangs, loses no
@@ -111,8 +162,44 @@ inline void run_chaos(const std::string& name, int steps, int fault_count, uint6
     step = repair_at + 3 + static_cast<int>(rng.below(6));
   }
   ASSERT_LT(step, kSteps);
-  const JobRun faulty = train(name, kSteps, faults);
+  const std::filesystem::path dumps = test_jobs::scratch_dir() / (name + "-weights");
+  const JobRun faulty =
+      train(name, kSteps, faults, {}, {"--dump-dir", (dumps / "faulty").string()});
   expect_same_trajectory(faulty, clean, kSteps, 1e-3);
+  // The same layout history replayed without faults (each stretch resumed from a checkpoint):
+  // the same losses and the same final parameters within the parity tolerance. (The replay plans
+  // each layout afresh while the live run kept units in place, so the two differ in the order of
+  // float additions only.)
+  const JobRun replay = replay_layouts(name + "-replay", kSteps, faulty, dumps / "replay");
+  ASSERT_EQ(replay.exit_code, 0) << replay.log;
+  expect_same_trajectory(replay, faulty, kSteps, 1e-3);
+  // The initial weights: one step at learning rate 1e-12 moves no float32 weight by a rounding
+  // step worth counting (weight decay scales with the rate too).
+  const JobRun initial =
+      train(name + "-init", 1, {}, {},
+            {"--lr", "1e-12", "--min-lr", "0", "--dump-dir", (dumps / "init").string()});
+  ASSERT_EQ(initial.exit_code, 0) << initial.log;
+  const std::vector<float> live = dumped_weights(dumps / "faulty");
+  const std::vector<float> replayed = dumped_weights(dumps / "replay");
+  const std::vector<float> start = dumped_weights(dumps / "init");
+  ASSERT_FALSE(live.empty());
+  ASSERT_EQ(live.size(), replayed.size());
+  ASSERT_EQ(live.size(), start.size());
+  double diff = 0.0, change = 0.0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    ASSERT_FALSE(std::isnan(live[i]) || std::isnan(replayed[i])) << "element " << i;
+    const double d = static_cast<double>(live[i]) - replayed[i];
+    const double c = static_cast<double>(replayed[i]) - start[i];
+    diff += d * d;
+    change += c * c;
+  }
+  // Relative to what training changed, as the parity tests measure updates (limit 1e-3).
+  const double rel = std::sqrt(diff / change);
+  std::printf(
+      "%s: final parameters vs the replay of its %zu layouts: %.2e of the change from the "
+      "initial weights\n",
+      name.c_str(), faulty.recoveries.size() + 1, rel);
+  EXPECT_LE(rel, 1e-3);
   // Every fault was injected and every repair started (the launcher says so), each
   // re-formation is logged once, and the job ends at full degree: every lost device was
   // detected, survived and given back. (A kill during a repair's admission is handled in the
