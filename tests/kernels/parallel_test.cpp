@@ -1,6 +1,8 @@
 // The kernels split over threads (kernels/cpu/parallel.h) give the same bits at any thread count:
 // every such kernel at 3 threads against itself at 1 thread, on shapes whose splits are ragged.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -59,6 +61,24 @@ TEST(ParallelTest, RangesCoverEachIndexOnce) {
       }
     }
   }
+  cpu::set_blas_threads(saved);
+}
+
+TEST(ParallelTest, AForkedChildStartsItsOwnWorkers) {
+  const int saved = cpu::blas_threads();
+  cpu::set_blas_threads(2);
+  std::atomic<int> sum{0};
+  cpu::parallel_for(100, 1, [&](int64_t b, int64_t e) { sum += static_cast<int>(e - b); });
+  ASSERT_EQ(sum, 100);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::atomic<int> child_sum{0};
+    cpu::parallel_for(100, 1, [&](int64_t b, int64_t e) { child_sum += static_cast<int>(e - b); });
+    _exit(child_sum == 100 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   cpu::set_blas_threads(saved);
 }
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -60,7 +61,11 @@ class Pool {
   }
 
   void forget_workers_after_fork() {
-    workers_ = new std::vector<std::thread>;  // the old threads do not exist here; leak them
+    // The old threads do not exist here (leak their handles), and one of them may have held mu_
+    // at the fork: start over with a fresh mutex and condition variable.
+    workers_ = new std::vector<std::thread>;
+    new (&mu_) std::mutex;
+    new (&cv_) std::condition_variable;
     generation_ = 0;
     active_ = 0;
     task_ = nullptr;
