@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <sstream>
 
 namespace ntp::comm {
@@ -127,8 +128,11 @@ Heartbeat::Heartbeat(std::shared_ptr<Store> store, const std::string& group, int
   thread_ = std::thread([this] {
     // A plain set of a counter (not add): no lock to wait for behind other processes' beats, so a
     // busy store cannot make a live process look still. A missed beat only makes it look slower.
+    // The values are this process's own (a random prefix), so a replacement never repeats a value
+    // its predecessor was last seen with.
+    const std::string self = std::to_string(std::random_device{}()) + ".";
     for (std::int64_t beat = 1; !stop_.load(); ++beat) {
-      (void)store_->set(key_, std::to_string(beat));
+      (void)store_->set(key_, self + std::to_string(beat));
       std::this_thread::sleep_for(interval_);
     }
   });

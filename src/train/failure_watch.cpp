@@ -23,7 +23,18 @@ std::vector<int> ring_neighbours(const std::vector<int>& members, int me) {
   return out;
 }
 
+std::string silent_key(const std::string& group, int id) {
+  return group + "/silent/" + std::to_string(id);
+}
+
 }  // namespace
+
+bool FailureWatch::still_silent(comm::Store& store, const std::string& group, int id) {
+  Result<std::string> seen = store.get(silent_key(group, id));
+  if (!seen.ok()) return false;
+  Result<std::string> now = store.get(comm::Heartbeat::key(group, id));
+  return now.ok() && *now == *seen;
+}
 
 FailureWatch::FailureWatch(std::shared_ptr<comm::Store> store, std::chrono::milliseconds poll,
                            std::chrono::milliseconds stale_after)
@@ -95,6 +106,7 @@ void FailureWatch::check_locked() {
     if (it == beats_.end() || it->second.value != value) {
       beats_[id] = Beat{value, now};
     } else if (now - it->second.since >= stale_after_) {
+      (void)store_->set(silent_key(e.group, id), value);
       (void)store_->set(fail_key(e.group, e.epoch), "1");
       return fire_locked("rank " + std::to_string(id) + "'s heartbeat stopped");
     }

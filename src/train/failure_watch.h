@@ -7,7 +7,8 @@
 //   - the launcher's exit notice for a member's current incarnation (comm/exit_notice.h): a
 //     killed or crashed worker, known the moment its launcher reaped it;
 //   - a hung member: the heartbeat of one of this worker's two ring neighbours among the members
-//     has not moved for `stale_after`; the watcher then writes the failure notice. Each member
+//     has not moved for `stale_after`; the watcher then records the still value under
+//     "<group>/silent/<id>" (still_silent) and writes the failure notice. Each member
 //     watches two neighbours, so every member is watched by two others and the store load per
 //     worker does not grow with the job. (A member that was only slow is not excluded by this:
 //     it announces itself in the agreement that follows and stays a member.)
@@ -55,6 +56,10 @@ class FailureWatch {
 
   // This worker's step failed in `epoch`: tell every member (best effort).
   void report_failure(const std::string& group, int epoch);
+
+  // Whether a watcher found `id`'s heartbeat still and it has not moved since (for the
+  // agreement's known_dead: a member alive after all beats again within 100 ms).
+  static bool still_silent(comm::Store& store, const std::string& group, int id);
 
  private:
   void run();

@@ -134,13 +134,17 @@ struct Incarnations {
 };
 
 // The agreement waits for a candidate until it announces, its heartbeat has been still for a
-// second, or the launcher reported its process gone (no wait at all for a killed worker).
+// second, or it is known gone: the launcher reported its process gone, or a failure watch found
+// its heartbeat still and it has not moved since (no further wait for a killed or hung worker).
 comm::AgreementOptions agreement_options(const TrainConfig& c, comm::Store& store,
-                                         const Incarnations& alive) {
+                                         const std::string& group, const Incarnations& alive) {
   comm::AgreementOptions a;
   a.window = std::chrono::milliseconds(2 * c.comm_timeout_ms + 2000);
   a.stale_after = kHeartbeatStale;
-  a.known_dead = [&store, &alive](int id) { return comm::has_exited(store, id, alive.of(id)); };
+  a.known_dead = [&store, group, &alive](int id) {
+    return comm::has_exited(store, id, alive.of(id)) ||
+           FailureWatch::still_silent(store, group, id);
+  };
   return a;
 }
 
@@ -499,7 +503,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     NTP_ASSIGN_OR_RETURN(
         comm::Membership members,
         comm::agree_on_survivors(*ctx.store, group, epoch, ctx.slot_rank, admission->candidates,
-                                 agreement_options(c, *ctx.store, alive)));
+                                 agreement_options(c, *ctx.store, group, alive)));
     shard::ClusterSpec before = cluster_spec(c);
     before.failed.clear();
     for (int r = 0; r < c.world_slots(); ++r) {
@@ -767,7 +771,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     }
     Result<comm::Membership> members =
         comm::agree_on_survivors(*ctx.store, group, epoch, ctx.slot_rank, candidates,
-                                 agreement_options(c, *ctx.store, alive));
+                                 agreement_options(c, *ctx.store, group, alive));
     if (!members.ok()) {
       if (members.status().code() == StatusCode::kAborted) {
         return Status(StatusCode::kAborted, "slot " + slot_name(slot) +
