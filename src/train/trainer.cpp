@@ -28,6 +28,7 @@
 #include "shard/native_sync_strategy.h"
 #include "train/adamw_optimizer.h"
 #include "train/batcher.h"
+#include "train/event_log.h"
 #include "train/failure_watch.h"
 #include "train/fault_point.h"
 #include "train/sharded_adamw.h"
@@ -477,6 +478,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   auto strategy = make_strategy(c);
   const std::string group = "train/a" + std::to_string(ctx.attempt);
   comm::Heartbeat heartbeat(ctx.store, group, ctx.slot_rank, kHeartbeatPeriod);
+  EventLog events(c.out_dir, ctx.slot_rank);  // this worker's detections and decisions
   std::unique_ptr<Job> job;  // declared before the watch, which must stop before the job goes
   FailureWatch watch(ctx.store, kWatchPoll, kHeartbeatStale);
   Incarnations alive{ctx.attempt, std::vector<int>(static_cast<size_t>(c.world_slots()), 0)};
@@ -486,7 +488,10 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   auto watch_job = [&](Job& j) {
     watch.arm({group, epoch, ctx.slot_rank, slot_ranks(j.layout),
                [&alive](int id) { return alive.of(id); },
-               [&j](const std::string& reason) { j.abort_all(reason); }});
+               [&j, &events](const std::string& reason) {
+                 events.log("step_failed", {{"by", "watch"}, {"reason", reason}});
+                 j.abort_all(reason);
+               }});
   };
   int64_t first_step = 0;
   if (ctx.restart_count > 0) {
@@ -504,6 +509,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
         comm::Membership members,
         comm::agree_on_survivors(*ctx.store, group, epoch, ctx.slot_rank, admission->candidates,
                                  agreement_options(c, *ctx.store, group, alive)));
+    events.log("agreed", {{"epoch", epoch}, {"members", members.members}});
     shard::ClusterSpec before = cluster_spec(c);
     before.failed.clear();
     for (int r = 0; r < c.world_slots(); ++r) {
@@ -534,6 +540,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       received = moved.bytes_received;
     }
     NTP_RETURN_IF_ERROR(reshard_totals(*job->world, received, seconds_since(t_reshard)).status());
+    events.log("joined", {{"step", first_step}, {"epoch", epoch}});
     std::printf("slot %s: repaired, joined at step %lld (epoch %d)\n", slot_name(slot).c_str(),
                 static_cast<long long>(first_step + 1), epoch);
     std::fflush(stdout);
@@ -781,6 +788,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       return members.status();
     }
     event.agree_s = seconds_since(t0);
+    events.log("agreed", {{"epoch", epoch}, {"members", members->members}});
     Result<shard::ClusterLayout> layout = next_layout(c, *strategy, job->layout, members->members);
     if (!layout.ok() && layout.status().code() == StatusCode::kFailedPrecondition) {
       return stop_job(layout.status().message(), members->new_rank == 0);
@@ -872,6 +880,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     Result<int64_t> next = internal_error("the job was not re-formed");
     for (int attempt = 0; attempt < 4; ++attempt) {
       if (!status.ok()) {
+        events.log("step_failed", {{"step", step}, {"epoch", epoch}, {"error", status.message()}});
         watch.report_failure(group, epoch);  // the members whose operations do not touch ours
         std::printf("slot %s: %s %lld failed (%s); re-forming the job\n", slot_name(slot).c_str(),
                     attempt == 0 ? "step" : "re-formation before step",
@@ -886,11 +895,13 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     if (!next.ok() && next.status().code() == StatusCode::kAborted) {
       summary.took_part = false;  // declared dead while it was away: it leaves, writing nothing
       summary.left = next.status().message();
+      events.log("fenced", {{"reason", summary.left}});
       return summary;
     }
     if (!next.ok() && next.status().code() == StatusCode::kFailedPrecondition) {
       summary.stopped = next.status().message();
       summary.speaks = stop_speaks;
+      events.log("stopped", {{"reason", summary.stopped}});
       return summary;
     }
     NTP_ASSIGN_OR_RETURN(step, std::move(next));

@@ -1,0 +1,37 @@
+// EventLog: one worker's detections and decisions as JSON lines with a timestamp, in
+// OUT_DIR/events/rank_<R>.jsonl (the leader's metrics file has the job-wide view: recovery events,
+// docs/recovery.md). Each line is {"time": Unix seconds, "rank": R, "event": ..., more fields}:
+//   step_failed   this worker's step failed (error), or its failure watch aborted it (watch)
+//   agreed        the members of a new epoch (epoch, members)
+//   fenced        it was declared dead while away and leaves
+//   stopped       live recovery cannot go on (reason)
+//   joined        a repair joined at a step
+// Thread-safe (the failure watch logs from its own thread); a line is written whole or not at all
+// (one write of the line, the file opened for append).
+#pragma once
+
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ntp::train {
+
+class EventLog {
+ public:
+  // Logs nothing when `out_dir` is empty or the file cannot be opened.
+  EventLog(const std::string& out_dir, int rank);
+  ~EventLog();
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+
+  void log(const std::string& event, nlohmann::json fields = nlohmann::json::object());
+
+ private:
+  std::mutex mutex_;
+  std::FILE* file_ = nullptr;
+  int rank_;
+};
+
+}  // namespace ntp::train
