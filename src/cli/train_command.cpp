@@ -114,6 +114,9 @@ int run(TrainArgs& args) {
                 slot.slot);
   } else if (!summary->took_part) {
     std::printf("slot %d:%d: %s\n", slot.domain, slot.slot, summary->left.c_str());
+    if (summary->fenced) {  // `ntp launch --replace-failed` starts a successor that rejoins
+      (void)elastic::report_left(*ctx->store, ctx->slot_rank, ctx->restart_count);
+    }
   }
   return kExitOk;
 }
