@@ -27,6 +27,17 @@ namespace fs = std::filesystem;
 
 using test_jobs::scratch_dir;
 
+// Lines of a metrics file so far.
+std::vector<nlohmann::json> read_metrics(const fs::path& file) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
 TEST(LiveRecoveryTest, KillHangAndRepairsKeepTheRunOnTheFailureFreeTrajectory) {
   const JobRun clean = train("clean20", 20, {});
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
@@ -46,6 +57,21 @@ TEST(LiveRecoveryTest, KillHangAndRepairsKeepTheRunOnTheFailureFreeTrajectory) {
   EXPECT_EQ(degrees[0], (std::vector<int>{4, 3, 4}));  // rank 6 = slot 1:2
   EXPECT_EQ(degrees[1], (std::vector<int>{4, 3, 3}));  // rank 9 = slot 2:1
   EXPECT_EQ(degrees[3], (std::vector<int>{4, 4, 4}));  // both repaired
+  // Every worker logged its detections and decisions with a timestamp: rank 0 took part in all
+  // four agreements and saw two steps fail; the replacement of rank 6 logged its join.
+  auto events_of = [](int rank) {
+    std::map<std::string, int> count;
+    for (const nlohmann::json& e : read_metrics(scratch_dir() / "faulty20" / "events" /
+                                                ("rank_" + std::to_string(rank) + ".jsonl"))) {
+      EXPECT_GT(e["time"].get<double>(), 1.7e9);
+      ++count[e["event"].get<std::string>()];
+    }
+    return count;
+  };
+  std::map<std::string, int> leader = events_of(0);
+  EXPECT_EQ(leader["agreed"], 4);
+  EXPECT_GE(leader["step_failed"], 2);
+  EXPECT_EQ(events_of(6)["joined"], 1);
   // Power boosting (batch policy keep): replica 1 is boosted when it drops to TP 3 and set back
   // to 1 x TDP on repair, through the PowerControl interface.
   ASSERT_GE(faulty.power.size(), 2u);
@@ -91,17 +117,6 @@ pid_t find_worker(const std::string& run_id, int rank) {
     }
   }
   return -1;
-}
-
-// Lines of a metrics file so far.
-std::vector<nlohmann::json> read_metrics(const fs::path& file) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded()) out.push_back(std::move(j));
-  }
-  return out;
 }
 
 // Fencing: a worker stopped (SIGSTOP) long enough to be declared dead, then woken (SIGCONT), finds
