@@ -894,6 +894,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     }
     if (!next.ok() && next.status().code() == StatusCode::kAborted) {
       summary.took_part = false;  // declared dead while it was away: it leaves, writing nothing
+      summary.fenced = true;
       summary.left = next.status().message();
       events.log("fenced", {{"reason", summary.left}});
       return summary;
