@@ -1,0 +1,130 @@
+// FailureWatch on a real file store: each of its three signs (a member's failure notice, the
+// launcher's exit notice for a member's current incarnation, a ring neighbour's still heartbeat)
+// aborts the armed epoch once; nothing else does, and nothing after disarm().
+#include "train/failure_watch.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "comm/exit_notice.h"
+#include "comm/survivors.h"
+
+namespace ntp::train {
+namespace {
+
+using std::chrono::milliseconds;
+
+class FailureWatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ntp-failure-watch-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    Result<std::shared_ptr<comm::Store>> store = comm::open_store("file:" + dir_.string(), "run");
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    store_ = *store;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Epoch 3 of members {0, 2, 5, 7} as seen by member 2; every member at incarnation "0.1".
+  WatchedEpoch epoch() {
+    return {"train/a0",
+            3,
+            2,
+            {0, 2, 5, 7},
+            [](int) { return std::string("0.1"); },
+            [this](const std::string& reason) {
+              reason_ = reason;
+              aborts_.fetch_add(1);
+            }};
+  }
+  // Waits up to `limit` for an abort.
+  bool aborted_within(milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (aborts_.load() == 0 && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+    return aborts_.load() > 0;
+  }
+  // Keeps the heartbeats of `ids` moving for `how_long`.
+  void beat(const std::vector<int>& ids, milliseconds how_long) {
+    const auto end = std::chrono::steady_clock::now() + how_long;
+    for (int n = 0; std::chrono::steady_clock::now() < end; ++n) {
+      for (int id : ids) {
+        ASSERT_TRUE(store_->set(comm::Heartbeat::key("train/a0", id), std::to_string(n)).ok());
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  }
+
+  std::filesystem::path dir_;
+  std::shared_ptr<comm::Store> store_;
+  std::atomic<int> aborts_{0};
+  std::string reason_;
+};
+
+TEST_F(FailureWatchTest, AMembersFailureNoticeAbortsOnce) {
+  FailureWatch watch(store_, milliseconds(10), milliseconds(0));
+  watch.arm(epoch());
+  EXPECT_FALSE(aborted_within(milliseconds(100)));
+  watch.report_failure("train/a0", 2);  // an ended epoch: no news for epoch 3
+  EXPECT_FALSE(aborted_within(milliseconds(100)));
+  watch.report_failure("train/a0", 3);
+  EXPECT_TRUE(aborted_within(milliseconds(1000)));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(aborts_.load(), 1);
+  EXPECT_NE(reason_.find("epoch 3"), std::string::npos) << reason_;
+}
+
+TEST_F(FailureWatchTest, AnExitNoticeAbortsOnlyForAMembersCurrentIncarnation) {
+  FailureWatch watch(store_, milliseconds(10), milliseconds(0));
+  watch.arm(epoch());
+  ASSERT_TRUE(comm::post_exit_notice(*store_, 5, "0.0").ok());  // its predecessor
+  ASSERT_TRUE(comm::post_exit_notice(*store_, 4, "0.1").ok());  // not a member
+  EXPECT_FALSE(aborted_within(milliseconds(150)));
+  ASSERT_TRUE(comm::post_exit_notice(*store_, 5, "0.1").ok());
+  EXPECT_TRUE(aborted_within(milliseconds(1000)));
+  EXPECT_NE(reason_.find("rank 5"), std::string::npos) << reason_;
+}
+
+TEST_F(FailureWatchTest, AnExitNoticePostedBeforeArmingIsSeen) {
+  ASSERT_TRUE(comm::post_exit_notice(*store_, 7, "0.1").ok());
+  FailureWatch watch(store_, milliseconds(10), milliseconds(0));
+  watch.arm(epoch());
+  EXPECT_TRUE(aborted_within(milliseconds(1000)));
+}
+
+TEST_F(FailureWatchTest, AStillRingNeighbourAbortsAndIsRecordedSilent) {
+  // Member 2's ring neighbours are 0 and 5; member 7 is no neighbour and may stay still.
+  // (Still for 500 ms against beats every 20 ms: a loaded machine's scheduling does not reach it.)
+  FailureWatch watch(store_, milliseconds(10), milliseconds(500));
+  watch.arm(epoch());
+  beat({0, 5}, milliseconds(1000));
+  EXPECT_EQ(aborts_.load(), 0) << reason_;
+  EXPECT_FALSE(FailureWatch::still_silent(*store_, "train/a0", 5));
+  std::thread keep_zero([this] { beat({0}, milliseconds(2000)); });
+  EXPECT_TRUE(aborted_within(milliseconds(2000)));
+  keep_zero.join();
+  EXPECT_NE(reason_.find("rank 5"), std::string::npos) << reason_;
+  // The agreement may take 5 as gone while its heartbeat stays where the watch saw it still.
+  EXPECT_TRUE(FailureWatch::still_silent(*store_, "train/a0", 5));
+  ASSERT_TRUE(store_->set(comm::Heartbeat::key("train/a0", 5), "moved").ok());
+  EXPECT_FALSE(FailureWatch::still_silent(*store_, "train/a0", 5));
+}
+
+TEST_F(FailureWatchTest, NothingAbortsAfterDisarm) {
+  FailureWatch watch(store_, milliseconds(10), milliseconds(50));
+  watch.arm(epoch());
+  watch.disarm();
+  watch.report_failure("train/a0", 3);
+  ASSERT_TRUE(comm::post_exit_notice(*store_, 5, "0.1").ok());
+  EXPECT_FALSE(aborted_within(milliseconds(300)));  // heartbeats absent too: still nothing
+}
+
+}  // namespace
+}  // namespace ntp::train
