@@ -238,7 +238,12 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--bucket-kb", args->bucket_kb, "Gradient sync bucket size (KiB of parameters)")
       ->group(runtime);
   cmd->add_option("--timeout-ms", c.comm_timeout_ms,
-                  "Communicator timeout: a peer silent this long is dead")
+                  "Communicator timeout: a collective that makes no progress this long fails "
+                  "(the last resort; hangs are found sooner by --hang-detect-ms)")
+      ->group(runtime);
+  cmd->add_option("--hang-detect-ms", c.hang_detect_ms,
+                  "A worker whose heartbeat (every 100 ms) is still this long is taken as hung "
+                  "and the job re-forms without it (at least 300)")
       ->group(runtime);
 
   cmd->callback([&exit_code, args] { exit_code = run(*args); });

@@ -45,6 +45,8 @@ Status validate_train_config(TrainConfig& c) {
   NTP_RETURN_IF_ERROR(at_least("--vocab-multiple", c.vocab_multiple, 1));
   NTP_RETURN_IF_ERROR(at_least("--bucket-kb", c.bucket_bytes, 1));
   NTP_RETURN_IF_ERROR(at_least("--timeout-ms", c.comm_timeout_ms, 100));
+  // Three missed beats at least, so that one late beat on a busy host is not a hang.
+  NTP_RETURN_IF_ERROR(at_least("--hang-detect-ms", c.hang_detect_ms, 300));
   if (!(c.lr > 0.0f) || !(c.min_lr >= 0.0f) || c.min_lr > c.lr) {
     return invalid_argument("--lr " + std::to_string(c.lr) + " and --min-lr " +
                             std::to_string(c.min_lr) + " need 0 <= min-lr <= lr and lr > 0");

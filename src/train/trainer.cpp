@@ -44,10 +44,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Liveness: every worker beats every 100 ms; one still for a second is hung (or dead). The
-// failure watch polls the store every 20 ms (train/failure_watch.h).
+// Liveness: every worker beats every 100 ms; one still for --hang-detect-ms is hung (or dead).
+// The failure watch polls the store every 20 ms (train/failure_watch.h).
 constexpr std::chrono::milliseconds kHeartbeatPeriod{100};
-constexpr std::chrono::milliseconds kHeartbeatStale{1000};
 constexpr std::chrono::milliseconds kWatchPoll{20};
 
 double seconds_since(Clock::time_point t) {
@@ -141,7 +140,7 @@ comm::AgreementOptions agreement_options(const TrainConfig& c, comm::Store& stor
                                          const std::string& group, const Incarnations& alive) {
   comm::AgreementOptions a;
   a.window = std::chrono::milliseconds(2 * c.comm_timeout_ms + 2000);
-  a.stale_after = kHeartbeatStale;
+  a.stale_after = std::chrono::milliseconds(c.hang_detect_ms);
   a.known_dead = [&store, group, &alive](int id) {
     return comm::has_exited(store, id, alive.of(id)) ||
            FailureWatch::still_silent(store, group, id);
@@ -480,7 +479,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   comm::Heartbeat heartbeat(ctx.store, group, ctx.slot_rank, kHeartbeatPeriod);
   EventLog events(c.out_dir, ctx.slot_rank);  // this worker's detections and decisions
   std::unique_ptr<Job> job;  // declared before the watch, which must stop before the job goes
-  FailureWatch watch(ctx.store, kWatchPoll, kHeartbeatStale);
+  FailureWatch watch(ctx.store, kWatchPoll, std::chrono::milliseconds(c.hang_detect_ms));
   Incarnations alive{ctx.attempt, std::vector<int>(static_cast<size_t>(c.world_slots()), 0)};
   alive.restarts[static_cast<size_t>(ctx.slot_rank)] = ctx.restart_count;
   int epoch = 0;

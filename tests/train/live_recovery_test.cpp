@@ -168,6 +168,36 @@ TEST(LiveRecoveryTest, AWorkerDeclaredDeadThatWakesUpIsFencedAndLeaves) {
   EXPECT_EQ(final_degrees, (std::vector<int>{4, 4, 3}));
 }
 
+// The hang bound is the operator's: with --hang-detect-ms 3000 (and the default 30 s communicator
+// timeout) a SIGSTOPped worker is taken as hung no sooner than 3 s after its last step and well
+// before the timeout; below 300 ms the flag is refused, naming the bound.
+TEST(LiveRecoveryTest, TheHangBoundIsConfigurable) {
+  const JobRun run = train("hang-bound", 10, {"hang:rank=9,at=5", "repair:rank=9,at=8"}, {},
+                           {"--hang-detect-ms", "3000", "--timeout-ms", "30000"});
+  ASSERT_EQ(run.exit_code, 0) << run.log;
+  ASSERT_FALSE(run.recoveries.empty()) << run.log;
+  const nlohmann::json& lost = run.recoveries.front();
+  const double reforming_from = lost["time"].get<double>() - lost["total_s"].get<double>();
+  double last_step = 0.0;  // the last step committed before the hang
+  for (const nlohmann::json& j :
+       read_metrics(test_jobs::scratch_dir() / "hang-bound" / "metrics.jsonl")) {
+    if (j["type"] == "step" && j["time"].get<double>() < reforming_from) {
+      last_step = j["time"].get<double>();
+    }
+  }
+  const double silent = reforming_from - last_step;
+  std::printf("hang taken as such %.2f s after the last step (bound 3 s)\n", silent);
+  EXPECT_GE(silent, 2.9);
+  EXPECT_LE(silent, 10.0);
+  EXPECT_EQ(run.degrees_at_end, (std::vector<int>{4, 4, 4}));
+
+  const ntp::testing::CommandOutput bad =
+      ntp::testing::run_command({NTP_BINARY, "train", "--hang-detect-ms", "100"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--hang-detect-ms must be at least 300, got 100"), std::string::npos)
+      << bad.err;
+}
+
 // A fault that leaves a replica below --min-tp cannot be survived live: the job stops with one
 // clear reason on every survivor and its last checkpoint intact (it verifies), never hangs.
 TEST(LiveRecoveryTest, FallingBelowMinTpStopsTheJobWithItsCheckpointIntact) {

@@ -34,7 +34,7 @@ struct JobRun {
 };
 
 // One job: 3 x 4 workers, `steps` steps, `faults` as `ntp launch --inject` specs, `extra` more
-// `ntp train` flags (a --save-dir there replaces the default <out>/ckpt).
+// `ntp train` flags (a --save-dir or --timeout-ms there replaces the default <out>/ckpt, 2000).
 inline JobRun train(const std::string& name, int steps, const std::vector<std::string>& faults,
                     const std::vector<std::string>& env = {},
                     const std::vector<std::string>& extra = {}) {
@@ -44,15 +44,16 @@ inline JobRun train(const std::string& name, int steps, const std::vector<std::s
     launch.push_back("--inject");
     launch.push_back(f);
   }
-  std::vector<std::string> args =
-      test_jobs::small_job(12, launch,
-                           {"--domains", "3", "--tp", "4", "--batch", "12", "--micro-batch", "2",
-                            "--steps", std::to_string(steps), "--warmup", "5", "--out",
-                            out.string(), "--timeout-ms", "2000", "--save-every", "3"});
+  std::vector<std::string> args = test_jobs::small_job(
+      12, launch,
+      {"--domains", "3", "--tp", "4", "--batch", "12", "--micro-batch", "2", "--steps",
+       std::to_string(steps), "--warmup", "5", "--out", out.string(), "--save-every", "3"});
   args.insert(args.end(), extra.begin(), extra.end());
-  if (std::find(extra.begin(), extra.end(), "--save-dir") == extra.end()) {
-    args.insert(args.end(), {"--save-dir", (out / "ckpt").string()});
-  }
+  auto absent = [&extra](const char* flag) {
+    return std::find(extra.begin(), extra.end(), flag) == extra.end();
+  };
+  if (absent("--save-dir")) args.insert(args.end(), {"--save-dir", (out / "ckpt").string()});
+  if (absent("--timeout-ms")) args.insert(args.end(), {"--timeout-ms", "2000"});
   const testing::CommandOutput r =
       testing::run_command(args, env, std::chrono::seconds(std::max(400, 2 * steps)));
   JobRun run;
