@@ -40,6 +40,7 @@
 #include "child_process.h"
 #include "dependency.h"
 #include "job_scratch.h"
+#include "json_lines.h"
 
 namespace ntp::elastic {
 namespace {
@@ -204,13 +205,7 @@ class Child {
 };
 
 std::vector<nlohmann::json> read_metrics(const fs::path& file) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded()) out.push_back(std::move(j));
-  }
-  return out;
+  return ntp::testing::read_json_lines(file);
 }
 
 bool wait_until(const std::function<bool()>& ready, std::chrono::seconds limit) {

@@ -17,6 +17,7 @@
 #include "child_process.h"
 #include "core/rng.h"
 #include "job_scratch.h"
+#include "json_lines.h"
 #include "recovery_jobs.h"
 #include "train/token_file.h"
 
@@ -27,15 +28,8 @@ namespace fs = std::filesystem;
 
 using test_jobs::scratch_dir;
 
-// Lines of a metrics file so far.
 std::vector<nlohmann::json> read_metrics(const fs::path& file) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded()) out.push_back(std::move(j));
-  }
-  return out;
+  return ntp::testing::read_json_lines(file);
 }
 
 TEST(LiveRecoveryTest, KillHangAndRepairsKeepTheRunOnTheFailureFreeTrajectory) {
