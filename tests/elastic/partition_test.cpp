@@ -53,11 +53,13 @@ constexpr const char* kAddrB = "10.77.0.2";
 constexpr int kRedisPort = 6390;  // inside namespace A: no other process listens there
 // Redis refuses clients from other hosts without a password (protected mode).
 constexpr const char* kRedisPassword = "partition-test";
-constexpr int kSteps = 400;
+// Enough steps that A is still training when B's replacements ask to join after the heal, even
+// at 10 ms a step (a CI run at 400 steps finished before the replacements were admitted).
+constexpr int kSteps = 1200;
 constexpr int kCutAtStep = 12;
 // The link stays cut until A trained this many steps at TP 1,1 and at least kMinCut seconds
 // passed (two communicator timeouts: B's members have certainly failed a step while cut off).
-constexpr int kStepsWhileCut = 10;
+constexpr int kStepsWhileCut = 25;
 constexpr double kMinCut = 4.0;
 
 std::string ip_binary() {
@@ -228,7 +230,7 @@ std::vector<std::string> train_flags(const fs::path& out) {
           "--micro-batch", "4",          "--steps",      std::to_string(kSteps),
           "--warmup",      "5",          "--timeout-ms", "2000",
           "--out",         out.string(), "--save-dir",   (out / "ckpt").string(),
-          "--save-every",  "2",          "--keep-last",  "0"};
+          "--save-every",  "10",         "--keep-last",  "0"};
 }
 
 int last_step(const std::vector<nlohmann::json>& metrics) {
