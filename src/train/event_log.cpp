@@ -1,7 +1,8 @@
 #include "train/event_log.h"
 
-#include <chrono>
 #include <filesystem>
+
+#include "core/wall_clock.h"
 
 namespace ntp::train {
 
@@ -19,8 +20,7 @@ EventLog::~EventLog() {
 
 void EventLog::log(const std::string& event, nlohmann::json fields) {
   if (file_ == nullptr) return;
-  fields["time"] =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  fields["time"] = unix_seconds();
   fields["rank"] = rank_;
   fields["event"] = event;
   const std::string line = fields.dump() + "\n";

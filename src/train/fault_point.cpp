@@ -1,11 +1,12 @@
 #include "train/fault_point.h"
 
 #include <atomic>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include "core/wall_clock.h"
 
 namespace ntp::train {
 namespace {
@@ -43,10 +44,8 @@ void fault_point(const char* phase) {
   if (t.phase != phase) return;
   // The moment of the fault, on the same clock as the metrics' "time" fields (benchmarks put
   // detection and recovery on one timeline with it).
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::fprintf(stderr, "ntp fault point: SIGKILL in %s of step %lld at %.6f\n", phase,
-               static_cast<long long>(t.step), now);
+               static_cast<long long>(t.step), unix_seconds());
   std::fflush(stderr);
   std::raise(SIGKILL);
 }

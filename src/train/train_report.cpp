@@ -6,18 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/wall_clock.h"
 #include "kernels/cpu/blas_select.h"
 #include "model/gpt_model.h"
 #include "train/worker_role.h"
 
 namespace ntp::train {
 namespace {
-
-// Wall-clock time of an event line, Unix seconds (lines of several processes on one host, and
-// the launcher's and fault points' logs, can be put on one timeline).
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::string join(const std::vector<int>& v) {
   std::string out;
@@ -93,7 +88,7 @@ Result<TrainReport> TrainReport::open(const TrainConfig& c, const shard::Cluster
                layout.sync.groups.size(), layout.sync.folds.size(), c.metrics_file.c_str());
   std::fflush(out);
   nlohmann::json start = {{"type", "start"},
-                          {"time", unix_now()},
+                          {"time", unix_seconds()},
                           {"degrees", report.degrees_},
                           {"samples", report.samples_},
                           {"strategy", c.strategy},
@@ -138,11 +133,16 @@ void TrainReport::step(const StepFigures& f, const std::vector<double>& ranks) {
                            {"sync_overlap", overlap[d]},
                            {"sync_bytes_max_rank", bytes[d]}});
   }
-  nlohmann::json line = {
-      {"type", "step"},         {"time", unix_now()}, {"step", f.step},
-      {"loss", f.loss},         {"lr", f.lr},         {"grad_norm", f.grad_norm},
-      {"clip", f.clip},         {"step_s", f.step_s}, {"tokens_per_s", f.tokens_per_s},
-      {"replicas", per_replica}};
+  nlohmann::json line = {{"type", "step"},
+                         {"time", unix_seconds()},
+                         {"step", f.step},
+                         {"loss", f.loss},
+                         {"lr", f.lr},
+                         {"grad_norm", f.grad_norm},
+                         {"clip", f.clip},
+                         {"step_s", f.step_s},
+                         {"tokens_per_s", f.tokens_per_s},
+                         {"replicas", per_replica}};
   write(line.dump());
   if (quiet_) return;
   std::fprintf(out_,
@@ -164,7 +164,7 @@ void TrainReport::eval(int64_t step, double loss) {
 }
 
 void TrainReport::resumed(int64_t step, const std::string& dir) {
-  write(nlohmann::json{{"type", "resume"}, {"time", unix_now()}, {"step", step}, {"dir", dir}}
+  write(nlohmann::json{{"type", "resume"}, {"time", unix_seconds()}, {"step", step}, {"dir", dir}}
             .dump());
   std::fprintf(out_, "resumed from %s: continuing at step %lld\n", dir.c_str(),
                static_cast<long long>(step + 1));
@@ -182,7 +182,7 @@ void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& l
     failed += (failed.empty() ? "" : ",") + std::to_string(f.domain) + ":" + std::to_string(f.slot);
   }
   write(nlohmann::json{{"type", "recovery"},
-                       {"time", unix_now()},
+                       {"time", unix_seconds()},
                        {"failed", failed},
                        {"cause", e.cause},
                        {"epoch", e.epoch},

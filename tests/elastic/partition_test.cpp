@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "child_process.h"
+#include "core/wall_clock.h"
 #include "dependency.h"
 #include "job_scratch.h"
 #include "json_lines.h"
@@ -219,10 +220,6 @@ bool wait_until(const std::function<bool()>& ready, std::chrono::seconds limit) 
   return true;
 }
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // The `ntp train` flags of both runs (the partitioned one and the failure-free one).
 std::vector<std::string> train_flags(const fs::path& out) {
   return {"--domains",     "2",          "--tp",         "2",
@@ -308,7 +305,7 @@ TEST(PartitionTest, TheCutOffNodeIsFencedTheRestGoesOnAndTheHealedNodeRejoinsAsA
                          std::chrono::seconds(120)))
       << "the job did not reach step " << kCutAtStep << "\n"
       << stop_and_show();
-  const double cut_time = unix_now();
+  const double cut_time = unix_seconds();
   const int cut_step = last_step(read_metrics(metrics));
   ASSERT_EQ(net.cut(), "");
 
@@ -321,10 +318,10 @@ TEST(PartitionTest, TheCutOffNodeIsFencedTheRestGoesOnAndTheHealedNodeRejoinsAsA
         }
         return !reduced.is_null() &&
                last_step(read_metrics(metrics)) >= reduced["step"].get<int>() + kStepsWhileCut &&
-               unix_now() - cut_time >= kMinCut;
+               unix_seconds() - cut_time >= kMinCut;
       },
       std::chrono::seconds(60));
-  const double heal_time = unix_now();
+  const double heal_time = unix_seconds();
   const int heal_step = last_step(read_metrics(metrics));
   ASSERT_EQ(net.restore(), "");
   ASSERT_TRUE(reformed) << "A did not re-form at TP 1,1 after the cut\n" << stop_and_show();
