@@ -64,6 +64,23 @@ TEST(ParallelTest, RangesCoverEachIndexOnce) {
   cpu::set_blas_threads(saved);
 }
 
+// Kernels that call single-threaded sgemm from every range (attention, split products) lower
+// OpenBLAS to one thread first; the split must still use all of ntp's threads.
+TEST(ParallelTest, SplitsOverAllThreadsInsideSingleThreadedBlas) {
+  const int saved = cpu::blas_threads();
+  cpu::set_blas_threads(3);
+  {
+    const cpu::SingleThreadedBlas single;
+    EXPECT_EQ(cpu::blas_threads(), 1);
+    EXPECT_EQ(cpu::kernel_threads(), 3);
+    std::atomic<int> ranges{0};
+    cpu::parallel_for(30, 1, [&](int64_t, int64_t) { ++ranges; });
+    EXPECT_EQ(ranges, 3);
+  }
+  EXPECT_EQ(cpu::blas_threads(), 3);
+  cpu::set_blas_threads(saved);
+}
+
 TEST(ParallelTest, AForkedChildStartsItsOwnWorkers) {
   const int saved = cpu::blas_threads();
   cpu::set_blas_threads(2);
@@ -122,6 +139,36 @@ TEST(ParallelTest, AdamWIsSplitIndependent) {
     }
     return std::vector<std::vector<float>>{p, m, v};
   });
+}
+
+// Products large enough to be split by rows of C (or by columns when C is wide), every transpose,
+// beta 0 and 1, leading dimensions wider than the matrices, ragged parts: the same bits as one
+// single-threaded OpenBLAS call.
+TEST(ParallelTest, SplitProductsAreSplitIndependent) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape s : {Shape{1031, 517, 263}, Shape{129, 1553, 211}, Shape{4099, 65, 70}}) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        const int64_t lda = (ta ? s.m : s.k) + 3, ldb = (tb ? s.k : s.n) + 5, ldc = s.n + 7;
+        const std::vector<float> a = random_floats((ta ? s.k : s.m) * lda, 11),
+                                 b = random_floats((tb ? s.n : s.k) * ldb, 12),
+                                 c0 = random_floats(s.m * ldc, 13);
+        SCOPED_TRACE(::testing::Message()
+                     << s.m << "x" << s.n << "x" << s.k << " ta " << ta << " tb " << tb);
+        ASSERT_GE(s.m * s.n * s.k, int64_t{1} << 22);  // large enough to be split
+        expect_same_bits_at_any_thread_count([&] {
+          std::vector<float> c_beta0 = c0, c_beta1 = c0;
+          cpu::gemm(ta, tb, s.m, s.n, s.k, 0.75f, a.data(), lda, b.data(), ldb, 0.0f,
+                    c_beta0.data(), ldc);
+          cpu::gemm(ta, tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 1.0f, c_beta1.data(),
+                    ldc);
+          return std::vector<std::vector<float>>{c_beta0, c_beta1};
+        });
+      }
+    }
+  }
 }
 
 TEST(ParallelTest, AttentionIsSplitIndependent) {

@@ -4,6 +4,10 @@
 // op(B) is [K,N] (B stored [K,N] with leading dimension ldb, or [N,K] when trans_b).
 // Leading dimensions are in elements and let callers address strided column blocks (for example
 // one attention head inside a fused QKV row) without copying.
+//
+// Threads: a product of 2^22 multiply-adds or more is split over kernel_threads() (parallel.h) by
+// rows of C, each part a single-threaded OpenBLAS call, with the same bits as one call; smaller
+// products, and calls from inside a parallel_for range, are one OpenBLAS call.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +17,10 @@ namespace ntp::kernels::cpu {
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
-// Sets the number of OpenBLAS threads (>= 1) and returns the value in effect afterwards.
+// Sets the number of OpenBLAS threads (>= 1), and kernel_threads() with it, and returns the value
+// in effect afterwards.
 int set_blas_threads(int threads);
+// OpenBLAS's current thread count (1 inside SingleThreadedBlas, parallel.h).
 int blas_threads();
 
 }  // namespace ntp::kernels::cpu

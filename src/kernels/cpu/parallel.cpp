@@ -109,9 +109,24 @@ class Pool {
   std::atomic<int> next_{0}, done_{0};
 };
 
+// 0 until the first kernel_threads() or set_kernel_threads().
+std::atomic<int> configured_threads{0};
+
 }  // namespace
 
-int kernel_threads() { return std::max(1, openblas_get_num_threads()); }
+int kernel_threads() {
+  int threads = configured_threads.load(std::memory_order_relaxed);
+  if (threads == 0) {
+    threads = std::max(1, openblas_get_num_threads());
+    int expected = 0;
+    if (!configured_threads.compare_exchange_strong(expected, threads)) threads = expected;
+  }
+  return threads;
+}
+
+void set_kernel_threads(int threads) {
+  configured_threads.store(std::max(1, threads), std::memory_order_relaxed);
+}
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
   if (n <= 0) return;
@@ -131,6 +146,7 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
 }
 
 SingleThreadedBlas::SingleThreadedBlas() : saved_(openblas_get_num_threads()) {
+  kernel_threads();  // fixes ntp's count from OpenBLAS's before it is lowered here
   if (saved_ != 1) openblas_set_num_threads(1);
 }
 

@@ -19,13 +19,18 @@
 
 namespace ntp::kernels::cpu {
 
-// The number of threads parallel_for uses: OpenBLAS's current thread count (set_blas_threads).
+// The number of threads parallel_for uses: the count last given to set_blas_threads (gemm.h), or
+// OpenBLAS's thread count at the first call (OPENBLAS_NUM_THREADS, as `ntp launch` sets it).
+// It is ntp's count, not OpenBLAS's current one, so it stays the same inside SingleThreadedBlas.
 int kernel_threads();
+// Sets kernel_threads() (>= 1); set_blas_threads calls it with OpenBLAS's new count.
+void set_kernel_threads(int threads);
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
 
 // Sets OpenBLAS to one thread for the object's lifetime (restoring the previous count after):
-// for sgemm calls made from several parallel_for ranges at once.
+// for sgemm calls made from several parallel_for ranges at once. parallel_for still splits over
+// kernel_threads() inside it.
 class SingleThreadedBlas {
  public:
   SingleThreadedBlas();
