@@ -171,6 +171,24 @@ TEST(ParallelTest, SplitProductsAreSplitIndependent) {
   }
 }
 
+// Large products issued from inside parallel_for ranges (one per range, on several threads at
+// once) run as one single-threaded OpenBLAS call each, with the same bits as at one thread.
+TEST(ParallelTest, LargeProductsInsideRangesAreSplitIndependent) {
+  const int64_t m = 300, n = 257, k = 129, parts = 5;  // 9.9 M multiply-adds per product
+  const std::vector<float> a = random_floats(parts * m * k, 14), b = random_floats(k * n, 15);
+  expect_same_bits_at_any_thread_count([&] {
+    std::vector<float> c(static_cast<size_t>(parts * m * n));
+    const cpu::SingleThreadedBlas single;
+    cpu::parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        cpu::gemm(false, false, m, n, k, 1.0f, a.data() + p * m * k, k, b.data(), n, 0.0f,
+                  c.data() + p * m * n, n);
+      }
+    });
+    return std::vector<std::vector<float>>{c};
+  });
+}
+
 TEST(ParallelTest, AttentionIsSplitIndependent) {
   const int64_t b = 2, t = 131, h = 5, d = 8;  // 10 (batch, head) pairs over 3 threads
   const std::vector<float> qkv = random_floats(b * t * 3 * h * d, 7),

@@ -46,7 +46,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
     }
     return;
   }
-  if (kernel_threads() < 2 || m * n * k < kSplitMinMultiplyAdds) {
+  if (kernel_threads() < 2 || m * n * k < kSplitMinMultiplyAdds || inside_parallel_range()) {
     blas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }

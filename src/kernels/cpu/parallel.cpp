@@ -145,6 +145,8 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   Pool::instance().run(static_cast<int>(parts), task);
 }
 
+bool inside_parallel_range() { return in_parallel_range; }
+
 SingleThreadedBlas::SingleThreadedBlas() : saved_(openblas_get_num_threads()) {
   kernel_threads();  // fixes ntp's count from OpenBLAS's before it is lowered here
   if (saved_ != 1) openblas_set_num_threads(1);

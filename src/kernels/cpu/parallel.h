@@ -28,6 +28,9 @@ void set_kernel_threads(int threads);
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
 
+// True on a thread that is running a parallel_for range (where nested calls run inline).
+bool inside_parallel_range();
+
 // Sets OpenBLAS to one thread for the object's lifetime (restoring the previous count after):
 // for sgemm calls made from several parallel_for ranges at once. parallel_for still splits over
 // kernel_threads() inside it.
