@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
   const int64_t fc_m = batch * t, fc_n = 4 * config.n_embd, fc_k = config.n_embd;
   struct Reference {
     int64_t m, n, k;
+    int reps;  // per round
     Via via;
     Best time;
     double flops() const { return 2.0 * static_cast<double>(m * n * k); }
@@ -181,15 +182,14 @@ int main(int argc, char** argv) {
   std::vector<Reference> refs;
   for (const Via via : {Via::kOpenBlasThreads, Via::kNtpSplit}) {
     if (via == Via::kNtpSplit && used_threads == 1) continue;
-    refs.push_back({fc_m, fc_n, fc_k, via, {}});
-    refs.push_back({1024, 1024, 1024, via, {}});
+    refs.push_back({fc_m, fc_n, fc_k, 3, via, {}});
+    refs.push_back({1024, 1024, 1024, 2, via, {}});
   }
   Best step_time;
   for (int r = 0; r < rounds; ++r) {
     // Interleaved so that all see the same machine load.
     if (with_sgemm) {
-      for (Reference& ref : refs)
-        time_sgemm(ref.m, ref.n, ref.k, ref.m == 1024 ? 2 : 3, ref.via, ref.time);
+      for (Reference& ref : refs) time_sgemm(ref.m, ref.n, ref.k, ref.reps, ref.via, ref.time);
     }
     time_into(step_time, step);
   }

@@ -141,7 +141,7 @@ TEST(ParallelTest, AdamWIsSplitIndependent) {
   });
 }
 
-// Products large enough to be split by rows of C (or by columns when C is wide), every transpose,
+// Products large enough to be split by rows of C (tall, wide and square C), every transpose,
 // beta 0 and 1, leading dimensions wider than the matrices, ragged parts: the same bits as one
 // single-threaded OpenBLAS call.
 TEST(ParallelTest, SplitProductsAreSplitIndependent) {
