@@ -39,8 +39,12 @@ std::uint64_t slot(std::uint8_t prefix, std::uint32_t tag) {
 class GlooStoreAdapter : public gloo::rendezvous::Store {
  public:
   GlooStoreAdapter(std::shared_ptr<comm::Store> store, std::string prefix,
-                   std::chrono::milliseconds timeout)
-      : store_(std::move(store)), prefix_(std::move(prefix)), timeout_(timeout) {}
+                   std::chrono::milliseconds timeout,
+                   std::shared_ptr<const std::atomic<bool>> cancel)
+      : store_(std::move(store)),
+        prefix_(std::move(prefix)),
+        timeout_(timeout),
+        cancel_(std::move(cancel)) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
     Status status = store_->set(prefix_ + key, std::string(data.begin(), data.end()));
@@ -58,14 +62,30 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
     std::vector<std::string> full;
     full.reserve(keys.size());
     for (const std::string& key : keys) full.push_back(prefix_ + key);
-    Status status = store_->wait(full, timeout);
-    if (!status.ok()) throw gloo::IoException(status.to_string());
+    if (!cancel_) {
+      Status status = store_->wait(full, timeout);
+      if (!status.ok()) throw gloo::IoException(status.to_string());
+      return;
+    }
+    // Cancellable: wait in slices, looking at the flag between them.
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (cancel_->load()) throw gloo::IoException("rendezvous cancelled");
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      Status status = store_->wait(full, std::min(left, std::chrono::milliseconds(5)));
+      if (status.ok()) return;
+      if (status.code() != StatusCode::kDeadlineExceeded || left.count() <= 5) {
+        throw gloo::IoException(status.to_string());
+      }
+    }
   }
 
  private:
   std::shared_ptr<comm::Store> store_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<const std::atomic<bool>> cancel_;
 };
 
 bool reducible(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kFloat64; }
@@ -405,7 +425,9 @@ class GlooCommunicator final : public Communicator {
       } catch (const gloo::IoException& e) {
         status = unavailable(where() + ": peer dead or hung: " + e.what());
       } catch (const gloo::EnforceNotMet& e) {
-        status = internal_error(where() + ": gloo check failed: " + e.what());
+        // Gloo's checks of what a peer sent (lengths, slots): a peer that died mid-message.
+        status =
+            unavailable(where() + ": gloo check failed (peer sent a broken message): " + e.what());
       } catch (const std::exception& e) {
         status = internal_error(where() + ": " + e.what());
       }
@@ -482,6 +504,10 @@ Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
   if (options.timeout.count() <= 0) {
     return invalid_argument("connect_gloo: timeout must be positive");
   }
+  if (options.cancel && options.cancel->load()) {
+    return unavailable("connect_gloo rank " + std::to_string(options.rank) + " (" + options.prefix +
+                       "): rendezvous cancelled");
+  }
   ignore_sigpipe_once();
   try {
     gloo::transport::tcp::attr attr;
@@ -489,7 +515,7 @@ Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
     context->setTimeout(options.timeout);
-    GlooStoreAdapter store(options.store, options.prefix + "/", options.timeout);
+    GlooStoreAdapter store(options.store, options.prefix + "/", options.timeout, options.cancel);
     context->connectFullMesh(store, device);
     return std::unique_ptr<Communicator>(
         std::make_unique<GlooCommunicator>(options, std::move(device), std::move(context)));

@@ -19,6 +19,7 @@
 // re-form the group. The timeout bounds each wait for the next message (lack of progress).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -39,6 +40,10 @@ struct GlooOptions {
   std::chrono::milliseconds timeout{30000};
   // Address to listen on; peers connect to it. 127.0.0.1 on one machine.
   std::string hostname = "127.0.0.1";
+  // When set, a rendezvous waiting for a peer's address ends (kUnavailable) within 5 ms of this
+  // becoming true: a re-formation whose member died before it published cancels its connect
+  // instead of waiting out `timeout`. Subgroups share it.
+  std::shared_ptr<const std::atomic<bool>> cancel;
 };
 
 Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options);

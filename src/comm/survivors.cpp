@@ -123,8 +123,11 @@ std::string Heartbeat::key(const std::string& group, int id) {
 }
 
 Heartbeat::Heartbeat(std::shared_ptr<Store> store, const std::string& group, int id,
-                     std::chrono::milliseconds interval)
-    : store_(std::move(store)), key_(key(group, id)), interval_(interval) {
+                     std::chrono::milliseconds interval, std::function<std::string()> payload)
+    : store_(std::move(store)),
+      key_(key(group, id)),
+      interval_(interval),
+      payload_(std::move(payload)) {
   thread_ = std::thread([this] {
     // A plain set of a counter (not add): no lock to wait for behind other processes' beats, so a
     // busy store cannot make a live process look still. A missed beat only makes it look slower.
@@ -132,7 +135,9 @@ Heartbeat::Heartbeat(std::shared_ptr<Store> store, const std::string& group, int
     // its predecessor was last seen with.
     const std::string self = std::to_string(std::random_device{}()) + ".";
     for (std::int64_t beat = 1; !stop_.load(); ++beat) {
-      (void)store_->set(key_, self + std::to_string(beat));
+      std::string value = self + std::to_string(beat);
+      if (payload_) value += "|" + payload_();
+      (void)store_->set(key_, value);
       std::this_thread::sleep_for(interval_);
     }
   });

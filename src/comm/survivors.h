@@ -54,12 +54,14 @@ Result<Membership> agree_on_survivors(Store& store, const std::string& group, in
                                       const AgreementOptions& options);
 
 // Writes a new value (a counter) to the store key "hb/<group>/<id>" every `interval` from a
-// background thread, so that others can tell this process is alive. Stops (and joins) on
-// destruction.
+// background thread, so that others can tell this process is alive. With a `payload`, each value
+// is "<counter>|<payload()>": the trainer sends its training thread's progress
+// (elastic/progress.h), so that a watcher can tell a live process whose work is stuck. Stops (and
+// joins) on destruction.
 class Heartbeat {
  public:
   Heartbeat(std::shared_ptr<Store> store, const std::string& group, int id,
-            std::chrono::milliseconds interval);
+            std::chrono::milliseconds interval, std::function<std::string()> payload = {});
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
@@ -70,6 +72,7 @@ class Heartbeat {
   std::shared_ptr<Store> store_;
   std::string key_;
   std::chrono::milliseconds interval_;
+  std::function<std::string()> payload_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

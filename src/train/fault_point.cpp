@@ -4,7 +4,10 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/wall_clock.h"
 
@@ -16,22 +19,40 @@ std::atomic<int64_t> current_step{-1};
 struct Target {
   std::string phase;
   int64_t step = -1;
+  bool fail = false;  // fail the operation instead of killing the process
+  std::unique_ptr<std::atomic<bool>> fired = std::make_unique<std::atomic<bool>>(false);
 };
 
-const Target& target() {
-  static const Target t = [] {
-    Target out;
+// This worker's targets, parsed once from NTP_FAULT_POINT.
+const std::vector<Target>& targets() {
+  static const std::vector<Target> all = [] {
+    std::vector<Target> out;
     const char* text = std::getenv("NTP_FAULT_POINT");
     const char* rank = std::getenv("NTP_RANK");
     if (text == nullptr || rank == nullptr) return out;
-    const std::string s(text);  // PHASE:STEP:RANK
-    const size_t a = s.find(':'), b = s.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos || s.substr(b + 1) != rank) return out;
-    out.phase = s.substr(0, a);
-    out.step = std::strtoll(s.c_str() + a + 1, nullptr, 10);
+    std::stringstream in(text);
+    for (std::string item; std::getline(in, item, ',');) {  // PHASE:STEP:RANK[:fail]
+      std::vector<std::string> parts;
+      std::stringstream fields(item);
+      for (std::string f; std::getline(fields, f, ':');) parts.push_back(f);
+      if (parts.size() < 3 || parts[2] != rank) continue;
+      Target t;
+      t.phase = parts[0];
+      t.step = std::strtoll(parts[1].c_str(), nullptr, 10);
+      t.fail = parts.size() > 3 && parts[3] == "fail";
+      out.push_back(std::move(t));
+    }
     return out;
   }();
-  return t;
+  return all;
+}
+
+const Target* matching(const char* phase, bool fail) {
+  const int64_t step = current_step.load(std::memory_order_relaxed);
+  for (const Target& t : targets()) {
+    if (t.step == step && t.fail == fail && t.phase == phase) return &t;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -39,15 +60,23 @@ const Target& target() {
 void set_fault_step(int64_t step) { current_step.store(step, std::memory_order_relaxed); }
 
 void fault_point(const char* phase) {
-  const Target& t = target();
-  if (t.step < 0 || t.step != current_step.load(std::memory_order_relaxed)) return;
-  if (t.phase != phase) return;
+  if (targets().empty() || matching(phase, false) == nullptr) return;
   // The moment of the fault, on the same clock as the metrics' "time" fields (benchmarks put
   // detection and recovery on one timeline with it).
   std::fprintf(stderr, "ntp fault point: SIGKILL in %s of step %lld at %.6f\n", phase,
-               static_cast<long long>(t.step), unix_seconds());
+               static_cast<long long>(current_step.load()), unix_seconds());
   std::fflush(stderr);
   std::raise(SIGKILL);
+}
+
+bool fault_point_fails(const char* phase) {
+  if (targets().empty()) return false;
+  const Target* t = matching(phase, true);
+  if (t == nullptr || t->fired->exchange(true)) return false;
+  std::fprintf(stderr, "ntp fault point: failure in %s of step %lld at %.6f\n", phase,
+               static_cast<long long>(current_step.load()), unix_seconds());
+  std::fflush(stderr);
+  return true;
 }
 
 }  // namespace ntp::train

@@ -1,13 +1,19 @@
-// Fault points: test hooks that SIGKILL this worker at a chosen phase of a chosen step, so that
-// tests can place a real process death inside forward, backward, the gradient sync, the optimizer
-// or a checkpoint save (`ntp launch --inject` only fires between steps).
+// Fault points: test hooks that SIGKILL this worker (or fail its operation) at a chosen phase of a
+// chosen step, so that tests can place a real process death inside forward, backward, the gradient
+// sync, the optimizer, a checkpoint save or a re-formation (`ntp launch --inject` only fires
+// between steps).
 //
-//   NTP_FAULT_POINT=PHASE:STEP:RANK   (in the job's environment) kills the worker whose NTP_RANK
-//                                      is RANK when it reaches PHASE of step STEP.
-// Phases: forward, backward, sync (a bucket's reduction on the executor thread), wait,
+//   NTP_FAULT_POINT=PHASE:STEP:RANK[:fail][,PHASE:STEP:RANK[:fail]...]   (in the job's environment)
+// Each target kills the worker whose NTP_RANK is RANK when it reaches PHASE while the trainer is at
+// step STEP (a re-formation counts as the step it re-forms before). With `:fail` the worker instead
+// fails its operation there, once, and lives on (fault_point_fails): the rollback test's split.
+// Phases of a step: forward, backward, sync (a bucket's reduction on the executor thread), wait,
 // optimizer (after the step's world all-reduce, before the update), commit (after the update),
-// checkpoint (a save started, not yet committed). Without the variable a fault point costs one
-// relaxed atomic load.
+// checkpoint (a save started, not yet committed). Phases of a re-formation: admit (world rank 0
+// writing a joiner's admission), reform_agreed (the member list received), reform_planned,
+// reform_build (before the communicators' rendezvous), reform_reshard (before the state moves),
+// reform_commit (before the reshard's totals are exchanged and the epoch marked done).
+// Without the variable a fault point costs one relaxed atomic load.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +22,9 @@ namespace ntp::train {
 
 // The step the trainer is in (fault points on other threads read it).
 void set_fault_step(int64_t step);
-// SIGKILLs this process if NTP_FAULT_POINT names `phase` at the current step.
+// SIGKILLs this process if NTP_FAULT_POINT names `phase` at the current step (a kill target).
 void fault_point(const char* phase);
+// True, once per target, if NTP_FAULT_POINT names `phase` at the current step with `:fail`.
+bool fault_point_fails(const char* phase);
 
 }  // namespace ntp::train

@@ -9,15 +9,20 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-
-#include <nlohmann/json.hpp>
+#include <mutex>
 #include <optional>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
 #include "comm/survivors.h"
+#include "elastic/agreement.h"
+#include "elastic/failure_watch.h"
+#include "elastic/member_list.h"
+#include "elastic/progress.h"
 #include "kernels/cpu/clip.h"
 #include "model/comm_tp_group.h"
 #include "model/gpt_model.h"
@@ -29,8 +34,8 @@
 #include "train/adamw_optimizer.h"
 #include "train/batcher.h"
 #include "train/event_log.h"
-#include "train/failure_watch.h"
 #include "train/fault_point.h"
+#include "train/layout_codec.h"
 #include "train/sharded_adamw.h"
 #include "train/state_reshard.h"
 #include "train/token_file.h"
@@ -45,7 +50,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Liveness: every worker beats every 100 ms; one still for --hang-detect-ms is hung (or dead).
-// The failure watch polls the store every 20 ms (train/failure_watch.h).
+// The failure watch polls the store every 20 ms (elastic/failure_watch.h).
 constexpr std::chrono::milliseconds kHeartbeatPeriod{100};
 constexpr std::chrono::milliseconds kWatchPoll{20};
 
@@ -60,9 +65,15 @@ std::unique_ptr<shard::SyncStrategy> make_strategy(const TrainConfig& c) {
 
 // Everything one cluster layout implies for this worker. Members are destroyed in reverse order:
 // the executor (which uses the communicators and the model's tensors) goes first.
+// Everything one cluster layout implies for this worker. Members are destroyed in reverse order:
+// the executor (which uses the communicators and the model's tensors) goes first.
 struct Job {
+  int epoch = 0;  // the membership epoch it was built for
   shard::ClusterLayout layout;
   WorkerRole role;
+  // Set by abort_all: a rendezvous of this job in progress ends, later ones do not start.
+  std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+  std::mutex comms_mutex;  // abort_all (the watch's thread) against installing communicators
   std::unique_ptr<comm::Communicator> world, tp, replica;
   std::vector<std::unique_ptr<comm::Communicator>> dp;
   std::unique_ptr<model::CommTpGroup> tp_group;
@@ -72,12 +83,25 @@ struct Job {
   std::optional<ShardedAdamW> sharded;
   std::vector<ReplicaBatch> batches;  // [replica]
 
-  // Breaks every communicator (peers blocked on this worker fail at once).
+  // Breaks every communicator (peers blocked on this worker fail at once) and cancels a
+  // rendezvous in progress.
   void abort_all(const std::string& reason) {
-    for (auto& d : dp) d->abort(reason);
+    cancel->store(true);
+    std::lock_guard<std::mutex> lock(comms_mutex);
+    for (auto& d : dp) {
+      if (d) d->abort(reason);
+    }
     if (replica) replica->abort(reason);
     if (tp) tp->abort(reason);
     if (world) world->abort(reason);
+  }
+  // Makes `c` one of the job's communicators (a job aborted meanwhile aborts it at once).
+  comm::Communicator* install(std::unique_ptr<comm::Communicator>& slot,
+                              std::unique_ptr<comm::Communicator> c) {
+    std::lock_guard<std::mutex> lock(comms_mutex);
+    if (cancel->load()) c->abort("the job was aborted while it was being built");
+    slot = std::move(c);
+    return slot.get();
   }
 };
 
@@ -96,6 +120,9 @@ std::vector<int> slot_ranks(const shard::ClusterLayout& layout) {
 
 // The state before the last optimizer update (replicated optimizer): a step that some survivors
 // applied and others did not is taken back, so that every survivor continues from the same step.
+// The state before the last optimizer update (replicated optimizer): a step that some survivors
+// applied and others did not is taken back, so that every survivor continues from the same step.
+// It belongs to the job it was saved from (an update in a new job saves it anew).
 class UndoLog {
  public:
   void save(Job& job) {
@@ -107,8 +134,12 @@ class UndoLog {
       v_[i] = job.adamw->exp_avg_sq(i);
     }
     steps_ = job.adamw->steps_taken();
+    of_ = &job;
   }
-  void restore(Job& job) const {
+  // Whether `job`'s last update can be taken back.
+  bool holds(const Job& job) const { return of_ == &job; }
+  void restore(Job& job) {
+    NTP_CHECK(of_ == &job);
     std::vector<model::Param>& params = job.model->params();
     for (size_t i = 0; i < params.size(); ++i) {
       std::copy(values_[i].begin(), values_[i].end(), params[i].value.span().begin());
@@ -116,36 +147,21 @@ class UndoLog {
       job.adamw->exp_avg_sq(i) = v_[i];
     }
     job.adamw->set_steps_taken(steps_);
+    of_ = nullptr;  // one update back, no more
   }
 
  private:
   std::vector<std::vector<float>> values_, m_, v_;
   int64_t steps_ = 0;
+  const Job* of_ = nullptr;
 };
 
-// Which process each slot runs now, as the launcher names it in its exit notices: the attempt
-// and each slot's restart count (repairs raise it; members learn a joiner's at its admission).
-struct Incarnations {
-  int attempt = 0;
-  std::vector<int> restarts;  // [global rank]
-  std::string of(int rank) const {
-    return comm::incarnation(attempt, restarts[static_cast<size_t>(rank)]);
-  }
-};
-
-// The agreement waits for a candidate until it announces, its heartbeat has been still for a
-// second, or it is known gone: the launcher reported its process gone, or a failure watch found
-// its heartbeat still and it has not moved since (no further wait for a killed or hung worker).
-comm::AgreementOptions agreement_options(const TrainConfig& c, comm::Store& store,
-                                         const std::string& group, const Incarnations& alive) {
-  comm::AgreementOptions a;
-  a.window = std::chrono::milliseconds(2 * c.comm_timeout_ms + 2000);
-  a.stale_after = std::chrono::milliseconds(c.hang_detect_ms);
-  a.known_dead = [&store, group, &alive](int id) {
-    return comm::has_exited(store, id, alive.of(id)) ||
-           FailureWatch::still_silent(store, group, id);
-  };
-  return a;
+// Which process each slot runs now, as the launcher names it in its exit notices (the restart
+// counts of the member list: repairs raise them, announcements carry them).
+std::vector<std::string> incarnations(int attempt, const elastic::MemberList& list) {
+  std::vector<std::string> out;
+  for (int restart : list.restarts) out.push_back(comm::incarnation(attempt, restart));
+  return out;
 }
 
 // The layout of the job whose active slots are `members` (global ranks), keeping units where they
@@ -168,25 +184,16 @@ Result<shard::ClusterLayout> next_layout(const TrainConfig& c, const shard::Sync
   return layout;
 }
 
-// The smallest committed step of the new world's members (every one has applied it).
-Result<int64_t> agreed_committed_step(comm::Communicator& world, int64_t committed) {
-  const std::vector<int64_t> mine{committed};
-  std::vector<int64_t> all(static_cast<size_t>(world.size()));
-  NTP_RETURN_IF_ERROR(
-      world.allgather(comm::const_view(mine), comm::view(all), std::vector<size_t>(all.size(), 1)));
-  return *std::min_element(all.begin(), all.end());
-}
-
 // Repairs: a replacement worker (NTP_RESTART_COUNT > 0) writes "<group>/join/<rank>" = its
 // restart count and waits; world rank 0 of the job looks for such keys at every step boundary and
-// tells everyone (a broadcast), then writes "<group>/admit/<rank>/<restart>" with what the joiner
-// needs: the epoch, the candidates, the step, and the slot order of the current layout.
+// tells everyone (a broadcast), then writes "<group>/admit/<rank>/<restart>" = the members' last
+// member list, from which the joiner enters the same agreement as the members.
 std::string join_key(const std::string& group, int rank) {
   return group + "/join/" + std::to_string(rank);
 }
 
 Result<std::vector<int>> pending_joiners(const WorkerContext& ctx, const std::string& group,
-                                         Job& job, Incarnations& alive) {
+                                         Job& job) {
   const int slots = job.layout.spec.domains * job.layout.spec.domain_size;
   std::vector<int32_t> flags(static_cast<size_t>(slots), 0);
   if (job.role.world_rank == 0) {
@@ -198,31 +205,20 @@ Result<std::vector<int>> pending_joiners(const WorkerContext& ctx, const std::st
       if (!asked.ok()) continue;
       Result<std::string> taken = ctx.store->get(join_key(group, r) + "/taken");
       if (taken.ok() && *taken == *asked) continue;
-      try {
-        flags[static_cast<size_t>(r)] = 1 + std::stoi(*asked);  // its restart count, + 1
-      } catch (const std::exception&) {
-      }
+      flags[static_cast<size_t>(r)] = 1;
     }
   }
   NTP_RETURN_IF_ERROR(job.world->broadcast(comm::view(flags), 0));
   std::vector<int> out;
   for (int r = 0; r < slots; ++r) {
-    if (flags[static_cast<size_t>(r)] == 0) continue;
-    out.push_back(r);
-    alive.restarts[static_cast<size_t>(r)] = flags[static_cast<size_t>(r)] - 1;
+    if (flags[static_cast<size_t>(r)] != 0) out.push_back(r);
   }
   return out;
 }
 
 Status admit(const WorkerContext& ctx, const std::string& group, const std::vector<int>& joiners,
-             int epoch, const std::vector<int>& candidates, int64_t step,
-             const shard::ClusterLayout& layout, const Incarnations& alive) {
-  nlohmann::json slots = nlohmann::json::array();
-  for (const shard::ReplicaLayout& r : layout.replicas) slots.push_back(r.slots);
-  const std::string text =
-      nlohmann::json{{"epoch", epoch}, {"candidates", candidates}, {"members", slot_ranks(layout)},
-                     {"step", step},   {"slots", slots},           {"restarts", alive.restarts}}
-          .dump();
+             const elastic::MemberList& last) {
+  const std::string text = elastic::encode(last);
   for (int r : joiners) {
     NTP_ASSIGN_OR_RETURN(std::string restart, ctx.store->get(join_key(group, r)));
     NTP_RETURN_IF_ERROR(
@@ -232,30 +228,17 @@ Status admit(const WorkerContext& ctx, const std::string& group, const std::vect
   return ok_status();
 }
 
-struct Admission {
-  int epoch = 0;
-  std::vector<int> candidates, members;  // global ranks: after / before the repair
-  int64_t step = 0;
-  std::vector<std::vector<int>> slots;  // [domain]: the current layout's slot order
-  std::vector<int> restarts;            // [global rank]: every slot's restart count
-};
-
-Result<Admission> wait_for_admission(const WorkerContext& ctx, const std::string& group) {
+// A joiner's wait: the members' last list once world rank 0 admitted it.
+Result<elastic::MemberList> wait_for_admission(const WorkerContext& ctx, const std::string& group,
+                                               elastic::Progress& progress) {
   const std::string restart = std::to_string(ctx.restart_count);
   NTP_RETURN_IF_ERROR(ctx.store->set(join_key(group, ctx.slot_rank), restart));
   const std::string key = group + "/admit/" + std::to_string(ctx.slot_rank) + "/" + restart;
   const Clock::time_point start = Clock::now();
   while (true) {
+    progress.mark(elastic::Phase::kJoin, -1);
     Result<std::string> text = ctx.store->get(key);
-    if (text.ok()) {
-      const nlohmann::json j = nlohmann::json::parse(*text);
-      return Admission{j["epoch"].get<int>(),
-                       j["candidates"].get<std::vector<int>>(),
-                       j["members"].get<std::vector<int>>(),
-                       j["step"].get<int64_t>(),
-                       j["slots"].get<std::vector<std::vector<int>>>(),
-                       j["restarts"].get<std::vector<int>>()};
-    }
+    if (text.ok()) return elastic::decode_member_list(*text);
     if (Result<bool> finished = ctx.store->exists(group + "/finished");
         finished.ok() && *finished) {
       return Status(StatusCode::kAborted, "the job finished before this repair was admitted");
@@ -269,12 +252,13 @@ Result<Admission> wait_for_admission(const WorkerContext& ctx, const std::string
 // moves the state in at once (a re-formation's reshard, or a checkpoint).
 enum class InitialState { kDrawn, kFilledByCaller };
 
-// Builds the job of `layout` for `slot`: communicators named by `epoch` (a new one after every
-// membership change), the model shard, the sync executor and the optimizer.
-Result<std::unique_ptr<Job>> build_job(const TrainConfig& c, const WorkerContext& ctx,
-                                       shard::ClusterLayout layout, shard::SlotRef slot, int epoch,
-                                       InitialState state) {
-  auto job = std::make_unique<Job>();
+// Builds `job` (made by the caller, so that a failure watch can abort it while it connects) for
+// `layout` and `slot`: communicators named by `epoch` (a new one after every membership change),
+// the model shard, the sync executor and the optimizer.
+Status build_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
+                 shard::ClusterLayout layout, shard::SlotRef slot, int epoch, InitialState state) {
+  Job* job = &job_ref;
+  job->epoch = epoch;
   job->layout = std::move(layout);
   NTP_ASSIGN_OR_RETURN(job->role, worker_role(job->layout, slot));
   const WorkerRole& role = job->role;
@@ -285,18 +269,27 @@ Result<std::unique_ptr<Job>> build_job(const TrainConfig& c, const WorkerContext
   gloo.size = role.world_size;
   gloo.prefix = "train/a" + std::to_string(ctx.attempt) + "/e" + std::to_string(epoch);
   gloo.timeout = std::chrono::milliseconds(c.comm_timeout_ms);
+  gloo.cancel = job->cancel;
   if (!ctx.local_addr.empty()) gloo.hostname = ctx.local_addr;
-  NTP_ASSIGN_OR_RETURN(job->world, comm::connect_gloo(gloo));
+  NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::connect_gloo(gloo));
+  job->install(job->world, std::move(world));
   const std::string d = std::to_string(role.replica);
-  NTP_ASSIGN_OR_RETURN(job->tp, job->world->subgroup(role.replica_members(), "tp" + d));
-  NTP_ASSIGN_OR_RETURN(job->replica, job->world->subgroup(role.replica_members(), "sync" + d));
+  NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> tp,
+                       job->world->subgroup(role.replica_members(), "tp" + d));
+  job->install(job->tp, std::move(tp));
+  NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> replica,
+                       job->world->subgroup(role.replica_members(), "sync" + d));
+  job->install(job->replica, std::move(replica));
   SyncComms comms;
   comms.replica = job->replica.get();
   for (const DpSet& set : role.dp_sets) {
     NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> dp,
                          job->world->subgroup(set.world_ranks, set.name));
-    comms.dp.push_back(dp.get());
-    job->dp.push_back(std::move(dp));
+    {
+      std::lock_guard<std::mutex> lock(job->comms_mutex);
+      job->dp.emplace_back();
+    }
+    comms.dp.push_back(job->install(job->dp.back(), std::move(dp)));
   }
 
   job->tp_group = std::make_unique<model::CommTpGroup>(*job->tp);
@@ -318,7 +311,7 @@ Result<std::unique_ptr<Job>> build_job(const TrainConfig& c, const WorkerContext
   }
   NTP_ASSIGN_OR_RETURN(job->batches, split_global_batch(c.batch_policy, role.replica_degrees, c.tp,
                                                         c.global_batch(), c.micro_batch));
-  return job;
+  return ok_status();
 }
 
 // Writes every parameter as its logical tensor (NaN where this rank holds nothing): the reduced
@@ -473,20 +466,48 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
                        Batcher::create(val_tokens, c.eval_samples, c.model.n_ctx, c.data_seed + 1));
 
   const Clock::time_point run_start = Clock::now();
-  // ---- the job: layout -> this worker's role -> communicators, model shard, sync, optimizer ----
+  // ---- liveness, the watch and the agreement (elastic/): this worker's part of the protocol ----
   auto strategy = make_strategy(c);
   const std::string group = "train/a" + std::to_string(ctx.attempt);
-  comm::Heartbeat heartbeat(ctx.store, group, ctx.slot_rank, kHeartbeatPeriod);
+  const std::chrono::milliseconds hang_detect(c.hang_detect_ms);
+  elastic::Progress progress;  // the training thread's, carried in the heartbeat
+  progress.mark(elastic::Phase::kSetup, -1);
+  comm::Heartbeat heartbeat(ctx.store, group, ctx.slot_rank, kHeartbeatPeriod,
+                            [&progress] { return progress.token(); });
   EventLog events(c.out_dir, ctx.slot_rank);  // this worker's detections and decisions
-  std::unique_ptr<Job> job;  // declared before the watch, which must stop before the job goes
-  FailureWatch watch(ctx.store, kWatchPoll, std::chrono::milliseconds(c.hang_detect_ms));
-  Incarnations alive{ctx.attempt, std::vector<int>(static_cast<size_t>(c.world_slots()), 0)};
-  alive.restarts[static_cast<size_t>(ctx.slot_rank)] = ctx.restart_count;
-  int epoch = 0;
+  // The job of the last epoch this worker completed, and the state a re-formation started from
+  // (kept until the new epoch is proven complete by its first world all-reduce). Declared before
+  // the watch, which must stop before they go.
+  std::unique_ptr<Job> job, base;
+  elastic::FailureWatch watch(ctx.store, kWatchPoll, hang_detect, &progress, [&events, slot] {
+    events.log("fenced", {{"reason", "declared dead while its training thread was stuck"}});
+    std::printf("slot %s: declared dead while its training thread was stuck; it leaves the job\n",
+                slot_name(slot).c_str());
+    std::fflush(stdout);
+    std::_Exit(1);
+  });
+  elastic::AgreementConfig agreement_config;
+  agreement_config.store = ctx.store;
+  agreement_config.group = group;
+  agreement_config.me = ctx.slot_rank;
+  agreement_config.progress = &progress;
+  agreement_config.hang_detect = hang_detect;
+  agreement_config.window = 10 * hang_detect;
+  // A member's incarnation is the list's; a joiner's is the one its join request names (its
+  // predecessor's exit notice must not mark it gone).
+  agreement_config.exited = [&ctx, &group](int id, const elastic::MemberList& list) {
+    int restart = list.restarts[static_cast<size_t>(id)];
+    if (!list.has(id)) {
+      Result<std::string> asked = ctx.store->get(join_key(group, id));
+      if (asked.ok()) restart = std::atoi(asked->c_str());
+    }
+    return comm::has_exited(*ctx.store, id, comm::incarnation(ctx.attempt, restart));
+  };
+  elastic::Agreement agreement(agreement_config);
+  elastic::MemberList last;  // the newest member list this worker received
   // From here on, a fault anywhere in the job aborts this worker's pending operations at once.
-  auto watch_job = [&](Job& j) {
-    watch.arm({group, epoch, ctx.slot_rank, slot_ranks(j.layout),
-               [&alive](int id) { return alive.of(id); },
+  auto watch_job = [&](Job& j, const elastic::MemberList& list) {
+    watch.arm({group, j.epoch, ctx.slot_rank, slot_ranks(j.layout), incarnations(ctx.attempt, list),
                [&j, &events](const std::string& reason) {
                  events.log("step_failed", {{"by", "watch"}, {"reason", reason}});
                  j.abort_all(reason);
@@ -494,68 +515,31 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   };
   int64_t first_step = 0;
   if (ctx.restart_count > 0) {
-    // ---- a repair: wait to be admitted at a step boundary, then take this slot's units ----
-    Result<Admission> admission = wait_for_admission(ctx, group);
-    if (!admission.ok()) {
-      if (admission.status().code() != StatusCode::kAborted) return admission.status();
+    // ---- a repair: wait to be admitted at a step boundary; it then joins like any member of
+    //      a re-formation, holding nothing (the re-formation below) ----
+    Result<elastic::MemberList> admitted = wait_for_admission(ctx, group, progress);
+    if (!admitted.ok()) {
+      if (admitted.status().code() != StatusCode::kAborted) return admitted.status();
       summary.took_part = false;
-      summary.left = admission.status().message();
+      summary.left = admitted.status().message();
       return summary;
     }
-    epoch = admission->epoch;
-    alive.restarts = admission->restarts;
-    NTP_ASSIGN_OR_RETURN(
-        comm::Membership members,
-        comm::agree_on_survivors(*ctx.store, group, epoch, ctx.slot_rank, admission->candidates,
-                                 agreement_options(c, *ctx.store, group, alive)));
-    events.log("agreed", {{"epoch", epoch}, {"members", members.members}});
-    shard::ClusterSpec before = cluster_spec(c);
-    before.failed.clear();
-    for (int r = 0; r < c.world_slots(); ++r) {
-      if (!std::binary_search(admission->members.begin(), admission->members.end(), r)) {
-        before.failed.push_back({r / c.tp, r % c.tp});
-      }
-    }
-    NTP_ASSIGN_OR_RETURN(shard::ClusterLayout old, shard::plan_cluster(before, *strategy));
-    for (size_t d = 0; d < old.replicas.size(); ++d) old.replicas[d].slots = admission->slots[d];
-    NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
-                         next_layout(c, *strategy, old, members.members));
-    NTP_ASSIGN_OR_RETURN(
-        job, build_job(c, ctx, std::move(layout), slot, epoch, InitialState::kFilledByCaller));
-    watch_job(*job);
-    NTP_ASSIGN_OR_RETURN(first_step, agreed_committed_step(*job->world, admission->step));
-    const Clock::time_point t_reshard = Clock::now();
-    int64_t received = 0;
-    if (job->sharded) {  // ZeRO-1: the members saved the current step before admitting us
-      NTP_ASSIGN_OR_RETURN(std::optional<int64_t> loaded, load_latest_checkpoint(c, *job));
-      if (!loaded) return failed_precondition("no checkpoint to join a ZeRO-1 job from");
-      first_step = *loaded;
-    } else {
-      NTP_ASSIGN_OR_RETURN(
-          ReshardStats moved,
-          execute_state_reshard(old, job->layout, slot, nullptr,
-                                {&job->model->params(), &*job->adamw}, *job->world));
-      job->adamw->set_steps_taken(first_step);
-      received = moved.bytes_received;
-    }
-    NTP_RETURN_IF_ERROR(reshard_totals(*job->world, received, seconds_since(t_reshard)).status());
-    events.log("joined", {{"step", first_step}, {"epoch", epoch}});
-    std::printf("slot %s: repaired, joined at step %lld (epoch %d)\n", slot_name(slot).c_str(),
-                static_cast<long long>(first_step + 1), epoch);
-    std::fflush(stdout);
+    last = std::move(*admitted);
   } else {
     NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
                          shard::plan_cluster(cluster_spec(c), *strategy));
-    NTP_ASSIGN_OR_RETURN(job, build_job(c, ctx, std::move(layout), slot, 0, InitialState::kDrawn));
-    watch_job(*job);
+    last = elastic::initial_list(slot_ranks(layout), c.world_slots());
+    job = std::make_unique<Job>();
+    watch_job(*job, last);
+    NTP_RETURN_IF_ERROR(build_job(*job, c, ctx, std::move(layout), slot, 0, InitialState::kDrawn));
   }
   std::optional<TrainReport> report;
   auto open_report = [&](bool append) -> Status {
-    if (report || job->role.world_rank != 0) return ok_status();
+    if (report || !job || job->role.world_rank != 0) return ok_status();
     NTP_ASSIGN_OR_RETURN(report, TrainReport::open(c, job->layout, job->batches, ctx.out, append));
     return ok_status();
   };
-  NTP_RETURN_IF_ERROR(open_report(!c.resume.empty() || ctx.restart_count > 0));
+  if (job) NTP_RETURN_IF_ERROR(open_report(!c.resume.empty()));
   power::RecordingPowerControl power_control;  // CPU: records what the planner asks for
   const bool boost = c.batch_policy == BatchPolicy::kKeep;
   if (boost && report) plan_power(job->layout, power_control, report);
@@ -570,7 +554,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   if (resume_dir == "auto") {
     resume_dir = checkpoint::latest_step_dir(c.save_dir).ok() ? c.save_dir : "";
   }
-  if (!resume_dir.empty()) {
+  if (!resume_dir.empty() && job) {
     Result<checkpoint::CheckpointReader> reader = checkpoint::CheckpointReader::open(resume_dir);
     if (!reader.ok()) {
       return invalid_argument("--resume " + resume_dir + ": " + reader.status().message());
@@ -581,8 +565,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   }
   CheckpointSaver saver(c.save_dir, c.keep_last,
                         "d" + std::to_string(slot.domain) + "s" + std::to_string(slot.slot));
-  const int64_t last_step =
-      c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
+  int64_t last_step = c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
 
   const int64_t global_batch = c.global_batch();
   const auto micro_scale = static_cast<float>(c.micro_batch) / static_cast<float>(global_batch);
@@ -596,6 +579,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   int64_t saved_step = -1;
   auto finish_pending_save = [&]() -> Status {
     if (!saver.pending()) return ok_status();
+    progress.mark(elastic::Phase::kCheckpoint, committed);
     const int64_t step = saver.pending_step();
     NTP_ASSIGN_OR_RETURN(std::string dir, saver.finish(*job->world));
     saved_step = step;
@@ -626,6 +610,9 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     SyncExecutor& sync = *job->sync;
     const ReplicaBatch& mine = job->batches[static_cast<size_t>(role.replica)];
     const Clock::time_point step_start = Clock::now();
+    const elastic::Phase phase =
+        step == first_step ? elastic::Phase::kFirstStep : elastic::Phase::kStep;
+    progress.mark(phase, step);
     set_fault_step(step);
     fault_point("forward");
 
@@ -647,6 +634,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       NTP_ASSIGN_OR_RETURN(double loss,
                            model.forward_backward(batch.tokens, batch.targets, c.micro_batch,
                                                   c.model.n_ctx, backward));
+      progress.mark(phase, step);
       replica_loss += loss / static_cast<double>(mine.micro_batches);
     }
     const double fwd_bwd_s = seconds_since(step_start);
@@ -655,6 +643,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     const Clock::time_point wait_start = Clock::now();
     fault_point("wait");
     NTP_RETURN_IF_ERROR(sync.wait());
+    progress.mark(phase, step);
     const double sync_wait_s = seconds_since(wait_start);
     if (step == 0 && !c.dump_dir.empty()) {
       NTP_RETURN_IF_ERROR(dump_logical(
@@ -670,6 +659,10 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
           replica_loss * static_cast<double>(mine.samples) / static_cast<double>(global_batch);
     }
     NTP_RETURN_IF_ERROR(job->world->allreduce(comm::view(slots)));
+    // Every member of this epoch has entered this step, so every one finished the re-formation
+    // that made it: the state it started from is needed no more.
+    base.reset();
+    progress.mark(phase, step);
     double sum_of_squares = 0.0, loss = 0.0;
     for (size_t r = 0; r < slots.size(); r += 2) {
       sum_of_squares += slots[r];
@@ -681,6 +674,10 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     //      applied can be taken back) ----
     const Clock::time_point opt_start = Clock::now();
     fault_point("optimizer");
+    if (fault_point_fails("optimizer")) {  // this member fails where the others go on: a split
+      job->abort_all("fault point: a failure in the optimizer");
+      return unavailable("fault point: a failure in the optimizer of step " + std::to_string(step));
+    }
     const float clip =
         c.grad_clip > 0.0 ? kernels::cpu::clip_coefficient(grad_norm, c.grad_clip) : 1.0f;
     const float lr = warmup_cosine_lr(step, c.warmup, c.steps, c.lr, c.min_lr);
@@ -696,6 +693,8 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     // ---- commit: this worker applied step `step` ----
     fault_point("commit");
     committed = step + 1;
+    events.log("applied", {{"step", step}, {"epoch", job->epoch}});
+    progress.mark(phase, step);
     summary.steps = committed;
     summary.final_loss = loss;
 
@@ -729,18 +728,20 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     NTP_RETURN_IF_ERROR(gathered);
 
     // ---- checkpoint: commit the previous save (its write had a step to run), start this one ----
-    const bool last = step + 1 == last_step;
+    const bool final_step = step + 1 == last_step;
     NTP_RETURN_IF_ERROR(finish_pending_save());
-    if (!c.save_dir.empty() && ((c.save_every > 0 && (step + 1) % c.save_every == 0) || last)) {
+    if (!c.save_dir.empty() &&
+        ((c.save_every > 0 && (step + 1) % c.save_every == 0) || final_step)) {
       WorkerState state = worker_state();
       const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
+      progress.mark(elastic::Phase::kCheckpoint, step);
       NTP_RETURN_IF_ERROR(
           saver.start(checkpoint_meta(c, step + 1, state.optimizer_steps()), pieces));
       fault_point("checkpoint");
     }
 
     // ---- eval ----
-    if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last) {
+    if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || final_step) {
       NTP_ASSIGN_OR_RETURN(double eval_loss, evaluate(c, *job, val_batches));
       summary.final_eval_loss = eval_loss;
       if (report) report->eval(step, eval_loss);
@@ -748,123 +749,206 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     return ok_status();
   };
 
-  // Re-forms the job after a membership change (a failure, or repairs to admit): agree on the
-  // members, roll back a step that not every survivor applied, plan the new layout, rebuild the
-  // communicators and move the state (train/state_reshard.h). Returns the step to continue at.
-  auto reconfigure = [&](const Status& cause, const std::vector<int>& joiners,
-                         double detect_s) -> Result<int64_t> {
+  // ---- re-formation (docs/recovery.md): after a failure, to admit repairs, or to join. Agree on
+  //      the next epoch's list (elastic/agreement.h); take back an update the others did not
+  //      apply, together with its step; plan from the published base; build the new job; move
+  //      the base state into it; mark the epoch done. A fault at any point gives the epoch up and
+  //      agrees on the next one, from what was published. Returns the step to continue at. ----
+  auto reform = [&](const Status& cause, const std::vector<int>& joiners,
+                    double detect_s) -> Result<int64_t> {
     const Clock::time_point t0 = Clock::now();
     RecoveryEvent event;
     event.detect_s = detect_s;
-    event.cause = cause.ok() ? "repair" : cause.message();
+    event.cause = cause.ok() ? (job ? "repair" : "join") : cause.message();
+    const bool sharded = c.optimizer == OptimizerSharding::kSharded;
     // ZeRO-1 moments exist once in the job: a lost rank's have no live copy, and the reshard
     // moves replicated state only. Such a job continues from its latest checkpoint; at a repair,
     // when every member is alive, it first saves one of the current step, so nothing is lost.
-    const bool from_checkpoint = job->sharded.has_value();
-    if (from_checkpoint && cause.ok() && !c.save_dir.empty()) {
+    if (job && sharded && cause.ok() && !c.save_dir.empty()) {
       NTP_RETURN_IF_ERROR(save_checkpoint_now());
     }
     watch.disarm();
-    job->abort_all(cause.ok() ? "admitting repaired slots" : cause.message());
+    if (job) job->abort_all(cause.ok() ? "re-forming to admit repaired slots" : cause.message());
     saver.abandon();  // its records cannot all be gathered any more
-    std::vector<int> candidates = slot_ranks(job->layout);
-    candidates.insert(candidates.end(), joiners.begin(), joiners.end());
-    std::sort(candidates.begin(), candidates.end());
-    ++epoch;
-    if (!joiners.empty() && job->role.world_rank == 0) {
-      NTP_RETURN_IF_ERROR(
-          admit(ctx, group, joiners, epoch, candidates, committed, job->layout, alive));
+    if (job && !joiners.empty() && job->role.world_rank == 0) {
+      fault_point("admit");
+      NTP_RETURN_IF_ERROR(admit(ctx, group, joiners, last));
     }
-    Result<comm::Membership> members =
-        comm::agree_on_survivors(*ctx.store, group, epoch, ctx.slot_rank, candidates,
-                                 agreement_options(c, *ctx.store, group, alive));
-    if (!members.ok()) {
-      if (members.status().code() == StatusCode::kAborted) {
-        return Status(StatusCode::kAborted, "slot " + slot_name(slot) +
-                                                " was declared dead (fenced at epoch " +
-                                                std::to_string(epoch) + "); it leaves the job");
+    const std::vector<int> old_degrees = job ? job->role.replica_degrees : std::vector<int>{};
+    for (int attempt = 0;; ++attempt) {
+      progress.mark(elastic::Phase::kReform, committed);
+      // -- agree --
+      const bool joiner = job == nullptr;
+      Result<elastic::MemberList> agreed =
+          agreement.agree(last, {committed, ctx.restart_count}, joiner, joiners, [&job, &last] {
+            NTP_CHECK(job && job->epoch == last.epoch);  // `last` complete: this member did it
+            return encode_layout(job->layout);
+          });
+      if (!agreed.ok()) {
+        if (agreed.status().code() == StatusCode::kAborted) {
+          return Status(StatusCode::kAborted, "slot " + slot_name(slot) + " was declared dead (" +
+                                                  agreed.status().message() +
+                                                  "); it leaves the job");
+        }
+        return agreed.status();
       }
-      return members.status();
+      const elastic::MemberList& list = *agreed;
+      event.agree_s = seconds_since(t0);
+      events.log("agreed", {{"epoch", list.epoch},
+                            {"members", list.members},
+                            {"base_epoch", list.base_epoch},
+                            {"step", list.step}});
+      fault_point("reform_agreed");
+      // -- the state this member re-forms from: the base epoch's, which it holds as its
+      //    current job or as the base it kept; take back an update the others did not apply,
+      //    together with the step it claims (ZeRO-1 reloads a checkpoint instead) --
+      NTP_ASSIGN_OR_RETURN(elastic::ReformPlan plan,
+                           elastic::plan_reform(list, ctx.slot_rank,
+                                                {job ? job->epoch : -1, base ? base->epoch : -1},
+                                                committed, sharded || (job && undo.holds(*job))));
+      Job* source = plan.source_epoch < 0                    ? nullptr
+                    : job && job->epoch == plan.source_epoch ? job.get()
+                                                             : base.get();
+      if (plan.roll_back && !sharded) {
+        undo.restore(*source);
+        committed = list.step;
+        event.rolled_back = true;
+        events.log("rolled_back", {{"step", list.step}, {"epoch", list.epoch}});
+      }
+      // -- plan from the published base --
+      Result<shard::ClusterLayout> from_layout =
+          source != nullptr          ? Result<shard::ClusterLayout>(source->layout)
+          : list.base_layout.empty() ? shard::plan_cluster(cluster_spec(c), *strategy)
+                                     : decode_layout(list.base_layout, cluster_spec(c), *strategy);
+      NTP_RETURN_IF_ERROR(from_layout.status());
+      Result<shard::ClusterLayout> layout = next_layout(c, *strategy, *from_layout, list.members);
+      if (!layout.ok() && layout.status().code() == StatusCode::kFailedPrecondition) {
+        return stop_job(layout.status().message(), list.members.front() == ctx.slot_rank);
+      }
+      NTP_RETURN_IF_ERROR(layout.status());
+      fault_point("reform_planned");
+      // -- build the new job; its watch can cancel the rendezvous --
+      const Clock::time_point t_build = Clock::now();
+      auto next = std::make_unique<Job>();
+      next->epoch = list.epoch;
+      next->layout = *layout;
+      watch_job(*next, list);
+      fault_point("reform_build");
+      Status moved = build_job(*next, c, ctx, std::move(*layout), slot, list.epoch,
+                               InitialState::kFilledByCaller);
+      event.rebuild_s = seconds_since(t_build);
+      // -- move the base state in --
+      const Clock::time_point t_reshard = Clock::now();
+      int64_t moved_bytes = 0;
+      int64_t step = list.step;
+      if (moved.ok() && sharded) {
+        fault_point("reform_reshard");
+        Result<std::optional<int64_t>> loaded = load_latest_checkpoint(c, *next);
+        if (loaded.ok() && !*loaded) {
+          return stop_job(
+              "the ZeRO-1 optimizer state of a lost rank has no live copy and --save-dir holds "
+              "no checkpoint to fall back to; use --optimizer replicated, or --save-dir with "
+              "--save-every, for live recovery; the job stops",
+              next->role.world_rank == 0);
+        }
+        moved = loaded.status();
+        if (moved.ok()) {
+          step = **loaded;
+          event.state_from = "checkpoint";
+          event.checkpoint_step = step;
+        }
+      } else if (moved.ok()) {
+        fault_point("reform_reshard");
+        HeldState from{source ? &source->model->params() : nullptr,
+                       source ? &*source->adamw : nullptr};
+        Result<ReshardStats> stats =
+            execute_state_reshard(*from_layout, next->layout, slot, source ? &from : nullptr,
+                                  {&next->model->params(), &*next->adamw}, *next->world);
+        moved = stats.status();
+        if (moved.ok()) {
+          next->adamw->set_steps_taken(step);
+          moved_bytes = stats->bytes_received;
+        }
+      }
+      event.reshard_s = seconds_since(t_reshard);
+      Result<ReshardTotals> totals = internal_error("no reshard");
+      if (moved.ok()) {
+        fault_point("reform_commit");
+        totals = reshard_totals(*next->world, moved_bytes, event.reshard_s);
+        moved = totals.status();
+      }
+      if (moved.ok()) moved = agreement.mark_done(list.epoch);
+      if (!moved.ok()) {
+        watch.disarm();  // before `next` goes
+        if (moved.code() != StatusCode::kUnavailable) return moved;
+        events.log("step_failed", {{"epoch", list.epoch}, {"error", moved.message()}});
+        agreement.report_failure(list.epoch);
+        std::printf("slot %s: re-formation of epoch %d failed (%s); re-forming again\n",
+                    slot_name(slot).c_str(), list.epoch, moved.message().c_str());
+        std::fflush(stdout);
+        continue;
+      }
+      // -- done: keep the base state until the new epoch proves complete (elastic::after_reform:
+      //    the new job is current, the source is the base) --
+      if (source == job.get()) base = std::move(job);
+      if (source == nullptr) base.reset();
+      job = std::move(next);
+      NTP_CHECK(job->epoch == elastic::after_reform(list, plan).current);
+      event.total_s = seconds_since(t0);
+      event.reshard_bytes = totals->bytes;
+      event.reshard_busiest_rank_bytes = totals->busiest_rank_bytes;
+      event.reshard_s = totals->slowest_s;
+      event.step = step;
+      event.steps_redone = committed - step;
+      event.epoch = list.epoch;
+      event.old_degrees = old_degrees.empty() ? job->role.replica_degrees : old_degrees;
+      event.degrees = job->role.replica_degrees;
+      committed = step;
+      if (job->role.world_rank != 0) report.reset();  // one leader writes the metrics
+      NTP_RETURN_IF_ERROR(open_report(true));
+      if (report) report->recovery(event, job->layout, job->batches);
+      if (boost && report) plan_power(job->layout, power_control, report);
+      return step;
     }
-    event.agree_s = seconds_since(t0);
-    events.log("agreed", {{"epoch", epoch}, {"members", members->members}});
-    Result<shard::ClusterLayout> layout = next_layout(c, *strategy, job->layout, members->members);
-    if (!layout.ok() && layout.status().code() == StatusCode::kFailedPrecondition) {
-      return stop_job(layout.status().message(), members->new_rank == 0);
-    }
-    NTP_RETURN_IF_ERROR(layout.status());
-    const Clock::time_point t_build = Clock::now();
-    NTP_ASSIGN_OR_RETURN(
-        std::unique_ptr<Job> next,
-        build_job(c, ctx, std::move(*layout), slot, epoch, InitialState::kFilledByCaller));
-    watch_job(*next);
-    // Declared after `next`, so an error return disarms the watch before `next` is destroyed.
-    struct DisarmOnError {
-      FailureWatch& watch;
-      bool done = false;
-      ~DisarmOnError() {
-        if (!done) watch.disarm();
-      }
-    } disarm_on_error{watch};
-    event.rebuild_s = seconds_since(t_build);
-    // The step every member has applied: one that only some applied is taken back.
-    NTP_ASSIGN_OR_RETURN(int64_t agreed, agreed_committed_step(*next->world, committed));
-    event.rolled_back = committed > agreed;
-    const Clock::time_point t_reshard = Clock::now();
-    int64_t moved_bytes = 0;
-    if (from_checkpoint) {
-      NTP_ASSIGN_OR_RETURN(std::optional<int64_t> loaded, load_latest_checkpoint(c, *next));
-      if (!loaded) {
-        return stop_job(
-            "the ZeRO-1 optimizer state of a lost rank has no live copy and --save-dir holds no "
-            "checkpoint to fall back to; use --optimizer replicated, or --save-dir with "
-            "--save-every, for live recovery; the job stops",
-            next->role.world_rank == 0);
-      }
-      event.state_from = "checkpoint";
-      event.checkpoint_step = *loaded;
-      event.rolled_back = committed > *loaded;
-      agreed = *loaded;
+  };
+  // Ends the job as the re-formation said: fenced (this worker leaves, writing nothing), or
+  // stopped (live recovery cannot go on; every survivor stops, one says why).
+  auto left_job = [&](const Status& why) {
+    if (why.code() == StatusCode::kAborted) {
+      summary.took_part = false;
+      summary.fenced = true;
+      summary.left = why.message();
+      events.log("fenced", {{"reason", summary.left}});
     } else {
-      if (event.rolled_back) undo.restore(*job);
-      HeldState from{&job->model->params(), &*job->adamw};
-      NTP_ASSIGN_OR_RETURN(
-          ReshardStats moved,
-          execute_state_reshard(job->layout, next->layout, slot, &from,
-                                {&next->model->params(), &*next->adamw}, *next->world));
-      next->adamw->set_steps_taken(agreed);
-      moved_bytes = moved.bytes_received;
+      summary.stopped = why.message();
+      summary.speaks = stop_speaks;
+      events.log("stopped", {{"reason", summary.stopped}});
     }
-    event.reshard_s = seconds_since(t_reshard);
-    NTP_ASSIGN_OR_RETURN(ReshardTotals totals,
-                         reshard_totals(*next->world, moved_bytes, event.reshard_s));
-    event.reshard_bytes = totals.bytes;
-    event.reshard_busiest_rank_bytes = totals.busiest_rank_bytes;
-    event.reshard_s = totals.slowest_s;
-    event.total_s = seconds_since(t0);
-    event.step = agreed;
-    event.steps_redone = committed - agreed;
-    event.epoch = epoch;
-    event.old_degrees = job->role.replica_degrees;
-    event.degrees = next->role.replica_degrees;
-    disarm_on_error.done = true;  // the watch now guards the new job, which lives on in `job`
-    job = std::move(next);
-    committed = agreed;
-    if (job->role.world_rank != 0) report.reset();  // one leader writes the metrics
-    NTP_RETURN_IF_ERROR(open_report(true));
-    if (report) report->recovery(event, job->layout, job->batches);
-    if (boost && report) plan_power(job->layout, power_control, report);
-    return agreed;
+    watch.disarm();
+    return summary;
+  };
+  auto ends_job = [](const Status& s) {
+    return s.code() == StatusCode::kAborted || s.code() == StatusCode::kFailedPrecondition;
   };
 
+  if (!job) {  // ---- a repair joins through the same re-formation, holding nothing ----
+    Result<int64_t> joined = reform(ok_status(), {}, 0.0);
+    if (!joined.ok() && ends_job(joined.status())) return left_job(joined.status());
+    NTP_ASSIGN_OR_RETURN(first_step, std::move(joined));
+    committed = first_step;
+    last_step = c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
+    events.log("joined", {{"step", first_step}, {"epoch", job->epoch}});
+    std::printf("slot %s: repaired, joined at step %lld (epoch %d)\n", slot_name(slot).c_str(),
+                static_cast<long long>(first_step + 1), job->epoch);
+    std::fflush(stdout);
+  }
+
   // ---- the loop: a failed step is redone on the re-formed job ----
-  auto peer_failure = [](const Status& s) {
-    return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kInternal;
-  };
+  auto peer_failure = [](const Status& s) { return s.code() == StatusCode::kUnavailable; };
   summary.steps = first_step;
   for (int64_t step = first_step; step < last_step;) {
     if (ctx.on_step) ctx.on_step(step);
-    Result<std::vector<int>> joiners = pending_joiners(ctx, group, *job, alive);
+    Result<std::vector<int>> joiners = pending_joiners(ctx, group, *job);
     Status status = joiners.status();
     const bool admitting = status.ok() && !joiners->empty();
     const Clock::time_point step_start = Clock::now();
@@ -874,39 +958,31 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       continue;
     }
     if (!status.ok() && (!peer_failure(status) || !c.live_recovery)) return status;
-    // ---- re-form: after a failure, or to admit repaired slots; a fault during a re-formation
-    //      starts another one (bounded) ----
-    Result<int64_t> next = internal_error("the job was not re-formed");
-    for (int attempt = 0; attempt < 4; ++attempt) {
-      if (!status.ok()) {
-        events.log("step_failed", {{"step", step}, {"epoch", epoch}, {"error", status.message()}});
-        watch.report_failure(group, epoch);  // the members whose operations do not touch ours
-        std::printf("slot %s: %s %lld failed (%s); re-forming the job\n", slot_name(slot).c_str(),
-                    attempt == 0 ? "step" : "re-formation before step",
-                    static_cast<long long>(step + 1), status.message().c_str());
-        std::fflush(stdout);
-      }
-      next = reconfigure(status, attempt == 0 && admitting ? *joiners : std::vector<int>{},
-                         attempt == 0 && !status.ok() ? seconds_since(step_start) : 0.0);
-      if (next.ok() || !peer_failure(next.status())) break;
-      status = next.status();
+    if (!status.ok()) {
+      events.log("step_failed",
+                 {{"step", step}, {"epoch", job->epoch}, {"error", status.message()}});
+      agreement.report_failure(job->epoch);  // the members whose operations do not touch ours
+      std::printf("slot %s: step %lld failed (%s); re-forming the job\n", slot_name(slot).c_str(),
+                  static_cast<long long>(step + 1), status.message().c_str());
+      std::fflush(stdout);
     }
-    if (!next.ok() && next.status().code() == StatusCode::kAborted) {
-      summary.took_part = false;  // declared dead while it was away: it leaves, writing nothing
-      summary.fenced = true;
-      summary.left = next.status().message();
-      events.log("fenced", {{"reason", summary.left}});
-      return summary;
-    }
-    if (!next.ok() && next.status().code() == StatusCode::kFailedPrecondition) {
-      summary.stopped = next.status().message();
-      summary.speaks = stop_speaks;
-      events.log("stopped", {{"reason", summary.stopped}});
-      return summary;
-    }
+    Result<int64_t> next = reform(status, admitting ? *joiners : std::vector<int>{},
+                                  status.ok() ? 0.0 : seconds_since(step_start));
+    if (!next.ok() && ends_job(next.status())) return left_job(next.status());
     NTP_ASSIGN_OR_RETURN(step, std::move(next));
+    summary.steps = committed;
   }
-  NTP_RETURN_IF_ERROR(finish_pending_save());
+  // ---- the last checkpoint's commit is part of the job: a fault there re-forms too ----
+  for (;;) {
+    const Status saved = c.save_dir.empty() ? finish_pending_save() : save_checkpoint_now();
+    if (saved.ok()) break;
+    if (!peer_failure(saved) || !c.live_recovery) return saved;
+    agreement.report_failure(job->epoch);
+    Result<int64_t> next = reform(saved, {}, 0.0);
+    if (!next.ok() && ends_job(next.status())) return left_job(next.status());
+    NTP_RETURN_IF_ERROR(next.status());
+  }
+  progress.mark(elastic::Phase::kFinished, committed);
   watch.disarm();
   if (job->role.world_rank == 0) (void)ctx.store->set(group + "/finished", "1");
   if (!c.dump_dir.empty()) {

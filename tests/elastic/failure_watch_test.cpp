@@ -1,7 +1,8 @@
 // FailureWatch on a real file store: each of its three signs (a member's failure notice, the
-// launcher's exit notice for a member's current incarnation, a ring neighbour's still heartbeat)
-// aborts the armed epoch once; nothing else does, and nothing after disarm().
-#include "train/failure_watch.h"
+// launcher's exit notice for a member's current incarnation, a ring neighbour whose progress stands
+// still, whether its heartbeat stops or only its training thread does) aborts the armed epoch
+// once; nothing else does, and nothing after disarm().
+#include "elastic/failure_watch.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,8 +14,9 @@
 
 #include "comm/exit_notice.h"
 #include "comm/survivors.h"
+#include "elastic/agreement.h"
 
-namespace ntp::train {
+namespace ntp::elastic {
 namespace {
 
 using std::chrono::milliseconds;
@@ -37,7 +39,7 @@ class FailureWatchTest : public ::testing::Test {
             3,
             2,
             {0, 2, 5, 7},
-            [](int) { return std::string("0.1"); },
+            std::vector<std::string>(8, "0.1"),
             [this](const std::string& reason) {
               reason_ = reason;
               aborts_.fetch_add(1);
@@ -62,6 +64,10 @@ class FailureWatchTest : public ::testing::Test {
     }
   }
 
+  void report_failure(int epoch) {
+    ASSERT_TRUE(store_->set(fail_key("train/a0", epoch), "1").ok());
+  }
+
   std::filesystem::path dir_;
   std::shared_ptr<comm::Store> store_;
   std::atomic<int> aborts_{0};
@@ -72,9 +78,9 @@ TEST_F(FailureWatchTest, AMembersFailureNoticeAbortsOnce) {
   FailureWatch watch(store_, milliseconds(10), milliseconds(0));
   watch.arm(epoch());
   EXPECT_FALSE(aborted_within(milliseconds(100)));
-  watch.report_failure("train/a0", 2);  // an ended epoch: no news for epoch 3
+  report_failure(2);  // an ended epoch: no news for epoch 3
   EXPECT_FALSE(aborted_within(milliseconds(100)));
-  watch.report_failure("train/a0", 3);
+  report_failure(3);
   EXPECT_TRUE(aborted_within(milliseconds(1000)));
   std::this_thread::sleep_for(milliseconds(100));
   EXPECT_EQ(aborts_.load(), 1);
@@ -106,25 +112,82 @@ TEST_F(FailureWatchTest, AStillRingNeighbourAbortsAndIsRecordedSilent) {
   watch.arm(epoch());
   beat({0, 5}, milliseconds(1000));
   EXPECT_EQ(aborts_.load(), 0) << reason_;
-  EXPECT_FALSE(FailureWatch::still_silent(*store_, "train/a0", 5));
+  EXPECT_FALSE(still_silent(*store_, "train/a0", 5));
   std::thread keep_zero([this] { beat({0}, milliseconds(2000)); });
   EXPECT_TRUE(aborted_within(milliseconds(2000)));
   keep_zero.join();
   EXPECT_NE(reason_.find("rank 5"), std::string::npos) << reason_;
   // The agreement may take 5 as gone while its heartbeat stays where the watch saw it still.
-  EXPECT_TRUE(FailureWatch::still_silent(*store_, "train/a0", 5));
+  EXPECT_TRUE(still_silent(*store_, "train/a0", 5));
   ASSERT_TRUE(store_->set(comm::Heartbeat::key("train/a0", 5), "moved").ok());
-  EXPECT_FALSE(FailureWatch::still_silent(*store_, "train/a0", 5));
+  EXPECT_FALSE(still_silent(*store_, "train/a0", 5));
 }
 
 TEST_F(FailureWatchTest, NothingAbortsAfterDisarm) {
   FailureWatch watch(store_, milliseconds(10), milliseconds(50));
   watch.arm(epoch());
   watch.disarm();
-  watch.report_failure("train/a0", 3);
+  report_failure(3);
   ASSERT_TRUE(comm::post_exit_notice(*store_, 5, "0.1").ok());
   EXPECT_FALSE(aborted_within(milliseconds(300)));  // heartbeats absent too: still nothing
 }
 
+TEST_F(FailureWatchTest, ALiveNeighbourWhoseTrainingThreadIsStuckAborts) {
+  // Member 5 beats every 20 ms but its progress stays at sequence 7 (a stuck training thread);
+  // member 0 makes progress. The allowance of a step's phase is the hang bound itself (500 ms).
+  FailureWatch watch(store_, milliseconds(10), milliseconds(500));
+  watch.arm(epoch());
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> stop{false};
+  std::thread beats([&] {
+    for (int n = 0; !stop.load(); ++n) {
+      const std::string moving = "p." + std::to_string(n) + "|" + std::to_string(n) + ":2:9";
+      const std::string stuck = "q." + std::to_string(n) + "|7:2:9";
+      (void)store_->set(comm::Heartbeat::key("train/a0", 0), moving);
+      (void)store_->set(comm::Heartbeat::key("train/a0", 5), stuck);
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  });
+  EXPECT_TRUE(aborted_within(milliseconds(3000)));
+  const double after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stop.store(true);
+  beats.join();
+  EXPECT_NE(reason_.find("rank 5"), std::string::npos) << reason_;
+  // Not before its allowance (500 ms); within it plus a few polls and beats on a loaded machine.
+  EXPECT_GE(after, 0.5);
+  EXPECT_LE(after, 1.5);
+  EXPECT_TRUE(still_silent(*store_, "train/a0", 5));
+}
+
+TEST_F(FailureWatchTest, AFinishedNeighbourIsNotHung) {
+  // Member 5's last beat says its job is done (phase 6, finished): no abort, however long.
+  FailureWatch watch(store_, milliseconds(10), milliseconds(100));
+  watch.arm(epoch());
+  ASSERT_TRUE(store_->set(comm::Heartbeat::key("train/a0", 5), "q.1|40:6:99").ok());
+  ASSERT_TRUE(store_->set(comm::Heartbeat::key("train/a0", 0), "p.1|40:6:99").ok());
+  EXPECT_FALSE(aborted_within(milliseconds(600)));
+}
+
+TEST_F(FailureWatchTest, AWorkerRecordedSilentAtItsOwnProgressLeaves) {
+  // This worker's training thread is stuck at its current progress, and a watcher recorded it
+  // silent there: its own watch calls on_fenced (within its 25-poll self-check period).
+  Progress mine;
+  mine.mark(Phase::kStep, 4);
+  std::atomic<int> fenced{0};
+  FailureWatch watch(store_, milliseconds(10), milliseconds(0), &mine,
+                     [&] { fenced.fetch_add(1); });
+  watch.arm(epoch());
+  std::this_thread::sleep_for(milliseconds(400));
+  EXPECT_EQ(fenced.load(), 0);
+  ASSERT_TRUE(store_->set(silent_key("train/a0", 2), "r.5|" + mine.token()).ok());
+  const auto end = std::chrono::steady_clock::now() + milliseconds(2000);
+  while (fenced.load() == 0 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_GE(fenced.load(), 1);
+  mine.mark(Phase::kStep, 5);  // it moved after all: the record is not about its present
+}
+
 }  // namespace
-}  // namespace ntp::train
+}  // namespace ntp::elastic

@@ -1,0 +1,83 @@
+// Progress: what a worker's training thread has done lately, carried in its heartbeat, so that a
+// worker whose training thread is stuck (a deadlock, a stuck kernel or write: the usual "NCCL
+// hang") is taken as hung although its process and its heartbeat thread live. A SIGSTOPped or
+// killed worker stops beating altogether, which looks the same: its progress stops moving.
+//
+// The training thread calls mark() at every phase boundary (cheap: relaxed atomics); the
+// heartbeat thread publishes token() with every beat. A watcher feeds the tokens it reads to a
+// Stillness tracker (the one staleness routine of the job: the failure watch and the agreement's
+// decider both use it), which takes a worker as hung once its progress has not moved for the
+// allowance of the phase it is in: --hang-detect-ms for the phases of a step, ten times that for
+// phases that may legitimately run long (the first step, a checkpoint, a re-formation).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace ntp::elastic {
+
+enum class Phase : std::uint8_t {
+  kSetup = 0,   // loading data, building the first job
+  kFirstStep,   // the first step of a process (first touches of every buffer)
+  kStep,        // a phase of a training step
+  kCheckpoint,  // committing a checkpoint save
+  kReform,      // a re-formation (agreement, rebuild, reshard)
+  kJoin,        // a repair waiting to be admitted
+  kFinished,    // the job's steps are done
+};
+
+const char* phase_name(Phase phase);
+
+class Progress {
+ public:
+  // The training thread reached `phase` of `step`. Every call counts as progress.
+  void mark(Phase phase, std::int64_t step);
+  // "<sequence>:<phase>:<step>" for the heartbeat (any thread).
+  std::string token() const;
+
+ private:
+  std::atomic<std::uint64_t> sequence_{0};
+  std::atomic<std::uint8_t> phase_{0};
+  std::atomic<std::int64_t> step_{-1};
+};
+
+// A progress token read back: the part that must move, and the phase it was in.
+struct ProgressToken {
+  std::string moving;  // compared for staleness: the whole heartbeat value when it has no token
+  Phase phase = Phase::kStep;
+};
+// Splits a heartbeat value "<beat-prefix>|<sequence>:<phase>:<step>" (comm::Heartbeat with a
+// progress payload); a value without '|' (a plain heartbeat) moves with every beat.
+ProgressToken parse_progress(const std::string& heartbeat_value);
+
+// How long progress may stand still in `phase` before the worker is taken as hung.
+std::chrono::milliseconds phase_allowance(Phase phase, std::chrono::milliseconds hang_detect);
+
+// The one staleness routine: per watched id, the last progress seen and since when.
+class Stillness {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Stillness(std::chrono::milliseconds hang_detect) : hang_detect_(hang_detect) {}
+
+  // Feeds the value read for `id` at `now` (nullopt: the store did not answer, so nothing is
+  // known and its stillness starts over). True when its progress has stood still for its
+  // phase's allowance.
+  bool still(int id, const std::optional<std::string>& value, Clock::time_point now);
+  // The value `id` was last seen with (for the silent record).
+  const std::string& last_value(int id) const { return seen_.at(id).value; }
+  void clear() { seen_.clear(); }
+
+ private:
+  struct Seen {
+    std::string value, moving;
+    Clock::time_point since;
+  };
+  std::chrono::milliseconds hang_detect_;
+  std::map<int, Seen> seen_;
+};
+
+}  // namespace ntp::elastic

@@ -1,0 +1,42 @@
+#include "train/layout_codec.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+namespace ntp::train {
+
+std::string encode_layout(const shard::ClusterLayout& layout) {
+  nlohmann::json failed = nlohmann::json::array();
+  for (const shard::SlotRef& s : layout.spec.failed) failed.push_back({s.domain, s.slot});
+  nlohmann::json slots = nlohmann::json::array();
+  for (const shard::ReplicaLayout& r : layout.replicas) slots.push_back(r.slots);
+  return nlohmann::json{{"failed", failed}, {"slots", slots}}.dump();
+}
+
+Result<shard::ClusterLayout> decode_layout(const std::string& text, shard::ClusterSpec spec,
+                                           const shard::SyncStrategy& strategy) {
+  std::vector<std::vector<int>> slots;
+  spec.failed.clear();
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    for (const nlohmann::json& f : j.at("failed")) {
+      spec.failed.push_back({f.at(0).get<int>(), f.at(1).get<int>()});
+    }
+    slots = j.at("slots").get<std::vector<std::vector<int>>>();
+  } catch (const std::exception& e) {
+    return internal_error(std::string("corrupt layout: ") + e.what());
+  }
+  NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout, shard::plan_cluster(spec, strategy));
+  if (slots.size() != layout.replicas.size()) return internal_error("layout of another cluster");
+  for (size_t d = 0; d < slots.size(); ++d) {
+    std::vector<int> mine = slots[d], planned = layout.replicas[d].slots;
+    std::sort(mine.begin(), mine.end());
+    std::sort(planned.begin(), planned.end());
+    if (mine != planned) return internal_error("layout whose slots do not match its failed list");
+    layout.replicas[d].slots = slots[d];
+  }
+  return layout;
+}
+
+}  // namespace ntp::train
