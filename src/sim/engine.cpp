@@ -6,6 +6,8 @@
 #include <queue>
 
 #include "sim/cluster_state.h"
+#include "sim/slow_events.h"
+#include "sim/slow_state.h"
 
 namespace ntp::sim {
 
@@ -21,10 +23,18 @@ struct Repair {
   bool operator>(const Repair& o) const { return time_s > o.time_s; }
 };
 
+struct SlowEnd {
+  double time_s;
+  std::int64_t gpu;
+  bool operator>(const SlowEnd& o) const { return time_s > o.time_s; }
+};
+
 // Per-policy running totals and transient state.
 struct PolicyRun {
   PolicySpec spec;
   PolicyRates rates;
+  double base_capacity = 0;  // capacity without the slowed GPUs (= rates.capacity without)
+  double base_capacity_integral = 0;
   double spare_groups = 0;  // fixed-batch: spare groups available
   bool paused = false;
   double down_until = -kInf, up_since = 0;
@@ -97,6 +107,16 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
                 3600.0
           : 0.0;
   FailureProcess process(c, Rng(c.run.seed).fork(static_cast<std::uint64_t>(trial)), -warmup_s);
+  // Fail-slow episodes warm up over 5 mean durations of their own.
+  const bool slow_on = c.fail_slow.active();
+  const double slow_warmup_s =
+      slow_on && c.failures.warm_start ? 5.0 * c.fail_slow.mean_hours * 3600.0 : 0.0;
+  SlowProcess slow_process(
+      c, Rng(c.run.seed).fork(static_cast<std::uint64_t>(trial)).fork(kSlowStream), -slow_warmup_s);
+  SlowState slow(c, workload_, power_model_);
+  std::priority_queue<SlowEnd, std::vector<SlowEnd>, std::greater<>> slow_ends;
+  SlowEvent pending_slow = slow_process.next();
+  double slow_gpu_integral = 0;
   std::size_t trace_pos = 0;
   auto next_failure = [&]() -> FailureEvent {
     if (use_trace_) {
@@ -120,6 +140,8 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
   auto refresh = [&](double now) {
     for (PolicyRun& r : runs) {
       r.rates = state.rates(r.spec);
+      r.base_capacity = r.rates.capacity;
+      if (slow_on) r.rates = slow.adjust(state, r.spec, r.rates);
       const bool was_paused = r.paused;
       r.paused = c.run.fixed_batch && r.spec.kind != PolicyKind::kCkptRestart &&
                  r.rates.need_groups > r.spare_groups + slack_groups + 1e-9;
@@ -143,8 +165,10 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
     const double dt = to - from;
     const double healthy = gpus - static_cast<double>(state.failed_gpus());
     failed_gpu_integral += static_cast<double>(state.failed_gpus()) * dt;
+    slow_gpu_integral += static_cast<double>(slow.slow_gpus()) * dt;
     for (PolicyRun& r : runs) {
       r.capacity_integral += r.rates.capacity * dt;
+      r.base_capacity_integral += r.base_capacity * dt;
       const double down = std::clamp(r.down_until - from, 0.0, dt);
       const double up = dt - down;
       r.down_s += down;
@@ -219,13 +243,15 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
     }
   };
 
-  double now = -warmup_s;
+  double now = -std::max(warmup_s, slow_warmup_s);
   refresh(now);
   bool started = now >= 0;
   while (true) {
     const double t_fail = pending.time_s;
     const double t_rep = repairs.empty() ? kInf : repairs.top().time_s;
-    double t = std::min({t_fail, t_rep, next_sample, end_s});
+    const double t_slow = pending_slow.time_s;
+    const double t_slow_end = slow_ends.empty() ? kInf : slow_ends.top().time_s;
+    double t = std::min({t_fail, t_rep, next_sample, end_s, t_slow, t_slow_end});
     if (!started && t >= 0) {
       // Crossing time 0: reset the per-policy maxima to the state at time 0.
       refresh(0.0);
@@ -236,7 +262,7 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
       result.max_failed_groups = state.failed_groups();
       started = true;
       now = 0;
-      t = std::min({t_fail, t_rep, next_sample, end_s});
+      t = std::min({t_fail, t_rep, next_sample, end_s, t_slow, t_slow_end});
     }
     advance(now, t);
     now = t;
@@ -257,6 +283,22 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
       if (t < end_s) continue;
     }
     if (t >= end_s) break;
+    if (t == t_slow_end) {
+      slow.end(slow_ends.top().gpu);
+      slow_ends.pop();
+      refresh(t);
+      continue;
+    }
+    if (t == t_slow) {
+      // An episode on a GPU that is already slow changes nothing (thinning).
+      if (slow.start(pending_slow.gpu, pending_slow.factor)) {
+        slow_ends.push({t + pending_slow.duration_s, pending_slow.gpu});
+        if (t >= 0) ++result.slow_episodes;
+        refresh(t);
+      }
+      pending_slow = slow_process.next();
+      continue;
+    }
     if (t == t_rep) {
       const Repair rep = repairs.top();
       repairs.pop();
@@ -315,9 +357,11 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
     o.pauses = r.pauses;
     o.restarts = r.restarts;
     o.spares_needed = static_cast<int>(std::ceil(std::max(0.0, r.max_need) / gpd - 1e-9));
+    o.fail_slow_loss = (r.base_capacity_integral - r.capacity_integral) / ideal;
     result.policies.push_back(o);
   }
   result.mean_failed_gpus = failed_gpu_integral / end_s;
+  result.mean_slow_gpus = slow_gpu_integral / end_s;
   return result;
 }
 

@@ -6,6 +6,8 @@
 
 #include "shard/balance.h"
 #include "sim/recovery_cost.h"
+#include "sim/slow_events.h"
+#include "sim/weighted_split.h"
 
 namespace ntp::sim {
 
@@ -56,6 +58,24 @@ double Workload::compute_s(int degree) const {
   const double flops =
       tokens_per_replica_ * stage_layers_ * 3.0 * (f_head * head_share + f_ffn * ffn_share);
   return flops / (c_.system.peak_tflops * 1e12 * c_.system.efficiency);
+}
+
+double Workload::rebalanced_speed(int degree, const std::vector<double>& slow) const {
+  NTP_CHECK(degree >= 1 && static_cast<int>(slow.size()) <= degree);
+  if (slow.empty()) return 1.0;
+  const auto& m = c_.model;
+  const double h = m.hidden, s = m.sequence;
+  const double f_head = 8 * h * h + 2 * s * h;
+  const double f_ffn = 4 * h * ffn_columns(m);
+  const std::int64_t units = ffn_units(m);
+  const int fast = degree - static_cast<int>(slow.size());
+  auto per_unit = [](double f, std::int64_t n) { return f / static_cast<double>(n); };
+  const double even =
+      per_unit(f_head, m.heads) * static_cast<double>(shard::max_units_per_rank(m.heads, degree)) +
+      per_unit(f_ffn, units) * static_cast<double>(shard::max_units_per_rank(units, degree));
+  const double weighted = per_unit(f_head, m.heads) * weighted_split_time(m.heads, fast, slow) +
+                          per_unit(f_ffn, units) * weighted_split_time(units, fast, slow);
+  return even / weighted;
 }
 
 double Workload::tp_comm_s(int degree) const {
@@ -161,6 +181,7 @@ Status validate(const SimConfig& c) {
   if (total_weight <= 0) {
     return invalid_argument("failures.blast_weights sum to 0; give at least one positive weight");
   }
+  NTP_RETURN_IF_ERROR(validate_fail_slow(c.fail_slow));
   const double replicas = static_cast<double>(groups / p.pp);
   const double min_tokens =
       replicas * c.model.sequence * static_cast<double>(p.microbatch_sequences);
