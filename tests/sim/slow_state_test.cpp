@@ -1,0 +1,222 @@
+// Each fail-slow mitigation's capacity against hand-computed cases, and the weighted split that
+// REBALANCE rests on.
+//
+// testing::small_config: 64 GPUs, TP 4 = domain, PP 1, so 16 replicas of one 4-GPU group; the
+// model has 8 heads and 1024 FFN units (hidden 256 x 4, one column per unit), min degree 2,
+// degree multiple 1, communication so fast that a stage's work is its compute to ~1e-6 and
+// dp_factor is exactly 1. Per unit of work: a head costs F_head / 8 = (8 x 256^2 + 2 x 128 x
+// 256) / 8 = 73,728 and an FFN unit F_ffn / 1024 = 4 x 256 x 1024 / 1024 = 1,024.
+#include "sim/slow_state.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <optional>
+
+#include "power/power_model.h"
+#include "shard/balance.h"
+#include "sim/weighted_split.h"
+#include "sim_test_util.h"
+
+namespace ntp::sim {
+namespace {
+
+constexpr double kHead = 73728.0, kFfnUnit = 1024.0;
+
+// Brute force: the best max_i u_i / w_i over every split of `units` over the ranks.
+double brute_split(int units, const std::vector<double>& w) {
+  double best = 1e300;
+  std::vector<int> u(w.size(), 0);
+  std::function<void(std::size_t, int)> go = [&](std::size_t i, int left) {
+    if (i + 1 == w.size()) {
+      u[i] = left;
+      double t = 0;
+      for (std::size_t k = 0; k < w.size(); ++k) t = std::max(t, u[k] / w[k]);
+      best = std::min(best, t);
+      return;
+    }
+    for (int x = 0; x <= left; ++x) {
+      u[i] = x;
+      go(i + 1, left - x);
+    }
+  };
+  go(0, units);
+  return best;
+}
+
+TEST(WeightedSplit, EqualSpeedsAreTheBalancedSplit) {
+  for (int units : {1, 7, 8, 128, 1023}) {
+    for (int ranks : {1, 3, 4, 7, 32}) {
+      EXPECT_DOUBLE_EQ(weighted_split_time(units, ranks, {}),
+                       static_cast<double>(shard::max_units_per_rank(units, ranks)))
+          << units << " over " << ranks;
+    }
+  }
+}
+
+TEST(WeightedSplit, MatchesBruteForceOnSmallCases) {
+  const std::vector<std::vector<double>> slows = {
+      {0.5}, {0.3}, {0.9}, {0.5, 0.25}, {0.7, 0.7}, {1.0}, {0.33, 0.66, 0.99}};
+  for (const auto& slow : slows) {
+    for (int fast = 0; fast <= 3; ++fast) {
+      for (int units = 0; units <= 11; ++units) {
+        std::vector<double> w(fast, 1.0);
+        w.insert(w.end(), slow.begin(), slow.end());
+        EXPECT_NEAR(weighted_split_time(units, fast, slow), brute_split(units, w), 1e-12)
+            << units << " units, " << fast << " fast, first slow " << slow[0];
+      }
+    }
+  }
+}
+
+TEST(WeightedSplit, HandCases) {
+  // 8 heads over speeds 1, 1, 1, 0.5: (3, 2, 2, 1) takes 3; any T < 3 fits at most 2 + 2 + 2 + 1.
+  EXPECT_DOUBLE_EQ(weighted_split_time(8, 3, {0.5}), 3.0);
+  // 1024 units: T = 293 fits 3 x 293 + 146 = 1025; 292.5 fits 876 + 146 = 1022.
+  EXPECT_DOUBLE_EQ(weighted_split_time(1024, 3, {0.5}), 293.0);
+  // A slow rank's step can bind: 5 units over 1 and 0.4: 4 + 1 takes max(4, 2.5) = 4, but
+  // 3 + 1 fits only 4; T = 3.75 holds floor(3.75) + floor(1.5) = 4 < 5, so 4.
+  EXPECT_DOUBLE_EQ(weighted_split_time(5, 1, {0.4}), 4.0);
+  // 3 units over 1 and 0.8: T = 1.25 holds 1 + 1 = 2; T = 2 holds 2 + 1 = 3.
+  EXPECT_DOUBLE_EQ(weighted_split_time(3, 1, {0.8}), 2.0);
+  // 4 units over 1 and 0.8: T = 2.5 holds 2 + 2 (2.5 x 0.8 = 2): the slow rank binds at 2 / 0.8.
+  EXPECT_DOUBLE_EQ(weighted_split_time(4, 1, {0.8}), 2.5);
+}
+
+class SlowRates : public ::testing::Test {
+ protected:
+  explicit SlowRates(std::vector<std::string> extra = {}) {
+    extra.push_back("fail_slow.enabled=true");
+    config_ = testing::small_config(1, extra);
+    workload_.emplace(config_);
+    state_.emplace(config_, *workload_, model_);
+    slow_.emplace(config_, *workload_, model_);
+  }
+  double capacity(const std::string& policy) {
+    Result<PolicySpec> p = parse_policy(policy);
+    NTP_CHECK_MSG(p.ok(), p.status().to_string());
+    return slow_->adjust(*state_, *p, state_->rates(*p)).capacity;
+  }
+  SimConfig config_;
+  power::PowerModel model_;
+  std::optional<Workload> workload_;
+  std::optional<ClusterState> state_;
+  std::optional<SlowState> slow_;
+};
+
+// One GPU of a healthy cluster at half speed.
+TEST_F(SlowRates, OneGpuAtHalfSpeedUnderEveryMitigation) {
+  ASSERT_TRUE(slow_->start(0, 0.5));
+  EXPECT_FALSE(slow_->start(0, 0.8));  // already slow: thinning, nothing changes
+  // Unmitigated: replica 0 runs at 0.5 and all 16 wait for it.
+  for (const char* p : {"NTP", "NTP-PW", "NTP-LIVE", "DP-DROP", "SPARES(2)", "CKPT-RESTART"}) {
+    EXPECT_DOUBLE_EQ(capacity(p), 16 * 0.5) << p;
+  }
+  // SHARE: replica 0 takes half a share, the 15 others full ones.
+  for (const char* p : {"NTP+SHARE", "NTP-PW+SHARE", "DP-DROP+SHARE", "CKPT-RESTART+SHARE"}) {
+    EXPECT_DOUBLE_EQ(capacity(p), 15.5) << p;
+  }
+  // REBALANCE: heads 8 over speeds 1, 1, 1, 0.5 take 3 (vs 2 even), FFN units 293 (vs 256):
+  // speed = (2 x 73728 + 256 x 1024) / (3 x 73728 + 293 x 1024) = 409600 / 521216.
+  const double rho = (2 * kHead + 256 * kFfnUnit) / (3 * kHead + 293 * kFfnUnit);
+  EXPECT_NEAR(rho, 0.785855, 1e-6);
+  EXPECT_DOUBLE_EQ(workload_->rebalanced_speed(4, {0.5}), rho);
+  EXPECT_DOUBLE_EQ(capacity("NTP+REBALANCE"), 15 + rho);
+  // BOOST: 1 / rho = 1.27 exceeds throughput(1.3) = 1.1557: the full +30% and the share covers
+  // the rest.
+  const double boosted = rho * model_.throughput(1.3);
+  EXPECT_NEAR(boosted, 0.9082, 1e-4);
+  EXPECT_DOUBLE_EQ(capacity("NTP-PW+BOOST"), 15 + boosted);
+  // DROP (0.5 < drop_below 0.6): NTP runs the group at TP 3, whose work is 3 heads + 342 units:
+  // speed 409600 / (3 x 73728 + 342 x 1024) = 409600 / 571392 (to the ~1e-6 TP communication).
+  EXPECT_NEAR(capacity("NTP+DROP"), 15 + 409600.0 / 571392.0, 1e-5);
+  EXPECT_DOUBLE_EQ(capacity("NTP+DROP"), 15 + workload_->speed(3));
+  EXPECT_DOUBLE_EQ(capacity("DP-DROP+DROP"), 15);       // the replica stops
+  EXPECT_DOUBLE_EQ(capacity("SPARES(2)+DROP"), 16);     // a spare domain takes its place
+  EXPECT_DOUBLE_EQ(capacity("CKPT-RESTART+DROP"), 16);  // swapped out (the restart is not priced)
+  slow_->end(0);
+  EXPECT_DOUBLE_EQ(capacity("NTP"), 16);
+}
+
+// Above drop_below, DROP shares; the boost that fits in the headroom keeps full pace.
+TEST_F(SlowRates, MildSlowdownIsSharedOrBoostedAway) {
+  ASSERT_TRUE(slow_->start(5, 0.9));
+  EXPECT_DOUBLE_EQ(capacity("NTP+DROP"), 15.9);
+  EXPECT_DOUBLE_EQ(capacity("DP-DROP+DROP"), 15.9);
+  // 8 heads over 1, 1, 1, 0.9: two each, the slow rank's 2 take 2 / 0.9. 1024 units: T = 263
+  // holds 789 + floor(236.7) = 1025; 262 holds 786 + 235 = 1021, and the slow rank's step in
+  // between, 236 / 0.9 = 262.2, holds 786 + 236 = 1022.
+  const double rho = (2 * kHead + 256 * kFfnUnit) / (2 / 0.9 * kHead + 263 * kFfnUnit);
+  EXPECT_NEAR(rho, 409600.0 / 433152.0, 1e-12);
+  EXPECT_DOUBLE_EQ(capacity("NTP+REBALANCE"), 15 + rho);
+  ASSERT_LT(1 / rho, model_.throughput(1.3));
+  EXPECT_DOUBLE_EQ(capacity("NTP-PW+BOOST"), 16);
+}
+
+// Two slowed replicas: unmitigated waits for the slowest, SHARE adds both shares.
+TEST_F(SlowRates, TwoSlowedReplicas) {
+  ASSERT_TRUE(slow_->start(0, 0.5));
+  ASSERT_TRUE(slow_->start(9, 0.8));  // replica 2
+  EXPECT_DOUBLE_EQ(capacity("NTP"), 8);
+  EXPECT_DOUBLE_EQ(capacity("NTP+SHARE"), 14 + 0.5 + 0.8);
+  EXPECT_DOUBLE_EQ(capacity("DP-DROP+DROP"), 14 + 0.8);
+  // Two slowed GPUs in one group: its slowest sets the pace.
+  ASSERT_TRUE(slow_->start(1, 0.7));
+  EXPECT_DOUBLE_EQ(capacity("NTP+SHARE"), 14 + 0.5 + 0.8);
+}
+
+// A slowed GPU in a degraded group: the factor applies on top of the reduced degree's speed.
+TEST_F(SlowRates, SlowGpuInADegradedGroup) {
+  ASSERT_EQ(state_->fail(0, 1), 1);
+  const double s3 = workload_->speed(3);
+  ASSERT_TRUE(slow_->start(1, 0.5));
+  EXPECT_DOUBLE_EQ(capacity("NTP"), (15 + s3) * 0.5);
+  EXPECT_DOUBLE_EQ(capacity("NTP+SHARE"), 15 + s3 * 0.5);
+  EXPECT_DOUBLE_EQ(capacity("NTP+REBALANCE"), 15 + s3 * workload_->rebalanced_speed(3, {0.5}));
+  // DP-DROP's replica 0 is out already: the slow GPU in it changes nothing.
+  EXPECT_DOUBLE_EQ(capacity("DP-DROP"), 15);
+  // CKPT-RESTART replaced the failed GPU; the slow one still stalls the job.
+  EXPECT_DOUBLE_EQ(capacity("CKPT-RESTART"), 8);
+  // A GPU both failed and slow counts as failed only.
+  ASSERT_TRUE(slow_->start(0, 0.3));
+  EXPECT_DOUBLE_EQ(capacity("NTP+SHARE"), 15 + s3 * 0.5);
+}
+
+// SPARES(2) = 2 spare groups: after two failed replicas took them, a dropped one stays out.
+TEST_F(SlowRates, SparesLeftOverForADroppedReplica) {
+  ASSERT_EQ(state_->fail(4, 1), 1);
+  ASSERT_EQ(state_->fail(8, 1), 1);
+  ASSERT_DOUBLE_EQ(state_->rates(*parse_policy("SPARES(2)")).capacity, 16);
+  ASSERT_TRUE(slow_->start(20, 0.5));
+  EXPECT_DOUBLE_EQ(capacity("SPARES(2)+DROP"), 15);
+  EXPECT_DOUBLE_EQ(capacity("SPARES(3)+DROP"), 16);
+}
+
+// The documented exception: with 2 of 16 DP-DROP replicas running, dropping one slowed to 0.55
+// keeps 1 replica, waiting for it keeps 2 x 0.55 = 1.1.
+TEST_F(SlowRates, DropCanLoseWhenFewReplicasRun) {
+  for (std::int64_t r = 2; r < 16; ++r) ASSERT_EQ(state_->fail(4 * r, 1), 1);
+  ASSERT_TRUE(slow_->start(0, 0.55));
+  EXPECT_DOUBLE_EQ(capacity("DP-DROP"), 2 * 0.55);
+  EXPECT_DOUBLE_EQ(capacity("DP-DROP+DROP"), 1);
+  EXPECT_DOUBLE_EQ(capacity("DP-DROP+SHARE"), 1.55);
+}
+
+class SlowRatesRounded : public SlowRates {
+ protected:
+  SlowRatesRounded() : SlowRates({"parallel.degree_multiple=2"}) {}
+};
+
+// With degree_multiple 2 a group with one failed GPU runs at TP 2 and idles one healthy GPU: the
+// slowest, so a slowed GPU there costs nothing.
+TEST_F(SlowRatesRounded, RoundingIdlesTheSlowestHealthyGpu) {
+  ASSERT_EQ(state_->fail(0, 1), 1);
+  const double base = state_->rates(*parse_policy("NTP")).capacity;
+  ASSERT_TRUE(slow_->start(1, 0.5));
+  EXPECT_DOUBLE_EQ(capacity("NTP"), base);
+  ASSERT_TRUE(slow_->start(2, 0.8));  // two slowed, one idled: the 0.8 one is active
+  EXPECT_DOUBLE_EQ(capacity("NTP+SHARE"), base - workload_->speed(2) * (1 - 0.8));
+}
+
+}  // namespace
+}  // namespace ntp::sim
