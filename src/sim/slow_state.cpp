@@ -24,6 +24,15 @@ bool SlowState::start(std::int64_t gpu, double factor) {
 
 void SlowState::end(std::int64_t gpu) { NTP_CHECK(factor_.erase(gpu) == 1); }
 
+double SlowState::rebalanced(int degree, const std::vector<double>& slow) const {
+  auto key = std::make_pair(degree, slow);
+  auto it = rebalanced_.find(key);
+  if (it == rebalanced_.end()) {
+    it = rebalanced_.emplace(std::move(key), workload_.rebalanced_speed(degree, slow)).first;
+  }
+  return it->second;
+}
+
 SlowState::ByReplica SlowState::by_replica(const ClusterState& state) const {
   ByReplica by;
   for (const auto& [gpu, factor] : factor_) {
@@ -64,7 +73,7 @@ SlowState::Stage SlowState::ntp_stage(const ClusterState& state, const PolicySpe
   }
   const bool rebalance =
       policy.slow == SlowMitigation::kRebalance || policy.slow == SlowMitigation::kBoost;
-  const double factor = rebalance ? workload_.rebalanced_speed(s.degree, slow) : slow.front();
+  const double factor = rebalance ? rebalanced(s.degree, slow) : slow.front();
   if (policy.slow == SlowMitigation::kBoost) {
     const power::BoostPlan plan = power::plan_boost(
         model_, state.stage_speed(failed, false) * factor, {s.degree, tdp_watts_, headroom_});

@@ -26,6 +26,8 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "power/power_model.h"
 #include "sim/cluster_state.h"
@@ -67,11 +69,16 @@ class SlowState {
   using ByReplica = std::map<std::int64_t, std::map<std::int64_t, std::vector<double>>>;
   ByReplica by_replica(const ClusterState& state) const;
 
+  // Workload::rebalanced_speed, cached per (degree, sorted factors): factors come from a short
+  // list, and each refresh asks again for every slowed group.
+  double rebalanced(int degree, const std::vector<double>& slow) const;
+
   const Workload& workload_;
   const power::PowerModel& model_;
   double drop_below_, tdp_watts_, headroom_;
   int tp_, pp_, groups_per_domain_;
   std::map<std::int64_t, double> factor_;  // ordered: results do not depend on hashing
+  mutable std::map<std::pair<int, std::vector<double>>, double> rebalanced_;
 };
 
 }  // namespace ntp::sim

@@ -65,17 +65,13 @@ double Workload::rebalanced_speed(int degree, const std::vector<double>& slow) c
   if (slow.empty()) return 1.0;
   const auto& m = c_.model;
   const double h = m.hidden, s = m.sequence;
-  const double f_head = 8 * h * h + 2 * s * h;
-  const double f_ffn = 4 * h * ffn_columns(m);
   const std::int64_t units = ffn_units(m);
+  // Cost per unit: a head's and an FFN unit's share of a layer's FLOPs.
+  const std::vector<UnitSpaceCost> spaces = {
+      {m.heads, (8 * h * h + 2 * s * h) / m.heads},
+      {units, 4 * h * ffn_columns(m) / static_cast<double>(units)}};
   const int fast = degree - static_cast<int>(slow.size());
-  auto per_unit = [](double f, std::int64_t n) { return f / static_cast<double>(n); };
-  const double even =
-      per_unit(f_head, m.heads) * static_cast<double>(shard::max_units_per_rank(m.heads, degree)) +
-      per_unit(f_ffn, units) * static_cast<double>(shard::max_units_per_rank(units, degree));
-  const double weighted = per_unit(f_head, m.heads) * weighted_split_time(m.heads, fast, slow) +
-                          per_unit(f_ffn, units) * weighted_split_time(units, fast, slow);
-  return even / weighted;
+  return weighted_split_time(spaces, degree, {}) / weighted_split_time(spaces, fast, slow);
 }
 
 double Workload::tp_comm_s(int degree) const {
