@@ -347,7 +347,9 @@ void add_sim_command(CLI::App& app, int& exit_code) {
                   "F1,F2,...: snapshot mode, steady throughput loss with these fractions of GPUs "
                   "failed (the paper's loss curve)");
   cmd->add_flag("--json", o->json, "print JSON instead of tables");
-  cmd->add_option("--csv", o->csv_dir, "write summary.csv and time series CSVs to DIR");
+  cmd->add_option("--csv", o->csv_dir,
+                  "write summary.csv and time series CSVs to DIR (and fail_slow.csv when fail-slow "
+                  "is active)");
   cmd->add_option("--plot", o->plot_dir, "write gnuplot scripts and SVG plots to DIR");
   // NTP-LIVE's recovery cost model (docs/sim.md "Live recovery cost"); defaults in [recovery].
   cmd->add_option("--detect-kill-s", o->detect_kill_s,
