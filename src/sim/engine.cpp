@@ -35,7 +35,8 @@ struct PolicyRun {
   PolicyRates rates;
   double base_capacity = 0;  // capacity without the slowed GPUs (= rates.capacity without)
   double base_capacity_integral = 0;
-  double spare_groups = 0;  // fixed-batch: spare groups available
+  double tau_s = 0, ckpt_eff = 1;  // checkpoint interval and the fraction of time not writing
+  double spare_groups = 0;         // fixed-batch: spare groups available
   bool paused = false;
   double down_until = -kInf, up_since = 0;
   double capacity_integral = 0, work = 0, energy_j = 0, paused_s = 0, down_s = 0;
@@ -57,6 +58,26 @@ Simulator::Simulator(const SimConfig& config, std::vector<FailureEvent> trace, b
   }
   const double write = config_.recovery.checkpoint_write_seconds;
   tau_s_ = rate > 0 ? std::sqrt(2.0 * write / rate) : kInf;
+  failure_rate_ = rate;
+  // Episodes DROP takes out (factor below drop_below), per second over the cluster.
+  const FailSlowConfig& f = config_.fail_slow;
+  if (f.active()) {
+    double below = 0, total = 0;
+    for (std::size_t i = 0; i < f.factors.size(); ++i) {
+      const double w = f.factor_weights.empty() ? 1.0 : f.factor_weights[i];
+      total += w;
+      if (f.factors[i] < f.drop_below) below += w;
+    }
+    drop_rate_ = static_cast<double>(config_.system.gpus) * f.rate_per_gpu_day * f.rate_multiplier /
+                 86400.0 * below / total;
+  }
+}
+
+double Simulator::checkpoint_interval_s(const PolicySpec& policy) const {
+  if (policy.slow != SlowMitigation::kDrop || recovers_live(policy.kind) || drop_rate_ <= 0) {
+    return tau_s_;
+  }
+  return std::sqrt(2.0 * config_.recovery.checkpoint_write_seconds / (failure_rate_ + drop_rate_));
 }
 
 Result<Simulator> Simulator::create(const SimConfig& config) {
@@ -84,8 +105,9 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
   const double tdp = c.system.tdp_watts;
   const double idle = c.system.idle_power_fraction;
   const double write = c.recovery.checkpoint_write_seconds;
-  const double ckpt_eff =
-      std::isinf(tau_s_) || tau_s_ + write <= 0 ? 1.0 : tau_s_ / (tau_s_ + write);
+  auto efficiency = [&](double tau) {
+    return std::isinf(tau) || tau + write <= 0 ? 1.0 : tau / (tau + write);
+  };
   const int gpd = state.groups_per_domain();
   const double slack_groups =
       (1.0 - c.run.target_batch_fraction) * replicas * static_cast<double>(c.parallel.pp);
@@ -97,6 +119,8 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
                            ? std::max(runs[i].spec.spares, c.run.spares)
                            : c.run.spares;
     runs[i].spare_groups = static_cast<double>(spares) * gpd;
+    runs[i].tau_s = checkpoint_interval_s(runs[i].spec);
+    runs[i].ckpt_eff = efficiency(runs[i].tau_s);
   }
 
   // Warm start: run the failure process for 5 mean repair times before time 0 so that the
@@ -178,7 +202,7 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
         r.energy_j += idle_watts * dt;
         continue;
       }
-      r.work += up_rate(r) * up * ckpt_eff;
+      r.work += up_rate(r) * up * r.ckpt_eff;
       double busy_watts =
           tdp * (r.rates.power_units + idle * std::max(0.0, healthy - r.rates.active_gpus));
       if (c.run.fixed_batch && r.spec.kind != PolicyKind::kCkptRestart) {
@@ -212,22 +236,27 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
     }
     return cost.total_s;
   };
+  // A restart from the last checkpoint at `now`: the work since it is lost, then the restart (and
+  // for CKPT-RESTART the replacement hardware).
+  auto restart = [&](PolicyRun& r, double now) {
+    double cost = c.recovery.restart_minutes * 60.0;
+    if (r.spec.kind == PolicyKind::kCkptRestart) cost += c.recovery.replace_hours * 3600.0;
+    if (now >= r.down_until && !r.paused) {
+      const double since = now - std::max(r.up_since, 0.0);
+      const double lost =
+          std::isinf(r.tau_s) ? since : (r.tau_s > 0 ? std::fmod(since, r.tau_s) : 0.0);
+      r.work = std::max(0.0, r.work - lost * up_rate(r) * r.ckpt_eff);
+    }
+    r.down_until = std::max(r.down_until, now + cost);
+    r.up_since = r.down_until;
+    ++r.restarts;
+  };
   auto on_failure = [&](double now) {
     if (now < 0) return;
     const double live = live_cost(true, state.last_changes());
     for (PolicyRun& r : runs) {
       if (restarts_on_failure(r.spec.kind)) {
-        double cost = c.recovery.restart_minutes * 60.0;
-        if (r.spec.kind == PolicyKind::kCkptRestart) cost += c.recovery.replace_hours * 3600.0;
-        if (now >= r.down_until && !r.paused) {
-          const double since = now - std::max(r.up_since, 0.0);
-          const double lost =
-              std::isinf(tau_s_) ? since : (tau_s_ > 0 ? std::fmod(since, tau_s_) : 0.0);
-          r.work = std::max(0.0, r.work - lost * up_rate(r) * ckpt_eff);
-        }
-        r.down_until = std::max(r.down_until, now + cost);
-        r.up_since = r.down_until;
-        ++r.restarts;
+        restart(r, now);
       } else if (live > 0) {
         r.down_until = std::max(r.down_until, now) + live;
       }
@@ -240,6 +269,50 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
       if (recovers_live(r.spec.kind) && live > 0) {
         r.down_until = std::max(r.down_until, now) + live;
       }
+    }
+  };
+
+  // DROP's view of the GPU's group and replica, before and after an episode starts or ends.
+  const bool any_drop = slow_on && std::any_of(runs.begin(), runs.end(), [](const PolicyRun& r) {
+                          return r.spec.slow == SlowMitigation::kDrop;
+                        });
+  const std::int64_t tp = c.parallel.tp, replica_gpus = tp * c.parallel.pp;
+  struct DropView {
+    int group_dropped = 0;
+    bool replica_runs = false;  // DP-DROP: no failed group and no dropped GPU
+  };
+  auto drop_view = [&](std::int64_t gpu) {
+    const std::int64_t group = gpu / tp, replica = gpu / replica_gpus;
+    return DropView{slow.dropped(state, group * tp, tp),
+                    state.replica_bad(replica) == 0 &&
+                        slow.dropped(state, replica * replica_gpus, replica_gpus) == 0};
+  };
+  // `gpu` left (`leaving`) or rejoined the job under DROP at `now`; call before refresh() so that
+  // a restart's lost work is counted at the rates before the change.
+  auto on_drop = [&](double now, std::int64_t gpu, bool leaving, const DropView& before,
+                     const DropView& after) {
+    if (now < 0) return;
+    const std::int64_t group = gpu / tp;
+    const int failed = state.group_failed(group);
+    const int from = state.degree_for(failed + before.group_dropped);
+    const int to = state.degree_for(failed + after.group_dropped);
+    for (PolicyRun& r : runs) {
+      if (r.spec.slow != SlowMitigation::kDrop) continue;
+      const bool changes = is_ntp(r.spec.kind) ? from != to
+                           : r.spec.kind == PolicyKind::kCkptRestart
+                               ? leaving
+                               : before.replica_runs != after.replica_runs;
+      if (!changes) continue;
+      if (restarts_on_failure(r.spec.kind)) {
+        if (leaving) restart(r, now);
+        continue;
+      }
+      double cost = c.recovery.live_recovery_seconds;
+      if (recovery_) {
+        const int others = state.min_degree_of_others({{group, from, state.degree_for(failed)}});
+        cost = recovery_->event(false, {{group, from, to}}, others).total_s;
+      }
+      if (cost > 0) r.down_until = std::max(r.down_until, now) + cost;
     }
   };
 
@@ -284,16 +357,25 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
     }
     if (t >= end_s) break;
     if (t == t_slow_end) {
-      slow.end(slow_ends.top().gpu);
+      const std::int64_t gpu = slow_ends.top().gpu;
       slow_ends.pop();
+      const bool drops = any_drop && slow.factor(gpu) < slow.drop_below() && !state.is_failed(gpu);
+      const DropView before = drops ? drop_view(gpu) : DropView{};
+      slow.end(gpu);
+      if (drops) on_drop(t, gpu, false, before, drop_view(gpu));
       refresh(t);
       continue;
     }
     if (t == t_slow) {
+      const std::int64_t gpu = pending_slow.gpu;
+      const bool drops =
+          any_drop && pending_slow.factor < slow.drop_below() && !state.is_failed(gpu);
+      const DropView before = drops ? drop_view(gpu) : DropView{};
       // An episode on a GPU that is already slow changes nothing (thinning).
-      if (slow.start(pending_slow.gpu, pending_slow.factor)) {
-        slow_ends.push({t + pending_slow.duration_s, pending_slow.gpu});
+      if (slow.start(gpu, pending_slow.factor)) {
+        slow_ends.push({t + pending_slow.duration_s, gpu});
         if (t >= 0) ++result.slow_episodes;
+        if (drops) on_drop(t, gpu, true, before, drop_view(gpu));
         refresh(t);
       }
       pending_slow = slow_process.next();

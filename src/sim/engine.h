@@ -18,8 +18,14 @@
 // Fail-slow (when fail_slow.active()): episodes from SlowProcess on its own stream
 // rng.fork(trial).fork(kSlowStream) start and end in the same queue; each policy's rates are its
 // fail-stop rates adjusted by SlowState under its mitigation, and the engine integrates both, so
-// the throughput loss due to fail-slow is measured on the same trajectory. Without active
-// fail-slow nothing of this runs and the results are those of the fail-stop engine, bit for bit.
+// the throughput loss due to fail-slow is measured on the same trajectory. A DROP that takes a GPU
+// out changes what runs like a failure: restart-based policies restart (lost work, restart
+// minutes, CKPT-RESTART's replacement too) when a drop lowers a group's degree (NTP-like), stops a
+// running replica (DP-DROP, SPARES) or swaps a GPU (CKPT-RESTART), and its return is free, as a
+// repair is; live policies pay a planned re-formation each way (RecoveryCostModel::event priced
+// as a repair: no detection or lost step, the runtime picks the step boundary; or the fixed
+// live_recovery_seconds). Other reactions are free. Without active fail-slow nothing of this runs
+// and the results are those of the fail-stop engine, bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +96,9 @@ class Simulator {
   const SimConfig& config() const { return config_; }
   // Young/Daly checkpoint interval in seconds (infinite without failures, 0 for free writes).
   double checkpoint_interval_s() const { return tau_s_; }
+  // The interval `policy` uses: a restart-based +DROP also restarts for every episode it drops,
+  // so its interval counts those episodes' rate too.
+  double checkpoint_interval_s(const PolicySpec& policy) const;
   // The cost model NTP-LIVE uses; null with a fixed recovery.live_recovery_seconds or when no
   // policy recovers live.
   const RecoveryCostModel* recovery_model() const { return recovery_ ? &*recovery_ : nullptr; }
@@ -103,6 +112,7 @@ class Simulator {
   std::vector<FailureEvent> trace_;
   bool use_trace_;
   double tau_s_ = 0;
+  double failure_rate_ = 0, drop_rate_ = 0;  // per second over the cluster
   std::optional<RecoveryCostModel> recovery_;
 };
 

@@ -24,6 +24,20 @@ bool SlowState::start(std::int64_t gpu, double factor) {
 
 void SlowState::end(std::int64_t gpu) { NTP_CHECK(factor_.erase(gpu) == 1); }
 
+double SlowState::factor(std::int64_t gpu) const {
+  const auto it = factor_.find(gpu);
+  return it == factor_.end() ? 1.0 : it->second;
+}
+
+int SlowState::dropped(const ClusterState& state, std::int64_t first, std::int64_t count) const {
+  int n = 0;
+  for (auto it = factor_.lower_bound(first); it != factor_.end() && it->first < first + count;
+       ++it) {
+    if (it->second < drop_below_ && !state.is_failed(it->first)) ++n;
+  }
+  return n;
+}
+
 double SlowState::rebalanced(int degree, const std::vector<double>& slow) const {
   auto key = std::make_pair(degree, slow);
   auto it = rebalanced_.find(key);

@@ -20,8 +20,10 @@
 // the cluster's capacity is scaled by the least (slowed / unslowed) replica speed; the others
 // replace each slowed replica's speed by its slowed one (its batch share). DP-DROP and SPARES
 // count slowed GPUs only in replicas with no failed group (a replica running on spare groups is
-// taken as unslowed). Reactions are free: no detection delay, restart or reshard is charged for a
-// fail-slow episode (docs/sim.md "Fail-slow", limits). Spare need is that of the fail-stop state.
+// taken as unslowed). Reactions are instant and, except DROP's, free: the engine charges a DROP
+// the restart or live re-formation of a failure (engine.h); no detection delay, batch-share change
+// or REBALANCE reshard is priced (docs/sim.md "Fail-slow", limits). Spare need is that of the
+// fail-stop state.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +48,11 @@ class SlowState {
   // Ends the episode on `gpu` (it must be slow).
   void end(std::int64_t gpu);
   std::int64_t slow_gpus() const { return static_cast<std::int64_t>(factor_.size()); }
+  // The factor of a slow GPU (1 when it is not slow).
+  double factor(std::int64_t gpu) const;
+  // GPUs in [first, first + count) that DROP takes out now: slow below drop_below, not failed.
+  int dropped(const ClusterState& state, std::int64_t first, std::int64_t count) const;
+  double drop_below() const { return drop_below_; }
 
   // `base` = state.rates(policy); the rates with the slowed GPUs under policy.slow.
   PolicyRates adjust(const ClusterState& state, const PolicySpec& policy,

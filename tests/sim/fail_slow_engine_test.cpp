@@ -151,6 +151,33 @@ TEST(FailSlowEngine, UnmitigatedIsNeverBetterThanAMitigation) {
   expect_unmitigated_worst(*paper, 2, true);
 }
 
+// DROP takes a GPU out like a failure: NTP (restart-based) restarts for every drop that lowers a
+// degree, which with degree_multiple 1 and no failures is every episode; NTP-LIVE pays the fixed
+// 20 s live recovery when the GPU leaves and again when it comes back; other reactions are free.
+TEST(FailSlowEngine, DropPaysWhatAFailureWould) {
+  const SimConfig c = testing::small_config(
+      1, {"fail_slow.enabled=true", "fail_slow.rate_per_gpu_day=0.2", "fail_slow.factors=[0.5]",
+          "fail_slow.mean_hours=1", "sim.days=20",
+          "sim.policies=[\"NTP+DROP\", \"NTP+SHARE\", \"NTP-LIVE+DROP\", \"DP-DROP+DROP\", "
+          "\"CKPT-RESTART+DROP\"]"});
+  const TrialResult r = run(c);
+  const std::int64_t n = r.slow_episodes;
+  ASSERT_GT(n, 100);  // 64 GPUs x 0.2 x 20 days = 256 expected
+  EXPECT_EQ(r.policies[0].restarts, n);
+  EXPECT_EQ(r.policies[1].restarts, 0);
+  EXPECT_DOUBLE_EQ(r.policies[1].down_hours, 0.0);
+  // Leaving and rejoining: 2 x 20 s per episode, less the returns after the end (at most the GPUs
+  // slow at the end: a few) and plus the returns of episodes from the warm-up (likewise).
+  EXPECT_NEAR(r.policies[2].down_hours * 3600 / 20.0, 2.0 * static_cast<double>(n), 8.0);
+  EXPECT_EQ(r.policies[2].restarts, 0);
+  // DP-DROP restarts when a running replica stops: every episode but those that hit a replica
+  // already out to another drop (3 other GPUs x ~1/120 of the time slow: ~2.5%).
+  EXPECT_LE(r.policies[3].restarts, n);
+  EXPECT_GE(r.policies[3].restarts, 0.9 * static_cast<double>(n));
+  // CKPT-RESTART swaps the GPU out: a restart per episode.
+  EXPECT_EQ(r.policies[4].restarts, n);
+}
+
 // The fail-slow table and CSV exist only when fail-slow is active.
 TEST(FailSlowEngine, TableOnlyWhenActive) {
   const SimConfig off = testing::small_config(1, kFailures);
