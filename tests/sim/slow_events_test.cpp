@@ -76,7 +76,7 @@ TEST(SlowProcess, EqualWeightsWithoutFactorWeightsAndNothingWhenOff) {
   }
 }
 
-TEST(SlowProcess, DefaultsAreOffAndCited) {
+TEST(SlowProcess, DefaultsAreOffAndAsDocumented) {
   const Result<SimConfig> c = parse_config("");
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(c->fail_slow.enabled);
