@@ -36,6 +36,9 @@ struct SimOptions {
       connect_s, reshard_gbytes_per_s;
   bool recovery_cost = false;
   std::string calibrate_from;
+  // Fail-slow ([fail_slow] keys); the rate, factor and duration flags also enable it.
+  bool fail_slow = false;
+  std::optional<double> slow_rate, slow_factor, slow_hours, drop_below;
 };
 
 nlohmann::json cost_json(const sim::RecoveryCost& c) {
@@ -112,6 +115,18 @@ int run_sim(const SimOptions& o) {
   set("store_rtt_seconds", o.store_rtt_s);
   set("communicator_connect_seconds", o.connect_s);
   set("reshard_gbytes_per_s", o.reshard_gbytes_per_s);
+  auto set_slow = [&](const char* key, const std::optional<double>& v, bool enables) {
+    if (!v) return;
+    std::ostringstream os;
+    os << "fail_slow." << key << "=" << *v;
+    overrides.push_back(os.str());
+    if (enables) overrides.push_back("fail_slow.enabled=true");
+  };
+  if (o.fail_slow) overrides.push_back("fail_slow.enabled=true");
+  set_slow("rate_per_gpu_day", o.slow_rate, true);
+  set_slow("factors", o.slow_factor, true);
+  set_slow("mean_hours", o.slow_hours, true);
+  set_slow("drop_below", o.drop_below, false);
   if (o.trials) overrides.push_back("sim.trials=" + std::to_string(*o.trials));
   if (o.seed) overrides.push_back("sim.seed=" + std::to_string(*o.seed));
   if (o.days) {
@@ -282,17 +297,23 @@ int run_sim(const SimOptions& o) {
       j["step_seconds"] = s.step_seconds;
       j["checkpoint_interval_seconds"] = s.checkpoint_interval_s;
       j["live_recovery"] = recovery_json(s.recovery);
+      if (s.fail_slow) {
+        j["fail_slow"] = {{"episodes", stat_json(s.slow_episodes)},
+                          {"mean_slow_gpus", stat_json(s.mean_slow_gpus)}};
+      }
       for (const sim::PolicySummary& p : s.policies) {
-        j["policies"].push_back({{"name", p.name},
-                                 {"throughput_loss", stat_json(p.throughput_loss)},
-                                 {"goodput", stat_json(p.goodput)},
-                                 {"energy_mwh", stat_json(p.energy_mwh)},
-                                 {"energy_per_work", stat_json(p.energy_per_work)},
-                                 {"pauses", stat_json(p.pauses)},
-                                 {"paused_hours", stat_json(p.paused_hours)},
-                                 {"down_hours", stat_json(p.down_hours)},
-                                 {"restarts", stat_json(p.restarts)},
-                                 {"spares_needed", stat_json(p.spares_needed)}});
+        nlohmann::json jp = {{"name", p.name},
+                             {"throughput_loss", stat_json(p.throughput_loss)},
+                             {"goodput", stat_json(p.goodput)},
+                             {"energy_mwh", stat_json(p.energy_mwh)},
+                             {"energy_per_work", stat_json(p.energy_per_work)},
+                             {"pauses", stat_json(p.pauses)},
+                             {"paused_hours", stat_json(p.paused_hours)},
+                             {"down_hours", stat_json(p.down_hours)},
+                             {"restarts", stat_json(p.restarts)},
+                             {"spares_needed", stat_json(p.spares_needed)}};
+        if (s.fail_slow) jp["fail_slow_loss"] = stat_json(p.fail_slow_loss);
+        j["policies"].push_back(jp);
       }
       out["results"].push_back(j);
     }
@@ -300,6 +321,8 @@ int run_sim(const SimOptions& o) {
     return kExitOk;
   }
   for (const sim::Summary& s : summaries) std::printf("%s\n", sim::format_table(s).c_str());
+  const std::string slow_table = sim::format_fail_slow_table(summaries);
+  if (!slow_table.empty()) std::printf("%s\n", slow_table.c_str());
   return kExitOk;
 }
 
@@ -309,7 +332,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "sim",
       "Simulate cluster goodput under failures for DP-DROP, SPARES, CKPT-RESTART, NTP, "
-      "NTP-PW and NTP-LIVE");
+      "NTP-PW and NTP-LIVE (and, with --fail-slow, under slowed GPUs)");
   auto o = std::make_shared<SimOptions>();
   cmd->add_option("--config", o->config,
                   "simulator config (TOML), e.g. configs/sim/paper-b200-nvl32.toml")
@@ -324,7 +347,9 @@ void add_sim_command(CLI::App& app, int& exit_code) {
                   "F1,F2,...: snapshot mode, steady throughput loss with these fractions of GPUs "
                   "failed (the paper's loss curve)");
   cmd->add_flag("--json", o->json, "print JSON instead of tables");
-  cmd->add_option("--csv", o->csv_dir, "write summary.csv and time series CSVs to DIR");
+  cmd->add_option("--csv", o->csv_dir,
+                  "write summary.csv and time series CSVs to DIR (and fail_slow.csv when fail-slow "
+                  "is active)");
   cmd->add_option("--plot", o->plot_dir, "write gnuplot scripts and SVG plots to DIR");
   // NTP-LIVE's recovery cost model (docs/sim.md "Live recovery cost"); defaults in [recovery].
   cmd->add_option("--detect-kill-s", o->detect_kill_s,
@@ -352,6 +377,25 @@ void add_sim_command(CLI::App& app, int& exit_code) {
                   "METRICS.jsonl of an ntp train run with faults: fit the recovery constants and "
                   "print predicted vs measured per event (the config must describe that job, "
                   "e.g. configs/sim/toy-live.toml)");
+  // Fail-slow episodes (docs/sim.md "Fail-slow"); off unless enabled. Mitigations are policy
+  // suffixes: sim.policies=["NTP", "NTP+SHARE", "NTP+REBALANCE", "NTP-PW+BOOST", "NTP+DROP"].
+  cmd->add_flag("--fail-slow", o->fail_slow,
+                "enable fail-slow episodes (fail_slow.enabled): a GPU runs at a fraction of its "
+                "speed for a while; prints the fail-slow table (throughput loss per policy, the "
+                "part due to fail-slow in brackets). A policy's reaction is its suffix: +SHARE, "
+                "+REBALANCE (NTP), +BOOST (NTP-PW), +DROP; none = unmitigated");
+  cmd->add_option("--slow-rate", o->slow_rate,
+                  "fail-slow episodes per GPU-day (fail_slow.rate_per_gpu_day, default the Llama 3 "
+                  "interruption rate 4.74e-4: an assumption); enables fail-slow");
+  cmd->add_option("--slow-factor", o->slow_factor,
+                  "one speed factor in (0, 1] for every episode (fail_slow.factors = [F]; default "
+                  "0.5/0.75/0.9 weighted 1:2:1); enables fail-slow");
+  cmd->add_option("--slow-hours", o->slow_hours,
+                  "mean episode duration in hours, exponential, > 0 (fail_slow.mean_hours, 1); "
+                  "enables fail-slow");
+  cmd->add_option("--drop-below", o->drop_below,
+                  "the +DROP mitigation treats a GPU slower than this factor as failed "
+                  "(fail_slow.drop_below, 0.6)");
   cmd->callback([o, &exit_code] { exit_code = run_sim(*o); });
 }
 

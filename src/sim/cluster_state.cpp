@@ -145,14 +145,21 @@ int ClusterState::min_degree_of_others(const std::vector<DegreeChange>& changes)
   return tp_;
 }
 
-std::int64_t ClusterState::restored_by_spares(std::int64_t spare_groups) const {
+std::int64_t ClusterState::restored_by_spares(std::int64_t spare_groups, std::int64_t* left) const {
   std::int64_t restored = 0;
   for (int k = 1; k <= pp_ && spare_groups >= k; ++k) {
     const std::int64_t take = std::min(replica_hist_[k], spare_groups / k);
     restored += take;
     spare_groups -= take * k;
   }
+  if (left != nullptr) *left = spare_groups;
   return restored;
+}
+
+std::int64_t ClusterState::spare_groups_left(std::int64_t spare_groups) const {
+  std::int64_t left = 0;
+  restored_by_spares(spare_groups, &left);
+  return left;
 }
 
 PolicyRates ClusterState::rates(const PolicySpec& policy) const {

@@ -54,11 +54,32 @@ class ClusterState {
   // must describe the current state (their `to` degrees).
   int min_degree_of_others(const std::vector<DegreeChange>& changes) const;
 
+  // What the fail-slow adjustment (slow_state.h) builds on. Per failed-GPU count f of a group
+  // (0..tp): its running degree, its stage speed under NTP (`pw` false) or NTP-PW (true), and the
+  // NTP-PW power factor of its GPUs.
+  int tp() const { return tp_; }
+  int pp() const { return pp_; }
+  int group_failed(std::int64_t group) const { return group_failed_[group]; }
+  int degree_for(int failed) const { return degree_[failed]; }
+  double stage_speed(int failed, bool pw) const {
+    return pw ? pw_speed_[failed] : ntp_speed_[failed];
+  }
+  double pw_factor(int failed) const { return failed > 0 ? pw_factor_[failed] : 1.0; }
+  double dp_factor(int t_min) const { return dp_factor_[t_min]; }
+  // Replica r's speed (its slowest stage; 0 when a stage cannot run) and failed groups.
+  double replica_speed(std::int64_t r, bool pw) const { return pw ? rep_[r].pw : rep_[r].ntp; }
+  int replica_bad(std::int64_t r) const { return rep_[r].bad; }
+  // Sum of the replicas' speeds (NTP capacity before the 1/t_min factor).
+  double speed_sum(bool pw) const { return pw ? sum_pw_ : sum_ntp_; }
+  // Spare groups left over once `spare_groups` restored what they can (restored_by_spares).
+  std::int64_t spare_groups_left(std::int64_t spare_groups) const;
+
  private:
   void update_group(std::int64_t group, int new_failed);
   void recompute_replica(std::int64_t replica);
-  // Replicas restored by `spare_groups` spare groups, fixing replicas with fewest failed first.
-  std::int64_t restored_by_spares(std::int64_t spare_groups) const;
+  // Replicas restored by `spare_groups` spare groups, fixing replicas with fewest failed first;
+  // `left`, when given, receives the spare groups no replica used.
+  std::int64_t restored_by_spares(std::int64_t spare_groups, std::int64_t* left = nullptr) const;
 
   int tp_, pp_, groups_per_domain_;
   std::int64_t replicas_;

@@ -71,12 +71,19 @@ class Section {
     out = n->value<std::string>().value();
     return ok_status();
   }
-  // Arrays of numbers or strings.
+  // Arrays of numbers or strings. With `scalar_ok` a single value stands for a one-element array
+  // (so that `--sweep fail_slow.factors=0.5,0.8` sweeps single factors).
   template <typename T>
-  Status get_array(const char* key, std::vector<T>& out) {
+  Status get_array(const char* key, std::vector<T>& out, bool scalar_ok = false) {
     const toml::node* n = find(key);
     if (!n) return ok_status();
     const toml::array* arr = n->as_array();
+    if constexpr (std::is_floating_point_v<T>) {
+      if (!arr && scalar_ok && n->is_number()) {
+        out = {n->value<double>().value()};
+        return ok_status();
+      }
+    }
     if (!arr) return type_error(key, "an array");
     std::vector<T> values;
     for (const toml::node& e : *arr) {
@@ -94,6 +101,8 @@ class Section {
     out = std::move(values);
     return ok_status();
   }
+
+  bool has(const char* key) const { return table_ && table_->get(key) != nullptr; }
 
   // Any key of the section that no get() asked for.
   Status check_unknown() const {
@@ -156,13 +165,13 @@ Status apply_override(toml::table& root, const std::string& text) {
 }
 
 Status parse_sections(const toml::table& root, SimConfig& c, const std::string& base_dir) {
-  static const std::set<std::string> kSections = {"model",    "parallel", "system", "power",
-                                                  "failures", "recovery", "sim"};
+  static const std::set<std::string> kSections = {"model",    "parallel",  "system",   "power",
+                                                  "failures", "fail_slow", "recovery", "sim"};
   for (const auto& [k, v] : root) {
     if (!kSections.count(std::string(k.str()))) {
       return invalid_argument("unknown section or key '" + std::string(k.str()) +
                               "'; sections are [model] [parallel] [system] [power] [failures] "
-                              "[recovery] [sim]");
+                              "[fail_slow] [recovery] [sim]");
     }
     if (!v.is_table()) {
       return invalid_argument("'" + std::string(k.str()) + "' must be a [section]");
@@ -225,6 +234,18 @@ Status parse_sections(const toml::table& root, SimConfig& c, const std::string& 
   if (!c.failures.trace.empty() && std::filesystem::path(c.failures.trace).is_relative()) {
     c.failures.trace = (std::filesystem::path(base_dir) / c.failures.trace).string();
   }
+
+  Section fs(table("fail_slow"), "fail_slow");
+  FailSlowConfig& slow = c.fail_slow;
+  NTP_RETURN_IF_ERROR(fs.get("enabled", slow.enabled));
+  NTP_RETURN_IF_ERROR(fs.get("rate_per_gpu_day", slow.rate_per_gpu_day, 0, 1e3));
+  NTP_RETURN_IF_ERROR(fs.get("rate_multiplier", slow.rate_multiplier, 0, 1e6));
+  NTP_RETURN_IF_ERROR(fs.get_array("factors", slow.factors, /*scalar_ok=*/true));
+  if (fs.has("factors")) slow.factor_weights.clear();  // equal weights unless given too
+  NTP_RETURN_IF_ERROR(fs.get_array("factor_weights", slow.factor_weights, /*scalar_ok=*/true));
+  NTP_RETURN_IF_ERROR(fs.get("mean_hours", slow.mean_hours, 1e-6, kBig));
+  NTP_RETURN_IF_ERROR(fs.get("drop_below", slow.drop_below, 0, 1));
+  NTP_RETURN_IF_ERROR(fs.check_unknown());
 
   Section r(table("recovery"), "recovery");
   NTP_RETURN_IF_ERROR(r.get("restart_minutes", c.recovery.restart_minutes, 0, kBig));

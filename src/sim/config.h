@@ -15,6 +15,8 @@
 //               detect_kill_seconds, detect_hang_seconds, hang_fraction, heartbeat_stale_seconds,
 //               agree_round_trips, store_rtt_seconds, base_communicators,
 //               communicator_connect_seconds, reshard_gbytes_per_s, state_bytes_per_param
+//   [fail_slow] enabled, rate_per_gpu_day, rate_multiplier, factors, factor_weights, mean_hours,
+//               drop_below
 //   [sim]       days, trials, seed, sample_hours, fixed_batch, target_batch_fraction, spares,
 //               policies
 // Unknown sections or keys, wrong types and out-of-range values are errors naming the key.
@@ -86,6 +88,25 @@ struct FailureConfig {
   std::string trace;       // CSV trace to replay instead of random failures (empty: none)
 };
 
+// Fail-slow events (sim/slow_events.h): a GPU runs at a fraction of its speed for a while, then
+// recovers. Off unless `enabled`; defaults and their sources: docs/sim.md "Fail-slow".
+struct FailSlowConfig {
+  bool enabled = false;
+  // Assumption: as often as the fail-stop interruptions of Llama 3 (no per-GPU fail-slow rate has
+  // been published for GPU training fleets).
+  double rate_per_gpu_day = 419.0 / (16384.0 * 54.0);
+  double rate_multiplier = 1.0;
+  // Speed factor of the slowed GPU, in (0, 1], drawn with probability factor_weights[i] (equal
+  // weights when factor_weights is empty). 0.75 ~ 1 / 1.34, the mean slowdown of large jobs
+  // under fail-slow that Alibaba's study (GREYHOUND, USENIX ATC '25) reports.
+  std::vector<double> factors = {0.5, 0.75, 0.9};
+  std::vector<double> factor_weights = {1.0, 2.0, 1.0};
+  double mean_hours = 1.0;  // exponential duration (GREYHOUND: sub-minute to ~10 hours)
+  double drop_below = 0.6;  // the DROP mitigation treats a GPU slower than this as failed
+  // Fail-slow events happen at all (enabled with a positive rate).
+  bool active() const { return enabled && rate_per_gpu_day * rate_multiplier > 0; }
+};
+
 struct RecoveryConfig {
   double restart_minutes = 10.0;           // job restart from a checkpoint
   double checkpoint_write_seconds = 30.0;  // blocking part of writing one checkpoint
@@ -122,6 +143,7 @@ struct SimConfig {
   SystemConfig system;
   PowerConfig power;
   FailureConfig failures;
+  FailSlowConfig fail_slow;
   RecoveryConfig recovery;
   RunConfig run;
 

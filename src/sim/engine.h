@@ -15,6 +15,17 @@
 // restart for the other policies.
 // Fixed-batch mode: a policy pauses while its need for spare groups exceeds the spares it has
 // (sim.spares domains, or n for SPARES(n)) plus the slack allowed by target_batch_fraction.
+// Fail-slow (when fail_slow.active()): episodes from SlowProcess on its own stream
+// rng.fork(trial).fork(kSlowStream) start and end in the same queue; each policy's rates are its
+// fail-stop rates adjusted by SlowState under its mitigation, and the engine integrates both, so
+// the throughput loss due to fail-slow is measured on the same trajectory. A DROP that takes a GPU
+// out changes what runs like a failure: restart-based policies restart (lost work, restart
+// minutes, CKPT-RESTART's replacement too) when a drop lowers a group's degree (NTP-like), stops a
+// running replica (DP-DROP, SPARES) or swaps a GPU (CKPT-RESTART), and its return is free, as a
+// repair is; live policies pay a planned re-formation each way (RecoveryCostModel::event priced
+// as a repair: no detection or lost step, the runtime picks the step boundary; or the fixed
+// live_recovery_seconds). Other reactions are free. Without active fail-slow nothing of this runs
+// and the results are those of the fail-stop engine, bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +52,9 @@ struct PolicyOutcome {
   int pauses = 0;
   int restarts = 0;
   int spares_needed = 0;  // spare domains for pause-free training at the full batch
+  // The part of throughput_loss due to fail-slow: (capacity without the slowed GPUs - capacity)
+  // integrated / failure-free (0 without fail-slow).
+  double fail_slow_loss = 0;
 };
 
 struct SeriesPoint {
@@ -63,9 +77,14 @@ struct TrialResult {
   std::int64_t failures = 0;            // failure events in [0, days) that changed the state
   double mean_failed_gpus = 0;
   std::int64_t max_failed_groups = 0;
+  std::int64_t slow_episodes = 0;   // fail-slow episodes started in [0, days) on a GPU not slow
+  double mean_slow_gpus = 0;        // time-averaged GPUs in an episode over [0, days)
   std::vector<SeriesPoint> series;  // only when requested
   RecoveryTotals live_recovery;     // priced by the cost model (empty with a fixed cost)
 };
+
+// The key of the fail-slow stream: rng.fork(trial).fork(kSlowStream).
+inline constexpr std::uint64_t kSlowStream = 0x51077ULL;
 
 class Simulator {
  public:
@@ -77,6 +96,9 @@ class Simulator {
   const SimConfig& config() const { return config_; }
   // Young/Daly checkpoint interval in seconds (infinite without failures, 0 for free writes).
   double checkpoint_interval_s() const { return tau_s_; }
+  // The interval `policy` uses: a restart-based +DROP also restarts for every episode it drops,
+  // so its interval counts those episodes' rate too.
+  double checkpoint_interval_s(const PolicySpec& policy) const;
   // The cost model NTP-LIVE uses; null with a fixed recovery.live_recovery_seconds or when no
   // policy recovers live.
   const RecoveryCostModel* recovery_model() const { return recovery_ ? &*recovery_ : nullptr; }
@@ -90,6 +112,7 @@ class Simulator {
   std::vector<FailureEvent> trace_;
   bool use_trace_;
   double tau_s_ = 0;
+  double failure_rate_ = 0, drop_rate_ = 0;  // per second over the cluster
   std::optional<RecoveryCostModel> recovery_;
 };
 

@@ -4,12 +4,14 @@
 
 namespace ntp::sim {
 
-std::string PolicySpec::name() const {
-  switch (kind) {
+namespace {
+
+std::string base_name(const PolicySpec& spec) {
+  switch (spec.kind) {
     case PolicyKind::kDpDrop:
       return "DP-DROP";
     case PolicyKind::kSpares:
-      return "SPARES(" + std::to_string(spares) + ")";
+      return "SPARES(" + std::to_string(spec.spares) + ")";
     case PolicyKind::kCkptRestart:
       return "CKPT-RESTART";
     case PolicyKind::kNtp:
@@ -24,7 +26,11 @@ std::string PolicySpec::name() const {
   return "?";
 }
 
-Result<PolicySpec> parse_policy(const std::string& text) {
+constexpr SlowMitigation kMitigations[] = {SlowMitigation::kUnmitigated, SlowMitigation::kShare,
+                                           SlowMitigation::kRebalance, SlowMitigation::kBoost,
+                                           SlowMitigation::kDrop};
+
+Result<PolicySpec> parse_base(const std::string& text) {
   PolicySpec spec;
   if (text == "DP-DROP") {
     spec.kind = PolicyKind::kDpDrop;
@@ -53,6 +59,59 @@ Result<PolicySpec> parse_policy(const std::string& text) {
     return invalid_argument(
         "unknown policy '" + text +
         "'; use DP-DROP, SPARES(n), CKPT-RESTART, NTP, NTP-PW, NTP-LIVE or NTP-PW-LIVE");
+  }
+  return spec;
+}
+
+}  // namespace
+
+std::string mitigation_name(SlowMitigation slow) {
+  switch (slow) {
+    case SlowMitigation::kUnmitigated:
+      return "UNMITIGATED";
+    case SlowMitigation::kShare:
+      return "SHARE";
+    case SlowMitigation::kRebalance:
+      return "REBALANCE";
+    case SlowMitigation::kBoost:
+      return "BOOST";
+    case SlowMitigation::kDrop:
+      return "DROP";
+  }
+  return "?";
+}
+
+std::string PolicySpec::name() const {
+  const std::string base = base_name(*this);
+  return slow == SlowMitigation::kUnmitigated ? base : base + "+" + mitigation_name(slow);
+}
+
+Result<PolicySpec> parse_policy(const std::string& text) {
+  const auto plus = text.find('+');
+  NTP_ASSIGN_OR_RETURN(PolicySpec spec, parse_base(text.substr(0, plus)));
+  if (plus == std::string::npos) return spec;
+  const std::string suffix = text.substr(plus + 1);
+  bool known = false;
+  for (SlowMitigation m : kMitigations) {
+    if (suffix == mitigation_name(m)) {
+      spec.slow = m;
+      known = true;
+    }
+  }
+  if (!known) {
+    return invalid_argument("policy '" + text + "': unknown fail-slow mitigation '" + suffix +
+                            "'; use +UNMITIGATED, +SHARE, +REBALANCE, +BOOST or +DROP");
+  }
+  if (spec.slow == SlowMitigation::kRebalance && !is_ntp(spec.kind)) {
+    return invalid_argument("policy '" + text +
+                            "': REBALANCE needs an NTP policy (uniform TP cannot give one rank "
+                            "fewer units); use NTP+REBALANCE or " +
+                            base_name(spec) + "+SHARE");
+  }
+  if (spec.slow == SlowMitigation::kBoost && !boosts_power(spec.kind)) {
+    return invalid_argument("policy '" + text +
+                            "': BOOST needs a power-boosting policy; use NTP-PW+BOOST or "
+                            "NTP-PW-LIVE+BOOST");
   }
   return spec;
 }

@@ -105,8 +105,8 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
   const std::size_t n = c.run.policies.size();
   const auto start = std::chrono::steady_clock::now();
   std::vector<Acc> loss(n), goodput(n), energy(n), epw(n), paused(n), pauses(n), down(n),
-      restarts(n), spares(n);
-  Acc failures, mean_failed, max_groups;
+      restarts(n), spares(n), slow_loss(n);
+  Acc failures, mean_failed, max_groups, slow_episodes, mean_slow;
   Summary out;
   out.recovery = typical_recovery(sim);
   RecoveryTotals live;
@@ -116,6 +116,8 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
     failures.add(static_cast<double>(r.failures));
     mean_failed.add(r.mean_failed_gpus);
     max_groups.add(static_cast<double>(r.max_failed_groups));
+    slow_episodes.add(static_cast<double>(r.slow_episodes));
+    mean_slow.add(r.mean_slow_gpus);
     for (std::size_t i = 0; i < n; ++i) {
       const PolicyOutcome& o = r.policies[i];
       loss[i].add(o.throughput_loss);
@@ -127,6 +129,7 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
       down[i].add(o.down_hours);
       restarts[i].add(o.restarts);
       spares[i].add(o.spares_needed);
+      slow_loss[i].add(o.fail_slow_loss);
     }
     live.failures += r.live_recovery.failures;
     live.repairs += r.live_recovery.repairs;
@@ -159,6 +162,9 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
   out.failures = failures.get();
   out.mean_failed_gpus = mean_failed.get();
   out.max_failed_groups = max_groups.get();
+  out.fail_slow = c.fail_slow.active();
+  out.slow_episodes = slow_episodes.get();
+  out.mean_slow_gpus = mean_slow.get();
   out.step_seconds = sim.workload().step(c.parallel.tp, c.parallel.tp).total_s;
   out.checkpoint_interval_s = sim.checkpoint_interval_s();
   for (std::size_t i = 0; i < n; ++i) {
@@ -173,6 +179,7 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
     p.down_hours = down[i].get();
     p.restarts = restarts[i].get();
     p.spares_needed = spares[i].get();
+    p.fail_slow_loss = slow_loss[i].get();
     out.policies.push_back(p);
   }
   out.wall_seconds =
@@ -236,6 +243,34 @@ std::string format_snapshot_table(const std::vector<std::string>& names,
   return os.str();
 }
 
+std::string format_fail_slow_table(const std::vector<Summary>& summaries) {
+  if (std::none_of(summaries.begin(), summaries.end(),
+                   [](const Summary& s) { return s.fail_slow; }))
+    return "";
+  std::ostringstream os;
+  char buf[128];
+  os << "fail-slow: throughput loss per policy, [in brackets] the points of it due to fail-slow\n";
+  std::snprintf(buf, sizeof(buf), "%-34s %9s %9s", "sweep", "episodes", "slow GPUs");
+  os << buf;
+  for (const PolicySummary& p : summaries.front().policies) {
+    std::snprintf(buf, sizeof(buf), " %17s", p.name.c_str());
+    os << buf;
+  }
+  os << "\n";
+  for (const Summary& s : summaries) {
+    std::snprintf(buf, sizeof(buf), "%-34s %9.1f %9.2f", s.label.empty() ? "-" : s.label.c_str(),
+                  s.slow_episodes.mean, s.mean_slow_gpus.mean);
+    os << buf;
+    for (const PolicySummary& p : s.policies) {
+      std::snprintf(buf, sizeof(buf), " %7.2f%% [%6.2f]", 100 * p.throughput_loss.mean,
+                    100 * p.fail_slow_loss.mean);
+      os << buf;
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
 std::string safe_label(const std::string& label) {
   std::string out;
   for (char ch : label) {
@@ -274,6 +309,22 @@ Status write_csv(const std::string& dir, const std::vector<Summary>& summaries,
           << p.goodput.ci95 << ',' << p.energy_mwh.mean << ',' << p.energy_per_work.mean << ','
           << p.pauses.mean << ',' << p.paused_hours.mean << ',' << p.down_hours.mean << ','
           << p.restarts.mean << ',' << p.spares_needed.mean << ',' << p.spares_needed.max << '\n';
+    }
+  }
+  if (std::any_of(summaries.begin(), summaries.end(),
+                  [](const Summary& s) { return s.fail_slow; })) {
+    const std::string fpath = dir + "/fail_slow.csv";
+    std::ofstream fo(fpath);
+    if (!fo) return internal_error("cannot write " + fpath);
+    fo << "sweep,policy,trials,days,slow_episodes,mean_slow_gpus,throughput_loss,"
+          "throughput_loss_ci95,fail_slow_loss,fail_slow_loss_ci95\n";
+    for (const Summary& s : summaries) {
+      for (const PolicySummary& p : s.policies) {
+        fo << s.label << ',' << p.name << ',' << s.trials << ',' << s.days << ','
+           << s.slow_episodes.mean << ',' << s.mean_slow_gpus.mean << ',' << p.throughput_loss.mean
+           << ',' << p.throughput_loss.ci95 << ',' << p.fail_slow_loss.mean << ','
+           << p.fail_slow_loss.ci95 << '\n';
+      }
     }
   }
   for (const Summary& s : summaries) {

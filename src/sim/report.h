@@ -19,6 +19,7 @@ struct PolicySummary {
   std::string name;
   MetricStat throughput_loss, goodput, energy_mwh, energy_per_work, paused_hours, pauses,
       down_hours, restarts, spares_needed;
+  MetricStat fail_slow_loss;  // the part of throughput_loss due to fail-slow
 };
 
 // What NTP-LIVE's recoveries cost (sim/recovery_cost.h), for the report.
@@ -48,6 +49,8 @@ struct Summary {
   std::vector<PolicySummary> policies;
   std::vector<SeriesPoint> series;  // trial 0, when recorded
   RecoverySummary recovery;
+  bool fail_slow = false;  // fail_slow.active(): the fail-slow table and fields apply
+  MetricStat slow_episodes, mean_slow_gpus;
 };
 
 // Runs config.run.trials trials (trial 0 records its time series when `series` is set);
@@ -59,9 +62,14 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
 std::string format_table(const Summary& summary);
 std::string format_snapshot_table(const std::vector<std::string>& policy_names,
                                   const std::vector<SnapshotResult>& rows);
+// The fail-slow table: one row per summary (sweep point), one column per policy: throughput loss
+// with, in brackets, the percentage points of it due to fail-slow. Empty when no summary has
+// fail-slow active (so a run without it prints what it always printed).
+std::string format_fail_slow_table(const std::vector<Summary>& summaries);
 
-// CSV files under `dir` (created): summary.csv (one row per sweep point and policy) and
-// series[-<label>].csv (trial 0's time series).
+// CSV files under `dir` (created): summary.csv (one row per sweep point and policy),
+// series[-<label>].csv (trial 0's time series) and, when a summary has fail-slow active,
+// fail_slow.csv (the fail-slow table: one row per sweep point and policy).
 Status write_csv(const std::string& dir, const std::vector<Summary>& summaries,
                  const std::vector<std::string>& policy_names);
 // A gnuplot script and its SVG output under `dir`: capacity over time per policy for each sweep

@@ -6,6 +6,8 @@
 
 #include "shard/balance.h"
 #include "sim/recovery_cost.h"
+#include "sim/slow_events.h"
+#include "sim/weighted_split.h"
 
 namespace ntp::sim {
 
@@ -56,6 +58,20 @@ double Workload::compute_s(int degree) const {
   const double flops =
       tokens_per_replica_ * stage_layers_ * 3.0 * (f_head * head_share + f_ffn * ffn_share);
   return flops / (c_.system.peak_tflops * 1e12 * c_.system.efficiency);
+}
+
+double Workload::rebalanced_speed(int degree, const std::vector<double>& slow) const {
+  NTP_CHECK(degree >= 1 && static_cast<int>(slow.size()) <= degree);
+  if (slow.empty()) return 1.0;
+  const auto& m = c_.model;
+  const double h = m.hidden, s = m.sequence;
+  const std::int64_t units = ffn_units(m);
+  // Cost per unit: a head's and an FFN unit's share of a layer's FLOPs.
+  const std::vector<UnitSpaceCost> spaces = {
+      {m.heads, (8 * h * h + 2 * s * h) / m.heads},
+      {units, 4 * h * ffn_columns(m) / static_cast<double>(units)}};
+  const int fast = degree - static_cast<int>(slow.size());
+  return weighted_split_time(spaces, degree, {}) / weighted_split_time(spaces, fast, slow);
 }
 
 double Workload::tp_comm_s(int degree) const {
@@ -161,6 +177,7 @@ Status validate(const SimConfig& c) {
   if (total_weight <= 0) {
     return invalid_argument("failures.blast_weights sum to 0; give at least one positive weight");
   }
+  NTP_RETURN_IF_ERROR(validate_fail_slow(c.fail_slow));
   const double replicas = static_cast<double>(groups / p.pp);
   const double min_tokens =
       replicas * c.model.sequence * static_cast<double>(p.microbatch_sequences);

@@ -46,6 +46,14 @@ class Workload {
   // step(tp) / step(t_min), 1 at tp.
   double dp_factor(int t_min) const { return dp_factor_[t_min]; }
   StepBreakdown step(int degree, int t_min) const;
+  // REBALANCE: the speed of a stage at `degree` whose active ranks include the slowed ones in
+  // `slow` (their speed factors; the other degree - slow.size() ranks at 1) when each rank's heads
+  // and FFN units are chosen together in proportion to its speed, in whole units, each unit
+  // costing its FLOPs (weighted_split.h), relative to the same split at full speed (1 with no
+  // slowed rank; <= 1). Close to (degree - sum of (1 - factor)) / degree when units are fine; it
+  // is the compute's ratio, and callers apply it to the stage's whole work, as they do an
+  // unmitigated factor. Requires slow.size() <= degree.
+  double rebalanced_speed(int degree, const std::vector<double>& slow) const;
   // Bytes of HBM a GPU needs at `degree` (weights, gradients, optimizer state, activations).
   double memory_bytes(int degree) const;
   double tokens_per_second_healthy() const;

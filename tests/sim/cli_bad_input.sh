@@ -31,6 +31,14 @@ check "--csv does not apply to --failed-fraction" sim --config "$cfg" --failed-f
 check "--plot does not apply to --failed-fraction" sim --config "$cfg" --failed-fraction 0.001 --plot "$tmp/plot"
 check "--days does not apply to --failed-fraction" sim --config "$cfg" --failed-fraction 0.001 --days 3
 [ -e "$tmp/csv" ] || [ -e "$tmp/plot" ] && { echo "FAIL: a refused run wrote files"; fail=1; }
+# Fail-slow: a negative rate, a factor outside (0, 1], a duration <= 0, an impossible mitigation.
+check "fail_slow.rate_per_gpu_day' = -1" sim --config "$cfg" --slow-rate -1
+check "fail_slow.factors entry 1.5 is outside (0, 1]" sim --config "$cfg" --slow-factor 1.5
+check "fail_slow.factors entry 0 is outside (0, 1]" sim --config "$cfg" --set fail_slow.factors=[0.5,0]
+check "fail_slow.mean_hours' = 0" sim --config "$cfg" --slow-hours 0 --csv "$tmp/slowcsv"
+check "fail_slow.mean_hours' = -3" sim --config "$cfg" --set fail_slow.mean_hours=-3
+check "REBALANCE needs an NTP policy" sim --config "$cfg" --set 'sim.policies=["DP-DROP+REBALANCE"]'
+[ -e "$tmp/slowcsv" ] && { echo "FAIL: a refused fail-slow run wrote files"; fail=1; }
 check "cannot read config" sim --config "$tmp/missing.toml"
 check "--failed 40" power plan --failed 40
 check "--speed" power plan --speed 1.5

@@ -49,6 +49,31 @@ grep -q '"predicted_leader_bytes": 140928' "$tmp/cal.json" || die "predicted lea
   --calibrate-from "$2/tests/sim/data/toy-live-metrics.jsonl" >"$tmp/cal" || die "calibrate table"
 grep -q '^fitted: ' "$tmp/cal" || die "no fitted constants: $(cat "$tmp/cal")"
 
+# Fail-slow: enabled at rate 0 the table, JSON and CSV files are today's, byte for byte; active,
+# the fail-slow table follows the tables and fail_slow.csv joins the CSV files.
+"$ntp" sim --config "$cfg" --trials 2 --days 2 --csv "$tmp/fs0" >"$tmp/fs0.txt" || die "plain run"
+"$ntp" sim --config "$cfg" --trials 2 --days 2 --fail-slow --slow-rate 0 --csv "$tmp/fs1" \
+  >"$tmp/fs1.txt" || die "rate 0 run"
+cmp -s "$tmp/fs0.txt" "$tmp/fs1.txt" || die "fail-slow at rate 0 changed the table"
+for f in "$tmp"/fs0/*; do cmp -s "$f" "$tmp/fs1/$(basename "$f")" || die "rate 0 changed $(basename "$f")"; done
+[ "$(ls "$tmp/fs0" | wc -l)" -eq "$(ls "$tmp/fs1" | wc -l)" ] || die "rate 0 wrote other files"
+"$ntp" sim --config "$cfg" --trials 2 --days 2 --seed 5 --set fail_slow.enabled=true \
+  --set fail_slow.rate_per_gpu_day=0 --json >"$tmp/fs.json" || die "rate 0 json"
+cmp -s "$tmp/a.json" "$tmp/fs.json" || die "fail-slow at rate 0 changed the JSON"
+pol='sim.policies=["NTP", "NTP+SHARE", "NTP+REBALANCE", "NTP-PW+BOOST", "NTP+DROP"]'
+"$ntp" sim --config "$cfg" --trials 2 --days 2 --fail-slow --set "$pol" \
+  --sweep fail_slow.rate_multiplier=0,1,4 --csv "$tmp/fs" >"$tmp/fs.txt" 2>"$tmp/err" ||
+  die "fail-slow sweep: $(cat "$tmp/err")"
+grep -q '^fail-slow: throughput loss per policy' "$tmp/fs.txt" || die "no fail-slow table"
+[ "$(grep -c '^fail_slow.rate_multiplier=' "$tmp/fs.txt")" -eq 3 ] || die "fail-slow table rows"
+# 3 sweep points x 5 policies + header.
+[ "$(wc -l <"$tmp/fs/fail_slow.csv")" -eq 16 ] || die "fail_slow.csv rows: $(wc -l <"$tmp/fs/fail_slow.csv")"
+grep -q '^fail_slow.rate_multiplier=4,NTP+REBALANCE,' "$tmp/fs/fail_slow.csv" || die "fail_slow.csv row"
+"$ntp" sim --config "$cfg" --trials 1 --days 1 --slow-factor 0.5 --json >"$tmp/fs2.json" ||
+  die "--slow-factor run"
+grep -q '"fail_slow_loss"' "$tmp/fs2.json" || die "JSON lacks fail_slow_loss"
+grep -q '"fail_slow_loss"' "$tmp/a.json" && die "JSON without fail-slow has fail_slow_loss"
+
 if command -v gnuplot >/dev/null 2>&1; then
   "$ntp" sim --config "$cfg" --trials 1 --days 1 --plot "$tmp/plot" >/dev/null 2>"$tmp/err" ||
     die "plot run: $(cat "$tmp/err")"

@@ -1,0 +1,83 @@
+#include "sim/slow_events.h"
+
+#include <limits>
+#include <sstream>
+
+namespace ntp::sim {
+
+namespace {
+
+std::string num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+SlowProcess::SlowProcess(const SimConfig& config, Rng rng, double start_s)
+    : f_(config.fail_slow), gpus_(config.system.gpus), rng_(rng), time_s_(start_s) {
+  if (f_.active()) {
+    rate_ = static_cast<double>(gpus_) * f_.rate_per_gpu_day * f_.rate_multiplier / 86400.0;
+  }
+  for (std::size_t i = 0; i < f_.factors.size(); ++i) {
+    weight_total_ += f_.factor_weights.empty() ? 1.0 : f_.factor_weights[i];
+  }
+}
+
+SlowEvent SlowProcess::next() {
+  SlowEvent e;
+  if (rate_ <= 0) {
+    e.time_s = std::numeric_limits<double>::infinity();
+    return e;
+  }
+  time_s_ += rng_.exponential(rate_);
+  e.time_s = time_s_;
+  e.gpu = static_cast<std::int64_t>(rng_.below(static_cast<std::uint64_t>(gpus_)));
+  double pick = rng_.uniform() * weight_total_;
+  std::size_t i = 0;
+  auto weight = [&](std::size_t k) {
+    return f_.factor_weights.empty() ? 1.0 : f_.factor_weights[k];
+  };
+  while (i + 1 < f_.factors.size() && pick >= weight(i)) {
+    pick -= weight(i);
+    ++i;
+  }
+  e.factor = f_.factors[i];
+  e.duration_s = rng_.exponential(1.0 / (f_.mean_hours * 3600.0));
+  return e;
+}
+
+Status validate_fail_slow(const FailSlowConfig& f) {
+  if (f.factors.empty()) {
+    return invalid_argument("fail_slow.factors is empty; give at least one speed factor in (0, 1]");
+  }
+  for (double x : f.factors) {
+    if (!(x > 0 && x <= 1)) {
+      return invalid_argument("fail_slow.factors entry " + num(x) +
+                              " is outside (0, 1]; a factor is the slowed GPU's fraction of its "
+                              "normal speed, e.g. 0.5");
+    }
+  }
+  if (f.factor_weights.empty()) return ok_status();
+  if (f.factor_weights.size() != f.factors.size()) {
+    return invalid_argument("fail_slow.factor_weights has " +
+                            std::to_string(f.factor_weights.size()) + " entries for " +
+                            std::to_string(f.factors.size()) +
+                            " fail_slow.factors; give one weight per factor (or none: equal)");
+  }
+  double total = 0;
+  for (double w : f.factor_weights) {
+    if (!(w >= 0)) {
+      return invalid_argument("fail_slow.factor_weights entry " + num(w) +
+                              " is negative; weights must be >= 0");
+    }
+    total += w;
+  }
+  if (total <= 0) {
+    return invalid_argument("fail_slow.factor_weights sum to 0; give at least one positive weight");
+  }
+  return ok_status();
+}
+
+}  // namespace ntp::sim
