@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/gpt_model.h"  // BackwardOptions
+#include "model/backward_options.h"
 #include "model/llama_config.h"
 #include "model/llama_shard.h"
 #include "model/param.h"
@@ -73,8 +73,8 @@ class LlamaModel {
   Param* find(std::string_view name);
 
   void zero_grad();
-  // Forward and backward; returns the mean loss and accumulates gradients (BackwardOptions as in
-  // model/gpt_model.h; on_grads_ready reports, in this order: lm_head and model.norm, then each
+  // Forward and backward; returns the mean loss and accumulates gradients (model/
+  // backward_options.h; on_grads_ready reports, in this order: lm_head and model.norm, then each
   // layer from the last to the first (its 9 tensors), then embed_tokens). Collective.
   Result<double> forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                                   int64_t b, int64_t t, const BackwardOptions& options = {});
