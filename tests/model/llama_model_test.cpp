@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <string>
 
 #include "core/rng.h"
 #include "llama_reference.h"
@@ -121,24 +122,30 @@ TEST(LlamaShardTest, KvGroupsAndTheirOwners) {
 }
 
 TEST(LlamaModelTest, LossMatchesFloat64Reference) {
-  const LlamaConfig c = test_config();
-  auto m = LlamaModel::create(c, full_shard(c), 7);
-  ASSERT_TRUE(m.ok());
-  redraw_weights(*m);
-  std::vector<int32_t> tokens, targets;
-  make_batch(c, tokens, targets);
-  const double want = reference::llama_loss(c, logical_weights(*m), tokens, targets, kB, kT);
-  auto loss = m->loss(tokens, targets, kB, kT);
-  ASSERT_TRUE(loss.ok());
-  auto loss_fb = m->forward_backward(tokens, targets, kB, kT);
-  ASSERT_TRUE(loss_fb.ok());
-  const double err = std::abs(*loss - want) / want;
-  std::printf("loss %.8f, float64 reference %.8f, rel. error %.2e\n", *loss, want, err);
-  // Tens of float32 roundings (6e-8 each) in a chain per logit, partly cancelling in the mean:
-  // measured 3e-8; 1e-6 leaves room for a different OpenBLAS core's summation order.
-  EXPECT_LT(err, 1e-6);
-  EXPECT_EQ(*loss, *loss_fb);
-  EXPECT_GT(want, 1.0);  // not a degenerate (near-zero) loss
+  // GQA (2 KV heads for 4 query heads), MQA (1) and plain multi-head attention (4).
+  for (int64_t kv : {2, 1, 4}) {
+    SCOPED_TRACE("n_kv_head " + std::to_string(kv));
+    LlamaConfig c = test_config();
+    c.n_kv_head = kv;
+    auto m = LlamaModel::create(c, full_shard(c), 7);
+    ASSERT_TRUE(m.ok());
+    redraw_weights(*m);
+    std::vector<int32_t> tokens, targets;
+    make_batch(c, tokens, targets);
+    const double want = reference::llama_loss(c, logical_weights(*m), tokens, targets, kB, kT);
+    auto loss = m->loss(tokens, targets, kB, kT);
+    ASSERT_TRUE(loss.ok());
+    auto loss_fb = m->forward_backward(tokens, targets, kB, kT);
+    ASSERT_TRUE(loss_fb.ok());
+    const double err = std::abs(*loss - want) / want;
+    std::printf("n_kv_head %lld: loss %.8f, float64 reference %.8f, rel. error %.2e\n",
+                static_cast<long long>(kv), *loss, want, err);
+    // Tens of float32 roundings (6e-8 each) in a chain per logit, partly cancelling in the mean:
+    // measured 1e-9 to 6.5e-8; 1e-6 leaves room for another OpenBLAS core's summation order.
+    EXPECT_LT(err, 1e-6);
+    EXPECT_EQ(*loss, *loss_fb);
+    EXPECT_GT(want, 1.0);  // not a degenerate (near-zero) loss
+  }
 }
 
 // For every tensor: 6 elements and the derivative along the model's whole gradient, against
