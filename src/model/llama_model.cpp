@@ -225,89 +225,187 @@ Result<double> LlamaModel::loss(std::span<const int32_t> tokens, std::span<const
   return run(tokens, targets, b, t, nullptr);
 }
 
+LlamaModel::Dims LlamaModel::dims(int64_t b, int64_t t) const {
+  Dims m;
+  m.b = b, m.t = t, m.n = b * t, m.c = config_.n_embd, m.d = config_.dim();
+  m.hl = static_cast<int64_t>(shard_.heads.size());
+  m.gl = static_cast<int64_t>(kv_groups_.size());
+  m.qd = m.hl * m.d, m.kd = m.gl * m.d, m.row = 3 * m.qd;
+  m.fl = static_cast<int64_t>(shard_.ffn_units.size()) * config_.ffn_unit;
+  m.vl = static_cast<int64_t>(shard_.vocab_rows.size());
+  m.vh = static_cast<int64_t>(shard_.head_rows.size());
+  return m;
+}
+
+Status LlamaModel::row_parallel_residual(const Dims& m, const float* xin, int64_t in, int weight,
+                                         const std::vector<float>& residual,
+                                         std::vector<float>& z) {
+  z = residual;
+  if (group().size() == 1) {
+    matmul_nt(m.n, m.c, in, xin, in, w(weight), in, 1.0f, z.data(), m.c);
+    return ok_status();
+  }
+  std::vector<float>& y = scratch_.y;
+  resize(y, m.n * m.c);
+  matmul_nt(m.n, m.c, in, xin, in, w(weight), in, 0.0f, y.data(), m.c);
+  NTP_RETURN_IF_ERROR(all_reduce(y));
+  for (int64_t i = 0; i < m.n * m.c; ++i) z[i] += y[i];
+  return ok_status();
+}
+
+Status LlamaModel::forward_attention(size_t l, const Dims& m) {
+  const LayerParams& p = layers_[l];
+  LayerActs& a = acts_[l];
+  const int64_t n = m.n, c = m.c, d = m.d, qd = m.qd, kd = m.kd, row = m.row;
+  std::vector<float>& kv = scratch_.dkv;  // this layer's K|V [n, 2 kd] before the per-head copy
+  resize(a.h1, n * c), resize(a.rstd1, n), resize(a.qkv, n * row), resize(a.lse, m.b * m.hl * m.t);
+  resize(a.att, n * qd), resize(kv, n * 2 * kd);
+  k::rmsnorm_forward(a.x_in.data(), w(p.ln1), n, c, static_cast<float>(config_.rms_norm_eps),
+                     a.h1.data(), a.rstd1.data());
+  matmul_nt(n, qd, c, a.h1.data(), c, w(p.q), c, 0.0f, a.qkv.data(), row);
+  matmul_nt(n, kd, c, a.h1.data(), c, w(p.k), c, 0.0f, kv.data(), 2 * kd);
+  matmul_nt(n, kd, c, a.h1.data(), c, w(p.v), c, 0.0f, kv.data() + kd, 2 * kd);
+  k::rope_forward(a.qkv.data(), m.b, m.t, m.hl, d, row, rope_cos_.data(), rope_sin_.data());
+  k::rope_forward(kv.data(), m.b, m.t, m.gl, d, 2 * kd, rope_cos_.data(), rope_sin_.data());
+  // Each local query head reads its group's K and V (Hugging Face's repeat_kv).
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < m.hl; ++j) {
+      const float* src = kv.data() + i * 2 * kd + head_group_[static_cast<size_t>(j)] * d;
+      std::copy(src, src + d, a.qkv.data() + i * row + qd + j * d);
+      std::copy(src + kd, src + kd + d, a.qkv.data() + i * row + 2 * qd + j * d);
+    }
+  }
+  k::attention_forward(a.qkv.data(), m.b, m.t, m.hl, d, a.att.data(), a.lse.data());
+  return row_parallel_residual(m, a.att.data(), qd, p.o, a.x_in, a.x_mid);
+}
+
+Status LlamaModel::forward_ffn(size_t l, const Dims& m, std::vector<float>& x_out) {
+  const LayerParams& p = layers_[l];
+  LayerActs& a = acts_[l];
+  const int64_t n = m.n, c = m.c, fl = m.fl;
+  resize(a.h2, n * c), resize(a.rstd2, n), resize(a.gu, n * 2 * fl), resize(a.s, n * fl);
+  k::rmsnorm_forward(a.x_mid.data(), w(p.ln2), n, c, static_cast<float>(config_.rms_norm_eps),
+                     a.h2.data(), a.rstd2.data());
+  matmul_nt(n, fl, c, a.h2.data(), c, w(p.gate), c, 0.0f, a.gu.data(), 2 * fl);
+  matmul_nt(n, fl, c, a.h2.data(), c, w(p.up), c, 0.0f, a.gu.data() + fl, 2 * fl);
+  k::swiglu_forward(a.gu.data(), n, fl, a.s.data());
+  return row_parallel_residual(m, a.s.data(), fl, p.down, a.x_mid, x_out);
+}
+
+Status LlamaModel::backward_ffn(size_t l, const Dims& m) {
+  const LayerParams& p = layers_[l];
+  LayerActs& a = acts_[l];
+  const int64_t n = m.n, c = m.c, fl = m.fl;
+  std::vector<float>& dx = scratch_.dx;
+  std::vector<float>& ds = scratch_.ds;
+  std::vector<float>& dgu = scratch_.dgu;
+  float* dh = scratch_.reduce.data();
+  resize(ds, n * fl), resize(dgu, n * 2 * fl);
+  matmul_nn(n, fl, c, dx.data(), c, w(p.down), fl, 0.0f, ds.data(), fl);
+  matmul_tn(c, fl, n, dx.data(), c, a.s.data(), fl, 1.0f, dw(p.down), fl);
+  k::swiglu_backward(a.gu.data(), ds.data(), n, fl, dgu.data());
+  matmul_tn(fl, c, n, dgu.data(), 2 * fl, a.h2.data(), c, 1.0f, dw(p.gate), c);
+  matmul_tn(fl, c, n, dgu.data() + fl, 2 * fl, a.h2.data(), c, 1.0f, dw(p.up), c);
+  matmul_nn(n, c, fl, dgu.data(), 2 * fl, w(p.gate), c, 0.0f, dh, c);
+  matmul_nn(n, c, fl, dgu.data() + fl, 2 * fl, w(p.up), c, 1.0f, dh, c);
+  NTP_RETURN_IF_ERROR(all_reduce(std::span<float>(dh, static_cast<size_t>(n * c))));
+  k::rmsnorm_backward(a.x_mid.data(), w(p.ln2), a.rstd2.data(), dh, n, c, dx.data(), dw(p.ln2),
+                      /*accumulate_dx=*/true);
+  return ok_status();
+}
+
+Status LlamaModel::backward_attention(size_t l, const Dims& m) {
+  const LayerParams& p = layers_[l];
+  LayerActs& a = acts_[l];
+  const int64_t n = m.n, c = m.c, d = m.d, qd = m.qd, kd = m.kd, row = m.row;
+  std::vector<float>& dx = scratch_.dx;
+  std::vector<float>& datt = scratch_.datt;
+  std::vector<float>& dqkv = scratch_.dqkv;
+  std::vector<float>& dkv = scratch_.dkv;
+  std::vector<float>& red = scratch_.reduce;  // [dh | shared K/V weight gradients], see run()
+  float* dh = red.data();
+  resize(datt, n * qd), resize(dqkv, n * row), resize(dkv, n * 2 * kd);
+  matmul_nn(n, qd, c, dx.data(), c, w(p.o), qd, 0.0f, datt.data(), qd);
+  matmul_tn(c, qd, n, dx.data(), c, a.att.data(), qd, 1.0f, dw(p.o), qd);
+  k::attention_backward(a.qkv.data(), a.lse.data(), datt.data(), m.b, m.t, m.hl, d, dqkv.data());
+  // A group's K/V gradient is the sum over the local query heads reading it.
+  std::fill(dkv.begin(), dkv.end(), 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < m.hl; ++j) {
+      const float* dk = dqkv.data() + i * row + qd + j * d;
+      const float* dv = dk + qd;
+      float* gk = dkv.data() + i * 2 * kd + head_group_[static_cast<size_t>(j)] * d;
+      float* gv = gk + kd;
+      for (int64_t e = 0; e < d; ++e) gk[e] += dk[e], gv[e] += dv[e];
+    }
+  }
+  k::rope_backward(dqkv.data(), m.b, m.t, m.hl, d, row, rope_cos_.data(), rope_sin_.data());
+  k::rope_backward(dkv.data(), m.b, m.t, m.gl, d, 2 * kd, rope_cos_.data(), rope_sin_.data());
+  matmul_tn(qd, c, n, dqkv.data(), row, a.h1.data(), c, 1.0f, dw(p.q), c);
+  // K/V weight gradients: straight into Param::grad for groups only this rank holds; into the
+  // reduction buffer (this call's part only, so accumulation over calls stays exact) for shared
+  // ones.
+  std::fill(red.begin() + n * c, red.end(), 0.0f);
+  for (int64_t gi = 0; gi < m.gl; ++gi) {
+    const int64_t slot = shared_slot_[static_cast<size_t>(gi)];
+    for (int part = 0; part < 2; ++part) {  // K, V
+      const float* dy = dkv.data() + part * kd + gi * d;
+      if (slot < 0) {
+        float* g = dw(part == 0 ? p.k : p.v) + gi * d * c;
+        matmul_tn(d, c, n, dy, 2 * kd, a.h1.data(), c, 1.0f, g, c);
+      } else {
+        float* g = red.data() + n * c + (slot * 2 + part) * d * c;
+        matmul_tn(d, c, n, dy, 2 * kd, a.h1.data(), c, 0.0f, g, c);
+      }
+    }
+  }
+  // Input gradient: the partial dK/dV of shared groups are summed by this same all-reduce.
+  matmul_nn(n, c, qd, dqkv.data(), row, w(p.q), c, 0.0f, dh, c);
+  matmul_nn(n, c, kd, dkv.data(), 2 * kd, w(p.k), c, 1.0f, dh, c);
+  matmul_nn(n, c, kd, dkv.data() + kd, 2 * kd, w(p.v), c, 1.0f, dh, c);
+  NTP_RETURN_IF_ERROR(all_reduce(red));
+  for (int64_t gi = 0; gi < m.gl; ++gi) {
+    const int64_t slot = shared_slot_[static_cast<size_t>(gi)];
+    if (slot < 0) continue;
+    for (int part = 0; part < 2; ++part) {
+      const float* src = red.data() + n * c + (slot * 2 + part) * d * c;
+      float* g = dw(part == 0 ? p.k : p.v) + gi * d * c;
+      for (int64_t e = 0; e < d * c; ++e) g[e] += src[e];
+    }
+  }
+  k::rmsnorm_backward(a.x_in.data(), w(p.ln1), a.rstd1.data(), dh, n, c, dx.data(), dw(p.ln1),
+                      /*accumulate_dx=*/true);
+  return ok_status();
+}
+
 Result<double> LlamaModel::run(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                                int64_t b, int64_t t, const BackwardOptions* backward) {
   NTP_RETURN_IF_ERROR(check_batch(tokens, targets, b, t));
   if (backward != nullptr) NTP_RETURN_IF_ERROR(find_shared_kv_groups());
   TpGroup& grp = group();
-  const int64_t n = b * t, c = config_.n_embd, d = config_.dim();
-  const int64_t hl = static_cast<int64_t>(shard_.heads.size());
-  const int64_t gl = static_cast<int64_t>(kv_groups_.size());
-  const int64_t qd = hl * d, kd = gl * d, row = 3 * qd;
-  const int64_t fl = static_cast<int64_t>(shard_.ffn_units.size()) * config_.ffn_unit;
-  const int64_t vl = static_cast<int64_t>(shard_.vocab_rows.size());
-  const int64_t vh = static_cast<int64_t>(shard_.head_rows.size());
+  const Dims m = dims(b, t);
+  const int64_t n = m.n, c = m.c, vh = m.vh;
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  const float* cos = rope_cos_.data();
-  const float* sin = rope_sin_.data();
 
   // ---- forward ----
   // The residual stream lives in the saved activations: layer l reads acts_[l].x_in, writes
   // x_mid, and its output is the next layer's x_in (x_final_ after the last).
   std::vector<float>& x0 = acts_.empty() ? x_final_ : acts_[0].x_in;
   resize(x0, n * c);
-  k::embedding_forward(tokens.data(), n, w(embed_), vl, c, vocab_local_, x0.data());
+  k::embedding_forward(tokens.data(), n, w(embed_), m.vl, c, vocab_local_, x0.data());
   NTP_RETURN_IF_ERROR(all_reduce(x0));
-
-  // z[n, c] = residual + all-reduced (xin[n, in] * weight[c, in]^T) of a row-parallel layer. A
-  // single rank adds the product straight onto the residual (sgemm with beta = 1).
-  auto row_parallel_residual = [&](const float* xin, int64_t in, int weight,
-                                   const std::vector<float>& residual,
-                                   std::vector<float>& z) -> Status {
-    z = residual;
-    if (grp.size() == 1) {
-      matmul_nt(n, c, in, xin, in, w(weight), in, 1.0f, z.data(), c);
-      return ok_status();
-    }
-    std::vector<float>& y = scratch_.y;
-    resize(y, n * c);
-    matmul_nt(n, c, in, xin, in, w(weight), in, 0.0f, y.data(), c);
-    NTP_RETURN_IF_ERROR(all_reduce(y));
-    for (int64_t i = 0; i < n * c; ++i) z[i] += y[i];
-    return ok_status();
-  };
-
-  std::vector<float>& kv = scratch_.dkv;  // forward: this layer's K|V [n, 2 kd] before expansion
   for (size_t l = 0; l < layers_.size(); ++l) {
-    const LayerParams& p = layers_[l];
-    LayerActs& a = acts_[l];
-    std::vector<float>& x_out = l + 1 < layers_.size() ? acts_[l + 1].x_in : x_final_;
-    resize(a.h1, n * c), resize(a.rstd1, n), resize(a.qkv, n * row), resize(a.lse, b * hl * t);
-    resize(a.att, n * qd), resize(a.h2, n * c), resize(a.rstd2, n), resize(a.gu, n * 2 * fl);
-    resize(a.s, n * fl), resize(kv, n * 2 * kd);
-
-    k::rmsnorm_forward(a.x_in.data(), w(p.ln1), n, c, eps, a.h1.data(), a.rstd1.data());
-    matmul_nt(n, qd, c, a.h1.data(), c, w(p.q), c, 0.0f, a.qkv.data(), row);
-    matmul_nt(n, kd, c, a.h1.data(), c, w(p.k), c, 0.0f, kv.data(), 2 * kd);
-    matmul_nt(n, kd, c, a.h1.data(), c, w(p.v), c, 0.0f, kv.data() + kd, 2 * kd);
-    k::rope_forward(a.qkv.data(), b, t, hl, d, row, cos, sin);
-    k::rope_forward(kv.data(), b, t, gl, d, 2 * kd, cos, sin);
-    // Each local query head reads its group's K and V (Hugging Face's repeat_kv).
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = 0; j < hl; ++j) {
-        const float* src = kv.data() + i * 2 * kd + head_group_[static_cast<size_t>(j)] * d;
-        std::copy(src, src + d, a.qkv.data() + i * row + qd + j * d);
-        std::copy(src + kd, src + kd + d, a.qkv.data() + i * row + 2 * qd + j * d);
-      }
-    }
-    k::attention_forward(a.qkv.data(), b, t, hl, d, a.att.data(), a.lse.data());
-    NTP_RETURN_IF_ERROR(row_parallel_residual(a.att.data(), qd, p.o, a.x_in, a.x_mid));
-
-    k::rmsnorm_forward(a.x_mid.data(), w(p.ln2), n, c, eps, a.h2.data(), a.rstd2.data());
-    matmul_nt(n, fl, c, a.h2.data(), c, w(p.gate), c, 0.0f, a.gu.data(), 2 * fl);
-    matmul_nt(n, fl, c, a.h2.data(), c, w(p.up), c, 0.0f, a.gu.data() + fl, 2 * fl);
-    k::swiglu_forward(a.gu.data(), n, fl, a.s.data());
-    NTP_RETURN_IF_ERROR(row_parallel_residual(a.s.data(), fl, p.down, a.x_mid, x_out));
+    NTP_RETURN_IF_ERROR(forward_attention(l, m));
+    NTP_RETURN_IF_ERROR(forward_ffn(l, m, l + 1 < layers_.size() ? acts_[l + 1].x_in : x_final_));
   }
   resize(hf_, n * c), resize(rstdf_, n), resize(logits_, n * vh);
   k::rmsnorm_forward(x_final_.data(), w(norm_), n, c, eps, hf_.data(), rstdf_.data());
   // logits[n, vh] = hf[n, c] * lm_head_local[vh, c]^T
   matmul_nt(n, vh, c, hf_.data(), c, w(lm_head_), c, 0.0f, logits_.data(), vh);
 
-  // Parallel cross-entropy: global row max, then global exp-sum and target logit.
-  std::vector<float> gmax(static_cast<size_t>(n));
-  // A rank holding no lm_head row contributes -inf (row_max needs at least one column).
-  std::fill(gmax.begin(), gmax.end(), -std::numeric_limits<float>::infinity());
+  // Parallel cross-entropy: global row max, then global exp-sum and target logit. A rank holding
+  // no lm_head row contributes -inf to the max (row_max needs at least one column).
+  std::vector<float> gmax(static_cast<size_t>(n), -std::numeric_limits<float>::infinity());
   if (vh > 0) k::row_max(logits_.data(), n, vh, gmax.data());
   if (grp.size() > 1) {
     std::vector<float> all(static_cast<size_t>(n * grp.size()));
@@ -331,12 +429,12 @@ Result<double> LlamaModel::run(std::span<const int32_t> tokens, std::span<const 
   };
 
   // ---- backward ----
-  // `reduce` holds [dh (n * c) | per shared KV group: dWk (d * c), dWv (d * c)]: one all-reduce
-  // sums the attention block's input gradient and this call's shared K/V weight gradients.
+  // scratch_.reduce holds [dh (n * c) | per shared KV group: dWk (d * c), dWv (d * c)]: one
+  // all-reduce sums the attention block's input gradient and this call's shared K/V weight
+  // gradients; the other all-reduces use its first n * c values.
   std::vector<float>& red = scratch_.reduce;
-  resize(red, n * c + n_shared_ * 2 * d * c);
+  resize(red, n * c + n_shared_ * 2 * m.d * c);
   float* dh = red.data();
-  std::span<float> dh_only(red.data(), static_cast<size_t>(n * c));
   std::vector<float>& dlogits = scratch_.dlogits;
   resize(dlogits, n * vh);
   k::cross_entropy_backward(logits_.data(), n, vh, targets.data(), head_local_, gmax.data(),
@@ -344,84 +442,18 @@ Result<double> LlamaModel::run(std::span<const int32_t> tokens, std::span<const 
                             dlogits.data());
   matmul_tn(vh, c, n, dlogits.data(), vh, hf_.data(), c, 1.0f, dw(lm_head_), c);
   matmul_nn(n, c, vh, dlogits.data(), vh, w(lm_head_), c, 0.0f, dh, c);
-  NTP_RETURN_IF_ERROR(all_reduce(dh_only));
+  NTP_RETURN_IF_ERROR(all_reduce(std::span<float>(dh, static_cast<size_t>(n * c))));
   std::vector<float>& dx = scratch_.dx;
   resize(dx, n * c);
   k::rmsnorm_backward(x_final_.data(), w(norm_), rstdf_.data(), dh, n, c, dx.data(), dw(norm_));
   grads_ready();  // lm_head, model.norm
-
-  std::vector<float>& ds = scratch_.ds;
-  std::vector<float>& dgu = scratch_.dgu;
-  std::vector<float>& datt = scratch_.datt;
-  std::vector<float>& dqkv = scratch_.dqkv;
-  std::vector<float>& dkv = scratch_.dkv;
-  for (size_t li = layers_.size(); li-- > 0;) {
-    const LayerParams& p = layers_[li];
-    LayerActs& a = acts_[li];
-    // FFN: dx is the gradient of the layer output (and of x_mid through the residual).
-    resize(ds, n * fl), resize(dgu, n * 2 * fl);
-    matmul_nn(n, fl, c, dx.data(), c, w(p.down), fl, 0.0f, ds.data(), fl);
-    matmul_tn(c, fl, n, dx.data(), c, a.s.data(), fl, 1.0f, dw(p.down), fl);
-    k::swiglu_backward(a.gu.data(), ds.data(), n, fl, dgu.data());
-    matmul_tn(fl, c, n, dgu.data(), 2 * fl, a.h2.data(), c, 1.0f, dw(p.gate), c);
-    matmul_tn(fl, c, n, dgu.data() + fl, 2 * fl, a.h2.data(), c, 1.0f, dw(p.up), c);
-    matmul_nn(n, c, fl, dgu.data(), 2 * fl, w(p.gate), c, 0.0f, dh, c);
-    matmul_nn(n, c, fl, dgu.data() + fl, 2 * fl, w(p.up), c, 1.0f, dh, c);
-    NTP_RETURN_IF_ERROR(all_reduce(dh_only));
-    k::rmsnorm_backward(a.x_mid.data(), w(p.ln2), a.rstd2.data(), dh, n, c, dx.data(), dw(p.ln2),
-                        /*accumulate_dx=*/true);
-
-    // Attention.
-    resize(datt, n * qd), resize(dqkv, n * row), resize(dkv, n * 2 * kd);
-    matmul_nn(n, qd, c, dx.data(), c, w(p.o), qd, 0.0f, datt.data(), qd);
-    matmul_tn(c, qd, n, dx.data(), c, a.att.data(), qd, 1.0f, dw(p.o), qd);
-    k::attention_backward(a.qkv.data(), a.lse.data(), datt.data(), b, t, hl, d, dqkv.data());
-    // A group's K/V gradient is the sum over the local query heads reading it.
-    std::fill(dkv.begin(), dkv.end(), 0.0f);
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = 0; j < hl; ++j) {
-        const float* dk = dqkv.data() + i * row + qd + j * d;
-        const float* dv = dk + qd;
-        float* gk = dkv.data() + i * 2 * kd + head_group_[static_cast<size_t>(j)] * d;
-        float* gv = gk + kd;
-        for (int64_t e = 0; e < d; ++e) gk[e] += dk[e], gv[e] += dv[e];
-      }
-    }
-    k::rope_backward(dqkv.data(), b, t, hl, d, row, cos, sin);    // the Q block
-    k::rope_backward(dkv.data(), b, t, gl, d, 2 * kd, cos, sin);  // the K block
-    matmul_tn(qd, c, n, dqkv.data(), row, a.h1.data(), c, 1.0f, dw(p.q), c);
-    std::fill(red.begin() + n * c, red.end(), 0.0f);
-    for (int64_t gi = 0; gi < gl; ++gi) {
-      const int64_t slot = shared_slot_[static_cast<size_t>(gi)];
-      for (int part = 0; part < 2; ++part) {  // K, V
-        const float* dy = dkv.data() + part * kd + gi * d;
-        if (slot < 0) {
-          float* g = dw(part == 0 ? p.k : p.v) + gi * d * c;
-          matmul_tn(d, c, n, dy, 2 * kd, a.h1.data(), c, 1.0f, g, c);
-        } else {
-          float* g = red.data() + n * c + (slot * 2 + part) * d * c;
-          matmul_tn(d, c, n, dy, 2 * kd, a.h1.data(), c, 0.0f, g, c);
-        }
-      }
-    }
-    matmul_nn(n, c, qd, dqkv.data(), row, w(p.q), c, 0.0f, dh, c);
-    matmul_nn(n, c, kd, dkv.data(), 2 * kd, w(p.k), c, 1.0f, dh, c);
-    matmul_nn(n, c, kd, dkv.data() + kd, 2 * kd, w(p.v), c, 1.0f, dh, c);
-    NTP_RETURN_IF_ERROR(all_reduce(red));
-    for (int64_t gi = 0; gi < gl; ++gi) {
-      const int64_t slot = shared_slot_[static_cast<size_t>(gi)];
-      if (slot < 0) continue;
-      for (int part = 0; part < 2; ++part) {
-        const float* src = red.data() + n * c + (slot * 2 + part) * d * c;
-        float* g = dw(part == 0 ? p.k : p.v) + gi * d * c;
-        for (int64_t e = 0; e < d * c; ++e) g[e] += src[e];
-      }
-    }
-    k::rmsnorm_backward(a.x_in.data(), w(p.ln1), a.rstd1.data(), dh, n, c, dx.data(), dw(p.ln1),
-                        /*accumulate_dx=*/true);
+  // dx: the gradient of the current layer's output, then (through the residuals) of its input.
+  for (size_t l = layers_.size(); l-- > 0;) {
+    NTP_RETURN_IF_ERROR(backward_ffn(l, m));
+    NTP_RETURN_IF_ERROR(backward_attention(l, m));
     grads_ready();  // this layer
   }
-  k::embedding_backward(tokens.data(), n, dx.data(), vl, c, vocab_local_, dw(embed_));
+  k::embedding_backward(tokens.data(), n, dx.data(), m.vl, c, vocab_local_, dw(embed_));
   grads_ready();  // embed_tokens
   return loss;
 }

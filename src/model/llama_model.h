@@ -120,6 +120,24 @@ class LlamaModel {
   Status find_shared_kv_groups();
   Result<double> run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
                      int64_t t, const BackwardOptions* backward);  // null: forward only
+  // Sizes of one call: batch, tokens n = b t, width, head size, local query heads hl and KV groups
+  // gl, their widths qd = hl d and kd = gl d, the fused QKV row 3 qd, local FFN columns, local
+  // embedding and lm_head rows.
+  struct Dims {
+    int64_t b, t, n, c, d, hl, gl, qd, kd, row, fl, vl, vh;
+  };
+  Dims dims(int64_t b, int64_t t) const;
+  // z[n, c] = residual + the all-reduced xin[n, in] weight[c, in]^T of a row-parallel layer (a
+  // single rank adds the product straight onto the residual: sgemm with beta = 1).
+  Status row_parallel_residual(const Dims& m, const float* xin, int64_t in, int weight,
+                               const std::vector<float>& residual, std::vector<float>& z);
+  // Layer l's blocks. Forward: attention x_in -> x_mid, FFN x_mid -> x_out, saving activations.
+  // Backward: scratch_.dx holds the gradient of the block's output and becomes that of its input;
+  // weight gradients accumulate (shared KV groups reduced over the replica, see the top).
+  Status forward_attention(size_t l, const Dims& m);
+  Status forward_ffn(size_t l, const Dims& m, std::vector<float>& x_out);
+  Status backward_ffn(size_t l, const Dims& m);
+  Status backward_attention(size_t l, const Dims& m);
 
   LlamaConfig config_;
   LlamaShard shard_;
