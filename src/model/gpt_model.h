@@ -25,25 +25,13 @@
 #include <vector>
 
 #include "core/status.h"
+#include "model/backward_options.h"
 #include "model/gpt_config.h"
 #include "model/param.h"
 #include "model/tp_group.h"
 #include "model/tp_shard.h"
 
 namespace ntp::model {
-
-// How one forward_backward call contributes to the gradients.
-struct BackwardOptions {
-  // Gradients accumulate loss_scale * d(mean loss of this call)/d(param): with gradient
-  // accumulation over a global batch of N samples, a micro-batch of m samples passes m / N.
-  float loss_scale = 1.0f;
-  // Called on the calling thread during backward with the indices (into params()) of parameters
-  // whose gradient this call will not touch again, so their synchronization can start while
-  // backward goes on. Every parameter is reported exactly once per call, in this order: ln_f,
-  // then each block from the last to the first (all 12 of its tensors), then wte and wpe (the
-  // tied embedding is final only after the embedding's backward).
-  std::function<void(std::span<const int> params)> on_grads_ready;
-};
 
 class GptModel {
  public:

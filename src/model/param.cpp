@@ -11,6 +11,15 @@ std::vector<int64_t> Param::local_shape() const {
   return shape;
 }
 
+int64_t Param::local_unit(int64_t local_flat) const {
+  NTP_CHECK(!replicated());
+  return (local_flat / unit_inner) % local_units();
+}
+
+bool Param::counted(int64_t local_flat) const {
+  return unit_copy.empty() || unit_copy[static_cast<size_t>(local_unit(local_flat))] == 0;
+}
+
 int64_t Param::logical_offset(int64_t local_flat) const {
   if (replicated()) return local_flat;
   const auto axis = static_cast<size_t>(shard_axis);

@@ -20,8 +20,18 @@
 
 namespace ntp::model {
 
-// The unit spaces, in the order of shard::model_unit_spaces (heads, ffn, vocab).
-enum class UnitSpaceId : int { kNone = -1, kHeads = 0, kFfn = 1, kVocab = 2 };
+// The unit spaces, in the order of shard::model_unit_spaces (heads, ffn, vocab). Llama
+// (model/llama_config.h) uses kHeads for its query heads, kFfn, kVocab for embed_tokens, and two
+// of its own that shard/ does not list yet: kKvGroups (derived from the query heads, a unit may be
+// held by several ranks, see unit_copy) and kHeadRows (rows of the untied lm_head).
+enum class UnitSpaceId : int {
+  kNone = -1,
+  kHeads = 0,
+  kFfn = 1,
+  kVocab = 2,
+  kKvGroups = 3,
+  kHeadRows = 4
+};
 
 struct Param {
   std::string name;
@@ -31,6 +41,12 @@ struct Param {
   UnitSpaceId space = UnitSpaceId::kNone;  // kNone exactly when replicated
   int64_t unit_outer = 1;                  // see the top of this file
   int64_t unit_inner = 1;
+  // Per local unit (empty: none): 1 where this rank's copy duplicates a unit another rank of
+  // the same TP replica owns (Llama's KV groups whose query heads span ranks). Such a copy has the
+  // same value and, after the model's in-replica reduction, the same gradient as the owner's; it
+  // must be skipped wherever a logical element is to be counted once (gradient norms, the DP
+  // reduction's contribution, ZeRO-1 partitions, optimizer state, checkpoints, reshard sources).
+  std::vector<uint8_t> unit_copy;
   Tensor value;  // local shape
   Tensor grad;   // local shape, accumulated by backward
 
@@ -38,6 +54,10 @@ struct Param {
   // Units this rank stores: local shape = [unit_outer, local_units(), unit_inner] when sharded.
   int64_t local_units() const { return value.numel() / (unit_outer * unit_inner); }
   std::vector<int64_t> local_shape() const;
+  // The local unit that local flat element i belongs to (sharded tensors only).
+  int64_t local_unit(int64_t local_flat) const;
+  // False when local flat element i lies in a unit_copy unit (see above).
+  bool counted(int64_t local_flat) const;
   // Logical flat (row-major) offset of local flat element i.
   int64_t logical_offset(int64_t local_flat) const;
   // logical[logical_offset(i)] = local[i] for every local element i (the rest untouched).

@@ -1,0 +1,147 @@
+// A plain float64 Llama forward and loss, written from Hugging Face transformers'
+// LlamaForCausalLM (modeling_llama.py) and independent of src/model and src/kernels: naive loops,
+// logical tensors addressed by their Hugging Face names and [out, in] nn.Linear layout.
+//
+//   x = embed_tokens[tokens]
+//   per layer:  h = rmsnorm(x) * input_layernorm
+//               q = h Wq^T, k = h Wk^T, v = h Wv^T   (heads of head_dim)
+//               q, k = q cos + rotate_half(q) sin, k likewise  (rotate_half(u) = [-u2, u1])
+//               query head j attends with KV head j / (n_head / n_kv_head) (repeat_kv), causal,
+//               scores / sqrt(head_dim)
+//               x = x + attn Wo^T
+//               h = rmsnorm(x) * post_attention_layernorm
+//               x = x + (silu(h Wgate^T) * (h Wup^T)) Wdown^T
+//   logits = (rmsnorm(x) * norm) lm_head^T;  loss = mean cross-entropy
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/llama_config.h"
+
+namespace ntp::model::reference {
+
+using Weights = std::map<std::string, std::vector<double>>;
+
+namespace detail {
+
+// y[n, out] = x[n, in] W^T with W [out, in]
+inline std::vector<double> linear(const std::vector<double>& x, const std::vector<double>& w,
+                                  int64_t n, int64_t in, int64_t out) {
+  std::vector<double> y(static_cast<size_t>(n * out), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t o = 0; o < out; ++o) {
+      double s = 0.0;
+      for (int64_t k = 0; k < in; ++k) s += x[i * in + k] * w[o * in + k];
+      y[i * out + o] = s;
+    }
+  return y;
+}
+
+inline std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<double>& w,
+                                   int64_t n, int64_t c, double eps) {
+  std::vector<double> y(x.size());
+  for (int64_t i = 0; i < n; ++i) {
+    double var = 0.0;
+    for (int64_t j = 0; j < c; ++j) var += x[i * c + j] * x[i * c + j];
+    var /= static_cast<double>(c);
+    for (int64_t j = 0; j < c; ++j) y[i * c + j] = w[j] * (x[i * c + j] / std::sqrt(var + eps));
+  }
+  return y;
+}
+
+// In place on x[b, t, heads * d]: position of token (b, i) is i.
+inline void rotary(std::vector<double>& x, int64_t bsz, int64_t t, int64_t heads, int64_t d,
+                   double theta) {
+  const int64_t half = d / 2;
+  std::vector<double> u(static_cast<size_t>(d));
+  for (int64_t b = 0; b < bsz; ++b)
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t hh = 0; hh < heads; ++hh) {
+        double* p = x.data() + ((b * t + i) * heads + hh) * d;
+        for (int64_t e = 0; e < d; ++e) u[e] = p[e];
+        for (int64_t e = 0; e < d; ++e) {
+          // emb = cat(freqs, freqs): element e uses frequency e mod d/2.
+          const double inv_freq =
+              1.0 / std::pow(theta, static_cast<double>(2 * (e % half)) / static_cast<double>(d));
+          const double angle = static_cast<double>(i) * inv_freq;
+          const double rot = e < half ? -u[e + half] : u[e - half];
+          p[e] = u[e] * std::cos(angle) + rot * std::sin(angle);
+        }
+      }
+}
+
+}  // namespace detail
+
+// Mean cross-entropy (nats) of targets given tokens, both [bsz, t].
+inline double llama_loss(const LlamaConfig& cfg, const Weights& wts,
+                         const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets,
+                         int64_t bsz, int64_t t) {
+  using detail::linear;
+  const int64_t n = bsz * t, c = cfg.n_embd, d = cfg.dim(), nh = cfg.n_head;
+  const int64_t nkv = cfg.n_kv_head, f = cfg.ffn(), v = cfg.vocab_size;
+  const double eps = cfg.rms_norm_eps;
+  auto W = [&](const std::string& name) -> const std::vector<double>& { return wts.at(name); };
+
+  std::vector<double> x(static_cast<size_t>(n * c));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      x[i * c + j] = W("model.embed_tokens.weight")[tokens[i] * c + j];
+
+  for (int64_t l = 0; l < cfg.n_layer; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    std::vector<double> h = detail::rmsnorm(x, W(p + "input_layernorm.weight"), n, c, eps);
+    std::vector<double> q = linear(h, W(p + "self_attn.q_proj.weight"), n, c, nh * d);
+    std::vector<double> k = linear(h, W(p + "self_attn.k_proj.weight"), n, c, nkv * d);
+    std::vector<double> vv = linear(h, W(p + "self_attn.v_proj.weight"), n, c, nkv * d);
+    detail::rotary(q, bsz, t, nh, d, cfg.rope_theta);
+    detail::rotary(k, bsz, t, nkv, d, cfg.rope_theta);
+    std::vector<double> att(static_cast<size_t>(n * nh * d), 0.0);
+    for (int64_t b = 0; b < bsz; ++b)
+      for (int64_t hh = 0; hh < nh; ++hh) {
+        const int64_t kvh = hh / (nh / nkv);
+        for (int64_t i = 0; i < t; ++i) {
+          std::vector<double> s(static_cast<size_t>(i + 1));
+          double mx = -1e300;
+          for (int64_t j = 0; j <= i; ++j) {
+            double dotp = 0.0;
+            for (int64_t e = 0; e < d; ++e)
+              dotp += q[((b * t + i) * nh + hh) * d + e] * k[((b * t + j) * nkv + kvh) * d + e];
+            s[j] = dotp / std::sqrt(static_cast<double>(d));
+            mx = std::max(mx, s[j]);
+          }
+          double z = 0.0;
+          for (double& e : s) z += (e = std::exp(e - mx));
+          for (int64_t j = 0; j <= i; ++j)
+            for (int64_t e = 0; e < d; ++e)
+              att[((b * t + i) * nh + hh) * d + e] +=
+                  s[j] / z * vv[((b * t + j) * nkv + kvh) * d + e];
+        }
+      }
+    std::vector<double> o = linear(att, W(p + "self_attn.o_proj.weight"), n, nh * d, c);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+
+    h = detail::rmsnorm(x, W(p + "post_attention_layernorm.weight"), n, c, eps);
+    std::vector<double> gate = linear(h, W(p + "mlp.gate_proj.weight"), n, c, f);
+    std::vector<double> up = linear(h, W(p + "mlp.up_proj.weight"), n, c, f);
+    for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+    std::vector<double> down = linear(gate, W(p + "mlp.down_proj.weight"), n, f, c);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+  }
+  std::vector<double> h = detail::rmsnorm(x, W("model.norm.weight"), n, c, eps);
+  std::vector<double> logits = linear(h, W("lm_head.weight"), n, c, v);
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    double mx = -1e300;
+    for (int64_t j = 0; j < v; ++j) mx = std::max(mx, logits[i * v + j]);
+    double z = 0.0;
+    for (int64_t j = 0; j < v; ++j) z += std::exp(logits[i * v + j] - mx);
+    total += std::log(z) + mx - logits[i * v + targets[i]];
+  }
+  return total / static_cast<double>(n);
+}
+
+}  // namespace ntp::model::reference
