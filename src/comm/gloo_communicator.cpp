@@ -7,11 +7,13 @@
 #include <gloo/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
 #include <functional>
 #include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "comm/gloo_collectives.h"
 #include "comm/progress_thread.h"
@@ -495,6 +497,35 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
+namespace {
+
+// One full-mesh connect: what it needs and what it gives (shared with its thread when it may be
+// cancelled).
+struct Rendezvous {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::shared_ptr<GlooStoreAdapter> store;
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+  std::string error;  // empty: connected
+
+  void run() {
+    std::string failure;
+    try {
+      context->connectFullMesh(*store, device);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    error = std::move(failure);
+    done = true;
+    finished.notify_all();
+  }
+};
+
+}  // namespace
+
 Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
   if (options.store == nullptr) return invalid_argument("connect_gloo: no store given");
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
@@ -509,23 +540,39 @@ Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
                        "): rendezvous cancelled");
   }
   ignore_sigpipe_once();
+  auto where = [&options] {
+    return "connect_gloo rank " + std::to_string(options.rank) + "/" +
+           std::to_string(options.size) + " (" + options.prefix + "): ";
+  };
+  auto connect = std::make_shared<Rendezvous>();
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
-    auto device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-    context->setTimeout(options.timeout);
-    GlooStoreAdapter store(options.store, options.prefix + "/", options.timeout, options.cancel);
-    context->connectFullMesh(store, device);
-    return std::unique_ptr<Communicator>(
-        std::make_unique<GlooCommunicator>(options, std::move(device), std::move(context)));
-  } catch (const gloo::IoException& e) {
-    return unavailable("connect_gloo rank " + std::to_string(options.rank) + "/" +
-                       std::to_string(options.size) + " (" + options.prefix + "): " + e.what());
+    connect->device = gloo::transport::tcp::CreateDevice(attr);
+    connect->context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    connect->context->setTimeout(options.timeout);
+    connect->store = std::make_shared<GlooStoreAdapter>(options.store, options.prefix + "/",
+                                                        options.timeout, options.cancel);
   } catch (const std::exception& e) {
-    return unavailable("connect_gloo rank " + std::to_string(options.rank) + "/" +
-                       std::to_string(options.size) + " (" + options.prefix + "): " + e.what());
+    return unavailable(where() + e.what());
   }
+  if (!options.cancel) {
+    connect->run();
+  } else {
+    // Cancellable: the full-mesh connect runs on a thread of its own and this one waits for it
+    // or for the flag. A cancelled connect is left to end at its own timeout (a pair connecting
+    // to a peer that died after publishing its address retries until then); the thread owns
+    // everything it touches, so nothing it uses goes away under it.
+    std::thread([connect] { connect->run(); }).detach();
+    std::unique_lock<std::mutex> lock(connect->mutex);
+    while (!connect->done) {
+      if (options.cancel->load()) return unavailable(where() + "rendezvous cancelled");
+      connect->finished.wait_for(lock, std::chrono::milliseconds(5));
+    }
+  }
+  if (!connect->error.empty()) return unavailable(where() + connect->error);
+  return std::unique_ptr<Communicator>(std::make_unique<GlooCommunicator>(
+      options, std::move(connect->device), std::move(connect->context)));
 }
 
 }  // namespace ntp::comm

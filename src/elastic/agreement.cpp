@@ -146,8 +146,7 @@ Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, 
     const int target = next_target(
         last.epoch, [this](int e) { return view(e); }, &newest);
     if (target == kFenced) {
-      return Status(StatusCode::kAborted,
-                    "a member list was published without it (declared dead while away)");
+      return Status(StatusCode::kAborted, "fenced at epoch " + std::to_string(newest));
     }
     if (newest != last.epoch) {  // catch up: adopt the newest list that names this member
       NTP_ASSIGN_OR_RETURN(std::string text, c_.store->get(epoch_key(c_.group, newest, "list")));
@@ -169,6 +168,7 @@ Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, 
         NTP_ASSIGN_OR_RETURN(std::optional<MemberList> decided,
                              decide_epoch(target, last, joiners, encode_layout));
         if (decided) {
+          decided->decider = c_.me;
           NTP_RETURN_IF_ERROR(c_.store->set(epoch_key(c_.group, target, "list"), encode(*decided)));
         }
       }

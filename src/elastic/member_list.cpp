@@ -22,7 +22,8 @@ std::string encode(const MemberList& list) {
                         {"base_epoch", list.base_epoch},
                         {"base_members", list.base_members},
                         {"base_layout", list.base_layout},
-                        {"restarts", list.restarts}}
+                        {"restarts", list.restarts},
+                        {"decider", list.decider}}
       .dump();
 }
 
@@ -38,6 +39,7 @@ Result<MemberList> decode_member_list(const std::string& text) {
     list.base_members = j.at("base_members").get<std::vector<int>>();
     list.base_layout = j.at("base_layout").get<std::string>();
     list.restarts = j.at("restarts").get<std::vector<int>>();
+    list.decider = j.at("decider").get<int>();
     return list;
   } catch (const std::exception& e) {
     return internal_error(std::string("corrupt member list: ") + e.what());
@@ -131,7 +133,10 @@ int next_target(int received, const std::function<EpochView(int epoch)>& view, i
   *newest = received;
   for (int target = received + 1;; ++target) {
     const EpochView v = view(target);
-    if (v.has_me.has_value() && !*v.has_me) return kFenced;
+    if (v.has_me.has_value() && !*v.has_me) {
+      *newest = target;
+      return kFenced;
+    }
     if (v.has_me.has_value()) *newest = target;
     if (!v.failed) return target;
   }

@@ -45,6 +45,7 @@ struct MemberList {
   std::vector<int> base_members;  // the members of base_epoch (whose state the holders keep)
   std::string base_layout;        // the base epoch's layout, encoded (for members without it)
   std::vector<int> restarts;      // [id]: every slot's incarnation
+  int decider = -1;               // who published it (for logs and fault points)
 
   bool has(int id) const;
   bool holds(int id) const;
@@ -104,8 +105,9 @@ struct EpochView {
 };
 // The epoch a member enters after a failure, having last received the list of `received`: the
 // first later epoch not known failed. kFenced when a later list was published without it (it
-// was declared dead while away and must leave). `newest` is set to the newest such epoch whose
-// list names it (the member adopts that list as its last received one, without acting on it).
+// was declared dead while away and must leave; `newest` is then that epoch). `newest` is set to
+// the newest such epoch whose list names it (the member adopts that list as its last received
+// one, without acting on it).
 constexpr int kFenced = -1;
 int next_target(int received, const std::function<EpochView(int epoch)>& view, int* newest);
 

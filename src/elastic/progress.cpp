@@ -21,6 +21,8 @@ const char* phase_name(Phase phase) {
       return "join";
     case Phase::kFinished:
       return "finished";
+    case Phase::kEval:
+      return "eval";
   }
   return "step";
 }
@@ -52,7 +54,7 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
   if (colon != std::string::npos) {
     const unsigned code =
         static_cast<unsigned>(std::strtoul(out.moving.c_str() + colon + 1, nullptr, 10));
-    if (code <= static_cast<unsigned>(Phase::kFinished)) out.phase = static_cast<Phase>(code);
+    if (code <= static_cast<unsigned>(Phase::kEval)) out.phase = static_cast<Phase>(code);
   }
   // Only the sequence number is progress; the phase and step come with it.
   out.moving = out.moving.substr(0, colon);

@@ -8,7 +8,9 @@
 // Stillness tracker (the one staleness routine of the job: the failure watch and the agreement's
 // decider both use it), which takes a worker as hung once its progress has not moved for the
 // allowance of the phase it is in: --hang-detect-ms for the phases of a step, ten times that for
-// phases that may legitimately run long (the first step, a checkpoint, a re-formation).
+// phases that may legitimately run long (the first step, a checkpoint, an evaluation, a
+// re-formation), none for a finished worker. The trainer marks a step's phase again as soon as a
+// long phase ends, so that a long allowance never outlives its phase.
 #pragma once
 
 #include <atomic>
@@ -28,6 +30,7 @@ enum class Phase : std::uint8_t {
   kReform,      // a re-formation (agreement, rebuild, reshard)
   kJoin,        // a repair waiting to be admitted
   kFinished,    // the job's steps are done
+  kEval,        // a held-out evaluation at the end of a step
 };
 
 const char* phase_name(Phase phase);

@@ -1,12 +1,14 @@
 #include "train/fault_point.h"
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/wall_clock.h"
@@ -16,8 +18,11 @@ namespace {
 
 std::atomic<int64_t> current_step{-1};
 
+constexpr int64_t kAnyStep = -2;
+
 struct Target {
   std::string phase;
+  std::string role;  // empty: this worker's rank
   int64_t step = -1;
   bool fail = false;  // fail the operation instead of killing the process
   std::unique_ptr<std::atomic<bool>> fired = std::make_unique<std::atomic<bool>>(false);
@@ -35,10 +40,13 @@ const std::vector<Target>& targets() {
       std::vector<std::string> parts;
       std::stringstream fields(item);
       for (std::string f; std::getline(fields, f, ':');) parts.push_back(f);
-      if (parts.size() < 3 || parts[2] != rank) continue;
+      if (parts.size() < 3) continue;
+      const bool is_rank = parts[2].find_first_not_of("0123456789") == std::string::npos;
+      if (is_rank && parts[2] != rank) continue;
       Target t;
       t.phase = parts[0];
-      t.step = std::strtoll(parts[1].c_str(), nullptr, 10);
+      if (!is_rank) t.role = parts[2];
+      t.step = parts[1] == "*" ? kAnyStep : std::strtoll(parts[1].c_str(), nullptr, 10);
       t.fail = parts.size() > 3 && parts[3] == "fail";
       out.push_back(std::move(t));
     }
@@ -47,10 +55,12 @@ const std::vector<Target>& targets() {
   return all;
 }
 
-const Target* matching(const char* phase, bool fail) {
+const Target* matching(const char* phase, bool fail, const char* role) {
   const int64_t step = current_step.load(std::memory_order_relaxed);
   for (const Target& t : targets()) {
-    if (t.step == step && t.fail == fail && t.phase == phase) return &t;
+    if (t.step != step && t.step != kAnyStep) continue;
+    if (t.fail != fail || t.phase != phase) continue;
+    if (t.role.empty() ? role == nullptr : role != nullptr && t.role == role) return &t;
   }
   return nullptr;
 }
@@ -59,23 +69,27 @@ const Target* matching(const char* phase, bool fail) {
 
 void set_fault_step(int64_t step) { current_step.store(step, std::memory_order_relaxed); }
 
-void fault_point(const char* phase) {
-  if (targets().empty() || matching(phase, false) == nullptr) return;
+void fault_point(const char* phase, const char* role) {
+  if (targets().empty() || matching(phase, false, role) == nullptr) return;
   // The moment of the fault, on the same clock as the metrics' "time" fields (benchmarks put
   // detection and recovery on one timeline with it).
-  std::fprintf(stderr, "ntp fault point: SIGKILL in %s of step %lld at %.6f\n", phase,
-               static_cast<long long>(current_step.load()), unix_seconds());
+  std::fprintf(stderr, "ntp fault point: SIGKILL in %s of step %lld%s%s at %.6f\n", phase,
+               static_cast<long long>(current_step.load()), role ? " as the " : "",
+               role ? role : "", unix_seconds());
   std::fflush(stderr);
   std::raise(SIGKILL);
 }
 
 bool fault_point_fails(const char* phase) {
   if (targets().empty()) return false;
-  const Target* t = matching(phase, true);
+  const Target* t = matching(phase, true, nullptr);
   if (t == nullptr || t->fired->exchange(true)) return false;
   std::fprintf(stderr, "ntp fault point: failure in %s of step %lld at %.6f\n", phase,
                static_cast<long long>(current_step.load()), unix_seconds());
   std::fflush(stderr);
+  // The others finish what they were doing with this worker first (their all-reduce of the step
+  // completes and they apply it): the failure splits them deterministically.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   return true;
 }
 

@@ -5,8 +5,10 @@
 //
 //   NTP_FAULT_POINT=PHASE:STEP:RANK[:fail][,PHASE:STEP:RANK[:fail]...]   (in the job's environment)
 // Each target kills the worker whose NTP_RANK is RANK when it reaches PHASE while the trainer is at
-// step STEP (a re-formation counts as the step it re-forms before). With `:fail` the worker instead
-// fails its operation there, once, and lives on (fault_point_fails): the rollback test's split.
+// step STEP (a re-formation counts as the step it re-forms before; `*` is any step). RANK may also
+// name a role the worker holds at that point (`decider@E`: it published epoch E's member list).
+// With `:fail` the worker instead fails its operation there, once, and lives on
+// (fault_point_fails): the rollback test's split.
 // Phases of a step: forward, backward, sync (a bucket's reduction on the executor thread), wait,
 // optimizer (after the step's world all-reduce, before the update), commit (after the update),
 // checkpoint (a save started, not yet committed). Phases of a re-formation: admit (world rank 0
@@ -22,8 +24,9 @@ namespace ntp::train {
 
 // The step the trainer is in (fault points on other threads read it).
 void set_fault_step(int64_t step);
-// SIGKILLs this process if NTP_FAULT_POINT names `phase` at the current step (a kill target).
-void fault_point(const char* phase);
+// SIGKILLs this process if NTP_FAULT_POINT names `phase` at the current step (a kill target), for
+// this worker's rank or for `role` when given.
+void fault_point(const char* phase, const char* role = nullptr);
 // True, once per target, if NTP_FAULT_POINT names `phase` at the current step with `:fail`.
 bool fault_point_fails(const char* phase);
 

@@ -93,7 +93,8 @@ std::vector<checkpoint::PieceView> checkpoint_pieces(WorkerState& s) {
 }
 
 checkpoint::CheckpointMeta checkpoint_meta(const TrainConfig& c, int64_t step,
-                                           int64_t optimizer_steps) {
+                                           int64_t optimizer_steps,
+                                           const std::vector<shard::SlotRef>& failed_slots) {
   checkpoint::CheckpointMeta meta;
   meta.step = step;
   meta.model_config = model_json(c.model);
@@ -113,7 +114,7 @@ checkpoint::CheckpointMeta checkpoint_meta(const TrainConfig& c, int64_t step,
       {"next_step", step}, {"train_data", c.train_data}, {"global_batch", c.global_batch()}};
   meta.rng = {{"init_seed", c.seed}, {"data_seed", c.data_seed}};
   std::vector<std::string> failed;
-  for (const shard::SlotRef& f : c.failed) {
+  for (const shard::SlotRef& f : failed_slots) {
     failed.push_back(std::to_string(f.domain) + ":" + std::to_string(f.slot));
   }
   meta.layout = {{"domains", c.domains},

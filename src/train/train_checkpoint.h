@@ -40,9 +40,11 @@ struct WorkerState {
 // The pieces this worker writes (see above); views into the live state.
 std::vector<checkpoint::PieceView> checkpoint_pieces(WorkerState& state);
 
-// The manifest's metadata for the state after `step` committed steps.
+// The manifest's metadata for the state after `step` committed steps, written by the live layout
+// whose inactive slots are `failed` (after a re-formation, not the job's start layout).
 checkpoint::CheckpointMeta checkpoint_meta(const TrainConfig& config, int64_t step,
-                                           int64_t optimizer_steps);
+                                           int64_t optimizer_steps,
+                                           const std::vector<shard::SlotRef>& failed);
 
 // Loads weights, moments and the optimizer's step count from `reader` into this worker's state,
 // whatever layout wrote them. kInvalidArgument (naming the field) when the checkpoint's model

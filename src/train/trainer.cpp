@@ -507,7 +507,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   elastic::MemberList last;  // the newest member list this worker received
   // From here on, a fault anywhere in the job aborts this worker's pending operations at once.
   auto watch_job = [&](Job& j, const elastic::MemberList& list) {
-    watch.arm({group, j.epoch, ctx.slot_rank, slot_ranks(j.layout), incarnations(ctx.attempt, list),
+    watch.arm({group, j.epoch, ctx.slot_rank, list.members, incarnations(ctx.attempt, list),
                [&j, &events](const std::string& reason) {
                  events.log("step_failed", {{"by", "watch"}, {"reason", reason}});
                  j.abort_all(reason);
@@ -582,6 +582,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     progress.mark(elastic::Phase::kCheckpoint, committed);
     const int64_t step = saver.pending_step();
     NTP_ASSIGN_OR_RETURN(std::string dir, saver.finish(*job->world));
+    progress.mark(elastic::Phase::kStep, committed);
     saved_step = step;
     if (report) report->checkpoint(step, dir, saver.last_blocked_s());
     return ok_status();
@@ -592,8 +593,8 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     if (saved_step == committed) return ok_status();
     WorkerState state = worker_state();
     const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
-    NTP_RETURN_IF_ERROR(
-        saver.start(checkpoint_meta(c, committed, state.optimizer_steps()), pieces));
+    NTP_RETURN_IF_ERROR(saver.start(
+        checkpoint_meta(c, committed, state.optimizer_steps(), job->layout.spec.failed), pieces));
     return finish_pending_save();
   };
   // Live recovery cannot go on: every survivor stops, one says why (kFailedPrecondition).
@@ -735,14 +736,17 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       WorkerState state = worker_state();
       const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
       progress.mark(elastic::Phase::kCheckpoint, step);
-      NTP_RETURN_IF_ERROR(
-          saver.start(checkpoint_meta(c, step + 1, state.optimizer_steps()), pieces));
+      NTP_RETURN_IF_ERROR(saver.start(
+          checkpoint_meta(c, step + 1, state.optimizer_steps(), job->layout.spec.failed), pieces));
       fault_point("checkpoint");
+      progress.mark(phase, step);
     }
 
     // ---- eval ----
     if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || final_step) {
+      progress.mark(elastic::Phase::kEval, step);
       NTP_ASSIGN_OR_RETURN(double eval_loss, evaluate(c, *job, val_batches));
+      progress.mark(phase, step);
       summary.final_eval_loss = eval_loss;
       if (report) report->eval(step, eval_loss);
     }
@@ -775,6 +779,14 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       NTP_RETURN_IF_ERROR(admit(ctx, group, joiners, last));
     }
     const std::vector<int> old_degrees = job ? job->role.replica_degrees : std::vector<int>{};
+    // A re-formation's fault points count as the step it re-forms before (any step, for a joiner).
+    set_fault_step(job ? committed : -1);
+    auto reform_fault_point = [&ctx](const char* phase, const elastic::MemberList& list) {
+      fault_point(phase);
+      if (list.decider == ctx.slot_rank) {
+        fault_point(phase, ("decider@" + std::to_string(list.epoch)).c_str());
+      }
+    };
     for (int attempt = 0;; ++attempt) {
       progress.mark(elastic::Phase::kReform, committed);
       // -- agree --
@@ -798,7 +810,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
                             {"members", list.members},
                             {"base_epoch", list.base_epoch},
                             {"step", list.step}});
-      fault_point("reform_agreed");
+      reform_fault_point("reform_agreed", list);
       // -- the state this member re-forms from: the base epoch's, which it holds as its
       //    current job or as the base it kept; take back an update the others did not apply,
       //    together with the step it claims (ZeRO-1 reloads a checkpoint instead) --
@@ -826,14 +838,14 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
         return stop_job(layout.status().message(), list.members.front() == ctx.slot_rank);
       }
       NTP_RETURN_IF_ERROR(layout.status());
-      fault_point("reform_planned");
+      reform_fault_point("reform_planned", list);
       // -- build the new job; its watch can cancel the rendezvous --
       const Clock::time_point t_build = Clock::now();
       auto next = std::make_unique<Job>();
       next->epoch = list.epoch;
       next->layout = *layout;
       watch_job(*next, list);
-      fault_point("reform_build");
+      reform_fault_point("reform_build", list);
       Status moved = build_job(*next, c, ctx, std::move(*layout), slot, list.epoch,
                                InitialState::kFilledByCaller);
       event.rebuild_s = seconds_since(t_build);
@@ -842,7 +854,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       int64_t moved_bytes = 0;
       int64_t step = list.step;
       if (moved.ok() && sharded) {
-        fault_point("reform_reshard");
+        reform_fault_point("reform_reshard", list);
         Result<std::optional<int64_t>> loaded = load_latest_checkpoint(c, *next);
         if (loaded.ok() && !*loaded) {
           return stop_job(
@@ -858,7 +870,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
           event.checkpoint_step = step;
         }
       } else if (moved.ok()) {
-        fault_point("reform_reshard");
+        reform_fault_point("reform_reshard", list);
         HeldState from{source ? &source->model->params() : nullptr,
                        source ? &*source->adamw : nullptr};
         Result<ReshardStats> stats =
@@ -873,7 +885,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       event.reshard_s = seconds_since(t_reshard);
       Result<ReshardTotals> totals = internal_error("no reshard");
       if (moved.ok()) {
-        fault_point("reform_commit");
+        reform_fault_point("reform_commit", list);
         totals = reshard_totals(*next->world, moved_bytes, event.reshard_s);
         moved = totals.status();
       }
@@ -983,6 +995,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     NTP_RETURN_IF_ERROR(next.status());
   }
   progress.mark(elastic::Phase::kFinished, committed);
+  events.log("finished", {{"step", committed}, {"epoch", job->epoch}});
   watch.disarm();
   if (job->role.world_rank == 0) (void)ctx.store->set(group + "/finished", "1");
   if (!c.dump_dir.empty()) {

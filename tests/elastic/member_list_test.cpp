@@ -92,6 +92,7 @@ TEST(MemberListTest, NextTargetSkipsFailedEpochsAndFencesOnAListWithoutIt) {
   EXPECT_EQ(next_target(3, view, &newest), 6);
   store[6] = EpochView{false, false};  // published without us: fenced
   EXPECT_EQ(next_target(3, view, &newest), kFenced);
+  EXPECT_EQ(newest, 6);
 }
 
 TEST(MemberListTest, AMemberReformsFromTheBaseItHolds) {

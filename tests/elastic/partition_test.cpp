@@ -12,7 +12,7 @@
 // * after the heal B's launcher (--replace-failed) starts replacements, which join as repairs: the
 //   job grows back to TP 2,2;
 // * both launchers exit 0, every step is committed once (a step taken back by a re-formation
-//   excepted), and the final loss matches a failure-free run of the same job within 1e-3.
+//   excepted), and the final loss matches a failure-free run of the same job within 1e-6.
 // Namespaces need root and iproute2; without them the test says why and skips, or fails under
 // CI=true.
 #include <gtest/gtest.h>
@@ -391,7 +391,9 @@ TEST(PartitionTest, TheCutOffNodeIsFencedTheRestGoesOnAndTheHealedNodeRejoinsAsA
   const double deviation = std::abs(final_loss - clean_loss) / std::abs(clean_loss);
   std::printf("final loss %.6f, failure-free %.6f (relative deviation %.2e)\n", final_loss,
               clean_loss, deviation);
-  EXPECT_LE(deviation, 1e-3);
+  // The runs show 2e-8 to 5e-8 (float32 addition order at TP 1 instead of 2): 1e-6 is 20x that,
+  // while a lost or doubled update moves the loss by about 1e-3.
+  EXPECT_LE(deviation, 1e-6);
 
   // ---- B's first workers were fenced (or failed) and replaced by repairs that joined ----
   for (const auto& [rank, slot] : {std::pair{1, "0:1"}, std::pair{2, "1:0"}}) {

@@ -38,8 +38,8 @@ TEST(LiveRecoveryTest, KillHangAndRepairsKeepTheRunOnTheFailureFreeTrajectory) {
   const JobRun faulty =
       train("faulty20", 20,
             {"kill:rank=6,at=4", "hang:rank=9,at=7", "repair:rank=6,at=11", "repair:rank=9,at=14"});
-  expect_same_trajectory(faulty, clean, 20, 1e-4);
-  ASSERT_EQ(faulty.recoveries.size(), 4u) << faulty.log;  // two losses, two repairs
+  expect_same_trajectory(faulty, clean, 20, kDegradedTolerance);  // runs: 2.4e-9 to 3.9e-9
+  ASSERT_EQ(faulty.recoveries.size(), 4u) << faulty.log;          // two losses, two repairs
   std::vector<std::vector<int>> degrees;
   for (const nlohmann::json& r : faulty.recoveries) {
     degrees.push_back(r["degrees"].get<std::vector<int>>());
@@ -89,7 +89,7 @@ TEST(LiveRecoveryTest, FaultsInEveryPhaseOfTheStep) {
     const std::string fault = std::string("NTP_FAULT_POINT=") + phase + ":5:6";
     const JobRun run = train(std::string("phase-") + phase, 12, {"repair:rank=6,at=8"}, {fault});
     SCOPED_TRACE(phase);
-    expect_same_trajectory(run, clean, 12, 1e-4);
+    expect_same_trajectory(run, clean, 12, kDegradedTolerance);  // runs: up to 2.7e-9
     int lost = 0;
     for (const nlohmann::json& r : run.recoveries) lost += r["cause"] != "repair" ? 1 : 0;
     EXPECT_EQ(lost, 1) << run.log;
@@ -223,7 +223,7 @@ TEST(LiveRecoveryTest, ZeroOneStateFallsBackToTheLatestCheckpoint) {
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
   const JobRun run =
       train("zero1-faulty", 14, {"kill:rank=6,at=5", "repair:rank=6,at=9"}, {}, zero1);
-  expect_same_trajectory(run, clean, 14, 1e-4);
+  expect_same_trajectory(run, clean, 14, kDegradedTolerance);  // runs: up to 2.6e-9
   ASSERT_EQ(run.recoveries.size(), 2u) << run.log;
   for (const nlohmann::json& r : run.recoveries) {
     EXPECT_EQ(r["state_from"], "checkpoint") << r.dump();
@@ -252,7 +252,12 @@ TEST(LiveRecoveryTest, ZeroOneStateFallsBackToTheLatestCheckpoint) {
 
 // Chaos: 200 steps with 10 SIGKILLs and 2 SIGSTOPs at random workers and moments, each repaired
 // a few steps later (recovery_jobs.h; the 100-fault soak is tests/train/soak_test.cpp).
-TEST(LiveRecoveryTest, ChaosOfKillsHangsAndRepairs) { run_chaos("chaos", 200, 12, 2026); }
+// Losses: the runs show 1.9e-8 to 5.9e-8 over 200 steps (kDegradedTolerance). Weights: 2.4e-4 to
+// 2.9e-4 of the change from the initial weights away from the replay (a different unit placement
+// per layout; the failure-free run is as far): 1e-3 is 3.4x that.
+TEST(LiveRecoveryTest, ChaosOfKillsHangsAndRepairs) {
+  run_chaos("chaos", 200, 12, 2026, kDegradedTolerance, 1e-3);
+}
 
 }  // namespace
 }  // namespace ntp::train

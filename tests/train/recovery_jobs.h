@@ -23,7 +23,15 @@
 
 namespace ntp::train {
 
+// A degraded layout history differs from the failure-free run's only in the order of float32
+// additions (partial sums over 3 ranks instead of 4): the runs show 1e-9 to 6e-8 relative on the
+// loss over 10 to 200 steps. 1e-6 leaves room for other hosts and schedules, while one update lost
+// or applied twice moves the loss by about 1e-3 relative at these learning rates: a thousand
+// times more.
+inline constexpr double kDegradedTolerance = 1e-6;
+
 struct JobRun {
+  std::filesystem::path out;  // the job's --out folder (metrics, event logs)
   int exit_code = -1;
   std::string log;
   std::map<int64_t, double> loss;  // step -> loss of its last (committed) execution
@@ -57,6 +65,7 @@ inline JobRun train(const std::string& name, int steps, const std::vector<std::s
   const testing::CommandOutput r =
       testing::run_command(args, env, std::chrono::seconds(std::max(400, 2 * steps)));
   JobRun run;
+  run.out = out;
   run.exit_code = r.exit_code;
   run.log = r.out + r.err;
   std::ifstream metrics(out / "metrics.jsonl");
@@ -75,12 +84,53 @@ inline JobRun train(const std::string& name, int steps, const std::vector<std::s
   return run;
 }
 
-// Every step committed once, each loss on the failure-free trajectory.
+// Each worker whose process finished the job (its event log ends its last lineage, from the start
+// or its join, with "finished") applied the update of every step from the one it joined at to the
+// last exactly once, net of the updates it took back (`applied` and `rolled_back` lines). Returns
+// how many workers it checked.
+inline int expect_each_update_applied_once(const std::filesystem::path& out, int64_t steps) {
+  int checked = 0;
+  for (int rank = 0; rank < 16; ++rank) {
+    const std::filesystem::path file = out / "events" / ("rank_" + std::to_string(rank) + ".jsonl");
+    if (!std::filesystem::exists(file)) continue;
+    std::map<int64_t, int> net;
+    int64_t from = 0;
+    bool finished = false;
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json e = nlohmann::json::parse(line);
+      const std::string what = e["event"].get<std::string>();
+      if (what == "joined") {  // a new process of this slot: its own lineage starts here
+        net.clear();
+        from = e["step"].get<int64_t>();
+        finished = false;
+      }
+      if (what == "finished") finished = true;
+      if (what == "applied") ++net[e["step"].get<int64_t>()];
+      if (what == "rolled_back") --net[e["step"].get<int64_t>()];
+    }
+    if (!finished) continue;
+    ++checked;
+    for (int64_t s = from; s < steps; ++s) {
+      EXPECT_EQ(net[s], 1) << out << ": rank " << rank << ", update of step " << s;
+    }
+    for (const auto& [s, n] : net) {
+      if (s < from || s >= steps) {
+        EXPECT_EQ(n, 0) << out << ": rank " << rank << ", step " << s;
+      }
+    }
+  }
+  return checked;
+}
+
+// Every step's update applied exactly once on every worker that finished, each loss on the
+// failure-free trajectory.
 inline void expect_same_trajectory(const JobRun& faulty, const JobRun& clean, int steps,
                                    double tolerance) {
   ASSERT_EQ(faulty.exit_code, 0) << faulty.log;
   EXPECT_EQ(faulty.summary_steps, steps);
   ASSERT_EQ(faulty.loss.size(), static_cast<size_t>(steps)) << "a committed step is missing";
+  EXPECT_GT(expect_each_update_applied_once(faulty.out, steps), 0) << faulty.log;
   double worst = 0.0;
   for (const auto& [step, loss] : clean.loss) {
     const double rel = std::abs(faulty.loss.at(step) - loss) / std::abs(loss);
@@ -146,7 +196,10 @@ inline JobRun replay_layouts(const std::string& name, int steps, const JobRun& f
 // 3-8 steps later, the next 3-8 steps after that, over `steps` steps (never two faults in one
 // replica at once, so no replica drops below --min-tp). The job finishes, never hangs, loses no
 // committed step and stays on the failure-free trajectory within the parity tolerance.
-inline void run_chaos(const std::string& name, int steps, int fault_count, uint64_t seed) {
+// `weight_tolerance`: the final parameters' distance from the replay of the layout history,
+// relative to what training changed (rounding differences between layouts grow with the steps).
+inline void run_chaos(const std::string& name, int steps, int fault_count, uint64_t seed,
+                      double loss_tolerance, double weight_tolerance) {
   const int kSteps = steps;
   const std::filesystem::path dumps = test_jobs::scratch_dir() / (name + "-weights");
   const JobRun clean =
@@ -167,14 +220,14 @@ inline void run_chaos(const std::string& name, int steps, int fault_count, uint6
   ASSERT_LT(step, kSteps);
   const JobRun faulty =
       train(name, kSteps, faults, {}, {"--dump-dir", (dumps / "faulty").string()});
-  expect_same_trajectory(faulty, clean, kSteps, 1e-3);
+  expect_same_trajectory(faulty, clean, kSteps, loss_tolerance);
   // The same layout history replayed without faults (each stretch resumed from a checkpoint):
   // the same losses and the same final parameters within the parity tolerance. (The replay plans
   // each layout afresh while the live run kept units in place, so the two differ in the order of
   // float additions only.)
   const JobRun replay = replay_layouts(name + "-replay", kSteps, faulty, dumps / "replay");
   ASSERT_EQ(replay.exit_code, 0) << replay.log;
-  expect_same_trajectory(replay, faulty, kSteps, 1e-3);
+  expect_same_trajectory(replay, faulty, kSteps, loss_tolerance);
   // The initial weights: one step at learning rate 1e-12 moves no float32 weight by a rounding
   // step worth counting (weight decay scales with the rate too).
   const JobRun initial =
@@ -203,15 +256,14 @@ inline void run_chaos(const std::string& name, int steps, int fault_count, uint6
     return std::sqrt(diff / change);
   };
   const double rel = from_replay(live);
-  // Rounding differences between layouts grow with the steps: the failure-free run (no fault,
-  // the initial layout throughout) shows how far layouts alone move the weights over this run.
-  // The live run may be as far, within a factor of two, where that exceeds the parity limit.
+  // For scale: the failure-free run (the initial layout throughout) shows how far the layouts
+  // alone move the weights over this run; the bound is fixed by the caller, not by this run.
   const double layouts_alone = from_replay(failure_free);
   std::printf(
       "%s: final parameters vs the replay of its %zu layouts: %.2e of the change from the "
       "initial weights (the failure-free run: %.2e)\n",
       name.c_str(), faulty.recoveries.size() + 1, rel, layouts_alone);
-  EXPECT_LE(rel, std::max(1e-3, 2 * layouts_alone));
+  EXPECT_LE(rel, weight_tolerance);
   // Every fault was injected and every repair started (the launcher says so), each
   // re-formation is logged once, and the job ends at full degree: every lost device was
   // detected, survived and given back. (A kill during a repair's admission is handled in the

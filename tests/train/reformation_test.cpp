@@ -1,0 +1,157 @@
+// Faults inside a re-formation, with real processes (docs/recovery.md): a worker SIGKILLs itself at
+// each fault point of the re-formation (train/fault_point.h) while the survivors re-form after a
+// first fault, in each role the victim can hold; two and three faults inside one re-formation;
+// a member that fails where the others go on (the rollback path); a training thread that stalls
+// while its process lives. Every time the job finishes, each step's update is applied exactly once
+// on every worker that finishes (counted from the workers' event logs, not from logged steps), and
+// the losses stay on the failure-free run's trajectory.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "job_scratch.h"
+#include "json_lines.h"
+#include "recovery_jobs.h"
+
+namespace ntp::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+const JobRun& clean_run() {
+  static const JobRun clean = train("reform-clean", 10, {});
+  return clean;
+}
+
+// How many workers finish the job: every slot less the workers killed, plus the repairs that
+// joined (from the launcher's and the workers' lines in the log).
+int finishing_workers(const JobRun& run) {
+  auto count = [&run](const std::string& what) {
+    int n = 0;
+    for (size_t at = run.log.find(what); at != std::string::npos; at = run.log.find(what, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  return 12 - count("ntp fault point: SIGKILL") - count("injecting kill") +
+         count("repaired, joined at step");
+}
+
+struct Case {
+  const char* phase;
+  const char* role;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(info.param.phase) + "_" + info.param.role;
+}
+
+class ReformationFaultTest : public ::testing::TestWithParam<Case> {};
+
+// Rank 6 (replica 1) dies in the forward of step 5; while the others re-form, the victim of the
+// second fault dies at the case's fault point. Roles: the decider of the epoch, world rank 0 (the
+// leader), rank 2 (the DP peer that holds the lost slot's units: the reshard's source), rank 5 (a
+// member of the degraded replica), and a joiner (rank 6's replacement, dying in its admission's
+// re-formation).
+TEST_P(ReformationFaultTest, TheJobFinishesWithEveryUpdateAppliedOnce) {
+  const Case c = GetParam();
+  const std::string name = std::string("reform-") + c.phase + "-" + c.role;
+  std::vector<std::string> faults;
+  std::string point;
+  if (std::string(c.role) == "joiner") {
+    faults = {"kill:rank=6,at=3", "repair:rank=6,at=5"};
+    point = std::string(c.phase) + ":*:6";
+  } else {
+    const std::string victim = std::string(c.role) == "decider"  ? "decider@1"
+                               : std::string(c.role) == "leader" ? "0"
+                               : std::string(c.role) == "keeper" ? "2"
+                                                                 : "5";
+    point = std::string("forward:5:6,") + c.phase + ":5:" + victim;
+  }
+  const JobRun run = train(name, 10, faults, {"NTP_FAULT_POINT=" + point});
+  ASSERT_EQ(clean_run().exit_code, 0) << clean_run().log;
+  expect_same_trajectory(run, clean_run(), 10, kDegradedTolerance);
+  EXPECT_EQ(expect_each_update_applied_once(run.out, 10), finishing_workers(run)) << run.log;
+  EXPECT_NE(run.log.find("ntp fault point: SIGKILL in " + std::string(c.phase)), std::string::npos)
+      << "the second fault never fired: " << run.log;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PointsAndRoles, ReformationFaultTest,
+    ::testing::Values(Case{"reform_agreed", "decider"}, Case{"reform_agreed", "leader"},
+                      Case{"reform_agreed", "keeper"}, Case{"reform_agreed", "degraded"},
+                      Case{"reform_agreed", "joiner"}, Case{"reform_planned", "decider"},
+                      Case{"reform_planned", "leader"}, Case{"reform_planned", "keeper"},
+                      Case{"reform_planned", "degraded"}, Case{"reform_planned", "joiner"},
+                      Case{"reform_build", "decider"}, Case{"reform_build", "leader"},
+                      Case{"reform_build", "keeper"}, Case{"reform_build", "degraded"},
+                      Case{"reform_build", "joiner"}, Case{"reform_reshard", "decider"},
+                      Case{"reform_reshard", "leader"}, Case{"reform_reshard", "keeper"},
+                      Case{"reform_reshard", "degraded"}, Case{"reform_reshard", "joiner"},
+                      Case{"reform_commit", "decider"}, Case{"reform_commit", "leader"},
+                      Case{"reform_commit", "keeper"}, Case{"reform_commit", "degraded"},
+                      Case{"reform_commit", "joiner"}),
+    case_name);
+
+// Three faults in one re-formation: rank 6 dies in step 5, rank 5 while the communicators of the
+// first attempt are built, rank 10 in the reshard of the second; the third attempt completes.
+TEST(ReformationTest, ThreeFaultsInsideOneReformation) {
+  const JobRun run = train("reform-three", 10, {},
+                           {"NTP_FAULT_POINT=forward:5:6,reform_build:5:5,reform_reshard:5:10"});
+  expect_same_trajectory(run, clean_run(), 10, kDegradedTolerance);
+  EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 9) << run.log;
+  EXPECT_EQ(finishing_workers(run), 9) << run.log;
+  EXPECT_EQ(run.degrees_at_end, (std::vector<int>{4, 2, 3}));
+}
+
+// Two faults: the decider of the first re-formation dies right after publishing, and a member of
+// the next epoch dies in its commit exchange.
+TEST(ReformationTest, TwoFaultsTheDeciderAndTheCommit) {
+  const JobRun run = train("reform-two", 10, {},
+                           {"NTP_FAULT_POINT=forward:5:6,reform_agreed:5:decider@1,"
+                            "reform_commit:5:9"});
+  expect_same_trajectory(run, clean_run(), 10, kDegradedTolerance);
+  EXPECT_EQ(expect_each_update_applied_once(run.out, 10), finishing_workers(run)) << run.log;
+  EXPECT_NE(run.log.find("SIGKILL in reform_agreed of step 5 as the decider@1"), std::string::npos)
+      << run.log;
+}
+
+// The rollback path, on purpose: rank 6 fails in the optimizer of step 5 after the step's world
+// all-reduce, so the eleven others apply update 5 and rank 6 does not. The agreement keeps every
+// member (rank 6 lives) and agrees on step 5: the eleven take their update back, with its step.
+// The layout history is the failure-free run's, so losses and final weights are bit-identical.
+TEST(ReformationTest, AMemberThatFailsWhereTheOthersGoOnIsRolledBackTo) {
+  const fs::path dumps = test_jobs::scratch_dir() / "reform-rollback-weights";
+  const JobRun clean =
+      train("reform-rollback-clean", 10, {}, {}, {"--dump-dir", (dumps / "clean").string()});
+  ASSERT_EQ(clean.exit_code, 0) << clean.log;
+  const JobRun run = train("reform-rollback", 10, {}, {"NTP_FAULT_POINT=optimizer:5:6:fail"},
+                           {"--dump-dir", (dumps / "faulty").string()});
+  expect_same_trajectory(run, clean, 10, 0.0);  // bit-identical: the same layouts throughout
+  ASSERT_EQ(run.recoveries.size(), 1u) << run.log;
+  EXPECT_TRUE(run.recoveries[0]["rolled_back"].get<bool>()) << run.recoveries[0].dump();
+  EXPECT_EQ(run.recoveries[0]["step"].get<int>(), 5);
+  EXPECT_EQ(run.degrees_at_end, (std::vector<int>{4, 4, 4}));
+  int rolled_back = 0;
+  for (int rank = 0; rank < 12; ++rank) {
+    for (const nlohmann::json& e :
+         ntp::testing::read_json_lines(test_jobs::scratch_dir() / "reform-rollback" / "events" /
+                                       ("rank_" + std::to_string(rank) + ".jsonl"))) {
+      rolled_back += e["event"] == "rolled_back" ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(rolled_back, 11);  // every member but the one that failed, once
+  EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 12);
+  const std::vector<float> a = dumped_weights(dumps / "clean");
+  const std::vector<float> b = dumped_weights(dumps / "faulty");
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace ntp::train
