@@ -231,13 +231,21 @@ TEST(LaunchTest, ChaosInjectsFaultsAndTheJobStillFinishes) {
       ntp({"launch", "--nproc-per-node", "4", "--store", "file:" + dir.path(), "--chaos", "11,4",
            "--", "ntp", kWorker, "--steps", "60", "--step-ms", "30", "--timeout-ms", "1000"});
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
-  const int faults = count(run.err, "(chaos at");
+  // Kills, hangs and stalls take a worker out of the job; slowdowns leave it in.
+  const int faults = count(run.err, "injecting kill (SIGKILL) into rank") +
+                     count(run.err, "injecting hang (SIGSTOP) into rank") +
+                     count(run.err, "injecting stall into rank");
   EXPECT_GE(faults, 1) << run.err;
-  EXPECT_LE(faults, 3) << "chaos must leave the last worker alone";
-  // Every rank that chaos did not hit finished all steps.
+  EXPECT_LE(faults, 3) << "chaos must leave the last worker alone: " << run.err;
+  EXPECT_GE(count(run.err, "injecting slow ("), 1) << "chaos draws slowdowns too: " << run.err;
+  // Every rank that chaos did not take out finished all steps.
   for (int rank = 0; rank < 4; ++rank) {
-    if (run.err.find("into rank " + std::to_string(rank) + " (chaos") != std::string::npos)
+    const std::string into = "into rank " + std::to_string(rank) + " (chaos";
+    if (run.err.find("kill (SIGKILL) " + into) != std::string::npos ||
+        run.err.find("hang (SIGSTOP) " + into) != std::string::npos ||
+        run.err.find("stall " + into) != std::string::npos) {
       continue;
+    }
     EXPECT_NE(run.out.find("[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) +
                            ": finished 60 steps"),
               std::string::npos)
