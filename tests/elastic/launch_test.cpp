@@ -165,6 +165,15 @@ TEST(LaunchTest, BadInputIsOneLineAndExitCodeTwo) {
       {{"--store", store, "--ranks", "0,2"}, "--ranks 0,2 must lie in [0, 2)"},
       {{"--store", store, "--ranks", "0,x"}, "'x', not a rank"},
       {{"--store", store, "--local-addr", "192.0.2.77"}, "--local-addr 192.0.2.77 is not an"},
+      {{"--store", store, "--inject", "slow:rank=9,factor=0.5,at=3"}, "slow:rank=9 is outside"},
+      {{"--store", store, "--inject", "stall:rank=2,at=3"}, "stall:rank=2 is outside"},
+      {{"--store", store, "--inject", "slow:rank=1,factor=2,at=3"}, "factor='2' is not in (0, 1]"},
+      {{"--store", store, "--inject", "slow:rank=1,factor=0,at=3"}, "factor='0' is not in (0, 1]"},
+      {{"--store", store, "--inject", "slow:rank=1,at=3"}, "needs factor=F"},
+      {{"--store", store, "--inject", "slow:rank=1,factor=0.5,at=6,until=6"},
+       "until=6 must be after at=6"},
+      {{"--store", store, "--inject", "slow:rank=1,factor=0.5,at=3,by=2"}, "unknown field 'by'"},
+      {{"--store", store, "--inject", "stall:rank=1,at=2.5s"}, "use at=STEP"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"launch", "--nproc-per-node", "2"};
