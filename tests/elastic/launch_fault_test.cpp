@@ -204,6 +204,38 @@ TEST(LaunchFaultTest, ASlowedWorkerIsContinuedWhenTheLauncherStops) {
   EXPECT_LT(Clock::now() - sent, std::chrono::seconds(4));
 }
 
+// A slowed worker that is killed and repaired: the slowdown ends with it, and the fresh worker of
+// the slot runs free (the cycle's signals never reach it). Rank 1 only keeps the job open until
+// the repair (a launcher whose workers are all gone ends the job).
+TEST(LaunchFaultTest, TheSlowdownEndsWithAKilledWorkerAndSparesItsReplacement) {
+  TempDir dir;
+  const std::string pid_file = dir.path() + "/pid_$NTP_RESTART_COUNT";
+  const ntp::testing::ChildProcess launcher = start_ntp(
+      {"launch", "--nproc-per-node", "2", "--store", "file:" + dir.path(), "--inject",
+       "slow:rank=0,factor=0.2,at=0s", "--inject", "kill:rank=0,at=1.5s", "--inject",
+       "repair:rank=0,at=2s", "--", "bash", "-c",
+       "[ $NTP_RANK -eq 1 ] && exec sleep 5; echo $$ > " + pid_file + ".tmp && mv " + pid_file +
+           ".tmp " + pid_file +
+           "; end=$((SECONDS + 3)); while [ $SECONDS -lt $end ]; do i=0; "
+           "while [ $i -lt 500 ]; do i=$((i+1)); done; done; echo done $NTP_RESTART_COUNT"});
+  ASSERT_TRUE(
+      wait_for([&] { return number_in(dir.path() + "/pid_0") > 0; }, std::chrono::seconds(30)));
+  // factor 0.2: stopped 16 ms of every 20 (a share well above 0 even on a loaded machine).
+  EXPECT_GT(stopped_share(static_cast<pid_t>(number_in(dir.path() + "/pid_0")), 60), 0.2);
+  ASSERT_TRUE(
+      wait_for([&] { return number_in(dir.path() + "/pid_1") > 0; }, std::chrono::seconds(30)));
+  EXPECT_EQ(stopped_share(static_cast<pid_t>(number_in(dir.path() + "/pid_1")), 150), 0.0)
+      << "the replacement was stopped";
+  const ntp::testing::CommandOutput run =
+      ntp::testing::finish_child(launcher, std::chrono::seconds(60));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(count(run.out, "[rank 0] done 1\n"), 1) << run.out << run.err;
+  EXPECT_EQ(count(run.err, "injecting kill (SIGKILL) into rank 0"), 1) << run.err;
+  EXPECT_NE(run.err.find("rank 0 (restart 0, attempt 0): injected kill (at 1.500000 s)"),
+            std::string::npos)
+      << run.err;
+}
+
 // Lines of a running child with the time each arrived, read until both pipes close.
 struct TimedLine {
   Clock::duration at;  // since `start`
