@@ -158,8 +158,9 @@ TEST(LaunchFaultTest, ASlowedWorkerRunsSlowerUntilItsStepAndIsLeftRunning) {
   ASSERT_GE(at.at(0).size(), 200U) << run.out;
   // Inside the slowdown (two steps of margin each side). A 50% duty cycle gives ~0.5 on cores
   // that are not oversubscribed; on an oversubscribed machine the scheduler gives part of the
-  // stopped time back (a continued task is owed CPU and runs first): measured 0.35-0.87 at load
-  // 7-15 on 2 cores. The band says "clearly slower" there and holds ~0.5 where cores are free.
+  // stopped time back (a stop takes effect only once the task is scheduled; a continued one is
+  // scheduled early): measured 0.35-0.87 at load 7-15 on 2 cores. The band says "clearly
+  // slower" there and contains the ~0.5 of free cores.
   const double during = rate_ratio(at, 17, 63);
   EXPECT_GT(during, 0.30) << "slower than the factor: " << during;
   EXPECT_LT(during, 0.90) << "not slowed: " << during;
