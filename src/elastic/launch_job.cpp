@@ -402,6 +402,11 @@ class LaunchJob {
     stop_workers();
     if (const std::string give_up = restarts_.after_failure(slots_, failed); !give_up.empty()) {
       say(give_up);
+      JobEnd end;
+      end.lost = lost_;
+      end.failed_rank = failed.front()->id.rank;
+      end.failed_code = code;
+      for (const std::string& line : summary_lines(end, code)) say(line);
       return code;
     }
     say("restarting the job (attempt " + std::to_string(restarts_.attempt()) + ") without rank " +
