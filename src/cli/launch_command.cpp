@@ -127,9 +127,15 @@ void add_launch_command(CLI::App& app, int& exit_code) {
                   "redis://[:PASSWORD@]HOST:PORT");
   cmd->add_option("--run-id", args->run_id, "Namespaces the store keys (default: generated)");
   cmd->add_option("--inject", args->inject,
-                  "Fault: kill|hang|repair:rank=R,at=STEP or at=SECONDSs (repeatable)")
+                  "Fault (repeatable): kill|hang|repair:rank=R,at=STEP or at=SECONDSs; "
+                  "stall:rank=R,at=STEP (the worker's training thread blocks forever at that "
+                  "step, its process lives on); slow:rank=R,factor=F,at=WHEN[,until=STEP] (the "
+                  "worker runs at about F of its speed, 0 < F <= 1: SIGSTOP/SIGCONT duty cycle "
+                  "every 20 ms, to step until= or the end)")
       ->allow_extra_args(false);
-  cmd->add_option("--chaos", args->chaos, "Random kill/hang faults: SEED,RATE (faults per second)");
+  cmd->add_option("--chaos", args->chaos,
+                  "Random faults: SEED,RATE: kills/hangs and slowdowns at RATE per second each, "
+                  "stalls armed in a quarter of the workers started; reproducible from SEED");
   cmd->add_option("--log-dir", args->log_dir, "Also write each worker's output to DIR/rank_R.log");
   cmd->add_flag("--no-prefix", args->no_prefix, "Do not prefix worker lines with [rank R]");
   cmd->add_option("--grace", args->grace_seconds,

@@ -8,7 +8,9 @@
 
 #include "cli/cli_error.h"
 #include "cli/commands.h"
+#include "comm/exit_notice.h"
 #include "elastic/identity.h"
+#include "elastic/stall.h"
 #include "elastic/step_report.h"
 #include "train/trainer.h"
 
@@ -68,7 +70,12 @@ Result<train::WorkerContext> worker_context(train::TrainConfig& config,
   NTP_ASSIGN_OR_RETURN(ctx.store, comm::open_store(id.store, id.run_id));
   comm::Store* store = ctx.store.get();
   const int rank = id.rank;
-  ctx.on_step = [store, rank](int64_t step) { (void)elastic::report_step(*store, rank, step); };
+  // The step report first, so that `ntp launch` sees the step at which an injected stall blocks
+  // this thread (elastic/stall.h).
+  ctx.on_step = [store, rank](int64_t step) {
+    (void)elastic::report_step(*store, rank, step);
+    elastic::stall_if_asked(step);
+  };
   return ctx;
 }
 
@@ -108,6 +115,13 @@ int run(TrainArgs& args) {
   if (!summary->stopped.empty()) {  // one survivor says why; every one fails
     if (summary->speaks) std::fprintf(stderr, "ntp train: error: %s\n", summary->stopped.c_str());
     return kExitFailure;
+  }
+  if (summary->took_part && temporary_store.empty()) {
+    // Tells `ntp launch` that the job trained to its end, so that workers lost on the way do not
+    // make its exit code a failure (elastic/step_report.h).
+    (void)elastic::report_finished(*ctx->store, ctx->slot_rank,
+                                   comm::incarnation(ctx->attempt, ctx->restart_count),
+                                   summary->steps);
   }
   if (!summary->took_part && summary->left.empty()) {
     std::printf("slot %d:%d is failed (--failed): this worker takes no part\n", slot.domain,

@@ -6,10 +6,12 @@
 #include <thread>
 #include <vector>
 
+#include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
 #include "comm/store.h"
 #include "comm/survivors.h"
 #include "elastic/identity.h"
+#include "elastic/stall.h"
 #include "elastic/step_report.h"
 
 namespace ntp::elastic {
@@ -56,6 +58,7 @@ class Worker {
   int loop() {
     while (step_ < options_.steps) {
       (void)report_step(*store_, id_.rank, step_);
+      stall_if_asked(step_);  // --inject stall: this thread blocks, the heartbeat goes on
       Result<bool> admitted = admit_joiners();
       Status status = admitted.status();
       if (admitted.ok() && *admitted) continue;  // a new group: start the step over together
@@ -75,6 +78,8 @@ class Worker {
     std::printf("rank %d: finished %lld steps, epoch %d, members [%s]\n", id_.rank, step_, epoch_,
                 join_ids(members_).c_str());
     std::fflush(stdout);
+    (void)report_finished(*store_, id_.rank, comm::incarnation(id_.attempt, id_.restart_count),
+                          step_);
     return 0;
   }
 

@@ -1,12 +1,15 @@
 #include "elastic/fault_spec.h"
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 namespace ntp::elastic {
 namespace {
 
-constexpr const char* kForm = "use kill|hang|repair:rank=R,at=STEP or at=SECONDSs (e.g. at=2.5s)";
+constexpr const char* kForm =
+    "use kill|hang|repair:rank=R,at=STEP or at=SECONDSs (e.g. at=2.5s), stall:rank=R,at=STEP, or "
+    "slow:rank=R,factor=F,at=WHEN[,until=STEP]";
 
 bool parse_int(const std::string& text, long long* out) {
   try {
@@ -28,6 +31,71 @@ bool parse_double(const std::string& text, double* out) {
   }
 }
 
+std::optional<FaultKind> kind_from_name(const std::string& name) {
+  for (FaultKind kind : {FaultKind::kKill, FaultKind::kHang, FaultKind::kStall, FaultKind::kSlow,
+                         FaultKind::kRepair}) {
+    if (name == fault_kind_name(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
+// One "key=value" field into `spec`; an error message naming it, or empty.
+std::string parse_field(const std::string& key, const std::string& value, FaultSpec* spec,
+                        bool* have_rank) {
+  if (key == "rank") {
+    long long rank = 0;
+    if (!parse_int(value, &rank) || rank < 0 || rank > 1'000'000) {
+      return "rank '" + value + "' is not a rank; use rank=R with R >= 0";
+    }
+    spec->rank = static_cast<int>(rank);
+    *have_rank = true;
+  } else if (key == "at") {
+    long long step = 0;
+    double seconds = 0;
+    if (!value.empty() && value.back() == 's' &&
+        parse_double(value.substr(0, value.size() - 1), &seconds) && seconds >= 0) {
+      spec->seconds = seconds;
+    } else if (parse_int(value, &step) && step >= 0) {
+      spec->step = step;
+    } else {
+      return "at='" + value + "' is neither a step (at=12) nor seconds (at=2.5s)";
+    }
+  } else if (key == "factor" && spec->kind == FaultKind::kSlow) {
+    if (!parse_double(value, &spec->factor) || !(spec->factor > 0) || spec->factor > 1) {
+      return "factor='" + value +
+             "' is not in (0, 1]: give the share of its speed the worker keeps, e.g. factor=0.5";
+    }
+  } else if (key == "until" && spec->kind == FaultKind::kSlow) {
+    long long step = 0;
+    if (!parse_int(value, &step) || step < 0) {
+      return "until='" + value + "' is not a step: use until=STEP (e.g. until=20)";
+    }
+    spec->until = step;
+  } else {
+    return "unknown field '" + key + "' for " + fault_kind_name(spec->kind) + "; " + kForm;
+  }
+  return "";
+}
+
+// Checks across fields; an error message, or empty.
+std::string check_spec(const FaultSpec& spec, bool have_rank, bool have_factor) {
+  if (!have_rank || (!spec.step && !spec.seconds))
+    return std::string("needs both rank= and at=; ") + kForm;
+  if (spec.kind == FaultKind::kStall && !spec.step) {
+    return "a stall happens at a step of the training thread: use at=STEP (e.g. at=5), not "
+           "seconds";
+  }
+  if (spec.kind == FaultKind::kSlow && !have_factor) {
+    return "a slowdown needs factor=F in (0, 1] (e.g. factor=0.5: half speed)";
+  }
+  if (spec.until && spec.step && *spec.until <= *spec.step) {
+    return "until=" + std::to_string(*spec.until) +
+           " must be after at=" + std::to_string(*spec.step) +
+           ": give a later step, or drop until= (to the end)";
+  }
+  return "";
+}
+
 }  // namespace
 
 const char* fault_kind_name(FaultKind kind) {
@@ -36,6 +104,10 @@ const char* fault_kind_name(FaultKind kind) {
       return "kill";
     case FaultKind::kHang:
       return "hang";
+    case FaultKind::kStall:
+      return "stall";
+    case FaultKind::kSlow:
+      return "slow";
     case FaultKind::kRepair:
       return "repair";
   }
@@ -47,52 +119,48 @@ Result<FaultSpec> parse_fault_spec(const std::string& text) {
   if (colon == std::string::npos) {
     return invalid_argument("--inject '" + text + "' has no kind: " + kForm);
   }
-  FaultSpec spec;
   const std::string kind = text.substr(0, colon);
-  if (kind == "kill") {
-    spec.kind = FaultKind::kKill;
-  } else if (kind == "hang") {
-    spec.kind = FaultKind::kHang;
-  } else if (kind == "repair") {
-    spec.kind = FaultKind::kRepair;
-  } else {
+  const std::optional<FaultKind> parsed = kind_from_name(kind);
+  if (!parsed) {
     return invalid_argument("--inject '" + text + "': unknown fault '" + kind + "'; " + kForm);
   }
+  FaultSpec spec;
+  spec.kind = *parsed;
   bool have_rank = false;
+  bool have_factor = false;
   std::stringstream fields(text.substr(colon + 1));
   std::string field;
   while (std::getline(fields, field, ',')) {
     const auto eq = field.find('=');
     const std::string key = field.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : field.substr(eq + 1);
-    if (key == "rank") {
-      long long rank = 0;
-      if (!parse_int(value, &rank) || rank < 0 || rank > 1'000'000) {
-        return invalid_argument("--inject '" + text + "': rank '" + value +
-                                "' is not a rank; use rank=R with R >= 0");
-      }
-      spec.rank = static_cast<int>(rank);
-      have_rank = true;
-    } else if (key == "at") {
-      long long step = 0;
-      double seconds = 0;
-      if (!value.empty() && value.back() == 's' &&
-          parse_double(value.substr(0, value.size() - 1), &seconds) && seconds >= 0) {
-        spec.seconds = seconds;
-      } else if (parse_int(value, &step) && step >= 0) {
-        spec.step = step;
-      } else {
-        return invalid_argument("--inject '" + text + "': at='" + value +
-                                "' is neither a step (at=12) nor seconds (at=2.5s)");
-      }
-    } else {
-      return invalid_argument("--inject '" + text + "': unknown field '" + key + "'; " + kForm);
+    if (const std::string error = parse_field(key, value, &spec, &have_rank); !error.empty()) {
+      return invalid_argument("--inject '" + text + "': " + error);
     }
+    have_factor = have_factor || key == "factor";
   }
-  if (!have_rank || (!spec.step && !spec.seconds)) {
-    return invalid_argument("--inject '" + text + "' needs both rank= and at=; " + kForm);
+  if (const std::string error = check_spec(spec, have_rank, have_factor); !error.empty()) {
+    return invalid_argument("--inject '" + text + "' " + error);
   }
   return spec;
+}
+
+std::string describe_fault(const FaultSpec& spec) {
+  std::string text = std::string(fault_kind_name(spec.kind)) + ":rank=" + std::to_string(spec.rank);
+  if (spec.kind == FaultKind::kSlow) {
+    char factor[32];
+    std::snprintf(factor, sizeof(factor), "%g", spec.factor);
+    text += std::string(",factor=") + factor;
+  }
+  if (spec.step) {
+    text += ",at=" + std::to_string(*spec.step);
+  } else if (spec.seconds) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%gs", *spec.seconds);
+    text += std::string(",at=") + seconds;
+  }
+  if (spec.until) text += ",until=" + std::to_string(*spec.until);
+  return text;
 }
 
 Result<ChaosSpec> parse_chaos_spec(const std::string& text) {

@@ -2,13 +2,21 @@
 //
 //   kill:rank=R,at=WHEN     SIGKILL worker R's process group
 //   hang:rank=R,at=WHEN     SIGSTOP worker R's process group (it stays stopped until the end)
-//   repair:rank=R,at=WHEN   start a fresh worker for slot R if it is dead or hung (a hung one is
-//                           killed first); the new worker sees NTP_RESTART_COUNT > 0
+//   stall:rank=R,at=STEP    worker R's training thread blocks forever at the start of step STEP
+//                           while its process and other threads go on (a deadlock, a stuck
+//                           kernel); done inside the worker (NTP_STALL_AT, elastic/stall.h)
+//   slow:rank=R,factor=F,at=WHEN[,until=STEP]
+//                           worker R runs at about F (0 < F <= 1) of its speed from WHEN until
+//                           it reported step STEP (or to the end)
+//   repair:rank=R,at=WHEN   start a fresh worker for slot R if it is dead, hung or stalled (one
+//                           that is alive is killed first); the new worker sees
+//                           NTP_RESTART_COUNT > 0
 // WHEN is a step ("at=12": once worker R reported step >= 12; for repair, once any live worker
-// did) or seconds since launch ("at=2.5s").
+// did) or seconds since launch ("at=2.5s"); a stall needs a step.
 //
 //   --chaos SEED,RATE       random kill/hang faults at RATE per second (Poisson, deterministic
-//                           draws from ntp::Rng(SEED)); never the last live worker.
+//                           draws from ntp::Rng(SEED)), and slowdowns and stalls from streams of
+//                           their own (elastic/chaos.h); never the last live worker.
 #pragma once
 
 #include <cstdint>
@@ -19,19 +27,24 @@
 
 namespace ntp::elastic {
 
-enum class FaultKind { kKill, kHang, kRepair };
+enum class FaultKind { kKill, kHang, kStall, kSlow, kRepair };
 
 const char* fault_kind_name(FaultKind kind);
 
 struct FaultSpec {
   FaultKind kind = FaultKind::kKill;
-  int rank = 0;                   // global rank (NTP_RANK) of the slot
-  std::optional<long long> step;  // fire at this step ...
-  std::optional<double> seconds;  // ... or this many seconds after launch
+  int rank = 0;                    // global rank (NTP_RANK) of the slot
+  std::optional<long long> step;   // fire at this step ...
+  std::optional<double> seconds;   // ... or this many seconds after launch
+  double factor = 1.0;             // slow: the share of its speed the worker keeps, in (0, 1]
+  std::optional<long long> until;  // slow: the step at which the slowdown ends; none: the end
 };
 
 // Parses "kill:rank=R,at=WHEN" (see above). kInvalidArgument names the bad part and the fix.
 Result<FaultSpec> parse_fault_spec(const std::string& text);
+
+// The spec as the user writes it ("slow:rank=1,factor=0.5,at=4,until=9"), for messages.
+std::string describe_fault(const FaultSpec& spec);
 
 struct ChaosSpec {
   std::uint64_t seed = 0;

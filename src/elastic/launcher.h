@@ -12,13 +12,20 @@
 // * Each output line of worker R goes to the launcher's stdout/stderr (matching the stream) as
 //   "[rank R] line" (without the prefix if prefix_output is false), and to LOG_DIR/rank_R.log when
 //   a log directory is given.
-// * Exit code: 0 when every worker that was not hit by an injected fault exited 0; otherwise the
-//   code of the lowest such failing rank (128 + signal when it was killed by a signal).
+// * Exit code (elastic/launch_summary.h): 0 when a worker of this node reported that the job
+//   trained to its last step (elastic::report_finished), whatever happened to workers lost on
+//   the way; otherwise the code of the first slot whose last worker failed and was not hit by an
+//   injected fault (128 + signal when it was killed by a signal); otherwise 1 when the workers
+//   reported steps and some were lost but none reported the end; else 0. The last lines name
+//   every lost worker and how it ended.
 //   With restart_on_failure a failed slot is lost for the rest of the run (its device is
-//   considered gone) and does not count; the job fails only when max_restarts is exceeded (the
-//   code of the failure that exceeded it) or no slot is left.
-//   Workers hit by kill/hang are expected casualties; a hung worker is SIGKILLed once every other
-//   worker has finished.
+//   considered gone) and does not count; the job fails when max_restarts is exceeded (the code
+//   of the failure that exceeded it) or no slot is left.
+//   Workers hit by kill/hang/stall are expected casualties; a hung or stalled worker is
+//   SIGKILLed once every other worker has finished. A slowed worker is always left running
+//   (SIGCONT) when its slowdown ends, before it is killed, hung or repaired, and on a stop.
+// * Every store call runs on a thread of its own (elastic/store_channel.h): a store outage never
+//   stops the relaying of output, the reaping of workers or the injection of faults.
 // * With replace_failed > 0 a worker that fails (non-zero exit or a signal, not an injected
 //   fault) or is fenced out of a job that goes on (exit 0 after elastic::report_left) is replaced
 //   by a fresh worker for its slot, NTP_RESTART_COUNT + 1, after a backoff (0.5 s doubling to

@@ -19,4 +19,22 @@ bool has_left(comm::Store& store, int rank, int restart_count) {
   return value.ok() && *value == std::to_string(restart_count);
 }
 
+std::string finished_key(int rank) { return "launch/finished/" + std::to_string(rank); }
+
+Status report_finished(comm::Store& store, int rank, const std::string& incarnation,
+                       long long steps) {
+  return store.set(finished_key(rank), incarnation + " " + std::to_string(steps));
+}
+
+std::optional<long long> finished_steps(comm::Store& store, int rank,
+                                        const std::string& incarnation) {
+  Result<std::string> value = store.get(finished_key(rank));
+  if (!value.ok() || value->rfind(incarnation + " ", 0) != 0) return std::nullopt;
+  try {
+    return std::stoll(value->substr(incarnation.size() + 1));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace ntp::elastic

@@ -45,6 +45,59 @@ TEST(FaultSpecTest, RejectsMalformedSpecsNamingThePart) {
   }
 }
 
+TEST(FaultSpecTest, ParsesStallsAndSlowdowns) {
+  Result<FaultSpec> stall = parse_fault_spec("stall:rank=2,at=5");
+  ASSERT_TRUE(stall.ok()) << stall.status().to_string();
+  EXPECT_EQ(stall->kind, FaultKind::kStall);
+  EXPECT_EQ(stall->rank, 2);
+  EXPECT_EQ(stall->step, 5);
+
+  Result<FaultSpec> slow = parse_fault_spec("slow:rank=1,factor=0.5,at=4,until=9");
+  ASSERT_TRUE(slow.ok()) << slow.status().to_string();
+  EXPECT_EQ(slow->kind, FaultKind::kSlow);
+  EXPECT_EQ(slow->rank, 1);
+  EXPECT_DOUBLE_EQ(slow->factor, 0.5);
+  EXPECT_EQ(slow->step, 4);
+  EXPECT_EQ(slow->until, 9);
+  EXPECT_EQ(describe_fault(*slow), "slow:rank=1,factor=0.5,at=4,until=9");
+
+  Result<FaultSpec> to_end = parse_fault_spec("slow:factor=1,rank=0,at=1.5s");
+  ASSERT_TRUE(to_end.ok()) << to_end.status().to_string();
+  EXPECT_DOUBLE_EQ(to_end->factor, 1.0);
+  EXPECT_EQ(to_end->seconds, 1.5);
+  EXPECT_FALSE(to_end->until.has_value());
+}
+
+// Each bad spec is rejected with a message that quotes it and names the bad part.
+TEST(FaultSpecTest, RejectsBadStallsAndSlowdowns) {
+  struct Case {
+    const char* text;
+    const char* named;
+  };
+  const Case cases[] = {
+      {"stall:rank=1,at=2s", "use at=STEP"},
+      {"stall:rank=1", "needs both rank= and at="},
+      {"stall:rank=1,at=3,factor=0.5", "unknown field 'factor' for stall"},
+      {"slow:rank=1,at=3", "needs factor=F"},
+      {"slow:rank=1,factor=0,at=3", "factor='0' is not in (0, 1]"},
+      {"slow:rank=1,factor=-0.5,at=3", "factor='-0.5'"},
+      {"slow:rank=1,factor=1.5,at=3", "factor='1.5'"},
+      {"slow:rank=1,factor=x,at=3", "factor='x'"},
+      {"slow:rank=1,factor=0.5,at=3,until=3", "until=3 must be after at=3"},
+      {"slow:rank=1,factor=0.5,at=5,until=2", "until=2 must be after at=5"},
+      {"slow:rank=1,factor=0.5,at=5,until=x", "until='x' is not a step"},
+      {"slow:rank=1,factor=0.5,at=5,speed=2", "unknown field 'speed' for slow"},
+      {"kill:rank=1,at=3,until=5", "unknown field 'until' for kill"},
+  };
+  for (const Case& c : cases) {
+    Result<FaultSpec> spec = parse_fault_spec(c.text);
+    ASSERT_FALSE(spec.ok()) << c.text;
+    EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument) << c.text;
+    EXPECT_NE(spec.status().message().find(c.text), std::string::npos) << spec.status().message();
+    EXPECT_NE(spec.status().message().find(c.named), std::string::npos) << spec.status().message();
+  }
+}
+
 TEST(FaultSpecTest, ChaosSpec) {
   Result<ChaosSpec> chaos = parse_chaos_spec("42,0.5");
   ASSERT_TRUE(chaos.ok());

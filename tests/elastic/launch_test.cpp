@@ -165,6 +165,15 @@ TEST(LaunchTest, BadInputIsOneLineAndExitCodeTwo) {
       {{"--store", store, "--ranks", "0,2"}, "--ranks 0,2 must lie in [0, 2)"},
       {{"--store", store, "--ranks", "0,x"}, "'x', not a rank"},
       {{"--store", store, "--local-addr", "192.0.2.77"}, "--local-addr 192.0.2.77 is not an"},
+      {{"--store", store, "--inject", "slow:rank=9,factor=0.5,at=3"}, "slow:rank=9 is outside"},
+      {{"--store", store, "--inject", "stall:rank=2,at=3"}, "stall:rank=2 is outside"},
+      {{"--store", store, "--inject", "slow:rank=1,factor=2,at=3"}, "factor='2' is not in (0, 1]"},
+      {{"--store", store, "--inject", "slow:rank=1,factor=0,at=3"}, "factor='0' is not in (0, 1]"},
+      {{"--store", store, "--inject", "slow:rank=1,at=3"}, "needs factor=F"},
+      {{"--store", store, "--inject", "slow:rank=1,factor=0.5,at=6,until=6"},
+       "until=6 must be after at=6"},
+      {{"--store", store, "--inject", "slow:rank=1,factor=0.5,at=3,by=2"}, "unknown field 'by'"},
+      {{"--store", store, "--inject", "stall:rank=1,at=2.5s"}, "use at=STEP"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"launch", "--nproc-per-node", "2"};
@@ -231,13 +240,21 @@ TEST(LaunchTest, ChaosInjectsFaultsAndTheJobStillFinishes) {
       ntp({"launch", "--nproc-per-node", "4", "--store", "file:" + dir.path(), "--chaos", "11,4",
            "--", "ntp", kWorker, "--steps", "60", "--step-ms", "30", "--timeout-ms", "1000"});
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
-  const int faults = count(run.err, "(chaos at");
+  // Kills, hangs and stalls take a worker out of the job; slowdowns leave it in.
+  const int faults = count(run.err, "injecting kill (SIGKILL) into rank") +
+                     count(run.err, "injecting hang (SIGSTOP) into rank") +
+                     count(run.err, "injecting stall into rank");
   EXPECT_GE(faults, 1) << run.err;
-  EXPECT_LE(faults, 3) << "chaos must leave the last worker alone";
-  // Every rank that chaos did not hit finished all steps.
+  EXPECT_LE(faults, 3) << "chaos must leave the last worker alone: " << run.err;
+  EXPECT_GE(count(run.err, "injecting slow ("), 1) << "chaos draws slowdowns too: " << run.err;
+  // Every rank that chaos did not take out finished all steps.
   for (int rank = 0; rank < 4; ++rank) {
-    if (run.err.find("into rank " + std::to_string(rank) + " (chaos") != std::string::npos)
+    const std::string into = "into rank " + std::to_string(rank) + " (chaos";
+    if (run.err.find("kill (SIGKILL) " + into) != std::string::npos ||
+        run.err.find("hang (SIGSTOP) " + into) != std::string::npos ||
+        run.err.find("stall " + into) != std::string::npos) {
       continue;
+    }
     EXPECT_NE(run.out.find("[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) +
                            ": finished 60 steps"),
               std::string::npos)
