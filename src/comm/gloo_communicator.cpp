@@ -17,6 +17,7 @@
 
 #include "comm/gloo_collectives.h"
 #include "comm/progress_thread.h"
+#include "comm/wait_observer.h"
 #include "core/rng.h"
 
 namespace ntp::comm {
@@ -564,6 +565,7 @@ Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
     // to a peer that died after publishing its address retries until then); the thread owns
     // everything it touches, so nothing it uses goes away under it.
     std::thread([connect] { connect->run(); }).detach();
+    const ScopedWait observed;
     std::unique_lock<std::mutex> lock(connect->mutex);
     while (!connect->done) {
       if (options.cancel->load()) return unavailable(where() + "rendezvous cancelled");

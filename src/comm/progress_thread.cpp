@@ -2,15 +2,19 @@
 
 #include <utility>
 
+#include "comm/wait_observer.h"
+
 namespace ntp::comm {
 
 Status PendingWork::wait() {
+  const ScopedWait observed;
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [this] { return done_; });
   return status_;
 }
 
 Status PendingWork::wait_for(std::chrono::milliseconds timeout) {
+  const ScopedWait observed;
   std::unique_lock lock(mutex_);
   if (!cv_.wait_for(lock, timeout, [this] { return done_; })) {
     return deadline_exceeded("operation still running after " + std::to_string(timeout.count()) +
@@ -66,6 +70,7 @@ WorkPtr ProgressThread::submit(std::function<Status()> op) {
 }
 
 Status ProgressThread::run_or_wait(std::function<Status()> op) {
+  const ScopedWait observed;  // inline or queued, the caller waits on its peers
   {
     std::unique_lock lock(mutex_);
     if (stopping_) return unavailable("communicator destroyed");

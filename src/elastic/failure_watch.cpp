@@ -63,16 +63,18 @@ void FailureWatch::disarm() {
 void FailureWatch::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_) {
-    if (armed_ && !fired_) {
+    if (armed_) {
       const WatchedEpoch e = current_;  // a copy: the store is read without the lock
       const std::uint64_t generation = generation_;
+      const bool fired = fired_;
       lock.unlock();
       if (generation != checked_generation_) {  // a new epoch: look at everything afresh
         checked_generation_ = generation;
         exits_seen_ = -1;  // every member's exit notice once: one may have died while rebuilding
         stillness_.clear();
       }
-      const std::string reason = check(e);
+      const std::string reason = fired ? std::string() : check(e);
+      // Also after firing: a worker whose training thread is stuck never disarms.
       const bool fenced = ++polls_ % kSelfCheckEvery == 0 && fenced_while_stuck(e);
       lock.lock();
       if (generation == generation_ && armed_ && !fired_ && !reason.empty()) {

@@ -33,12 +33,18 @@ void Progress::mark(Phase phase, std::int64_t step) {
   sequence_.fetch_add(1, std::memory_order_relaxed);
 }
 
+void Progress::waiting(bool begins) {
+  waits_.fetch_add(begins ? 1 : -1, std::memory_order_relaxed);
+  sequence_.fetch_add(1, std::memory_order_relaxed);  // a wait that starts or ends is progress
+}
+
 std::string Progress::token() const {
-  char text[64];
-  std::snprintf(text, sizeof text, "%llu:%u:%lld",
+  char text[80];
+  std::snprintf(text, sizeof text, "%llu:%u:%lld:%d",
                 static_cast<unsigned long long>(sequence_.load(std::memory_order_relaxed)),
                 static_cast<unsigned>(phase_.load(std::memory_order_relaxed)),
-                static_cast<long long>(step_.load(std::memory_order_relaxed)));
+                static_cast<long long>(step_.load(std::memory_order_relaxed)),
+                waits_.load(std::memory_order_relaxed) > 0 ? 1 : 0);
   return text;
 }
 
@@ -46,18 +52,20 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
   ProgressToken out;
   const size_t bar = heartbeat_value.find('|');
   if (bar == std::string::npos) {
-    out.moving = heartbeat_value;
+    out.beat = out.moving = heartbeat_value;
     return out;
   }
-  out.moving = heartbeat_value.substr(bar + 1);
-  const size_t colon = out.moving.find(':');
-  if (colon != std::string::npos) {
-    const unsigned code =
-        static_cast<unsigned>(std::strtoul(out.moving.c_str() + colon + 1, nullptr, 10));
+  out.beat = heartbeat_value.substr(0, bar);
+  const std::string token = heartbeat_value.substr(bar + 1);  // sequence:phase:step:waiting
+  const size_t a = token.find(':');
+  const size_t b = a == std::string::npos ? a : token.find(':', a + 1);
+  const size_t c = b == std::string::npos ? b : token.find(':', b + 1);
+  out.moving = token.substr(0, a);
+  if (a != std::string::npos) {
+    const auto code = static_cast<unsigned>(std::strtoul(token.c_str() + a + 1, nullptr, 10));
     if (code <= static_cast<unsigned>(Phase::kEval)) out.phase = static_cast<Phase>(code);
   }
-  // Only the sequence number is progress; the phase and step come with it.
-  out.moving = out.moving.substr(0, colon);
+  out.waiting = c != std::string::npos && token.compare(c + 1, std::string::npos, "1") == 0;
   return out;
 }
 
@@ -74,17 +82,22 @@ std::chrono::milliseconds phase_allowance(Phase phase, std::chrono::milliseconds
 
 bool Stillness::still(int id, const std::optional<std::string>& value, Clock::time_point now) {
   auto it = seen_.find(id);
-  if (!value) {
-    if (it != seen_.end()) it->second.since = now;
+  if (!value) {  // nothing known: both clocks start over
+    if (it != seen_.end()) it->second.beat_since = it->second.moving_since = now;
     return false;
   }
   const ProgressToken token = parse_progress(*value);
-  if (it == seen_.end() || it->second.moving != token.moving) {
-    seen_[id] = Seen{*value, token.moving, now};
+  if (it == seen_.end()) {
+    seen_[id] = Seen{*value, token.beat, token.moving, now, now};
     return false;
   }
-  it->second.value = *value;
-  return now - it->second.since >= phase_allowance(token.phase, hang_detect_);
+  Seen& s = it->second;
+  s.value = *value;
+  if (s.beat != token.beat) s.beat = token.beat, s.beat_since = now;
+  if (s.moving != token.moving) s.moving = token.moving, s.moving_since = now;
+  if (token.phase == Phase::kFinished) return false;    // done, not hung
+  if (now - s.beat_since >= hang_detect_) return true;  // the process stopped or died
+  return !token.waiting && now - s.moving_since >= phase_allowance(token.phase, hang_detect_);
 }
 
 }  // namespace ntp::elastic

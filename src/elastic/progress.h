@@ -7,10 +7,12 @@
 // heartbeat thread publishes token() with every beat. A watcher feeds the tokens it reads to a
 // Stillness tracker (the one staleness routine of the job: the failure watch and the agreement's
 // decider both use it), which takes a worker as hung once its progress has not moved for the
-// allowance of the phase it is in: --hang-detect-ms for the phases of a step, ten times that for
-// phases that may legitimately run long (the first step, a checkpoint, an evaluation, a
-// re-formation), none for a finished worker. The trainer marks a step's phase again as soon as a
-// long phase ends, so that a long allowance never outlives its phase.
+// allowance of the phase it is in while it is not waiting on its peers: --hang-detect-ms for the
+// phases of a step, ten times that for phases that may legitimately run long (the first step, a
+// checkpoint, an evaluation, a re-formation), none for a finished worker. The trainer marks a
+// step's phase again as soon as a long phase ends, so that a long allowance never outlives its
+// phase. A worker whose beat stops (SIGSTOP, death) is hung after --hang-detect-ms, whatever it
+// was doing.
 #pragma once
 
 #include <atomic>
@@ -19,6 +21,8 @@
 #include <map>
 #include <optional>
 #include <string>
+
+#include "comm/wait_observer.h"
 
 namespace ntp::elastic {
 
@@ -35,32 +39,42 @@ enum class Phase : std::uint8_t {
 
 const char* phase_name(Phase phase);
 
-class Progress {
+// Also the training thread's wait observer (comm/wait_observer.h): while it blocks on its peers it
+// is waiting, not stuck, and its token says so.
+class Progress : public comm::WaitObserver {
  public:
   // The training thread reached `phase` of `step`. Every call counts as progress.
   void mark(Phase phase, std::int64_t step);
-  // "<sequence>:<phase>:<step>" for the heartbeat (any thread).
+  // "<sequence>:<phase>:<step>:<waiting 0|1>" for the heartbeat (any thread).
   std::string token() const;
+  void waiting(bool begins) override;
 
  private:
+  std::atomic<int> waits_{0};
   std::atomic<std::uint64_t> sequence_{0};
   std::atomic<std::uint8_t> phase_{0};
   std::atomic<std::int64_t> step_{-1};
 };
 
-// A progress token read back: the part that must move, and the phase it was in.
+// A heartbeat value read back: the beat (moves while the process runs), the progress (moves while
+// its training thread works), the phase it is in, and whether it waits on its peers.
 struct ProgressToken {
-  std::string moving;  // compared for staleness: the whole heartbeat value when it has no token
+  std::string beat;
+  std::string moving;  // the progress sequence; the whole value for a plain heartbeat
   Phase phase = Phase::kStep;
+  bool waiting = false;
 };
-// Splits a heartbeat value "<beat-prefix>|<sequence>:<phase>:<step>" (comm::Heartbeat with a
-// progress payload); a value without '|' (a plain heartbeat) moves with every beat.
+// Splits a heartbeat value "<beat>|<sequence>:<phase>:<step>:<waiting>" (comm::Heartbeat with a
+// progress payload); a value without '|' (a plain heartbeat) is all beat and all progress.
 ProgressToken parse_progress(const std::string& heartbeat_value);
 
 // How long progress may stand still in `phase` before the worker is taken as hung.
 std::chrono::milliseconds phase_allowance(Phase phase, std::chrono::milliseconds hang_detect);
 
-// The one staleness routine: per watched id, the last progress seen and since when.
+// The one staleness routine: per watched id, the last beat and progress seen and since when. A
+// worker is taken as hung when its beat has not moved for --hang-detect-ms (a stopped or dead
+// process), or when its progress has not moved for its phase's allowance while it is not waiting
+// on its peers (a stuck training thread; one that waits is bounded by its collective's timeout).
 class Stillness {
  public:
   using Clock = std::chrono::steady_clock;
@@ -76,8 +90,8 @@ class Stillness {
 
  private:
   struct Seen {
-    std::string value, moving;
-    Clock::time_point since;
+    std::string value, beat, moving;
+    Clock::time_point beat_since, moving_since;
   };
   std::chrono::milliseconds hang_detect_;
   std::map<int, Seen> seen_;

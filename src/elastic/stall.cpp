@@ -5,6 +5,8 @@
 #include <string>
 #include <thread>
 
+#include "core/wall_clock.h"
+
 namespace ntp::elastic {
 
 std::optional<int64_t> stall_step_from_env(const EnvLookup& env) {
@@ -23,8 +25,9 @@ std::optional<int64_t> stall_step_from_env(const EnvLookup& env) {
 void stall_if_asked(int64_t step) {
   static const std::optional<int64_t> stall_at = stall_step_from_env(process_env());
   if (!stall_at || step < *stall_at) return;
-  std::fprintf(stderr, "stalling the training thread at step %lld (NTP_STALL_AT)\n",
-               static_cast<long long>(step));
+  // The moment, on the metrics' clock (tests measure the detection from it).
+  std::fprintf(stderr, "stalling the training thread at step %lld (NTP_STALL_AT) at %.6f\n",
+               static_cast<long long>(step), unix_seconds());
   std::fflush(stderr);
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }

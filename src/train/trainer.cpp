@@ -19,6 +19,7 @@
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
 #include "comm/survivors.h"
+#include "comm/wait_observer.h"
 #include "elastic/agreement.h"
 #include "elastic/failure_watch.h"
 #include "elastic/member_list.h"
@@ -472,6 +473,10 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   const std::chrono::milliseconds hang_detect(c.hang_detect_ms);
   elastic::Progress progress;  // the training thread's, carried in the heartbeat
   progress.mark(elastic::Phase::kSetup, -1);
+  comm::observe_waits(&progress);  // this thread's waits on its peers are not stuck work
+  struct StopObserving {
+    ~StopObserving() { comm::observe_waits(nullptr); }
+  } stop_observing;
   comm::Heartbeat heartbeat(ctx.store, group, ctx.slot_rank, kHeartbeatPeriod,
                             [&progress] { return progress.token(); });
   EventLog events(c.out_dir, ctx.slot_rank);  // this worker's detections and decisions

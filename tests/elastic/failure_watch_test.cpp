@@ -160,6 +160,26 @@ TEST_F(FailureWatchTest, ALiveNeighbourWhoseTrainingThreadIsStuckAborts) {
   EXPECT_TRUE(still_silent(*store_, "train/a0", 5));
 }
 
+TEST_F(FailureWatchTest, ANeighbourWaitingOnItsPeersIsNotHung) {
+  // Member 5's training thread waits in a collective (its token's last field is 1) for a peer
+  // that is stuck: its progress stands still but its beat moves. Only the collective's timeout
+  // bounds that wait; the watch does not blame it.
+  FailureWatch watch(store_, milliseconds(10), milliseconds(200));
+  watch.arm(epoch());
+  std::atomic<bool> stop{false};
+  std::thread beats([&] {
+    for (int n = 0; !stop.load(); ++n) {
+      (void)store_->set(comm::Heartbeat::key("train/a0", 5), "q." + std::to_string(n) + "|7:2:9:1");
+      (void)store_->set(comm::Heartbeat::key("train/a0", 0),
+                        "p." + std::to_string(n) + "|" + std::to_string(n) + ":2:9:0");
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  });
+  EXPECT_FALSE(aborted_within(milliseconds(1000))) << reason_;
+  stop.store(true);
+  beats.join();
+}
+
 TEST_F(FailureWatchTest, AFinishedNeighbourIsNotHung) {
   // Member 5's last beat says its job is done (phase 6, finished): no abort, however long.
   FailureWatch watch(store_, milliseconds(10), milliseconds(100));

@@ -192,6 +192,43 @@ TEST(LiveRecoveryTest, TheHangBoundIsConfigurable) {
       << bad.err;
 }
 
+// A training thread that stalls while its process, heartbeat thread and watch live (`--inject
+// stall:`, the usual "NCCL hang"): its progress stops, so its ring neighbours take it as hung
+// within --hang-detect-ms plus the watch's poll and the heartbeat period (bound: + 0.5 s), the
+// job goes on without it, and the stalled process, finding itself recorded silent at its own
+// progress, leaves.
+TEST(LiveRecoveryTest, AStalledTrainingThreadIsTakenAsHungWithinTheBound) {
+  const JobRun run = train("stall", 12, {"stall:rank=9,at=5"}, {}, {"--hang-detect-ms", "1000"});
+  ASSERT_EQ(run.exit_code, 0) << run.log;
+  const std::string mark = "stalling the training thread at step 5 (NTP_STALL_AT) at ";
+  const size_t at = run.log.find(mark);
+  ASSERT_NE(at, std::string::npos) << run.log;
+  const double stalled = std::stod(run.log.substr(at + mark.size(), 20));
+  double detected = 0.0;  // the first member whose watch aborted for rank 9's progress
+  for (int rank = 0; rank < 12; ++rank) {
+    for (const nlohmann::json& e :
+         read_metrics(scratch_dir() / "stall" / "events" / ("rank_" + std::to_string(rank) +
+                                                            ".jsonl"))) {
+      if (e["event"] == "step_failed" && e.contains("reason") &&
+          e["reason"] == "rank 9 made no progress" && (detected == 0.0 || e["time"] < detected)) {
+        detected = e["time"].get<double>();
+      }
+    }
+  }
+  ASSERT_GT(detected, 0.0) << run.log;
+  std::printf("stalled training thread taken as hung %.2f s after it stalled (bound 1.5 s)\n",
+              detected - stalled);
+  // Its last progress mark came just before the stall: no sooner than the allowance less the
+  // heartbeat period that may separate the two, no later than the allowance + 0.5 s.
+  EXPECT_GE(detected - stalled, 0.9);
+  EXPECT_LE(detected - stalled, 1.5);
+  EXPECT_EQ(run.degrees_at_end, (std::vector<int>{4, 4, 3}));
+  EXPECT_NE(run.log.find("[rank 9] slot 2:1: declared dead while its training thread was stuck"),
+            std::string::npos)
+      << run.log;
+  expect_same_trajectory(run, train("stall-clean", 12, {}), 12, kDegradedTolerance);
+}
+
 // A fault that leaves a replica below --min-tp cannot be survived live: the job stops with one
 // clear reason on every survivor and its last checkpoint intact (it verifies), never hangs.
 TEST(LiveRecoveryTest, FallingBelowMinTpStopsTheJobWithItsCheckpointIntact) {
