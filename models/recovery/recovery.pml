@@ -66,6 +66,9 @@ bool fenced[N];
 
 /* Known dead: a crash (exit notice) or a stall (progress still). */
 #define DEAD(w) (exitn[w] || still[w])
+/* Will never announce: known dead, finished or fenced (it wrote that it is done or left: see
+ * the design note, "finishing"; such a worker does not abort its peers' collectives). */
+#define GONE(w) (DEAD(w) || finished[w] || fenced[w])
 
 /* ---- the store, per epoch t ---- */
 byte annm[EMAX];         /* announce[t][w] present: bitmask of w */
@@ -96,7 +99,7 @@ byte final_st = NONE;    /* prop. 3: the state of the first worker that finished
 
 /* The decider of t may publish: every candidate (member of its current epoch e) announced t or
  * is known dead. */
-#define CAND_OK(w, t, e) (!(mem[e] & BIT(w)) || (annm[t] & BIT(w)) || DEAD(w))
+#define CAND_OK(w, t, e) (!(mem[e] & BIT(w)) || (annm[t] & BIT(w)) || GONE(w))
 #define DECIDE_OK(t, e) (CAND_OK(0, t, e) && CAND_OK(1, t, e) && \
   (N <= 2 || CAND_OK(2 % N, t, e)) && (N <= 3 || CAND_OK(3 % N, t, e)))
 
@@ -153,7 +156,8 @@ inline announce() {
   annm[t] = annm[t] | BIT(me);
   if :: c < annc[t] -> annc[t] = c :: else -> skip fi;
   if :: de < annd[t] -> annd[t] = de :: else -> skip fi;
-  if :: dec[t] == NONE -> dec[t] = me :: else -> skip fi
+  if :: dec[t] == NONE -> dec[t] = me :: else -> skip fi;
+  printf("w%d announce t=%d c=%d de=%d st=%d ticket1=%d\n", me, t, c, de, st, dec[t] == me)
 }
 
 /* list[t] received with itself a member: epoch := t, roll back, switch to prev; then arrive at
@@ -174,9 +178,11 @@ inline receive_and_arrive() {
 #ifndef BUGGY_COMMIT
   assert(c == agreed[t]);        /* one undo suffices: members are at most one step apart */
 #endif
+#ifndef BUGGY_COMMIT
   /* undo is dead until the next update overwrites it: cleared (a smaller state space; were
    * it ever needed again, prop. 2 would fail on the cleared value) */
   ust = 0; usl = 0; uc = 0;
+#endif
   /* A member ahead of base_epoch switches to prev, the state of the base epoch. */
   if
   :: de > base[t] ->
@@ -187,7 +193,8 @@ inline receive_and_arrive() {
 #endif
   :: else -> skip
   fi;
-  rvin[t] = rvin[t] | BIT(me)
+  rvin[t] = rvin[t] | BIT(me);
+  printf("w%d received list[%d]: c=%d st=%d sl=%d de=%d\n", me, t, c, st, sl, de)
 }
 
 proctype worker(byte me) provided (!paused[_pid - 1])   /* pid 1..N is worker 0..N-1 */
@@ -229,6 +236,7 @@ apply:   HELD_OK();
          assert(mem[e] & BIT(me));
          fence_check();
          strict_fence_check();
+         printf("w%d applies update %d in epoch %d\n", me, c, e);
          ust = st; usl = sl; uc = c;
          if
          :: st & BIT(c) -> st = st | DUP
@@ -238,14 +246,14 @@ apply:   HELD_OK();
          if
          :: c == STEPS ->
             /* Finished all STEPS (prop. 3: every finisher holds the same state). */
-finish:     HELD_OK();
+finish:     printf("w%d finished st=%d\n", me, st);
+            HELD_OK();
             if
             :: final_st == NONE -> final_st = st
             :: else -> assert(final_st == st)
             fi;
             assert(st == FULL);
-            finished[me] = true; gone = gone | BIT(me);
-            exitn[me] = true;            /* the launcher reaps it */
+            finished[me] = true; gone = gone | BIT(me);   /* exits 0: no exit notice */
             goto end_worker
          :: else -> enter_allreduce()
          fi
@@ -255,7 +263,8 @@ finish:     HELD_OK();
           * watch saw fail[e] or an exit notice: write fail[e], agree on t = e + 1 (e is the
           * highest epoch whose list it received). */
          ABORT(e) ->
-fault:   fail[e] = true;
+fault:   printf("w%d step %d failed in epoch %d\n", me, c, e);
+         fail[e] = true;
          t = e + 1;
          announce()
        };
@@ -275,6 +284,7 @@ decide:  assert(!pub[t]);                 /* prop. 1: one member list per epoch 
          mem[t] = annm[t];
          agreed[t] = annc[t];
          base[t] = annd[t];
+         printf("w%d publish list[%d] mem=%d agreed=%d base=%d\n", me, t, mem[t], agreed[t], base[t]);
          receive_and_arrive()
        }
     :: atomic {
@@ -283,7 +293,8 @@ decide:  assert(!pub[t]);                 /* prop. 1: one member list per epoch 
          if
          :: !(mem[t] & BIT(me)) ->
             /* Announced too late: fenced. Leaves the job, never writes as a member. */
-fenced_exit: fenced[me] = true; gone = gone | BIT(me); exitn[me] = true;
+fenced_exit: printf("w%d fenced at list[%d]\n", me, t);
+            fenced[me] = true; gone = gone | BIT(me);   /* exits 0: no exit notice */
             goto end_worker
          :: else -> receive_and_arrive()
          fi
@@ -292,6 +303,7 @@ fenced_exit: fenced[me] = true; gone = gone | BIT(me); exitn[me] = true;
          /* Waiter: the decider is known dead and list[t] (re-checked) is not published:
           * write fail[t], agree on t + 1. */
          dec[t] != me && !pub[t] && DEAD(dec[t]) ->
+         printf("w%d: decider w%d of %d known dead\n", me, dec[t], t);
          fail[t] = true;
          t++;
          announce()
@@ -310,9 +322,14 @@ rendezvous:
 #endif
          /* Reshard: a collective among the members of t, from the base epoch's layout. */
 reshard: assert(sl == base[t]);           /* 2b: every member holds the base layout */
-         rsin[t] = rsin[t] | BIT(me)
+         rsin[t] = rsin[t] | BIT(me);
+         printf("w%d rendezvous %d done, enters reshard\n", me, t);
        }
-    :: atomic { ABORT(t) -> fail[t] = true; t++; announce() }; goto wait
+    :: atomic {
+         ABORT(t) -> printf("w%d rendezvous of %d failed\n", me, t);
+         fail[t] = true; t++; announce()
+       };
+       goto wait
     fi;
     if
     :: atomic {
@@ -321,8 +338,10 @@ reshard: assert(sl == base[t]);           /* 2b: every member holds the base lay
 reformed:
 #ifdef BUGGY_COMMIT
          if :: lower -> c = uc; lower = false :: else -> skip fi;
+         ust = 0; usl = 0; uc = 0;
 #endif
          /* prev := the base state, done_epoch := t, continue training. */
+         printf("w%d re-formed epoch %d at step %d\n", me, t, c);
          hp = true; pst = st; psl = sl; pc = c;
          sl = t; de = t;
          enter_allreduce()
@@ -332,6 +351,7 @@ reformed:
          /* Any failure inside the re-formation: write fail[t], agree on t + 1. */
          ABORT(t) ->
 reform_failed:
+         printf("w%d reshard of %d failed\n", me, t);
          fail[t] = true; t++; announce()
        };
        goto wait
@@ -363,12 +383,15 @@ end_faults:
        fi;
        nfaults++;
        if
-       :: crashed[w] = true; exitn[w] = true; gone = gone | BIT(w); bad = bad | BIT(w)
+       :: crashed[w] = true; exitn[w] = true; gone = gone | BIT(w); bad = bad | BIT(w);
+          printf("FAULT: w%d crashes (exit notice)\n", w)
 #ifndef NO_STUCK
-       :: stuck[w] = true; still[w] = true; gone = gone | BIT(w); bad = bad | BIT(w)
+       :: stuck[w] = true; still[w] = true; gone = gone | BIT(w); bad = bad | BIT(w);
+          printf("FAULT: w%d stalls forever (progress still)\n", w)
 #endif
 #ifndef NO_PAUSE
-       :: npause < PMAX -> npause++; paused[w] = true; still[w] = true
+       :: npause < PMAX -> npause++; paused[w] = true; still[w] = true;
+          printf("FAULT: w%d pauses (progress still)\n", w)
 #endif
        fi;
        w = 0
@@ -376,10 +399,10 @@ end_faults:
   :: atomic {
        /* a paused worker moves again (its watchers see the progress move) */
        if
-       :: paused[0] -> paused[0] = false; still[0] = false
-       :: paused[1] -> paused[1] = false; still[1] = false
-       :: N > 2 && paused[2 % N] -> paused[2 % N] = false; still[2 % N] = false
-       :: N > 3 && paused[3 % N] -> paused[3 % N] = false; still[3 % N] = false
+       :: paused[0] -> paused[0] = false; still[0] = false; printf("FAULT: w%d moves again\n", 0)
+       :: paused[1] -> paused[1] = false; still[1] = false; printf("FAULT: w%d moves again\n", 1)
+       :: N > 2 && paused[2 % N] -> paused[2 % N] = false; still[2 % N] = false; printf("FAULT: w%d moves again\n", 2 % N)
+       :: N > 3 && paused[3 % N] -> paused[3 % N] = false; still[3 % N] = false; printf("FAULT: w%d moves again\n", 3 % N)
        fi
      }
   od
