@@ -103,13 +103,15 @@ byte final_st = NONE;    /* prop. 3: the state of the first worker that finished
 #define DECIDE_OK(t, e) (CAND_OK(0, t, e) && CAND_OK(1, t, e) && \
   (N <= 2 || CAND_OK(2 % N, t, e)) && (N <= 3 || CAND_OK(3 % N, t, e)))
 
-/* Properties 1..4, one macro each, used at the points where the protocol relies on them. */
+/* Properties 1..4 (0: the model's own bound) as assertions at the points where the protocol
+ * relies on them; the number shows in pan's message, "assertion violated ((2==2)&&...)". */
+#define PROP(n, x) assert(((n) == (n)) && (x))
 
 /* Prop. 2: the held state is exactly updates 0..committed-1, each once. Checked wherever the
  * state or the claimed step is used or published: an announcement, entering a step's
  * all-reduce, applying an update, finishing. (2b, the layout: checked where it is used, at the
  * reshard: every member holds the base epoch's layout.) */
-#define HELD_OK() assert(st == PREFIX(c))
+#define HELD_OK() PROP(2, st == PREFIX(c))
 
 /* Prop. 4: a worker that announced t and found list[t] published without it (it is fenced)
  * never writes as a member again: no announcement, no update. */
@@ -117,7 +119,7 @@ inline fence_check() {
   i = 0;
   do
   :: i < EMAX ->
-     assert(!((annm[i] & BIT(me)) && pub[i] && !(mem[i] & BIT(me))));
+     PROP(4, !((annm[i] & BIT(me)) && pub[i] && !(mem[i] & BIT(me))));
      i++
   :: else -> i = 0; break
   od
@@ -127,7 +129,7 @@ inline strict_fence_check() {
 #ifdef STRICT_FENCE
   i = e + 1;
   do
-  :: i < EMAX -> assert(!(pub[i] && !(mem[i] & BIT(me)))); i++
+  :: i < EMAX -> PROP(4, !(pub[i] && !(mem[i] & BIT(me)))); i++
   :: else -> i = 0; break
   od;
 #endif
@@ -140,17 +142,17 @@ inline strict_fence_check() {
 /* Enter the world all-reduce of step c in epoch e (props. 2 and 3: members start alike). */
 inline enter_allreduce() {
   HELD_OK();
-  assert(sl == e && de == e);
+  PROP(3, sl == e && de == e);       /* members train on their epoch's layout */
   if
   :: start[e] == NONE -> start[e] = c
-  :: else -> assert(!first || start[e] == c)
+  :: else -> PROP(3, !first || start[e] == c)   /* members start from the same step */
   fi;
   arin[e * N + me] = c + 1
 }
 
 /* announce[t][me] = {committed, done_epoch}, then draw ticket[t] (ticket 1: the decider of t). */
 inline announce() {
-  assert(t < EMAX);
+  PROP(0, t < EMAX);             /* the model's epoch bound */
   HELD_OK();
   fence_check();
   annm[t] = annm[t] | BIT(me);
@@ -176,7 +178,7 @@ inline receive_and_arrive() {
   :: else -> skip
   fi;
 #ifndef BUGGY_COMMIT
-  assert(c == agreed[t]);        /* one undo suffices: members are at most one step apart */
+  PROP(2, c == agreed[t]);       /* one undo suffices: members are at most one step apart */
 #endif
 #ifndef BUGGY_COMMIT
   /* undo is dead until the next update overwrites it: cleared (a smaller state space; were
@@ -186,7 +188,7 @@ inline receive_and_arrive() {
   /* A member ahead of base_epoch switches to prev, the state of the base epoch. */
   if
   :: de > base[t] ->
-     assert(hp && pc == c && psl == base[t]);
+     PROP(3, hp && pc == c && psl == base[t]);
      st = pst; sl = psl;
 #ifndef KEEP_DONE
      de = base[t]                 /* it now holds the base epoch's state (design note) */
@@ -233,7 +235,7 @@ train:
          fi;
          /* Apply update c together with saving undo. */
 apply:   HELD_OK();
-         assert(mem[e] & BIT(me));
+         PROP(4, mem[e] & BIT(me));
          fence_check();
          strict_fence_check();
          printf("w%d applies update %d in epoch %d\n", me, c, e);
@@ -250,9 +252,9 @@ finish:     printf("w%d finished st=%d\n", me, st);
             HELD_OK();
             if
             :: final_st == NONE -> final_st = st
-            :: else -> assert(final_st == st)
+            :: else -> PROP(3, final_st == st)
             fi;
-            assert(st == FULL);
+            PROP(3, st == FULL);
             finished[me] = true; gone = gone | BIT(me);   /* exits 0: no exit notice */
             goto end_worker
          :: else -> enter_allreduce()
@@ -279,7 +281,7 @@ wait:
           * is known dead, publish list[t] = {the announced, min committed, min done_epoch}.
           * list[t] is written only here, by the one holder of ticket 1. */
          dec[t] == me && DECIDE_OK(t, e) ->
-decide:  assert(!pub[t]);                 /* prop. 1: one member list per epoch */
+decide:  PROP(1, !pub[t]);                /* prop. 1: one member list per epoch */
          pub[t] = true;
          mem[t] = annm[t];
          agreed[t] = annc[t];
@@ -321,7 +323,7 @@ rendezvous:
          if :: lower -> st = ust; sl = usl :: else -> skip fi;   /* the old rollback */
 #endif
          /* Reshard: a collective among the members of t, from the base epoch's layout. */
-reshard: assert(sl == base[t]);           /* 2b: every member holds the base layout */
+reshard: PROP(3, sl == base[t]);          /* every member holds the base layout */
          rsin[t] = rsin[t] | BIT(me);
          printf("w%d rendezvous %d done, enters reshard\n", me, t);
        }
