@@ -15,7 +15,7 @@
 #
 # Needs spin and a C compiler. Without spin it skips (exit 77), under CI=true it fails.
 set -u
-here="$(cd "$(dirname "$0")" && pwd)"
+here="$(cd "${0%/*}" && pwd)"
 model="$here/recovery.pml"
 extended=0
 [ "${1:-}" = "--extended" ] && extended=1
