@@ -40,53 +40,70 @@ status=0
 summary=()   # one line per run
 props=()     # one line per property
 
-# run NAME "SPIN_DEFS" "CC_DEFS" "PAN_ARGS" TIMEOUT_S
-# Leaves in globals: r_states r_depth r_errors r_time r_prop (property of the first violated
-# assertion, "" when none) r_msg (pan's error line) r_ok (1 when pan ran to the end).
-run() {
-  local name="$1" sdefs="$2" cdefs="$3" pargs="$4" limit="$5"
-  local d="$work/$name"
+# prepare NAME "SPIN_DEFS" "CC_DEFS": spin -a and the pan compile, in $work/NAME (may run in the
+# background: it writes only there; "failed" in $work/NAME/status on error).
+prepare() {
+  local name="$1" sdefs="$2" cdefs="$3" d="$work/$1"
   mkdir -p "$d"
   cp "$model" "$d/recovery.pml"
-  local t0 t1
-  t0=$(date +%s.%N)
+  echo "$sdefs" >"$d/sdefs"
+  echo "$cdefs" >"$d/cdefs"
+  date +%s.%N >"$d/t0"
   # shellcheck disable=SC2086
   if ! (cd "$d" && spin -a $sdefs recovery.pml >spin.out 2>&1); then
-    echo "$name: spin -a failed:"; cat "$d/spin.out"; r_ok=0; status=1; return
+    { echo "$name: spin -a failed:"; cat "$d/spin.out"; } >"$d/status"; return
   fi
   # shellcheck disable=SC2086
   if ! (cd "$d" && "$cc" -O2 -w $cdefs -o pan pan.c >cc.out 2>&1); then
-    echo "$name: compiling pan failed:"; cat "$d/cc.out"; r_ok=0; status=1; return
+    { echo "$name: compiling pan failed:"; cat "$d/cc.out"; } >"$d/status"; return
   fi
-  local TIMEFORMAT='%U %S' rc
+}
+
+# execute NAME "PAN_ARGS" TIMEOUT_S: runs pan (may run in the background), then the trail's
+# protocol events, if any, into $work/NAME.trace.
+execute() {
+  local name="$1" pargs="$2" limit="$3" d="$work/$1"
+  echo "$pargs" >"$d/pargs"
+  [ -s "$d/status" ] && return
+  local TIMEFORMAT='%U %S'
   # shellcheck disable=SC2086
-  { time (cd "$d" && timeout "$limit" ./pan $pargs >pan.out 2>&1); } 2>"$d/cpu.out"
-  rc=$?
-  r_cpu=$(awk '{printf "%.1f", $1 + $2}' "$d/cpu.out")
-  t1=$(date +%s.%N)
+  { time (cd "$d" && timeout "$limit" ./pan $pargs >pan.out 2>&1; echo $? >rc); } 2>"$d/cpu.out"
+  if [ -s "$d/recovery.pml.trail" ]; then
+    # shellcheck disable=SC2046
+    (cd "$d" && spin -t $(cat sdefs) recovery.pml 2>/dev/null | grep -E 'FAULT|w[0-9]' |
+      grep -v '^ltl' >"$work/$name.trace")
+  fi
+  date +%s.%N >"$d/t1"
+}
+
+# collect NAME: sets r_states r_depth r_errors r_time r_cpu r_prop (the property of the first
+# violated assertion, "" when none) r_msg (pan's error line) r_ok (1 when the search ran to its
+# end, or stopped at an error) and adds the run's summary line.
+collect() {
+  local name="$1" d="$work/$1"
+  r_states=""; r_depth=""; r_errors=""; r_time=""; r_cpu=""; r_prop=""; r_msg=""; r_ok=1
+  if [ -s "$d/status" ]; then cat "$d/status"; r_ok=0; status=1; return; fi
+  local rc; rc=$(cat "$d/rc")
   r_states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$d/pan.out" | head -1)
   r_depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$d/pan.out" | head -1)
   r_errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$d/pan.out" | head -1)
   r_time=$(sed -n 's/^pan: elapsed time \([0-9.e+]*\) seconds.*/\1/p' "$d/pan.out" | head -1)
+  r_cpu=$(awk '{printf "%.1f", $1 + $2}' "$d/cpu.out")
   r_msg=$(grep -m1 -E '^pan:[0-9]+: |^pan: ' "$d/pan.out" | grep -v 'elapsed time\|rate \|wrote ' || true)
   r_prop=$(sed -n 's/.*assertion violated ((\([0-9]\)==\1)&&.*/\1/p' "$d/pan.out" | head -1)
-  r_ok=1
-  if [ $rc -ne 0 ] || [ -z "$r_errors" ]; then
+  if [ "$rc" -ne 0 ] || [ -z "$r_errors" ]; then
     r_ok=0
-    echo "$name: pan did not finish (exit $rc, limit ${limit}s):"; tail -20 "$d/pan.out"
+    echo "$name: pan did not finish (exit $rc):"; tail -20 "$d/pan.out"
   fi
   if [ "${r_errors:-1}" = 0 ] &&
     grep -q -E 'reached -DMEMLIM bound|max search depth too small|Search not completed' "$d/pan.out"; then
     r_ok=0
     echo "$name: the search was not exhaustive:"; grep -E 'MEMLIM|depth too small|not completed' "$d/pan.out"
   fi
-  if [ -s "$d/recovery.pml.trail" ] && [ -n "$r_msg" ]; then
-    (cd "$d" && spin -t $sdefs recovery.pml 2>/dev/null | grep -E 'FAULT|w[0-9]' | grep -v '^ltl' >trace.txt)
-    cp "$d/trace.txt" "$work/$name.trace"
-  fi
-  summary+=("$(printf '%-9s states=%s depth=%s errors=%s time=%ss cpu=%ss (wall with spin+cc %.1fs)  spin -a %s; cc %s; pan %s' \
+  summary+=("$(printf '%-9s states=%s depth=%s errors=%s time=%ss cpu=%ss (with spin+cc: wall %.1fs)  spin -a %s; cc %s; pan %s' \
     "$name" "${r_states:-?}" "${r_depth:-?}" "${r_errors:-?}" "${r_time:-?}" "${r_cpu:-?}" \
-    "$(awk "BEGIN{print $t1 - $t0}")" "${sdefs:-(none)}" "$cdefs" "$pargs")")
+    "$(awk "BEGIN{print $(cat "$d/t1") - $(cat "$d/t0")}")" "$(cat "$d/sdefs")" "$(cat "$d/cdefs")" \
+    "$(cat "$d/pargs")")")
 }
 
 # Property line: NAME RUN DESCRIPTION, from the last run's figures.
@@ -100,13 +117,32 @@ prop_line() {  # prop_line ID DESCRIPTION VERDICT
 bounds="-DN=3 -DF=2 -DSTEPS=3 -DEMAX=4"
 pan_mem="-DMEMLIM=2048"
 
+# The three CI runs, two at a time (2 cores): compile all, then progress alongside safety+buggy.
 # 1. Safety, exhaustive: crashes and pauses (a pause that never ends is a stall forever as far as
 #    any safety property can tell: every prefix of it is explored), at most 2 pauses.
-run safety "$bounds -DNO_STUCK" "-DSAFETY -DNOCLAIM $pan_mem" "-m20000" 120
-verdict() {  # verdict PROPNUM -> OK / FAIL
+# 2. Progress: LTL <> ALLDONE (every worker not crashed or stalled forever finishes or is
+#    fenced), crashes, stalls forever and one pause. No weak fairness (-f): with no accepting
+#    cycle found without it, none exists with it (fairness only removes runs); the model's
+#    counters make every run finite but for the stutter at its end.
+# 3. Mutation: the old rollback must be caught (a counterexample to prop. 2 or 3), with crashes
+#    and stalls forever only (the shortest story: it needs no pause).
+prepare safety "$bounds -DNO_STUCK" "-DSAFETY -DNOCLAIM $pan_mem" &
+prepare progress "$bounds -DPMAX=1" "$pan_mem" &
+wait
+prepare buggy "$bounds -DNO_PAUSE -DBUGGY_COMMIT" "-DSAFETY -DNOCLAIM $pan_mem" &
+pid_buggy=$!
+execute progress "-a -m20000 -N progress" 300 &
+pid_progress=$!
+execute safety "-m20000" 300
+wait $pid_buggy
+execute buggy "-m20000" 120
+wait $pid_progress
+
+verdict() {  # verdict PROPNUM -> OK / FAIL / n/a (another property failed first)
   if [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ]; then echo OK;
   elif [ "$r_prop" = "$1" ]; then echo FAIL; else echo "n/a"; fi
 }
+collect safety
 prop_line P1 "one member list per epoch" "$(verdict 1)"
 prop_line P2 "no update lost or applied twice (state == claim)" "$(verdict 2)"
 prop_line P3 "replicas never diverge (start, base layout, end)" "$(verdict 3)"
@@ -119,11 +155,7 @@ if [ "$r_ok" != 1 ] || [ "${r_errors:-1}" != 0 ]; then
   [ -f "$work/safety.trace" ] && { echo "safety counterexample:"; cat "$work/safety.trace"; }
 fi
 
-# 2. Progress: LTL <> ALLDONE (every worker not crashed or stalled forever finishes or is
-#    fenced), crashes, stalls forever and one pause. No weak fairness (-f): with no accepting
-#    cycle found without it, none exists with it (fairness only removes runs); the model's
-#    counters make every run finite but for the stutter at its end.
-run progress "$bounds -DPMAX=1" "$pan_mem" "-a -m20000 -N progress" 180
+collect progress
 if [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ]; then v=OK; else v=FAIL; status=1; fi
 prop_line LIVE "progress: <> every survivor finished or fenced (LTL)" "$v"
 if [ "$v" = FAIL ]; then
@@ -131,9 +163,7 @@ if [ "$v" = FAIL ]; then
   [ -f "$work/progress.trace" ] && { echo "progress counterexample:"; cat "$work/progress.trace"; }
 fi
 
-# 3. Mutation: the old rollback must be caught (a counterexample to prop. 2 or 3), with crashes
-#    and stalls forever only (the shortest story: it needs no pause).
-run buggy "$bounds -DNO_PAUSE -DBUGGY_COMMIT" "-DSAFETY -DNOCLAIM $pan_mem" "-m20000" 60
+collect buggy
 if [ "${r_errors:-0}" -ge 1 ] && { [ "$r_prop" = 2 ] || [ "$r_prop" = 3 ]; }; then
   v="OK"
 else
@@ -145,16 +175,25 @@ prop_line MUT "BUGGY_COMMIT caught: prop. ${r_prop:-none}, at depth ${depth_err:
 bug_trace="$work/buggy.trace"
 
 if [ $extended = 1 ]; then
-  run safety_f3 "-DN=3 -DF=3 -DSTEPS=3 -DEMAX=6 -DNO_STUCK" "-DSAFETY -DNOCLAIM -DCOLLAPSE $pan_mem" "-m20000" 1200
-  prop_line "F3" "props 1-4 + no deadlock, N=3 F=3 (crash/pause)" "$( [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ] && echo OK || echo FAIL)"
-  [ "${r_errors:-1}" = 0 ] && [ "$r_ok" = 1 ] || status=1
-  run keep_done "-DN=3 -DF=3 -DSTEPS=3 -DEMAX=6 -DNO_STUCK -DKEEP_DONE" "-DSAFETY -DNOCLAIM $pan_mem" "-m20000" 120
-  prop_line "KD" "KEEP_DONE (literal prev switch) must fail prop. 3 (got ${r_prop:-none})" "$( [ "$r_prop" = 3 ] && echo OK || echo FAIL)"
-  [ "$r_prop" = 3 ] || status=1
+  prepare safety_f3 "-DN=3 -DF=3 -DSTEPS=3 -DEMAX=6 -DNO_STUCK" "-DSAFETY -DNOCLAIM -DCOLLAPSE $pan_mem"
+  execute safety_f3 "-m20000" 1800
+  collect safety_f3
+  v=FAIL; [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ] && v=OK
+  [ $v = OK ] || status=1
+  prop_line F3 "props 1-4 + no deadlock, N=3 F=3 (crash/pause)" "$v"
+  prepare keep_done "-DN=3 -DF=3 -DSTEPS=3 -DEMAX=6 -DNO_STUCK -DKEEP_DONE" "-DSAFETY -DNOCLAIM $pan_mem"
+  execute keep_done "-m20000" 120
+  collect keep_done
+  v=FAIL; [ "$r_prop" = 3 ] && v=OK
+  [ $v = OK ] || status=1
+  prop_line KD "KEEP_DONE (literal prev switch) must fail prop. 3: ${r_prop:-none}" "$v"
   keep_trace="$work/keep_done.trace"
-  run strict "$bounds -DNO_STUCK -DSTRICT_FENCE" "-DSAFETY -DNOCLAIM $pan_mem" "-m20000" 60
-  prop_line "SF" "STRICT_FENCE (no update once left out) must fail prop. 4 (got ${r_prop:-none})" "$( [ "$r_prop" = 4 ] && echo OK || echo FAIL)"
-  [ "$r_prop" = 4 ] || status=1
+  prepare strict "$bounds -DNO_STUCK -DSTRICT_FENCE" "-DSAFETY -DNOCLAIM $pan_mem"
+  execute strict "-m20000" 120
+  collect strict
+  v=FAIL; [ "$r_prop" = 4 ] && v=OK
+  [ $v = OK ] || status=1
+  prop_line SF "STRICT_FENCE (no update once left out) must fail prop. 4: ${r_prop:-none}" "$v"
   strict_trace="$work/strict.trace"
 fi
 
