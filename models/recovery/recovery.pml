@@ -19,7 +19,7 @@
  *                  never applies an update (fails: a paused member's all-reduce can still
  *                  complete after it woke; see the design note).
  *   KEEP_DONE      the literal reading of "switches to prev": done_epoch is kept when a member
- *                  switches to prev (fails prop. 2b with 3 faults; the model lowers it by
+ *                  switches to prev (fails prop. 3 with 3 faults; the model lowers it by
  *                  default, see the design note).
  *   NO_PAUSE       no pauses (crashes and stalls forever only).
  *
@@ -59,7 +59,7 @@ byte bad;                /* bitmask: crashed or stalled forever */
 bool crashed[N];         /* crash: the process is gone */
 bool stuck[N];           /* stall forever: the process lives, never moves again */
 bool paused[N];          /* stall that may end (SIGSTOP ... SIGCONT) */
-bool exitn[N];           /* the launcher's exit notice (crash, finish, fenced exit) */
+bool exitn[N];           /* the launcher's exit notice (a crash; not a clean exit) */
 bool still[N];           /* a watch recorded the progress still and it has not moved since */
 bool finished[N];
 bool fenced[N];
@@ -179,8 +179,6 @@ inline receive_and_arrive() {
   fi;
 #ifndef BUGGY_COMMIT
   PROP(2, c == agreed[t]);       /* one undo suffices: members are at most one step apart */
-#endif
-#ifndef BUGGY_COMMIT
   /* undo is dead until the next update overwrites it: cleared (a smaller state space; were
    * it ever needed again, prop. 2 would fail on the cleared value) */
   ust = 0; usl = 0; uc = 0;
