@@ -11,7 +11,8 @@
 #
 #   models/recovery/check.sh              the CI runs (CTest `recovery_model`, label `model`)
 #   models/recovery/check.sh --extended   also the bigger and the finding runs of the design note
-#                                         (F=3; KEEP_DONE and STRICT_FENCE, which must fail)
+#                                         (progress with -f; N=3 F=3; N=4 F=2; KEEP_DONE and
+#                                         STRICT_FENCE, which must fail): about an hour, 8 GB
 #
 # Needs spin and a C compiler. Without spin it skips (exit 77), under CI=true it fails.
 set -u
@@ -175,12 +176,27 @@ prop_line MUT "BUGGY_COMMIT caught: prop. ${r_prop:-none}, at depth ${depth_err:
 bug_trace="$work/buggy.trace"
 
 if [ $extended = 1 ]; then
-  prepare safety_f3 "-DN=3 -DF=3 -DSTEPS=3 -DEMAX=6 -DNO_STUCK" "-DSAFETY -DNOCLAIM -DCOLLAPSE $pan_mem"
-  execute safety_f3 "-m20000" 1800
+  prepare progress_f "$bounds -DPMAX=1" "$pan_mem"
+  execute progress_f "-a -f -m20000 -N progress" 900
+  collect progress_f
+  v=FAIL; [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ] && v=OK
+  [ $v = OK ] || status=1
+  prop_line LIVEf "progress under weak fairness (-f), as LIVE" "$v"
+  big_mem="-DMEMLIM=8000"
+  prepare safety_f3 "-DN=3 -DF=3 -DPMAX=1 -DSTEPS=3 -DEMAX=6 -DNO_STUCK" \
+    "-DSAFETY -DNOCLAIM -DCOLLAPSE $big_mem"
+  execute safety_f3 "-m20000" 3600
   collect safety_f3
   v=FAIL; [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ] && v=OK
   [ $v = OK ] || status=1
-  prop_line F3 "props 1-4 + no deadlock, N=3 F=3 (crash/pause)" "$v"
+  prop_line F3 "props 1-4 + no deadlock, N=3 F=3 (crash, 1 pause)" "$v"
+  prepare safety_n4 "-DN=4 -DF=2 -DSTEPS=3 -DEMAX=4 -DNO_PAUSE" \
+    "-DSAFETY -DNOCLAIM -DCOLLAPSE $big_mem"
+  execute safety_n4 "-m20000" 3600
+  collect safety_n4
+  v=FAIL; [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ] && v=OK
+  [ $v = OK ] || status=1
+  prop_line N4 "props 1-4 + no deadlock, N=4 F=2 (crash, stall)" "$v"
   prepare keep_done "-DN=3 -DF=3 -DSTEPS=3 -DEMAX=6 -DNO_STUCK -DKEEP_DONE" "-DSAFETY -DNOCLAIM $pan_mem"
   execute keep_done "-m20000" 120
   collect keep_done
