@@ -16,7 +16,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libgloo-dev libopenblas-dev libhiredis-dev redis-server
-  gnuplot-nox fortunes iproute2
+  gnuplot-nox fortunes iproute2 spin
   python3 python3-pip clang libclang-rt-14-dev
 )
 
