@@ -4,9 +4,11 @@
 // Rank i computes at relative speed s_i > 0 (throughput; only ratios matter), so owning c_i units
 // costs it c_i / s_i, and the replica's step waits for the slowest: the split minimizes
 // max_i c_i / s_i subject to sum_i c_i = units and c_i >= 1. Every rank keeps at least one unit of
-// every space because the model builds each TP layer from the rank's own units and the cluster spec
-// already requires units >= degree (validate_cluster_spec); a rank too slow to be worth one unit
-// is treated as failed instead (train/speed_estimator.h).
+// every space: that is the contract validate_cluster_spec already states (units >= degree, "every
+// rank needs at least one unit"), and a rank with nothing to compute would still sit in every TP
+// collective of the step, so a rank too slow to be worth one unit is treated as failed instead
+// (train/speed_estimator.h reports it). The model itself would run an empty space on a rank
+// (tests/model/tp_parity_test.cpp, lopsided2_empty_shards); the rule is the algebra's choice.
 //
 // The split is the greedy "next unit to the rank that would finish it first": give every rank its
 // one unit, then repeatedly hand a unit to the rank with the smallest (c_i + 1) / s_i, ties to the
