@@ -169,6 +169,7 @@ TEST(WeightedLayout, PlanUnitsOverTheBalancedUnitsIsThePlanItself) {
 
 TEST(WeightedLayout, RandomWeightedClustersSatisfyLayoutPropertiesWithOptimalCounts) {
   Rng rng(1903);
+  int core_folds_out = 0;  // folds out of a fold core rank: only weighted layouts have them
   for (int trial = 0; trial < 200; ++trial) {
     const ClusterSpec plain = random_cluster_spec(rng);
     const ClusterSpec spec = with_random_speeds(plain, rng);
@@ -179,11 +180,17 @@ TEST(WeightedLayout, RandomWeightedClustersSatisfyLayoutPropertiesWithOptimalCou
       ASSERT_TRUE(layout.ok() && unweighted.ok()) << layout.status().to_string();
       check_layout_properties(*layout, /*balanced=*/false);
       check_weighted_counts(*layout, *unweighted);
+      if (layout->sync.strategy == "fold") {
+        for (const FoldTransfer& f : layout->sync.folds) {
+          core_folds_out += f.from_rank < layout->sync.sync_degree ? 1 : 0;
+        }
+      }
       auto again = plan_cluster(spec, *strategy);
       ASSERT_TRUE(again.ok());
       EXPECT_EQ(testing::fingerprint(*again), testing::fingerprint(*layout)) << "determinism";
     }
   }
+  EXPECT_GT(core_folds_out, 0) << "the cases never exercised a fast core rank's excess units";
 }
 
 TEST(WeightedLayout, ARebalanceWithTheSameMembersMovesOnlyTheUnitsWhoseOwnerCountChanged) {
