@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "shard/weighted_layout.h"
+
 namespace ntp::shard {
 namespace {
 
@@ -58,6 +60,11 @@ std::vector<int> assign_slots(const RankUnits& units, const std::vector<int>& he
   return slots;
 }
 
+bool same_slot_set(const std::vector<int>& slots, const std::vector<int>& healthy) {
+  return slots.size() == healthy.size() &&
+         std::is_permutation(slots.begin(), slots.end(), healthy.begin());
+}
+
 }  // namespace
 
 Result<ClusterLayout> plan_cluster(ClusterSpec spec, const SyncStrategy& strategy,
@@ -74,16 +81,41 @@ Result<ClusterLayout> plan_cluster(ClusterSpec spec, const SyncStrategy& strateg
 
   ClusterLayout layout;
   layout.replicas.reserve(static_cast<std::size_t>(spec.domains));
+  bool any_weighted = false;
   for (int d = 0; d < spec.domains; ++d) {
     ReplicaLayout replica;
     replica.domain = d;
     replica.units = std::move(plan.units[static_cast<std::size_t>(d)]);
     const ReplicaLayout* before =
         previous ? &previous->replicas[static_cast<std::size_t>(d)] : nullptr;
-    replica.slots = assign_slots(replica.units, spec.healthy_slots(d), before, spec);
+    const std::vector<int> healthy = spec.healthy_slots(d);
+    const bool weighted = spec.weighted(d);
+    // A rebalance with the same members keeps every rank on its slot: the weighted layout is then
+    // the balanced one minus exactly the units that change owner (and back again), where a greedy
+    // remapping could trade a slowed rank's few kept units for the many it released.
+    if (before != nullptr && (weighted || previous->spec.weighted(d)) &&
+        same_slot_set(before->slots, healthy)) {
+      replica.slots = before->slots;
+    } else {
+      replica.slots = assign_slots(replica.units, healthy, before, spec);
+    }
+    if (weighted) {
+      std::vector<double> rank_speeds;
+      rank_speeds.reserve(replica.slots.size());
+      for (int l : replica.slots) rank_speeds.push_back(spec.speed(d, l));
+      NTP_ASSIGN_OR_RETURN(replica.units, weighted_units(replica.units, rank_speeds, spec.spaces));
+      any_weighted = true;
+    }
     layout.replicas.push_back(std::move(replica));
   }
-  layout.sync = std::move(plan.sync);
+  if (any_weighted) {
+    std::vector<RankUnits> units;
+    units.reserve(layout.replicas.size());
+    for (const ReplicaLayout& r : layout.replicas) units.push_back(r.units);
+    layout.sync = strategy.plan_units(degrees, std::move(units), spec.spaces, spec.bytes).sync;
+  } else {
+    layout.sync = std::move(plan.sync);
+  }
   layout.spec = std::move(spec);
   return layout;
 }

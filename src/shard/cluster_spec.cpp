@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "shard/weighted_balance.h"
+
 namespace ntp::shard {
 namespace {
 
@@ -67,6 +69,19 @@ int ClusterSpec::degree(int domain) const {
   return domain_size - static_cast<int>(hi - lo);
 }
 
+double ClusterSpec::speed(int domain, int slot) const {
+  if (speeds.empty()) return 1.0;
+  const std::vector<double>& of_domain = speeds[static_cast<std::size_t>(domain)];
+  return of_domain.empty() ? 1.0 : of_domain[static_cast<std::size_t>(slot)];
+}
+
+bool ClusterSpec::weighted(int domain) const {
+  if (speeds.empty() || speeds[static_cast<std::size_t>(domain)].empty()) return false;
+  std::vector<double> healthy;
+  for (int l : healthy_slots(domain)) healthy.push_back(speed(domain, l));
+  return !all_equal(healthy);
+}
+
 Status validate_cluster_spec(ClusterSpec& spec) {
   if (spec.domains < 1) {
     return invalid_argument("--domains must be at least 1, got " + std::to_string(spec.domains));
@@ -119,6 +134,26 @@ Status validate_cluster_spec(ClusterSpec& spec) {
           space.name + " has " + std::to_string(space.units) + " units, fewer than TP degree " +
           std::to_string(max_degree) +
           ": every rank needs at least one unit; use more units or a lower --tp");
+    }
+  }
+  if (!spec.speeds.empty()) {
+    if (spec.speeds.size() != static_cast<std::size_t>(spec.domains)) {
+      return invalid_argument("speeds are given for " + std::to_string(spec.speeds.size()) +
+                              " domains, the cluster has " + std::to_string(spec.domains) +
+                              "; give one list per domain (an empty list = equal speeds)");
+    }
+    for (int d = 0; d < spec.domains; ++d) {
+      const std::vector<double>& of_domain = spec.speeds[static_cast<std::size_t>(d)];
+      if (!of_domain.empty() && of_domain.size() != static_cast<std::size_t>(spec.domain_size)) {
+        return invalid_argument("domain " + std::to_string(d) + " has " +
+                                std::to_string(of_domain.size()) + " speeds for " +
+                                std::to_string(spec.domain_size) +
+                                " slots; give one speed per slot (--tp) or none");
+      }
+      for (std::size_t l = 0; l < of_domain.size(); ++l) {
+        NTP_RETURN_IF_ERROR(
+            validate_speed(of_domain[l], "speed of slot " + slot_name({d, static_cast<int>(l)})));
+      }
     }
   }
   return ok_status();

@@ -33,16 +33,25 @@ struct ClusterSpec {
   std::vector<SlotRef> failed;    // sorted, unique after validation
   std::vector<UnitSpace> spaces;  // what TP splits
   ByteCosts bytes;
+  // Relative speed (throughput, > 0) of every slot: speeds[domain][slot]. Empty, or a domain's
+  // list empty, means all equal; only the ratios among a domain's healthy slots matter. A domain
+  // whose healthy slots differ in speed gets a speed-weighted layout (shard/weighted_layout.h).
+  std::vector<std::vector<double>> speeds;
 
   // Healthy slots of `domain`, ascending.
   std::vector<int> healthy_slots(int domain) const;
   bool is_failed(SlotRef slot) const;
   // TP degree of the replica in `domain`: its number of healthy slots.
   int degree(int domain) const;
+  // Speed of slot `slot` of `domain`; 1.0 where no speeds are given.
+  double speed(int domain, int slot) const;
+  // True when the healthy slots of `domain` do not all have the same speed.
+  bool weighted(int domain) const;
 };
 
-// Checks sizes, slot ranges, duplicates, degrees against min_tp, and that every space has at least
-// as many units as the largest degree. Sorts `failed`. Errors name the bad value and the fix.
+// Checks sizes, slot ranges, duplicates, degrees against min_tp, that every space has at least
+// as many units as the largest degree, and the speeds' shape and values (finite, > 0). Sorts
+// `failed`. Errors name the bad value and the fix.
 Status validate_cluster_spec(ClusterSpec& spec);
 
 }  // namespace ntp::shard

@@ -16,23 +16,19 @@ void DegreePlan::add_fold(int space, int from, int to, IntervalSet units_moved,
   folds.push_back({space, 0, from, to, std::move(units_moved)});
 }
 
-StrategyPlan assemble_strategy_plan(std::string_view strategy, int partitions,
-                                    const std::vector<int>& degrees,
-                                    const std::vector<UnitSpace>& spaces,
-                                    const std::function<DegreePlan(int degree)>& plan_degree) {
-  NTP_CHECK(!degrees.empty() && partitions >= 1);
-  std::map<int, DegreePlan> by_degree;  // replicas of equal degree share one plan
-  for (int t : degrees) {
-    if (!by_degree.contains(t)) by_degree.emplace(t, plan_degree(t));
-  }
+namespace {
+
+// The job's plan from one DegreePlan per domain (plans may be shared by domains).
+StrategyPlan assemble(std::string_view strategy, int partitions,
+                      const std::vector<const DegreePlan*>& plan_of,
+                      const std::vector<UnitSpace>& spaces) {
+  NTP_CHECK(!plan_of.empty() && partitions >= 1);
   StrategyPlan out;
   out.sync.strategy = std::string(strategy);
   out.sync.sync_degree = partitions;
-  const int domains = static_cast<int>(degrees.size());
-  std::vector<const DegreePlan*> plan_of(static_cast<std::size_t>(domains));
+  const int domains = static_cast<int>(plan_of.size());
   for (int d = 0; d < domains; ++d) {
-    const DegreePlan& p = by_degree.at(degrees[static_cast<std::size_t>(d)]);
-    plan_of[static_cast<std::size_t>(d)] = &p;
+    const DegreePlan& p = *plan_of[static_cast<std::size_t>(d)];
     out.units.push_back(p.units);
     for (FoldTransfer f : p.folds) {
       f.domain = d;
@@ -60,6 +56,39 @@ StrategyPlan assemble_strategy_plan(std::string_view strategy, int partitions,
     }
   }
   return out;
+}
+
+}  // namespace
+
+StrategyPlan assemble_strategy_plan(std::string_view strategy, int partitions,
+                                    const std::vector<int>& degrees,
+                                    const std::vector<UnitSpace>& spaces,
+                                    const std::function<DegreePlan(int degree)>& plan_degree) {
+  NTP_CHECK(!degrees.empty() && partitions >= 1);
+  std::map<int, DegreePlan> by_degree;  // replicas of equal degree share one plan
+  for (int t : degrees) {
+    if (!by_degree.contains(t)) by_degree.emplace(t, plan_degree(t));
+  }
+  std::vector<const DegreePlan*> plan_of;
+  plan_of.reserve(degrees.size());
+  for (int t : degrees) plan_of.push_back(&by_degree.at(t));
+  return assemble(strategy, partitions, plan_of, spaces);
+}
+
+StrategyPlan assemble_strategy_plan_for_units(
+    std::string_view strategy, int partitions, std::vector<RankUnits> units,
+    const std::vector<UnitSpace>& spaces,
+    const std::function<DegreePlan(int domain, RankUnits units)>& plan_replica) {
+  NTP_CHECK(!units.empty() && partitions >= 1);
+  std::vector<DegreePlan> plans;
+  plans.reserve(units.size());
+  for (std::size_t d = 0; d < units.size(); ++d) {
+    plans.push_back(plan_replica(static_cast<int>(d), std::move(units[d])));
+  }
+  std::vector<const DegreePlan*> plan_of;
+  plan_of.reserve(plans.size());
+  for (const DegreePlan& p : plans) plan_of.push_back(&p);
+  return assemble(strategy, partitions, plan_of, spaces);
 }
 
 }  // namespace ntp::shard

@@ -34,4 +34,12 @@ StrategyPlan assemble_strategy_plan(std::string_view strategy, int partitions,
                                     const std::vector<UnitSpace>& spaces,
                                     const std::function<DegreePlan(int degree)>& plan_degree);
 
+// The same assembly when every replica's units are given (units[d][space][rank]):
+// `plan_replica(d, units)` derives replica d's folds, costs and representatives over them and
+// returns them with the units.
+StrategyPlan assemble_strategy_plan_for_units(
+    std::string_view strategy, int partitions, std::vector<RankUnits> units,
+    const std::vector<UnitSpace>& spaces,
+    const std::function<DegreePlan(int domain, RankUnits units)>& plan_replica);
+
 }  // namespace ntp::shard

@@ -60,37 +60,72 @@ std::vector<IntervalSet> fold_layout(std::int64_t units, int degree, int sync_de
   return out;
 }
 
+namespace {
+
+// Folds, DP costs and representatives of one replica over any units: core rank r < s represents
+// partition P_r, and every other rank holding units of P_r folds them into r. Over fold_layout's
+// units only extra ranks hold units outside their own partition, so this gives exactly the folds
+// of the core/extra scheme, in the same order; over speed-weighted units a core rank may hold
+// (and fold) units of other partitions too.
+DegreePlan fold_sync_of(RankUnits units, int sync_degree, const std::vector<UnitSpace>& spaces,
+                        const ByteCosts& bytes) {
+  NTP_CHECK(units.size() == spaces.size());
+  DegreePlan plan;
+  const int degree = spaces.empty() ? sync_degree : static_cast<int>(units[0].size());
+  NTP_CHECK(degree >= sync_degree);
+  plan.costs.resize(static_cast<std::size_t>(degree));
+  plan.units = std::move(units);
+  for (std::size_t sp = 0; sp < spaces.size(); ++sp) {
+    const UnitSpace& space = spaces[sp];
+    const std::int64_t unit_bytes = space.params_per_unit * bytes.grad_bytes;
+    NTP_CHECK(plan.units[sp].size() == static_cast<std::size_t>(degree));
+    std::vector<int> representative(static_cast<std::size_t>(sync_degree));
+    for (int r = 0; r < sync_degree; ++r) {
+      representative[static_cast<std::size_t>(r)] = r;  // core rank r reduces partition r
+      plan.costs[static_cast<std::size_t>(r)].dp_bytes +=
+          balanced_count(space.units, sync_degree, r) * unit_bytes;
+    }
+    plan.representative.push_back(std::move(representative));
+    for (int k = 0; k < degree; ++k) {
+      for (int r = 0; r < sync_degree; ++r) {
+        if (r == k) continue;
+        plan.add_fold(static_cast<int>(sp), k, r,
+                      intersect(plan.units[sp][static_cast<std::size_t>(k)],
+                                sync_partition(space.units, sync_degree, r)),
+                      unit_bytes);
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
 StrategyPlan FoldSyncStrategy::plan(const std::vector<int>& degrees,
                                     const std::vector<UnitSpace>& spaces,
                                     const ByteCosts& bytes) const {
   NTP_CHECK(!degrees.empty());
   const int sync_degree = *std::min_element(degrees.begin(), degrees.end());
   auto plan_degree = [&](int degree) {
-    DegreePlan plan;
-    plan.costs.resize(static_cast<std::size_t>(degree));
-    for (std::size_t sp = 0; sp < spaces.size(); ++sp) {
-      const UnitSpace& space = spaces[sp];
-      const std::int64_t unit_bytes = space.params_per_unit * bytes.grad_bytes;
-      plan.units.push_back(fold_layout(space.units, degree, sync_degree));
-      std::vector<int> representative(static_cast<std::size_t>(sync_degree));
-      for (int r = 0; r < sync_degree; ++r) {
-        representative[static_cast<std::size_t>(r)] = r;  // core rank r reduces partition r
-        plan.costs[static_cast<std::size_t>(r)].dp_bytes +=
-            balanced_count(space.units, sync_degree, r) * unit_bytes;
-      }
-      plan.representative.push_back(std::move(representative));
-      for (int k = sync_degree; k < degree; ++k) {
-        for (int r = 0; r < sync_degree; ++r) {
-          plan.add_fold(static_cast<int>(sp), k, r,
-                        intersect(plan.units[sp][static_cast<std::size_t>(k)],
-                                  sync_partition(space.units, sync_degree, r)),
-                        unit_bytes);
-        }
-      }
+    RankUnits units;
+    for (const UnitSpace& space : spaces) {
+      units.push_back(fold_layout(space.units, degree, sync_degree));
     }
-    return plan;
+    return fold_sync_of(std::move(units), sync_degree, spaces, bytes);
   };
   return assemble_strategy_plan(name(), sync_degree, degrees, spaces, plan_degree);
+}
+
+StrategyPlan FoldSyncStrategy::plan_units(const std::vector<int>& degrees,
+                                          std::vector<RankUnits> units,
+                                          const std::vector<UnitSpace>& spaces,
+                                          const ByteCosts& bytes) const {
+  NTP_CHECK(!degrees.empty() && degrees.size() == units.size());
+  const int sync_degree = *std::min_element(degrees.begin(), degrees.end());
+  return assemble_strategy_plan_for_units(
+      name(), sync_degree, std::move(units), spaces, [&](int, RankUnits replica) {
+        return fold_sync_of(std::move(replica), sync_degree, spaces, bytes);
+      });
 }
 
 }  // namespace ntp::shard

@@ -29,6 +29,11 @@ class FoldSyncStrategy final : public SyncStrategy {
   std::string_view name() const override { return "fold"; }
   StrategyPlan plan(const std::vector<int>& degrees, const std::vector<UnitSpace>& spaces,
                     const ByteCosts& bytes) const override;
+  // Over given units, core rank r still represents P_r and any other rank holding units of P_r
+  // folds them into it (a slowed core rank holds less of P_r; a fast one may hold others' units).
+  StrategyPlan plan_units(const std::vector<int>& degrees, std::vector<RankUnits> units,
+                          const std::vector<UnitSpace>& spaces,
+                          const ByteCosts& bytes) const override;
 };
 
 }  // namespace ntp::shard

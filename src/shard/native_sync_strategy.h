@@ -21,6 +21,10 @@ class NativeSyncStrategy final : public SyncStrategy {
   std::string_view name() const override { return "native"; }
   StrategyPlan plan(const std::vector<int>& degrees, const std::vector<UnitSpace>& spaces,
                     const ByteCosts& bytes) const override;
+  // Over given units, each partition is represented by the rank holding most of it, as above.
+  StrategyPlan plan_units(const std::vector<int>& degrees, std::vector<RankUnits> units,
+                          const std::vector<UnitSpace>& spaces,
+                          const ByteCosts& bytes) const override;
 
  private:
   int full_degree_;

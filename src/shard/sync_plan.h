@@ -74,6 +74,13 @@ class SyncStrategy {
   // degrees[d] is the TP degree of the replica in domain d (each >= 1 and <= every space's units).
   virtual StrategyPlan plan(const std::vector<int>& degrees, const std::vector<UnitSpace>& spaces,
                             const ByteCosts& bytes) const = 0;
+  // The plan over units the caller fixed (units[d][space][rank], e.g. speed-weighted layouts,
+  // shard/weighted_layout.h): the strategy derives only the sync (folds, DP groups, costs) over
+  // them, with the partitions plan(degrees, ...) uses. Each units[d][space] must be a partition of
+  // the space over degrees[d] ranks. Passing plan(degrees, ...).units gives plan(degrees, ...).
+  virtual StrategyPlan plan_units(const std::vector<int>& degrees, std::vector<RankUnits> units,
+                                  const std::vector<UnitSpace>& spaces,
+                                  const ByteCosts& bytes) const = 0;
 };
 
 }  // namespace ntp::shard

@@ -1,0 +1,210 @@
+#include "train/speed_estimator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace ntp::train {
+namespace {
+
+// Median of `values` (the mean of the two middle ones for an even count); values is reordered.
+double median_of(std::vector<double>& values) {
+  const std::size_t n = values.size();
+  const auto mid = values.begin() + static_cast<std::ptrdiff_t>(n / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  if (n % 2 == 1) return *mid;
+  const double upper = *mid;
+  const double lower = *std::max_element(values.begin(), mid);
+  return 0.5 * (lower + upper);
+}
+
+// Standard error of the median of `n` samples whose median absolute deviation is `mad`: the MAD
+// of a normal distribution is 0.6745 sigma (so sigma = 1.4826 MAD), and the median of n samples
+// has standard error sqrt(pi / 2) sigma / sqrt(n) = 1.2533 sigma / sqrt(n).
+double median_standard_error(double mad, int n) {
+  return 1.2533 * 1.4826 * mad / std::sqrt(static_cast<double>(n));
+}
+
+bool positive_finite(double v) { return std::isfinite(v) && v > 0.0; }
+
+}  // namespace
+
+Status validate_speed_estimator_options(const SpeedEstimatorOptions& o) {
+  if (o.window < 3) {
+    return invalid_argument("speed window " + std::to_string(o.window) +
+                            " is too short: a median and its spread need at least 3 steps");
+  }
+  if (o.consecutive < 1) {
+    return invalid_argument("speed consecutive " + std::to_string(o.consecutive) +
+                            " must be at least 1 (evaluations in a row before a proposal)");
+  }
+  if (!(o.threshold > 0.0 && o.threshold < 1.0)) {
+    return invalid_argument("speed threshold " + std::to_string(o.threshold) +
+                            " must be a fraction in (0, 1), e.g. 0.1 for a 10% gain");
+  }
+  if (!(o.drop_below > 0.0 && o.drop_below < 1.0)) {
+    return invalid_argument("speed drop_below " + std::to_string(o.drop_below) +
+                            " must be a fraction in (0, 1) of the job's median speed, e.g. 0.3");
+  }
+  if (!positive_finite(o.significance)) {
+    return invalid_argument("speed significance " + std::to_string(o.significance) +
+                            " must be a positive number of standard errors, e.g. 5");
+  }
+  return ok_status();
+}
+
+const char* speed_proposal_name(SpeedProposal proposal) {
+  switch (proposal) {
+    case SpeedProposal::kNone:
+      return "none";
+    case SpeedProposal::kRebalance:
+      return "rebalance";
+    case SpeedProposal::kEqualize:
+      return "equalize";
+  }
+  return "?";
+}
+
+SpeedEstimator::SpeedEstimator(std::vector<int> replica_of_rank, SpeedEstimatorOptions options)
+    : options_(options), replica_of_rank_(std::move(replica_of_rank)) {
+  replicas_ = 1 + *std::max_element(replica_of_rank_.begin(), replica_of_rank_.end());
+  slowed_.assign(replica_of_rank_.size(), false);
+  below_.assign(replica_of_rank_.size(), 0);
+  adopted_.assign(replica_of_rank_.size(), 1.0);
+}
+
+Result<SpeedEstimator> SpeedEstimator::create(std::vector<int> replica_of_rank,
+                                              SpeedEstimatorOptions options) {
+  NTP_RETURN_IF_ERROR(validate_speed_estimator_options(options));
+  if (replica_of_rank.empty()) {
+    return invalid_argument("a speed estimator needs at least one rank");
+  }
+  for (std::size_t r = 0; r < replica_of_rank.size(); ++r) {
+    if (replica_of_rank[r] < 0) {
+      return invalid_argument("rank " + std::to_string(r) + " has replica id " +
+                              std::to_string(replica_of_rank[r]) + "; replica ids are >= 0");
+    }
+  }
+  return SpeedEstimator(std::move(replica_of_rank), options);
+}
+
+double SpeedEstimator::predict(std::span<const double> weights, std::span<const double> speeds,
+                               std::span<const double> work, double rate) const {
+  std::vector<double> replica_work(static_cast<std::size_t>(replicas_), 0.0);
+  std::vector<double> replica_weight(static_cast<std::size_t>(replicas_), 0.0);
+  for (std::size_t r = 0; r < work.size(); ++r) {
+    const auto d = static_cast<std::size_t>(replica_of_rank_[r]);
+    replica_work[d] += work[r];
+    replica_weight[d] += weights[r];
+  }
+  double slowest = 0.0;
+  for (std::size_t r = 0; r < work.size(); ++r) {
+    const auto d = static_cast<std::size_t>(replica_of_rank_[r]);
+    const double share = replica_work[d] * weights[r] / replica_weight[d];
+    slowest = std::max(slowest, share / (speeds[r] * rate));
+  }
+  return slowest;
+}
+
+Result<SpeedVerdict> SpeedEstimator::observe(std::span<const double> compute_seconds,
+                                             std::span<const double> work) {
+  const std::size_t n = replica_of_rank_.size();
+  if (compute_seconds.size() != n || work.size() != n) {
+    return invalid_argument("a step's timings cover " + std::to_string(compute_seconds.size()) +
+                            " ranks and its work " + std::to_string(work.size()) +
+                            ", the job has " + std::to_string(n) + "; give one value per rank");
+  }
+  for (std::size_t r = 0; r < n; ++r) {
+    if (!positive_finite(compute_seconds[r]) || !positive_finite(work[r])) {
+      return invalid_argument("rank " + std::to_string(r) + " reported " + std::to_string(work[r]) +
+                              " work in " + std::to_string(compute_seconds[r]) +
+                              " s; both must be finite and > 0");
+    }
+  }
+  std::vector<double> rate(n);
+  for (std::size_t r = 0; r < n; ++r) rate[r] = work[r] / compute_seconds[r];
+  std::vector<double> scratch = rate;
+  const double job_rate = median_of(scratch);
+  for (double& v : rate) v /= job_rate;
+  relative_.push_back(std::move(rate));
+  job_rate_.push_back(job_rate);
+  const auto window = static_cast<std::size_t>(options_.window);
+  if (relative_.size() > window) {
+    relative_.pop_front();
+    job_rate_.pop_front();
+  }
+  SpeedVerdict verdict;
+  if (relative_.size() < window) return verdict;
+
+  // Noise scale: pooled over every rank and step of the window.
+  scratch.clear();
+  for (const std::vector<double>& step : relative_) {
+    for (double v : step) scratch.push_back(std::abs(v - 1.0));
+  }
+  const double se = median_standard_error(median_of(scratch), options_.window);
+  const double z = options_.significance;
+  verdict.raw_speeds.resize(n);
+  verdict.speeds.resize(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    scratch.clear();
+    for (const std::vector<double>& step : relative_) scratch.push_back(step[r]);
+    const double raw = median_of(scratch);
+    for (double& v : scratch) v = std::abs(v - raw);
+    const double own_se = median_standard_error(median_of(scratch), options_.window);
+    const double off = std::abs(raw - 1.0);
+    // Slowed once clearly off by the pooled noise and by its own window's spread (two standard
+    // errors: a window straddling a change spreads wide); full speed again within z/2 errors.
+    if (off > z * se && off > 2.0 * own_se) {
+      slowed_[r] = true;
+    } else if (off <= 0.5 * z * se) {
+      slowed_[r] = false;
+    }
+    verdict.raw_speeds[r] = raw;
+    verdict.speeds[r] = slowed_[r] ? raw : 1.0;
+    below_[r] = raw < options_.drop_below ? below_[r] + 1 : 0;
+    if (below_[r] >= options_.consecutive) verdict.too_slow.push_back(static_cast<int>(r));
+  }
+
+  scratch.assign(job_rate_.begin(), job_rate_.end());
+  const double typical_rate = median_of(scratch);
+  const std::vector<double> equal(n, 1.0);
+  verdict.equal_seconds = predict(equal, verdict.speeds, work, typical_rate);
+  verdict.weighted_seconds = predict(verdict.speeds, verdict.speeds, work, typical_rate);
+  verdict.current_seconds = predict(adopted_, verdict.speeds, work, typical_rate);
+
+  const double keep = 1.0 - options_.threshold;  // a layout must cut the time below keep x ...
+  SpeedProposal candidate = SpeedProposal::kNone;
+  if (!weighted_) {
+    if (verdict.weighted_seconds < keep * verdict.equal_seconds) {
+      candidate = SpeedProposal::kRebalance;
+    }
+  } else if (verdict.weighted_seconds >= keep * verdict.equal_seconds) {
+    candidate = SpeedProposal::kEqualize;
+  } else if (verdict.weighted_seconds < keep * verdict.current_seconds) {
+    // Re-weight only for a real move: some rank's speed left its adopted value by more than the
+    // noise (relative rates of a slow rank are noisy in proportion to its speed).
+    for (std::size_t r = 0; r < n; ++r) {
+      const double scale = std::max(verdict.speeds[r], adopted_[r]);
+      if (std::abs(verdict.speeds[r] - adopted_[r]) > z * se * scale) {
+        candidate = SpeedProposal::kRebalance;
+        break;
+      }
+    }
+  }
+  if (candidate == SpeedProposal::kNone || candidate != candidate_) {
+    streak_ = candidate == SpeedProposal::kNone ? 0 : 1;
+  } else {
+    ++streak_;
+  }
+  candidate_ = candidate;
+  if (candidate_ != SpeedProposal::kNone && streak_ >= options_.consecutive) {
+    verdict.proposal = candidate_;
+    weighted_ = candidate_ == SpeedProposal::kRebalance;
+    adopted_ = weighted_ ? verdict.speeds : equal;
+    candidate_ = SpeedProposal::kNone;
+    streak_ = 0;
+  }
+  return verdict;
+}
+
+}  // namespace ntp::train
