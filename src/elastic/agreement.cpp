@@ -179,8 +179,7 @@ Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, 
       continue;
     }
     if (!list->has(c_.me)) {
-      return Status(StatusCode::kAborted,
-                    "arrived too late for epoch " + std::to_string(target) + " (declared dead)");
+      return Status(StatusCode::kAborted, "fenced at epoch " + std::to_string(target));
     }
     last = std::move(*list);
     return last;

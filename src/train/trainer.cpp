@@ -54,6 +54,8 @@ using Clock = std::chrono::steady_clock;
 // The failure watch polls the store every 20 ms (elastic/failure_watch.h).
 constexpr std::chrono::milliseconds kHeartbeatPeriod{100};
 constexpr std::chrono::milliseconds kWatchPoll{20};
+// Store errors one re-formation's agreement may meet before the job gives up on the store.
+constexpr int kAgreementStoreRetries = 5;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -691,7 +693,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       job->sharded->step(sync.owned_chunks(), model.params(), lr, clip);
       NTP_RETURN_IF_ERROR(sync.publish_values(job->sharded->master()));
     } else {
-      undo.save(*job);
+      if (c.live_recovery) undo.save(*job);  // a job without live recovery never rolls back
       job->adamw->step(model.params(), lr, clip);
     }
     const double optimizer_s = seconds_since(opt_start);
@@ -792,6 +794,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
         fault_point(phase, ("decider@" + std::to_string(list.epoch)).c_str());
       }
     };
+    int store_errors = 0;
     for (int attempt = 0;; ++attempt) {
       progress.mark(elastic::Phase::kReform, committed);
       // -- agree --
@@ -801,6 +804,13 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
             NTP_CHECK(job && job->epoch == last.epoch);  // `last` complete: this member did it
             return encode_layout(job->layout);
           });
+      if (!agreed.ok() && agreed.status().code() == StatusCode::kUnavailable &&
+          ++store_errors < kAgreementStoreRetries) {
+        // The store did not answer (an outage, a lock held by a stopped process): agree again.
+        events.log("agreement_retry", {{"error", agreed.status().message()}});
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
       if (!agreed.ok()) {
         if (agreed.status().code() == StatusCode::kAborted) {
           return Status(StatusCode::kAborted, "slot " + slot_name(slot) + " was declared dead (" +

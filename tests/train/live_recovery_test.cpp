@@ -206,9 +206,8 @@ TEST(LiveRecoveryTest, AStalledTrainingThreadIsTakenAsHungWithinTheBound) {
   const double stalled = std::stod(run.log.substr(at + mark.size(), 20));
   double detected = 0.0;  // the first member whose watch aborted for rank 9's progress
   for (int rank = 0; rank < 12; ++rank) {
-    for (const nlohmann::json& e :
-         read_metrics(scratch_dir() / "stall" / "events" / ("rank_" + std::to_string(rank) +
-                                                            ".jsonl"))) {
+    for (const nlohmann::json& e : read_metrics(scratch_dir() / "stall" / "events" /
+                                                ("rank_" + std::to_string(rank) + ".jsonl"))) {
       if (e["event"] == "step_failed" && e.contains("reason") &&
           e["reason"] == "rank 9 made no progress" && (detected == 0.0 || e["time"] < detected)) {
         detected = e["time"].get<double>();

@@ -194,7 +194,8 @@ inline JobRun replay_layouts(const std::string& name, int steps, const JobRun& f
 
 // `faults` faults (every fifth a SIGSTOP, the others SIGKILLs) at random workers, each repaired
 // 3-8 steps later, the next 3-8 steps after that, over `steps` steps (never two faults in one
-// replica at once, so no replica drops below --min-tp). The job finishes, never hangs, loses no
+// replica at once, so no replica drops below --min-tp); every fourth with a second fault inside
+// its re-formation. The job finishes, never hangs, loses no
 // committed step and stays on the failure-free trajectory within the parity tolerance.
 // `weight_tolerance`: the final parameters' distance from the replay of the layout history,
 // relative to what training changed (rounding differences between layouts grow with the steps).
@@ -207,19 +208,31 @@ inline void run_chaos(const std::string& name, int steps, int fault_count, uint6
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
   Rng rng(seed);
   std::vector<std::string> faults;
+  // Every fourth fault has a second one inside the re-formation it causes: a worker of another
+  // replica dies at a re-formation fault point (train/fault_point.h) and is repaired 2 steps on.
+  std::string nested_points;
+  int nested = 0;
+  const char* const phases[] = {"reform_build", "reform_reshard", "reform_agreed"};
   int step = 6;
   for (int f = 0; f < fault_count; ++f) {
     const int rank = static_cast<int>(rng.below(12));
     const char* kind = f % 5 == 3 ? "hang" : "kill";
     faults.push_back(std::string(kind) + ":rank=" + std::to_string(rank) +
                      ",at=" + std::to_string(step));
+    if (f % 4 == 1) {
+      const int second = (rank + 4) % 12;  // the next replica's slot of the same index
+      nested_points += std::string(nested_points.empty() ? "" : ",") + phases[nested % 3] + ":" +
+                       std::to_string(step) + ":" + std::to_string(second);
+      faults.push_back("repair:rank=" + std::to_string(second) + ",at=" + std::to_string(step + 2));
+      ++nested;
+    }
     const int repair_at = step + 3 + static_cast<int>(rng.below(6));
     faults.push_back("repair:rank=" + std::to_string(rank) + ",at=" + std::to_string(repair_at));
     step = repair_at + 3 + static_cast<int>(rng.below(6));
   }
   ASSERT_LT(step, kSteps);
-  const JobRun faulty =
-      train(name, kSteps, faults, {}, {"--dump-dir", (dumps / "faulty").string()});
+  const JobRun faulty = train(name, kSteps, faults, {"NTP_FAULT_POINT=" + nested_points},
+                              {"--dump-dir", (dumps / "faulty").string()});
   expect_same_trajectory(faulty, clean, kSteps, loss_tolerance);
   // The same layout history replayed without faults (each stretch resumed from a checkpoint):
   // the same losses and the same final parameters within the parity tolerance. (The replay plans
@@ -278,7 +291,8 @@ inline void run_chaos(const std::string& name, int steps, int fault_count, uint6
   };
   EXPECT_EQ(count("injecting kill") + count("injecting hang"), static_cast<size_t>(fault_count))
       << faulty.log;
-  EXPECT_EQ(count("repair: starting a fresh worker"), static_cast<size_t>(fault_count))
+  EXPECT_EQ(count("ntp fault point: SIGKILL"), static_cast<size_t>(nested)) << faulty.log;
+  EXPECT_EQ(count("repair: starting a fresh worker"), static_cast<size_t>(fault_count + nested))
       << faulty.log;
   double slowest = 0.0;
   std::set<int> epochs;
@@ -289,6 +303,7 @@ inline void run_chaos(const std::string& name, int steps, int fault_count, uint6
     slowest = std::max(slowest, r["total_s"].get<double>());
   }
   EXPECT_GE(losses, fault_count - fault_count / 5) << faulty.log;
+  EXPECT_EQ(expect_each_update_applied_once(faulty.out, kSteps), 12) << faulty.log;
   EXPECT_EQ(faulty.degrees_at_end, (std::vector<int>{4, 4, 4}));
   std::printf("%s: %d faults, %zu reconfigurations, slowest %.2f s\n", name.c_str(), fault_count,
               faulty.recoveries.size(), slowest);

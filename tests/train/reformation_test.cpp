@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,8 @@ const JobRun& clean_run() {
   return clean;
 }
 
-// How many workers finish the job: every slot less the workers killed, plus the repairs that
-// joined (from the launcher's and the workers' lines in the log).
+// How many workers finish the job: every slot less the workers killed, plus the replacements the
+// launcher started (from its lines and the fault points' in the log).
 int finishing_workers(const JobRun& run) {
   auto count = [&run](const std::string& what) {
     int n = 0;
@@ -39,13 +40,15 @@ int finishing_workers(const JobRun& run) {
     return n;
   };
   return 12 - count("ntp fault point: SIGKILL") - count("injecting kill") +
-         count("repaired, joined at step");
+         count("repair: starting a fresh worker");
 }
 
 struct Case {
   const char* phase;
   const char* role;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.phase << " x " << c.role; }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return std::string(info.param.phase) + "_" + info.param.role;
