@@ -110,7 +110,8 @@ Result<std::optional<MemberList>> Agreement::decide_epoch(
   }
 }
 
-Result<std::optional<MemberList>> Agreement::await_list(int epoch, const MemberList& last) {
+Result<std::optional<MemberList>> Agreement::await_list(int epoch, const MemberList& last,
+                                                        bool drew_ticket) {
   const std::string list_key = epoch_key(c_.group, epoch, "list");
   Stillness stillness(c_.hang_detect);
   const Clock::time_point start = Clock::now();
@@ -129,6 +130,10 @@ Result<std::optional<MemberList>> Agreement::await_list(int epoch, const MemberL
           stillness.still(decider, read(*c_.store, comm::Heartbeat::key(c_.group, decider)),
                           Clock::now());
       if (gone) return std::optional<MemberList>();
+    } else if (drew_ticket && Clock::now() - start > c_.hang_detect) {
+      // The ticket was drawn (this member drew a later one) but its holder never said who it is:
+      // it died between the draw and naming itself, and no one else can tell it gone.
+      return std::optional<MemberList>();
     }
     if (Clock::now() - start > c_.window + std::chrono::seconds(2)) {
       return std::optional<MemberList>();
@@ -173,7 +178,7 @@ Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, 
         }
       }
     }
-    NTP_ASSIGN_OR_RETURN(std::optional<MemberList> list, await_list(target, last));
+    NTP_ASSIGN_OR_RETURN(std::optional<MemberList> list, await_list(target, last, !joiner));
     if (!list) {  // the epoch is given up: tell its members, and try the next one
       report_failure(target);
       continue;

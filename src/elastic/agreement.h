@@ -69,7 +69,10 @@ class Agreement {
   Result<std::optional<MemberList>> decide_epoch(int epoch, const MemberList& last,
                                                  const std::vector<int>& joiners,
                                                  const std::function<std::string()>& encode_layout);
-  Result<std::optional<MemberList>> await_list(int epoch, const MemberList& last);
+  // `drew_ticket`: this member drew a ticket after the decider's, so a decider that never names
+  // itself (it died between its draw and writing its id) is given up after --hang-detect-ms.
+  Result<std::optional<MemberList>> await_list(int epoch, const MemberList& last,
+                                               bool drew_ticket);
   bool complete(const MemberList& list);
   void tick(std::int64_t step);
 

@@ -130,7 +130,9 @@ inline void expect_same_trajectory(const JobRun& faulty, const JobRun& clean, in
   ASSERT_EQ(faulty.exit_code, 0) << faulty.log;
   EXPECT_EQ(faulty.summary_steps, steps);
   ASSERT_EQ(faulty.loss.size(), static_cast<size_t>(steps)) << "a committed step is missing";
-  EXPECT_GT(expect_each_update_applied_once(faulty.out, steps), 0) << faulty.log;
+  if (!faulty.out.empty()) {  // one job (a replay of stretches has no single event log)
+    EXPECT_GT(expect_each_update_applied_once(faulty.out, steps), 0) << faulty.log;
+  }
   double worst = 0.0;
   for (const auto& [step, loss] : clean.loss) {
     const double rel = std::abs(faulty.loss.at(step) - loss) / std::abs(loss);
