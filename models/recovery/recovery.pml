@@ -152,14 +152,14 @@ inline enter_allreduce() {
 
 /* announce[t][me] = {committed, done_epoch}, then draw ticket[t] (ticket 1: the decider of t). */
 inline announce() {
+  printf("w%d announce t=%d c=%d de=%d st=%d ticket1=%d\n", me, t, c, de, st, dec[t] == NONE);
   PROP(0, t < EMAX);             /* the model's epoch bound */
   HELD_OK();
   fence_check();
   annm[t] = annm[t] | BIT(me);
   if :: c < annc[t] -> annc[t] = c :: else -> skip fi;
   if :: de < annd[t] -> annd[t] = de :: else -> skip fi;
-  if :: dec[t] == NONE -> dec[t] = me :: else -> skip fi;
-  printf("w%d announce t=%d c=%d de=%d st=%d ticket1=%d\n", me, t, c, de, st, dec[t] == me)
+  if :: dec[t] == NONE -> dec[t] = me :: else -> skip fi
 }
 
 /* list[t] received with itself a member: epoch := t, roll back, switch to prev; then arrive at
