@@ -71,8 +71,7 @@ class Agreement {
                                                  const std::function<std::string()>& encode_layout);
   // `drew_ticket`: this member drew a ticket after the decider's, so a decider that never names
   // itself (it died between its draw and writing its id) is given up after --hang-detect-ms.
-  Result<std::optional<MemberList>> await_list(int epoch, const MemberList& last,
-                                               bool drew_ticket);
+  Result<std::optional<MemberList>> await_list(int epoch, const MemberList& last, bool drew_ticket);
   bool complete(const MemberList& list);
   void tick(std::int64_t step);
 

@@ -6,6 +6,11 @@
 //   fenced        it was declared dead while away and leaves
 //   stopped       live recovery cannot go on (reason)
 //   joined        a repair joined at a step
+//   applied       it applied the update of a step (epoch)
+//   rolled_back   it took the update of a step back (a re-formation agreed on that step)
+//   restored      it loaded the state of a step from a checkpoint (ZeRO-1's fallback)
+//   agreement_retry  the store did not answer during an agreement, which starts again
+//   finished      its last step is done
 // Thread-safe (the failure watch logs from its own thread); a line is written whole or not at all
 // (one write of the line, the file opened for append).
 #pragma once

@@ -568,6 +568,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     }
     WorkerState state = worker_state();
     NTP_ASSIGN_OR_RETURN(first_step, load_checkpoint(*reader, c, state));
+    events.log("restored", {{"step", first_step}, {"epoch", 0}});
     if (report) report->resumed(first_step, reader->step_dir().string());
   }
   CheckpointSaver saver(c.save_dir, c.keep_last,
@@ -883,6 +884,8 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
           step = **loaded;
           event.state_from = "checkpoint";
           event.checkpoint_step = step;
+          // Every update from `step` on is gone from this member's state (counted by tests).
+          events.log("restored", {{"step", step}, {"epoch", list.epoch}});
         }
       } else if (moved.ok()) {
         reform_fault_point("reform_reshard", list);

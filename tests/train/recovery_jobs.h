@@ -86,7 +86,8 @@ inline JobRun train(const std::string& name, int steps, const std::vector<std::s
 
 // Each worker whose process finished the job (its event log ends its last lineage, from the start
 // or its join, with "finished") applied the update of every step from the one it joined at to the
-// last exactly once, net of the updates it took back (`applied` and `rolled_back` lines). Returns
+// last exactly once, net of the updates it took back (`applied`, `rolled_back` lines, and
+// `restored` from a checkpoint, which drops every later update). Returns
 // how many workers it checked.
 inline int expect_each_update_applied_once(const std::filesystem::path& out, int64_t steps) {
   int checked = 0;
@@ -108,6 +109,11 @@ inline int expect_each_update_applied_once(const std::filesystem::path& out, int
       if (what == "finished") finished = true;
       if (what == "applied") ++net[e["step"].get<int64_t>()];
       if (what == "rolled_back") --net[e["step"].get<int64_t>()];
+      if (what == "restored") {  // state loaded from the checkpoint of that step: later ones gone
+        const int64_t at = e["step"].get<int64_t>();
+        net.erase(net.lower_bound(at), net.end());
+        if (net.empty()) from = at;  // a resume: the checkpoint holds the updates before it
+      }
     }
     if (!finished) continue;
     ++checked;
