@@ -5,28 +5,6 @@
 
 namespace ntp::elastic {
 
-const char* phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::kSetup:
-      return "setup";
-    case Phase::kFirstStep:
-      return "first_step";
-    case Phase::kStep:
-      return "step";
-    case Phase::kCheckpoint:
-      return "checkpoint";
-    case Phase::kReform:
-      return "reform";
-    case Phase::kJoin:
-      return "join";
-    case Phase::kFinished:
-      return "finished";
-    case Phase::kEval:
-      return "eval";
-  }
-  return "step";
-}
-
 void Progress::mark(Phase phase, std::int64_t step) {
   phase_.store(static_cast<std::uint8_t>(phase), std::memory_order_relaxed);
   step_.store(step, std::memory_order_relaxed);

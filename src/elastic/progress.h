@@ -37,8 +37,6 @@ enum class Phase : std::uint8_t {
   kEval,        // a held-out evaluation at the end of a step
 };
 
-const char* phase_name(Phase phase);
-
 // Also the training thread's wait observer (comm/wait_observer.h): while it blocks on its peers it
 // is waiting, not stuck, and its token says so.
 class Progress : public comm::WaitObserver {

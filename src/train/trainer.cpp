@@ -796,7 +796,7 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
       }
     };
     int store_errors = 0;
-    for (int attempt = 0;; ++attempt) {
+    for (;;) {
       progress.mark(elastic::Phase::kReform, committed);
       // -- agree --
       const bool joiner = job == nullptr;
