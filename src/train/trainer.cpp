@@ -451,58 +451,84 @@ void plan_power(const shard::ClusterLayout& layout, power::PowerControl& control
   }
 }
 
-}  // namespace
+// One worker's run of the job: its part of the recovery protocol (progress in its heartbeat, the
+// failure watch, the agreement), the job it holds and the base state it kept, its steps and its
+// checkpoints. run_training (below) is the step loop; train_step one step; reform the
+// re-formation, which executes the protocol's decisions (elastic/member_list.h). Members are
+// destroyed in reverse order: the watch, whose aborts reach the jobs, stops before the jobs go;
+// the heartbeat, which reads the progress, before the progress.
+struct LiveRun {
+  LiveRun(const TrainConfig& config, const WorkerContext& context, Batcher train, Batcher val);
+  ~LiveRun() { comm::observe_waits(nullptr); }
+  LiveRun(const LiveRun&) = delete;
+  LiveRun& operator=(const LiveRun&) = delete;
 
-Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
-  NTP_RETURN_IF_ERROR(validate_train_config(c));
-  const shard::SlotRef slot{ctx.slot_rank / c.tp, ctx.slot_rank % c.tp};
-  TrainSummary summary;
-  if (std::binary_search(c.failed.begin(), c.failed.end(), slot)) {
-    summary.took_part = false;
-    return summary;
+  // The first job (or a repair's admission and join), then a resume from a checkpoint.
+  // nullopt: ready to train; else the summary of a worker that leaves without training.
+  Result<std::optional<TrainSummary>> start();
+  Result<TrainSummary> run();  // the step loop, then the last checkpoint and the summary
+
+  void watch_job(Job& j, const elastic::MemberList& list);
+  Status open_report(bool append);
+  WorkerState worker_state();
+  Status finish_pending_save();
+  Status save_checkpoint_now();
+  Status stop_job(const std::string& why, bool speaks);
+  Status train_step(int64_t step);
+  Result<int64_t> reform(const Status& cause, const std::vector<int>& joiners, double detect_s);
+  TrainSummary left_job(const Status& why);
+  static bool ends_job(const Status& s) {
+    return s.code() == StatusCode::kAborted || s.code() == StatusCode::kFailedPrecondition;
   }
-  NTP_ASSIGN_OR_RETURN(auto train_tokens, load_tokens(c.train_data, "--train-data"));
-  NTP_ASSIGN_OR_RETURN(auto val_tokens, load_tokens(c.val_data, "--val-data"));
-  NTP_ASSIGN_OR_RETURN(Batcher train_batches,
-                       Batcher::create(train_tokens, c.global_batch(), c.model.n_ctx, c.data_seed));
-  NTP_ASSIGN_OR_RETURN(Batcher val_batches,
-                       Batcher::create(val_tokens, c.eval_samples, c.model.n_ctx, c.data_seed + 1));
+  static bool peer_failure(const Status& s) { return s.code() == StatusCode::kUnavailable; }
 
+  const TrainConfig& c;
+  const WorkerContext& ctx;
+  const shard::SlotRef slot;
+  TrainSummary summary;
+  Batcher train_batches, val_batches;
   const Clock::time_point run_start = Clock::now();
-  // ---- liveness, the watch and the agreement (elastic/): this worker's part of the protocol ----
-  auto strategy = make_strategy(c);
-  const std::string group = "train/a" + std::to_string(ctx.attempt);
-  const std::chrono::milliseconds hang_detect(c.hang_detect_ms);
+  const std::unique_ptr<shard::SyncStrategy> strategy;
+  const std::string group;
+  const std::chrono::milliseconds hang_detect;
   elastic::Progress progress;  // the training thread's, carried in the heartbeat
-  progress.mark(elastic::Phase::kSetup, -1);
-  comm::observe_waits(&progress);  // this thread's waits on its peers are not stuck work
-  struct StopObserving {
-    ~StopObserving() { comm::observe_waits(nullptr); }
-  } stop_observing;
-  comm::Heartbeat heartbeat(ctx.store, group, ctx.slot_rank, kHeartbeatPeriod,
-                            [&progress] { return progress.token(); });
-  EventLog events(c.out_dir, ctx.slot_rank);  // this worker's detections and decisions
+  comm::Heartbeat heartbeat;
+  EventLog events;  // this worker's detections and decisions
   // The job of the last epoch this worker completed, and the state a re-formation started from
-  // (kept until the new epoch is proven complete by its first world all-reduce). Declared before
-  // the watch, which must stop before they go.
+  // (kept until the new epoch is proven complete by its first world all-reduce).
   std::unique_ptr<Job> job, base;
-  elastic::FailureWatch watch(ctx.store, kWatchPoll, hang_detect, &progress, [&events, slot] {
-    events.log("fenced", {{"reason", "declared dead while its training thread was stuck"}});
-    std::printf("slot %s: declared dead while its training thread was stuck; it leaves the job\n",
-                slot_name(slot).c_str());
-    std::fflush(stdout);
-    std::_Exit(1);
-  });
-  elastic::AgreementConfig agreement_config;
-  agreement_config.store = ctx.store;
-  agreement_config.group = group;
-  agreement_config.me = ctx.slot_rank;
-  agreement_config.progress = &progress;
-  agreement_config.hang_detect = hang_detect;
-  agreement_config.window = 10 * hang_detect;
+  elastic::FailureWatch watch;
+  elastic::Agreement agreement;
+  elastic::MemberList last;  // the newest member list this worker received
+  std::optional<TrainReport> report;
+  power::RecordingPowerControl power_control;  // CPU: records what the planner asks for
+  const bool boost;
+  // Checkpoints: the save started at the end of the previous step is committed at the end of
+  // the next one (its write had a step to run); `saved_step` is the last committed save's step.
+  CheckpointSaver saver;
+  int64_t saved_step = -1;
+  int64_t first_step = 0, last_step = 0;
+  int64_t committed = 0;  // steps whose update this worker has applied
+  UndoLog undo;           // the state before the last update (live recovery)
+  const int64_t global_batch;
+  const float micro_scale;
+  double timed_seconds = 0.0;
+  int64_t timed_steps = 0;
+  bool stop_speaks = false;
+};
+
+elastic::AgreementConfig agreement_config(const TrainConfig& c, const WorkerContext& ctx,
+                                          const std::string& group, elastic::Progress* progress) {
+  elastic::AgreementConfig a;
+  a.store = ctx.store;
+  a.group = group;
+  a.me = ctx.slot_rank;
+  a.progress = progress;
+  a.hang_detect = std::chrono::milliseconds(c.hang_detect_ms);
+  a.window = 10 * a.hang_detect;
   // A member's incarnation is the list's; a joiner's is the one its join request names (its
   // predecessor's exit notice must not mark it gone).
-  agreement_config.exited = [&ctx, &group](int id, const elastic::MemberList& list) {
+  a.exited = [&ctx, group](int id, const elastic::MemberList& list) {
     int restart = list.restarts[static_cast<size_t>(id)];
     if (!list.has(id)) {
       Result<std::string> asked = ctx.store->get(join_key(group, id));
@@ -510,58 +536,135 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     }
     return comm::has_exited(*ctx.store, id, comm::incarnation(ctx.attempt, restart));
   };
-  elastic::Agreement agreement(agreement_config);
-  elastic::MemberList last;  // the newest member list this worker received
-  // From here on, a fault anywhere in the job aborts this worker's pending operations at once.
-  auto watch_job = [&](Job& j, const elastic::MemberList& list) {
-    watch.arm({group, j.epoch, ctx.slot_rank, list.members, incarnations(ctx.attempt, list),
-               [&j, &events](const std::string& reason) {
-                 events.log("step_failed", {{"by", "watch"}, {"reason", reason}});
-                 j.abort_all(reason);
-               }});
-  };
-  int64_t first_step = 0;
+  return a;
+}
+
+LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, Batcher train,
+                 Batcher val)
+    : c(config),
+      ctx(context),
+      slot{context.slot_rank / config.tp, context.slot_rank % config.tp},
+      train_batches(std::move(train)),
+      val_batches(std::move(val)),
+      strategy(make_strategy(config)),
+      group("train/a" + std::to_string(context.attempt)),
+      hang_detect(config.hang_detect_ms),
+      heartbeat(context.store, group, context.slot_rank, kHeartbeatPeriod,
+                [this] { return progress.token(); }),
+      events(config.out_dir, context.slot_rank),
+      watch(
+          context.store, kWatchPoll, hang_detect, &progress,
+          [this] {
+            events.log("fenced", {{"reason", "declared dead while its training thread was stuck"}});
+            std::printf(
+                "slot %s: declared dead while its training thread was stuck; it leaves the job\n",
+                slot_name(slot).c_str());
+            std::fflush(stdout);
+            std::_Exit(1);
+          }),
+      agreement(agreement_config(config, context, group, &progress)),
+      boost(config.batch_policy == BatchPolicy::kKeep),
+      saver(config.save_dir, config.keep_last,
+            "d" + std::to_string(slot.domain) + "s" + std::to_string(slot.slot)),
+      global_batch(config.global_batch()),
+      micro_scale(static_cast<float>(config.micro_batch) /
+                  static_cast<float>(config.global_batch())) {
+  progress.mark(elastic::Phase::kSetup, -1);
+  comm::observe_waits(&progress);  // this thread's waits on its peers are not stuck work
+}
+
+// From here on, a fault anywhere in the job aborts this worker's pending operations at once.
+void LiveRun::watch_job(Job& j, const elastic::MemberList& list) {
+  watch.arm({group, j.epoch, ctx.slot_rank, list.members, incarnations(ctx.attempt, list),
+             [&j, this](const std::string& reason) {
+               events.log("step_failed", {{"by", "watch"}, {"reason", reason}});
+               j.abort_all(reason);
+             }});
+}
+
+Status LiveRun::open_report(bool append) {
+  if (report || !job || job->role.world_rank != 0) return ok_status();
+  NTP_ASSIGN_OR_RETURN(report, TrainReport::open(c, job->layout, job->batches, ctx.out, append));
+  return ok_status();
+}
+
+WorkerState LiveRun::worker_state() {
+  return WorkerState{job->role, job->model->params(), job->adamw ? &*job->adamw : nullptr,
+                     job->sharded ? &*job->sharded : nullptr, job->sync.get()};
+}
+
+Status LiveRun::finish_pending_save() {
+  if (!saver.pending()) return ok_status();
+  progress.mark(elastic::Phase::kCheckpoint, committed);
+  const int64_t step = saver.pending_step();
+  NTP_ASSIGN_OR_RETURN(std::string dir, saver.finish(*job->world));
+  progress.mark(elastic::Phase::kStep, committed);
+  saved_step = step;
+  if (report) report->checkpoint(step, dir, saver.last_blocked_s());
+  return ok_status();
+}
+
+// A save of the committed state, written and committed before returning.
+Status LiveRun::save_checkpoint_now() {
+  NTP_RETURN_IF_ERROR(finish_pending_save());
+  if (saved_step == committed) return ok_status();
+  WorkerState state = worker_state();
+  const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
+  NTP_RETURN_IF_ERROR(saver.start(
+      checkpoint_meta(c, committed, state.optimizer_steps(), job->layout.spec.failed), pieces));
+  return finish_pending_save();
+}
+
+// Live recovery cannot go on: every survivor stops, one says why (kFailedPrecondition).
+Status LiveRun::stop_job(const std::string& why, bool speaks) {
+  stop_speaks = speaks;
+  return failed_precondition(why);
+}
+
+Result<std::optional<TrainSummary>> LiveRun::start() {
   if (ctx.restart_count > 0) {
-    // ---- a repair: wait to be admitted at a step boundary; it then joins like any member of
-    //      a re-formation, holding nothing (the re-formation below) ----
+    // ---- a repair: wait to be admitted at a step boundary, then join through the same
+    //      re-formation as any member, holding nothing ----
     Result<elastic::MemberList> admitted = wait_for_admission(ctx, group, progress);
     if (!admitted.ok()) {
       if (admitted.status().code() != StatusCode::kAborted) return admitted.status();
       summary.took_part = false;
       summary.left = admitted.status().message();
-      return summary;
+      return std::optional<TrainSummary>(summary);
     }
     last = std::move(*admitted);
-  } else {
-    NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
-                         shard::plan_cluster(cluster_spec(c), *strategy));
-    last = elastic::initial_list(slot_ranks(layout), c.world_slots());
-    job = std::make_unique<Job>();
-    watch_job(*job, last);
-    NTP_RETURN_IF_ERROR(build_job(*job, c, ctx, std::move(layout), slot, 0, InitialState::kDrawn));
+    if (!c.dump_dir.empty()) std::filesystem::create_directories(c.dump_dir);
+    Result<int64_t> joined = reform(ok_status(), {}, 0.0);
+    if (!joined.ok() && ends_job(joined.status())) {
+      return std::optional<TrainSummary>(left_job(joined.status()));
+    }
+    NTP_ASSIGN_OR_RETURN(first_step, std::move(joined));
+    committed = first_step;
+    last_step = c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
+    events.log("joined", {{"step", first_step}, {"epoch", job->epoch}});
+    std::printf("slot %s: repaired, joined at step %lld (epoch %d)\n", slot_name(slot).c_str(),
+                static_cast<long long>(first_step + 1), job->epoch);
+    std::fflush(stdout);
+    return std::optional<TrainSummary>();
   }
-  std::optional<TrainReport> report;
-  auto open_report = [&](bool append) -> Status {
-    if (report || !job || job->role.world_rank != 0) return ok_status();
-    NTP_ASSIGN_OR_RETURN(report, TrainReport::open(c, job->layout, job->batches, ctx.out, append));
-    return ok_status();
-  };
-  if (job) NTP_RETURN_IF_ERROR(open_report(!c.resume.empty()));
-  power::RecordingPowerControl power_control;  // CPU: records what the planner asks for
-  const bool boost = c.batch_policy == BatchPolicy::kKeep;
+  // ---- the first job: layout -> this worker's role -> communicators, model shard, sync,
+  //      optimizer ----
+  NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
+                       shard::plan_cluster(cluster_spec(c), *strategy));
+  last = elastic::initial_list(slot_ranks(layout), c.world_slots());
+  job = std::make_unique<Job>();
+  watch_job(*job, last);
+  NTP_RETURN_IF_ERROR(build_job(*job, c, ctx, std::move(layout), slot, 0, InitialState::kDrawn));
+  NTP_RETURN_IF_ERROR(open_report(!c.resume.empty()));
   if (boost && report) plan_power(job->layout, power_control, report);
   if (!c.dump_dir.empty()) std::filesystem::create_directories(c.dump_dir);
 
   // ---- resume: weights, moments and the step from a checkpoint written at any layout ----
-  auto worker_state = [&job]() {
-    return WorkerState{job->role, job->model->params(), job->adamw ? &*job->adamw : nullptr,
-                       job->sharded ? &*job->sharded : nullptr, job->sync.get()};
-  };
-  std::string resume_dir = ctx.restart_count > 0 ? "" : c.resume;
+  std::string resume_dir = c.resume;
   if (resume_dir == "auto") {
     resume_dir = checkpoint::latest_step_dir(c.save_dir).ok() ? c.save_dir : "";
   }
-  if (!resume_dir.empty() && job) {
+  if (!resume_dir.empty()) {
     Result<checkpoint::CheckpointReader> reader = checkpoint::CheckpointReader::open(resume_dir);
     if (!reader.ok()) {
       return invalid_argument("--resume " + resume_dir + ": " + reader.status().message());
@@ -571,410 +674,358 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
     events.log("restored", {{"step", first_step}, {"epoch", 0}});
     if (report) report->resumed(first_step, reader->step_dir().string());
   }
-  CheckpointSaver saver(c.save_dir, c.keep_last,
-                        "d" + std::to_string(slot.domain) + "s" + std::to_string(slot.slot));
-  int64_t last_step = c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
+  committed = first_step;
+  last_step = c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
+  return std::optional<TrainSummary>();
+}
 
-  const int64_t global_batch = c.global_batch();
-  const auto micro_scale = static_cast<float>(c.micro_batch) / static_cast<float>(global_batch);
-  double timed_seconds = 0.0;
-  int64_t timed_steps = 0;
-  int64_t committed = first_step;  // steps whose update this worker has applied
-  UndoLog undo;                    // the state before the last update (live recovery)
+// One training step on the current job. Any error of a peer surfaces as kUnavailable.
+Status LiveRun::train_step(int64_t step) {
+  const WorkerRole& role = job->role;
+  model::GptModel& model = *job->model;
+  SyncExecutor& sync = *job->sync;
+  const ReplicaBatch& mine = job->batches[static_cast<size_t>(role.replica)];
+  const Clock::time_point step_start = Clock::now();
+  const elastic::Phase phase =
+      step == first_step ? elastic::Phase::kFirstStep : elastic::Phase::kStep;
+  progress.mark(phase, step);
+  set_fault_step(step);
+  fault_point("forward");
 
-  // Checkpoints: the save started at the end of the previous step is committed at the end of
-  // this one (its write had a step to run); `saved_step` is the last committed save's step.
-  int64_t saved_step = -1;
-  auto finish_pending_save = [&]() -> Status {
-    if (!saver.pending()) return ok_status();
-    progress.mark(elastic::Phase::kCheckpoint, committed);
-    const int64_t step = saver.pending_step();
-    NTP_ASSIGN_OR_RETURN(std::string dir, saver.finish(*job->world));
-    progress.mark(elastic::Phase::kStep, committed);
-    saved_step = step;
-    if (report) report->checkpoint(step, dir, saver.last_blocked_s());
-    return ok_status();
-  };
-  // A save of the committed state, written and committed before returning.
-  auto save_checkpoint_now = [&]() -> Status {
-    NTP_RETURN_IF_ERROR(finish_pending_save());
-    if (saved_step == committed) return ok_status();
-    WorkerState state = worker_state();
-    const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
-    NTP_RETURN_IF_ERROR(saver.start(
-        checkpoint_meta(c, committed, state.optimizer_steps(), job->layout.spec.failed), pieces));
-    return finish_pending_save();
-  };
-  // Live recovery cannot go on: every survivor stops, one says why (kFailedPrecondition).
-  bool stop_speaks = false;
-  auto stop_job = [&](const std::string& why, bool speaks) -> Status {
-    stop_speaks = speaks;
-    return failed_precondition(why);
-  };
-
-  // One training step on the current job. Any error of a peer surfaces as kUnavailable.
-  auto train_step = [&](int64_t step) -> Status {
-    const WorkerRole& role = job->role;
-    model::GptModel& model = *job->model;
-    SyncExecutor& sync = *job->sync;
-    const ReplicaBatch& mine = job->batches[static_cast<size_t>(role.replica)];
-    const Clock::time_point step_start = Clock::now();
-    const elastic::Phase phase =
-        step == first_step ? elastic::Phase::kFirstStep : elastic::Phase::kStep;
+  // ---- forward + backward over this replica's micro-batches; the sync of each bucket starts
+  //      as soon as the last micro-batch's backward has finished it ----
+  model.zero_grad();
+  double replica_loss = 0.0;
+  for (int64_t k = 0; k < mine.micro_batches; ++k) {
+    NTP_ASSIGN_OR_RETURN(Batch batch,
+                         train_batches.get(step, mine.begin + k * c.micro_batch, c.micro_batch));
+    model::BackwardOptions backward;
+    backward.loss_scale = micro_scale;
+    if (k + 1 == mine.micro_batches) {
+      backward.on_grads_ready = [&sync](std::span<const int> ready) {
+        fault_point("backward");
+        sync.grads_ready(ready);
+      };
+    }
+    NTP_ASSIGN_OR_RETURN(double loss,
+                         model.forward_backward(batch.tokens, batch.targets, c.micro_batch,
+                                                c.model.n_ctx, backward));
     progress.mark(phase, step);
-    set_fault_step(step);
-    fault_point("forward");
+    replica_loss += loss / static_cast<double>(mine.micro_batches);
+  }
+  const double fwd_bwd_s = seconds_since(step_start);
 
-    // ---- forward + backward over this replica's micro-batches; the sync of each bucket starts
-    //      as soon as the last micro-batch's backward has finished it ----
-    model.zero_grad();
-    double replica_loss = 0.0;
-    for (int64_t k = 0; k < mine.micro_batches; ++k) {
-      NTP_ASSIGN_OR_RETURN(Batch batch,
-                           train_batches.get(step, mine.begin + k * c.micro_batch, c.micro_batch));
-      model::BackwardOptions backward;
-      backward.loss_scale = micro_scale;
-      if (k + 1 == mine.micro_batches) {
-        backward.on_grads_ready = [&sync](std::span<const int> ready) {
-          fault_point("backward");
-          sync.grads_ready(ready);
-        };
-      }
-      NTP_ASSIGN_OR_RETURN(double loss,
-                           model.forward_backward(batch.tokens, batch.targets, c.micro_batch,
-                                                  c.model.n_ctx, backward));
-      progress.mark(phase, step);
-      replica_loss += loss / static_cast<double>(mine.micro_batches);
-    }
-    const double fwd_bwd_s = seconds_since(step_start);
+  // ---- wait for the sync still in flight ----
+  const Clock::time_point wait_start = Clock::now();
+  fault_point("wait");
+  NTP_RETURN_IF_ERROR(sync.wait());
+  progress.mark(phase, step);
+  const double sync_wait_s = seconds_since(wait_start);
+  if (step == 0 && !c.dump_dir.empty()) {
+    NTP_RETURN_IF_ERROR(dump_logical(
+        c.dump_dir + "/grads_rank" + std::to_string(ctx.slot_rank) + ".bin", *job, true));
+  }
 
-    // ---- wait for the sync still in flight ----
-    const Clock::time_point wait_start = Clock::now();
-    fault_point("wait");
-    NTP_RETURN_IF_ERROR(sync.wait());
-    progress.mark(phase, step);
-    const double sync_wait_s = seconds_since(wait_start);
-    if (step == 0 && !c.dump_dir.empty()) {
-      NTP_RETURN_IF_ERROR(dump_logical(
-          c.dump_dir + "/grads_rank" + std::to_string(ctx.slot_rank) + ".bin", *job, true));
-    }
+  // ---- global loss and gradient norm: one float64 allreduce, one contributor per slot, so
+  //      every rank of every replica gets bit-identical values ----
+  std::vector<double> slots(2 * static_cast<size_t>(role.world_size), 0.0);
+  slots[2 * static_cast<size_t>(role.world_rank)] = sync.accounted_sum_of_squares();
+  if (role.tp_rank == 0) {
+    slots[2 * static_cast<size_t>(role.world_rank) + 1] =
+        replica_loss * static_cast<double>(mine.samples) / static_cast<double>(global_batch);
+  }
+  NTP_RETURN_IF_ERROR(job->world->allreduce(comm::view(slots)));
+  // Every member of this epoch has entered this step, so every one finished the re-formation
+  // that made it: the state it started from is needed no more.
+  base.reset();
+  progress.mark(phase, step);
+  double sum_of_squares = 0.0, loss = 0.0;
+  for (size_t r = 0; r < slots.size(); r += 2) {
+    sum_of_squares += slots[r];
+    loss += slots[r + 1];
+  }
+  const double grad_norm = std::sqrt(sum_of_squares);
 
-    // ---- global loss and gradient norm: one float64 allreduce, one contributor per slot, so
-    //      every rank of every replica gets bit-identical values ----
-    std::vector<double> slots(2 * static_cast<size_t>(role.world_size), 0.0);
-    slots[2 * static_cast<size_t>(role.world_rank)] = sync.accounted_sum_of_squares();
-    if (role.tp_rank == 0) {
-      slots[2 * static_cast<size_t>(role.world_rank) + 1] =
-          replica_loss * static_cast<double>(mine.samples) / static_cast<double>(global_batch);
-    }
-    NTP_RETURN_IF_ERROR(job->world->allreduce(comm::view(slots)));
-    // Every member of this epoch has entered this step, so every one finished the re-formation
-    // that made it: the state it started from is needed no more.
-    base.reset();
-    progress.mark(phase, step);
-    double sum_of_squares = 0.0, loss = 0.0;
-    for (size_t r = 0; r < slots.size(); r += 2) {
-      sum_of_squares += slots[r];
-      loss += slots[r + 1];
-    }
-    const double grad_norm = std::sqrt(sum_of_squares);
+  // ---- clip + optimizer (the previous state kept, so a step that not every survivor
+  //      applied can be taken back) ----
+  const Clock::time_point opt_start = Clock::now();
+  fault_point("optimizer");
+  if (fault_point_fails("optimizer")) {  // this member fails where the others go on: a split
+    job->abort_all("fault point: a failure in the optimizer");
+    return unavailable("fault point: a failure in the optimizer of step " + std::to_string(step));
+  }
+  const float clip =
+      c.grad_clip > 0.0 ? kernels::cpu::clip_coefficient(grad_norm, c.grad_clip) : 1.0f;
+  const float lr = warmup_cosine_lr(step, c.warmup, c.steps, c.lr, c.min_lr);
+  if (job->sharded) {
+    job->sharded->step(sync.owned_chunks(), model.params(), lr, clip);
+    NTP_RETURN_IF_ERROR(sync.publish_values(job->sharded->master()));
+  } else {
+    if (c.live_recovery) undo.save(*job);  // a job without live recovery never rolls back
+    job->adamw->step(model.params(), lr, clip);
+  }
+  const double optimizer_s = seconds_since(opt_start);
 
-    // ---- clip + optimizer (the previous state kept, so a step that not every survivor
-    //      applied can be taken back) ----
-    const Clock::time_point opt_start = Clock::now();
-    fault_point("optimizer");
-    if (fault_point_fails("optimizer")) {  // this member fails where the others go on: a split
-      job->abort_all("fault point: a failure in the optimizer");
-      return unavailable("fault point: a failure in the optimizer of step " + std::to_string(step));
-    }
-    const float clip =
-        c.grad_clip > 0.0 ? kernels::cpu::clip_coefficient(grad_norm, c.grad_clip) : 1.0f;
-    const float lr = warmup_cosine_lr(step, c.warmup, c.steps, c.lr, c.min_lr);
-    if (job->sharded) {
-      job->sharded->step(sync.owned_chunks(), model.params(), lr, clip);
-      NTP_RETURN_IF_ERROR(sync.publish_values(job->sharded->master()));
-    } else {
-      if (c.live_recovery) undo.save(*job);  // a job without live recovery never rolls back
-      job->adamw->step(model.params(), lr, clip);
-    }
-    const double optimizer_s = seconds_since(opt_start);
+  // ---- commit: this worker applied step `step` ----
+  fault_point("commit");
+  committed = step + 1;
+  events.log("applied", {{"step", step}, {"epoch", job->epoch}});
+  progress.mark(phase, step);
+  summary.steps = committed;
+  summary.final_loss = loss;
 
-    // ---- commit: this worker applied step `step` ----
-    fault_point("commit");
-    committed = step + 1;
-    events.log("applied", {{"step", step}, {"epoch", job->epoch}});
-    progress.mark(phase, step);
-    summary.steps = committed;
-    summary.final_loss = loss;
-
-    // ---- metrics: per-rank figures to the leader ----
-    std::vector<double> figures(kRankFigures * static_cast<size_t>(role.world_size), 0.0);
-    const SyncStats& stats = sync.stats();
-    const RankFigures my_figures{fwd_bwd_s, sync_wait_s, optimizer_s, stats.overlap_fraction(),
-                                 static_cast<double>(stats.fold_bytes_sent + stats.dp_bytes)};
+  // ---- metrics: per-rank figures to the leader ----
+  std::vector<double> figures(kRankFigures * static_cast<size_t>(role.world_size), 0.0);
+  const SyncStats& stats = sync.stats();
+  const RankFigures my_figures{fwd_bwd_s, sync_wait_s, optimizer_s, stats.overlap_fraction(),
+                               static_cast<double>(stats.fold_bytes_sent + stats.dp_bytes)};
+  std::copy(
+      my_figures.begin(), my_figures.end(),
+      figures.begin() + static_cast<long>(kRankFigures * static_cast<size_t>(role.world_rank)));
+  // The step is committed here; should a peer die in this all-reduce, the leader still logs
+  // the step (with the figures it has) before the error starts a re-formation.
+  const Status gathered = job->world->allreduce(comm::view(figures));
+  if (!gathered.ok()) {  // what arrived is partial: keep only this worker's own figures
+    std::fill(figures.begin(), figures.end(), 0.0);
     std::copy(
         my_figures.begin(), my_figures.end(),
         figures.begin() + static_cast<long>(kRankFigures * static_cast<size_t>(role.world_rank)));
-    // The step is committed here; should a peer die in this all-reduce, the leader still logs
-    // the step (with the figures it has) before the error starts a re-formation.
-    const Status gathered = job->world->allreduce(comm::view(figures));
-    if (!gathered.ok()) {  // what arrived is partial: keep only this worker's own figures
-      std::fill(figures.begin(), figures.end(), 0.0);
-      std::copy(
-          my_figures.begin(), my_figures.end(),
-          figures.begin() + static_cast<long>(kRankFigures * static_cast<size_t>(role.world_rank)));
-    }
-    const double step_s = seconds_since(step_start);
-    if (step > first_step) {  // the first step pays for first touches of every buffer
-      timed_seconds += step_s;
-      ++timed_steps;
-    }
-    if (report) {
-      report->step({step, loss, lr, grad_norm, clip, step_s,
-                    static_cast<double>(global_batch * c.model.n_ctx) / step_s},
-                   figures);
-    }
-    NTP_RETURN_IF_ERROR(gathered);
+  }
+  const double step_s = seconds_since(step_start);
+  if (step > first_step) {  // the first step pays for first touches of every buffer
+    timed_seconds += step_s;
+    ++timed_steps;
+  }
+  if (report) {
+    report->step({step, loss, lr, grad_norm, clip, step_s,
+                  static_cast<double>(global_batch * c.model.n_ctx) / step_s},
+                 figures);
+  }
+  NTP_RETURN_IF_ERROR(gathered);
 
-    // ---- checkpoint: commit the previous save (its write had a step to run), start this one ----
-    const bool final_step = step + 1 == last_step;
-    NTP_RETURN_IF_ERROR(finish_pending_save());
-    if (!c.save_dir.empty() &&
-        ((c.save_every > 0 && (step + 1) % c.save_every == 0) || final_step)) {
-      WorkerState state = worker_state();
-      const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
-      progress.mark(elastic::Phase::kCheckpoint, step);
-      NTP_RETURN_IF_ERROR(saver.start(
-          checkpoint_meta(c, step + 1, state.optimizer_steps(), job->layout.spec.failed), pieces));
-      fault_point("checkpoint");
-      progress.mark(phase, step);
-    }
-
-    // ---- eval ----
-    if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || final_step) {
-      progress.mark(elastic::Phase::kEval, step);
-      NTP_ASSIGN_OR_RETURN(double eval_loss, evaluate(c, *job, val_batches));
-      progress.mark(phase, step);
-      summary.final_eval_loss = eval_loss;
-      if (report) report->eval(step, eval_loss);
-    }
-    return ok_status();
-  };
-
-  // ---- re-formation (docs/recovery.md): after a failure, to admit repairs, or to join. Agree on
-  //      the next epoch's list (elastic/agreement.h); take back an update the others did not
-  //      apply, together with its step; plan from the published base; build the new job; move
-  //      the base state into it; mark the epoch done. A fault at any point gives the epoch up and
-  //      agrees on the next one, from what was published. Returns the step to continue at. ----
-  auto reform = [&](const Status& cause, const std::vector<int>& joiners,
-                    double detect_s) -> Result<int64_t> {
-    const Clock::time_point t0 = Clock::now();
-    RecoveryEvent event;
-    event.detect_s = detect_s;
-    event.cause = cause.ok() ? (job ? "repair" : "join") : cause.message();
-    const bool sharded = c.optimizer == OptimizerSharding::kSharded;
-    // ZeRO-1 moments exist once in the job: a lost rank's have no live copy, and the reshard
-    // moves replicated state only. Such a job continues from its latest checkpoint; at a repair,
-    // when every member is alive, it first saves one of the current step, so nothing is lost.
-    if (job && sharded && cause.ok() && !c.save_dir.empty()) {
-      NTP_RETURN_IF_ERROR(save_checkpoint_now());
-    }
-    watch.disarm();
-    if (job) job->abort_all(cause.ok() ? "re-forming to admit repaired slots" : cause.message());
-    saver.abandon();  // its records cannot all be gathered any more
-    if (job && !joiners.empty() && job->role.world_rank == 0) {
-      fault_point("admit");
-      NTP_RETURN_IF_ERROR(admit(ctx, group, joiners, last));
-    }
-    const std::vector<int> old_degrees = job ? job->role.replica_degrees : std::vector<int>{};
-    // A re-formation's fault points count as the step it re-forms before (any step, for a joiner).
-    set_fault_step(job ? committed : -1);
-    auto reform_fault_point = [&ctx](const char* phase, const elastic::MemberList& list) {
-      fault_point(phase);
-      if (list.decider == ctx.slot_rank) {
-        fault_point(phase, ("decider@" + std::to_string(list.epoch)).c_str());
-      }
-    };
-    int store_errors = 0;
-    for (;;) {
-      progress.mark(elastic::Phase::kReform, committed);
-      // -- agree --
-      const bool joiner = job == nullptr;
-      Result<elastic::MemberList> agreed =
-          agreement.agree(last, {committed, ctx.restart_count}, joiner, joiners, [&job, &last] {
-            NTP_CHECK(job && job->epoch == last.epoch);  // `last` complete: this member did it
-            return encode_layout(job->layout);
-          });
-      if (!agreed.ok() && agreed.status().code() == StatusCode::kUnavailable &&
-          ++store_errors < kAgreementStoreRetries) {
-        // The store did not answer (an outage, a lock held by a stopped process): agree again.
-        events.log("agreement_retry", {{"error", agreed.status().message()}});
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        continue;
-      }
-      if (!agreed.ok()) {
-        if (agreed.status().code() == StatusCode::kAborted) {
-          return Status(StatusCode::kAborted, "slot " + slot_name(slot) + " was declared dead (" +
-                                                  agreed.status().message() +
-                                                  "); it leaves the job");
-        }
-        return agreed.status();
-      }
-      const elastic::MemberList& list = *agreed;
-      event.agree_s = seconds_since(t0);
-      events.log("agreed", {{"epoch", list.epoch},
-                            {"members", list.members},
-                            {"base_epoch", list.base_epoch},
-                            {"step", list.step}});
-      reform_fault_point("reform_agreed", list);
-      // -- the state this member re-forms from: the base epoch's, which it holds as its
-      //    current job or as the base it kept; take back an update the others did not apply,
-      //    together with the step it claims (ZeRO-1 reloads a checkpoint instead) --
-      NTP_ASSIGN_OR_RETURN(elastic::ReformPlan plan,
-                           elastic::plan_reform(list, ctx.slot_rank,
-                                                {job ? job->epoch : -1, base ? base->epoch : -1},
-                                                committed, sharded || (job && undo.holds(*job))));
-      Job* source = plan.source_epoch < 0                    ? nullptr
-                    : job && job->epoch == plan.source_epoch ? job.get()
-                                                             : base.get();
-      if (plan.roll_back && !sharded) {
-        undo.restore(*source);
-        committed = list.step;
-        event.rolled_back = true;
-        events.log("rolled_back", {{"step", list.step}, {"epoch", list.epoch}});
-      }
-      // -- plan from the published base --
-      Result<shard::ClusterLayout> from_layout =
-          source != nullptr          ? Result<shard::ClusterLayout>(source->layout)
-          : list.base_layout.empty() ? shard::plan_cluster(cluster_spec(c), *strategy)
-                                     : decode_layout(list.base_layout, cluster_spec(c), *strategy);
-      NTP_RETURN_IF_ERROR(from_layout.status());
-      Result<shard::ClusterLayout> layout = next_layout(c, *strategy, *from_layout, list.members);
-      if (!layout.ok() && layout.status().code() == StatusCode::kFailedPrecondition) {
-        return stop_job(layout.status().message(), list.members.front() == ctx.slot_rank);
-      }
-      NTP_RETURN_IF_ERROR(layout.status());
-      reform_fault_point("reform_planned", list);
-      // -- build the new job; its watch can cancel the rendezvous --
-      const Clock::time_point t_build = Clock::now();
-      auto next = std::make_unique<Job>();
-      next->epoch = list.epoch;
-      next->layout = *layout;
-      watch_job(*next, list);
-      reform_fault_point("reform_build", list);
-      Status moved = build_job(*next, c, ctx, std::move(*layout), slot, list.epoch,
-                               InitialState::kFilledByCaller);
-      event.rebuild_s = seconds_since(t_build);
-      // -- move the base state in --
-      const Clock::time_point t_reshard = Clock::now();
-      int64_t moved_bytes = 0;
-      int64_t step = list.step;
-      if (moved.ok() && sharded) {
-        reform_fault_point("reform_reshard", list);
-        Result<std::optional<int64_t>> loaded = load_latest_checkpoint(c, *next);
-        if (loaded.ok() && !*loaded) {
-          return stop_job(
-              "the ZeRO-1 optimizer state of a lost rank has no live copy and --save-dir holds "
-              "no checkpoint to fall back to; use --optimizer replicated, or --save-dir with "
-              "--save-every, for live recovery; the job stops",
-              next->role.world_rank == 0);
-        }
-        moved = loaded.status();
-        if (moved.ok()) {
-          step = **loaded;
-          event.state_from = "checkpoint";
-          event.checkpoint_step = step;
-          // Every update from `step` on is gone from this member's state (counted by tests).
-          events.log("restored", {{"step", step}, {"epoch", list.epoch}});
-        }
-      } else if (moved.ok()) {
-        reform_fault_point("reform_reshard", list);
-        HeldState from{source ? &source->model->params() : nullptr,
-                       source ? &*source->adamw : nullptr};
-        Result<ReshardStats> stats =
-            execute_state_reshard(*from_layout, next->layout, slot, source ? &from : nullptr,
-                                  {&next->model->params(), &*next->adamw}, *next->world);
-        moved = stats.status();
-        if (moved.ok()) {
-          next->adamw->set_steps_taken(step);
-          moved_bytes = stats->bytes_received;
-        }
-      }
-      event.reshard_s = seconds_since(t_reshard);
-      Result<ReshardTotals> totals = internal_error("no reshard");
-      if (moved.ok()) {
-        reform_fault_point("reform_commit", list);
-        totals = reshard_totals(*next->world, moved_bytes, event.reshard_s);
-        moved = totals.status();
-      }
-      if (moved.ok()) moved = agreement.mark_done(list.epoch);
-      if (!moved.ok()) {
-        watch.disarm();  // before `next` goes
-        if (moved.code() != StatusCode::kUnavailable) return moved;
-        events.log("step_failed", {{"epoch", list.epoch}, {"error", moved.message()}});
-        agreement.report_failure(list.epoch);
-        std::printf("slot %s: re-formation of epoch %d failed (%s); re-forming again\n",
-                    slot_name(slot).c_str(), list.epoch, moved.message().c_str());
-        std::fflush(stdout);
-        continue;
-      }
-      // -- done: keep the base state until the new epoch proves complete (elastic::after_reform:
-      //    the new job is current, the source is the base) --
-      if (source == job.get()) base = std::move(job);
-      if (source == nullptr) base.reset();
-      job = std::move(next);
-      NTP_CHECK(job->epoch == elastic::after_reform(list, plan).current);
-      event.total_s = seconds_since(t0);
-      event.reshard_bytes = totals->bytes;
-      event.reshard_busiest_rank_bytes = totals->busiest_rank_bytes;
-      event.reshard_s = totals->slowest_s;
-      event.step = step;
-      event.steps_redone = committed - step;
-      event.epoch = list.epoch;
-      event.old_degrees = old_degrees.empty() ? job->role.replica_degrees : old_degrees;
-      event.degrees = job->role.replica_degrees;
-      committed = step;
-      if (job->role.world_rank != 0) report.reset();  // one leader writes the metrics
-      NTP_RETURN_IF_ERROR(open_report(true));
-      if (report) report->recovery(event, job->layout, job->batches);
-      if (boost && report) plan_power(job->layout, power_control, report);
-      return step;
-    }
-  };
-  // Ends the job as the re-formation said: fenced (this worker leaves, writing nothing), or
-  // stopped (live recovery cannot go on; every survivor stops, one says why).
-  auto left_job = [&](const Status& why) {
-    if (why.code() == StatusCode::kAborted) {
-      summary.took_part = false;
-      summary.fenced = true;
-      summary.left = why.message();
-      events.log("fenced", {{"reason", summary.left}});
-    } else {
-      summary.stopped = why.message();
-      summary.speaks = stop_speaks;
-      events.log("stopped", {{"reason", summary.stopped}});
-    }
-    watch.disarm();
-    return summary;
-  };
-  auto ends_job = [](const Status& s) {
-    return s.code() == StatusCode::kAborted || s.code() == StatusCode::kFailedPrecondition;
-  };
-
-  if (!job) {  // ---- a repair joins through the same re-formation, holding nothing ----
-    Result<int64_t> joined = reform(ok_status(), {}, 0.0);
-    if (!joined.ok() && ends_job(joined.status())) return left_job(joined.status());
-    NTP_ASSIGN_OR_RETURN(first_step, std::move(joined));
-    committed = first_step;
-    last_step = c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
-    events.log("joined", {{"step", first_step}, {"epoch", job->epoch}});
-    std::printf("slot %s: repaired, joined at step %lld (epoch %d)\n", slot_name(slot).c_str(),
-                static_cast<long long>(first_step + 1), job->epoch);
-    std::fflush(stdout);
+  // ---- checkpoint: commit the previous save (its write had a step to run), start this one ----
+  const bool final_step = step + 1 == last_step;
+  NTP_RETURN_IF_ERROR(finish_pending_save());
+  if (!c.save_dir.empty() && ((c.save_every > 0 && (step + 1) % c.save_every == 0) || final_step)) {
+    WorkerState state = worker_state();
+    const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
+    progress.mark(elastic::Phase::kCheckpoint, step);
+    NTP_RETURN_IF_ERROR(saver.start(
+        checkpoint_meta(c, step + 1, state.optimizer_steps(), job->layout.spec.failed), pieces));
+    fault_point("checkpoint");
+    progress.mark(phase, step);
   }
 
+  // ---- eval ----
+  if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || final_step) {
+    progress.mark(elastic::Phase::kEval, step);
+    NTP_ASSIGN_OR_RETURN(double eval_loss, evaluate(c, *job, val_batches));
+    progress.mark(phase, step);
+    summary.final_eval_loss = eval_loss;
+    if (report) report->eval(step, eval_loss);
+  }
+  return ok_status();
+}
+
+// ---- re-formation (docs/recovery.md): after a failure, to admit repairs, or to join. Agree on
+//      the next epoch's list (elastic/agreement.h); take back an update the others did not
+//      apply, together with its step; plan from the published base; build the new job; move
+//      the base state into it; mark the epoch done. A fault at any point gives the epoch up and
+//      agrees on the next one, from what was published. Returns the step to continue at. ----
+Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joiners,
+                                double detect_s) {
+  const Clock::time_point t0 = Clock::now();
+  RecoveryEvent event;
+  event.detect_s = detect_s;
+  event.cause = cause.ok() ? (job ? "repair" : "join") : cause.message();
+  const bool sharded = c.optimizer == OptimizerSharding::kSharded;
+  // ZeRO-1 moments exist once in the job: a lost rank's have no live copy, and the reshard
+  // moves replicated state only. Such a job continues from its latest checkpoint; at a repair,
+  // when every member is alive, it first saves one of the current step, so nothing is lost.
+  if (job && sharded && cause.ok() && !c.save_dir.empty()) {
+    NTP_RETURN_IF_ERROR(save_checkpoint_now());
+  }
+  watch.disarm();
+  if (job) job->abort_all(cause.ok() ? "re-forming to admit repaired slots" : cause.message());
+  saver.abandon();  // its records cannot all be gathered any more
+  if (job && !joiners.empty() && job->role.world_rank == 0) {
+    fault_point("admit");
+    NTP_RETURN_IF_ERROR(admit(ctx, group, joiners, last));
+  }
+  const std::vector<int> old_degrees = job ? job->role.replica_degrees : std::vector<int>{};
+  // A re-formation's fault points count as the step it re-forms before (any step, for a joiner).
+  set_fault_step(job ? committed : -1);
+  auto reform_fault_point = [this](const char* phase, const elastic::MemberList& list) {
+    fault_point(phase);
+    if (list.decider == ctx.slot_rank) {
+      fault_point(phase, ("decider@" + std::to_string(list.epoch)).c_str());
+    }
+  };
+  int store_errors = 0;
+  for (;;) {
+    progress.mark(elastic::Phase::kReform, committed);
+    // -- agree --
+    const bool joiner = job == nullptr;
+    Result<elastic::MemberList> agreed =
+        agreement.agree(last, {committed, ctx.restart_count}, joiner, joiners, [this] {
+          NTP_CHECK(job && job->epoch == last.epoch);  // `last` complete: this member did it
+          return encode_layout(job->layout);
+        });
+    if (!agreed.ok() && agreed.status().code() == StatusCode::kUnavailable &&
+        ++store_errors < kAgreementStoreRetries) {
+      // The store did not answer (an outage, a lock held by a stopped process): agree again.
+      events.log("agreement_retry", {{"error", agreed.status().message()}});
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    if (!agreed.ok()) {
+      if (agreed.status().code() == StatusCode::kAborted) {
+        return Status(StatusCode::kAborted, "slot " + slot_name(slot) + " was declared dead (" +
+                                                agreed.status().message() + "); it leaves the job");
+      }
+      return agreed.status();
+    }
+    const elastic::MemberList& list = *agreed;
+    event.agree_s = seconds_since(t0);
+    events.log("agreed", {{"epoch", list.epoch},
+                          {"members", list.members},
+                          {"base_epoch", list.base_epoch},
+                          {"step", list.step}});
+    reform_fault_point("reform_agreed", list);
+    // -- the state this member re-forms from: the base epoch's, which it holds as its
+    //    current job or as the base it kept; take back an update the others did not apply,
+    //    together with the step it claims (ZeRO-1 reloads a checkpoint instead) --
+    NTP_ASSIGN_OR_RETURN(
+        elastic::ReformPlan plan,
+        elastic::plan_reform(list, ctx.slot_rank, {job ? job->epoch : -1, base ? base->epoch : -1},
+                             committed, sharded || (job && undo.holds(*job))));
+    Job* source = plan.source_epoch < 0                    ? nullptr
+                  : job && job->epoch == plan.source_epoch ? job.get()
+                                                           : base.get();
+    if (plan.roll_back && !sharded) {
+      undo.restore(*source);
+      committed = list.step;
+      event.rolled_back = true;
+      events.log("rolled_back", {{"step", list.step}, {"epoch", list.epoch}});
+    }
+    // -- plan from the published base --
+    Result<shard::ClusterLayout> from_layout =
+        source != nullptr          ? Result<shard::ClusterLayout>(source->layout)
+        : list.base_layout.empty() ? shard::plan_cluster(cluster_spec(c), *strategy)
+                                   : decode_layout(list.base_layout, cluster_spec(c), *strategy);
+    NTP_RETURN_IF_ERROR(from_layout.status());
+    Result<shard::ClusterLayout> layout = next_layout(c, *strategy, *from_layout, list.members);
+    if (!layout.ok() && layout.status().code() == StatusCode::kFailedPrecondition) {
+      return stop_job(layout.status().message(), list.members.front() == ctx.slot_rank);
+    }
+    NTP_RETURN_IF_ERROR(layout.status());
+    reform_fault_point("reform_planned", list);
+    // -- build the new job; its watch can cancel the rendezvous --
+    const Clock::time_point t_build = Clock::now();
+    auto next = std::make_unique<Job>();
+    next->epoch = list.epoch;
+    next->layout = *layout;
+    watch_job(*next, list);
+    reform_fault_point("reform_build", list);
+    Status moved = build_job(*next, c, ctx, std::move(*layout), slot, list.epoch,
+                             InitialState::kFilledByCaller);
+    event.rebuild_s = seconds_since(t_build);
+    // -- move the base state in --
+    const Clock::time_point t_reshard = Clock::now();
+    int64_t moved_bytes = 0;
+    int64_t step = list.step;
+    if (moved.ok() && sharded) {
+      reform_fault_point("reform_reshard", list);
+      Result<std::optional<int64_t>> loaded = load_latest_checkpoint(c, *next);
+      if (loaded.ok() && !*loaded) {
+        return stop_job(
+            "the ZeRO-1 optimizer state of a lost rank has no live copy and --save-dir holds "
+            "no checkpoint to fall back to; use --optimizer replicated, or --save-dir with "
+            "--save-every, for live recovery; the job stops",
+            next->role.world_rank == 0);
+      }
+      moved = loaded.status();
+      if (moved.ok()) {
+        step = **loaded;
+        event.state_from = "checkpoint";
+        event.checkpoint_step = step;
+        // Every update from `step` on is gone from this member's state (counted by tests).
+        events.log("restored", {{"step", step}, {"epoch", list.epoch}});
+      }
+    } else if (moved.ok()) {
+      reform_fault_point("reform_reshard", list);
+      HeldState from{source ? &source->model->params() : nullptr,
+                     source ? &*source->adamw : nullptr};
+      Result<ReshardStats> stats =
+          execute_state_reshard(*from_layout, next->layout, slot, source ? &from : nullptr,
+                                {&next->model->params(), &*next->adamw}, *next->world);
+      moved = stats.status();
+      if (moved.ok()) {
+        next->adamw->set_steps_taken(step);
+        moved_bytes = stats->bytes_received;
+      }
+    }
+    event.reshard_s = seconds_since(t_reshard);
+    Result<ReshardTotals> totals = internal_error("no reshard");
+    if (moved.ok()) {
+      reform_fault_point("reform_commit", list);
+      totals = reshard_totals(*next->world, moved_bytes, event.reshard_s);
+      moved = totals.status();
+    }
+    if (moved.ok()) moved = agreement.mark_done(list.epoch);
+    if (!moved.ok()) {
+      watch.disarm();  // before `next` goes
+      if (moved.code() != StatusCode::kUnavailable) return moved;
+      events.log("step_failed", {{"epoch", list.epoch}, {"error", moved.message()}});
+      agreement.report_failure(list.epoch);
+      std::printf("slot %s: re-formation of epoch %d failed (%s); re-forming again\n",
+                  slot_name(slot).c_str(), list.epoch, moved.message().c_str());
+      std::fflush(stdout);
+      continue;
+    }
+    // -- done: keep the base state until the new epoch proves complete (elastic::after_reform:
+    //    the new job is current, the source is the base) --
+    if (source == job.get()) base = std::move(job);
+    if (source == nullptr) base.reset();
+    job = std::move(next);
+    NTP_CHECK(job->epoch == elastic::after_reform(list, plan).current);
+    event.total_s = seconds_since(t0);
+    event.reshard_bytes = totals->bytes;
+    event.reshard_busiest_rank_bytes = totals->busiest_rank_bytes;
+    event.reshard_s = totals->slowest_s;
+    event.step = step;
+    event.steps_redone = committed - step;
+    event.epoch = list.epoch;
+    event.old_degrees = old_degrees.empty() ? job->role.replica_degrees : old_degrees;
+    event.degrees = job->role.replica_degrees;
+    committed = step;
+    if (job->role.world_rank != 0) report.reset();  // one leader writes the metrics
+    NTP_RETURN_IF_ERROR(open_report(true));
+    if (report) report->recovery(event, job->layout, job->batches);
+    if (boost && report) plan_power(job->layout, power_control, report);
+    return step;
+  }
+}
+
+// Ends the job as the re-formation said: fenced (this worker leaves, writing nothing), or
+// stopped (live recovery cannot go on; every survivor stops, one says why).
+TrainSummary LiveRun::left_job(const Status& why) {
+  if (why.code() == StatusCode::kAborted) {
+    summary.took_part = false;
+    summary.fenced = true;
+    summary.left = why.message();
+    events.log("fenced", {{"reason", summary.left}});
+  } else {
+    summary.stopped = why.message();
+    summary.speaks = stop_speaks;
+    events.log("stopped", {{"reason", summary.stopped}});
+  }
+  watch.disarm();
+  return summary;
+}
+
+Result<TrainSummary> LiveRun::run() {
   // ---- the loop: a failed step is redone on the re-formed job ----
-  auto peer_failure = [](const Status& s) { return s.code() == StatusCode::kUnavailable; };
   summary.steps = first_step;
   for (int64_t step = first_step; step < last_step;) {
     if (ctx.on_step) ctx.on_step(step);
@@ -1029,6 +1080,28 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
                    summary.tokens_per_second, seconds_since(run_start));
   }
   return summary;
+}
+
+}  // namespace
+
+Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
+  NTP_RETURN_IF_ERROR(validate_train_config(c));
+  const shard::SlotRef slot{ctx.slot_rank / c.tp, ctx.slot_rank % c.tp};
+  if (std::binary_search(c.failed.begin(), c.failed.end(), slot)) {
+    TrainSummary summary;
+    summary.took_part = false;
+    return summary;
+  }
+  NTP_ASSIGN_OR_RETURN(auto train_tokens, load_tokens(c.train_data, "--train-data"));
+  NTP_ASSIGN_OR_RETURN(auto val_tokens, load_tokens(c.val_data, "--val-data"));
+  NTP_ASSIGN_OR_RETURN(Batcher train_batches,
+                       Batcher::create(train_tokens, c.global_batch(), c.model.n_ctx, c.data_seed));
+  NTP_ASSIGN_OR_RETURN(Batcher val_batches,
+                       Batcher::create(val_tokens, c.eval_samples, c.model.n_ctx, c.data_seed + 1));
+  auto run = std::make_unique<LiveRun>(c, ctx, std::move(train_batches), std::move(val_batches));
+  NTP_ASSIGN_OR_RETURN(std::optional<TrainSummary> left, run->start());
+  if (left) return *left;
+  return run->run();
 }
 
 }  // namespace ntp::train
