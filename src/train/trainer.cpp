@@ -476,6 +476,16 @@ struct LiveRun {
   Status stop_job(const std::string& why, bool speaks);
   Status train_step(int64_t step);
   Result<int64_t> reform(const Status& cause, const std::vector<int>& joiners, double detect_s);
+  struct MovedState {
+    int64_t step = 0;  // the step the moved state is at
+    ReshardTotals totals;
+  };
+  Result<MovedState> move_state(const elastic::MemberList& list, Job* source,
+                                const shard::ClusterLayout& from, Job& next, RecoveryEvent& event);
+  Status report_reformed(const elastic::MemberList& list, const MovedState& state,
+                         const std::vector<int>& old_degrees, Clock::time_point t0,
+                         RecoveryEvent& event);
+  void reform_fault_point(const char* phase, const elastic::MemberList& list);
   TrainSummary left_job(const Status& why);
   static bool ends_job(const Status& s) {
     return s.code() == StatusCode::kAborted || s.code() == StatusCode::kFailedPrecondition;
@@ -855,12 +865,6 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
   const std::vector<int> old_degrees = job ? job->role.replica_degrees : std::vector<int>{};
   // A re-formation's fault points count as the step it re-forms before (any step, for a joiner).
   set_fault_step(job ? committed : -1);
-  auto reform_fault_point = [this](const char* phase, const elastic::MemberList& list) {
-    fault_point(phase);
-    if (list.decider == ctx.slot_rank) {
-      fault_point(phase, ("decider@" + std::to_string(list.epoch)).c_str());
-    }
-  };
   int store_errors = 0;
   for (;;) {
     progress.mark(elastic::Phase::kReform, committed);
@@ -930,48 +934,10 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
     Status moved = build_job(*next, c, ctx, std::move(*layout), slot, list.epoch,
                              InitialState::kFilledByCaller);
     event.rebuild_s = seconds_since(t_build);
-    // -- move the base state in --
-    const Clock::time_point t_reshard = Clock::now();
-    int64_t moved_bytes = 0;
-    int64_t step = list.step;
-    if (moved.ok() && sharded) {
-      reform_fault_point("reform_reshard", list);
-      Result<std::optional<int64_t>> loaded = load_latest_checkpoint(c, *next);
-      if (loaded.ok() && !*loaded) {
-        return stop_job(
-            "the ZeRO-1 optimizer state of a lost rank has no live copy and --save-dir holds "
-            "no checkpoint to fall back to; use --optimizer replicated, or --save-dir with "
-            "--save-every, for live recovery; the job stops",
-            next->role.world_rank == 0);
-      }
-      moved = loaded.status();
-      if (moved.ok()) {
-        step = **loaded;
-        event.state_from = "checkpoint";
-        event.checkpoint_step = step;
-        // Every update from `step` on is gone from this member's state (counted by tests).
-        events.log("restored", {{"step", step}, {"epoch", list.epoch}});
-      }
-    } else if (moved.ok()) {
-      reform_fault_point("reform_reshard", list);
-      HeldState from{source ? &source->model->params() : nullptr,
-                     source ? &*source->adamw : nullptr};
-      Result<ReshardStats> stats =
-          execute_state_reshard(*from_layout, next->layout, slot, source ? &from : nullptr,
-                                {&next->model->params(), &*next->adamw}, *next->world);
-      moved = stats.status();
-      if (moved.ok()) {
-        next->adamw->set_steps_taken(step);
-        moved_bytes = stats->bytes_received;
-      }
-    }
-    event.reshard_s = seconds_since(t_reshard);
-    Result<ReshardTotals> totals = internal_error("no reshard");
-    if (moved.ok()) {
-      reform_fault_point("reform_commit", list);
-      totals = reshard_totals(*next->world, moved_bytes, event.reshard_s);
-      moved = totals.status();
-    }
+    // -- move the base state in, and exchange the totals --
+    Result<MovedState> state = moved.ok() ? move_state(list, source, *from_layout, *next, event)
+                                          : Result<MovedState>(moved);
+    moved = state.status();
     if (moved.ok()) moved = agreement.mark_done(list.epoch);
     if (!moved.ok()) {
       watch.disarm();  // before `next` goes
@@ -989,21 +955,74 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
     if (source == nullptr) base.reset();
     job = std::move(next);
     NTP_CHECK(job->epoch == elastic::after_reform(list, plan).current);
-    event.total_s = seconds_since(t0);
-    event.reshard_bytes = totals->bytes;
-    event.reshard_busiest_rank_bytes = totals->busiest_rank_bytes;
-    event.reshard_s = totals->slowest_s;
-    event.step = step;
-    event.steps_redone = committed - step;
-    event.epoch = list.epoch;
-    event.old_degrees = old_degrees.empty() ? job->role.replica_degrees : old_degrees;
-    event.degrees = job->role.replica_degrees;
-    committed = step;
-    if (job->role.world_rank != 0) report.reset();  // one leader writes the metrics
-    NTP_RETURN_IF_ERROR(open_report(true));
-    if (report) report->recovery(event, job->layout, job->batches);
-    if (boost && report) plan_power(job->layout, power_control, report);
-    return step;
+    NTP_RETURN_IF_ERROR(report_reformed(list, *state, old_degrees, t0, event));
+    return state->step;
+  }
+}
+
+// Moves the base state (or, for ZeRO-1, the latest checkpoint) into `next`, then exchanges the
+// reshard's totals. `source` holds the base epoch's state (null: this member receives all).
+Result<LiveRun::MovedState> LiveRun::move_state(const elastic::MemberList& list, Job* source,
+                                                const shard::ClusterLayout& from, Job& next,
+                                                RecoveryEvent& event) {
+  const Clock::time_point t_reshard = Clock::now();
+  MovedState out{list.step, {}};
+  int64_t moved_bytes = 0;
+  reform_fault_point("reform_reshard", list);
+  if (c.optimizer == OptimizerSharding::kSharded) {
+    NTP_ASSIGN_OR_RETURN(std::optional<int64_t> loaded, load_latest_checkpoint(c, next));
+    if (!loaded) {
+      return stop_job(
+          "the ZeRO-1 optimizer state of a lost rank has no live copy and --save-dir holds "
+          "no checkpoint to fall back to; use --optimizer replicated, or --save-dir with "
+          "--save-every, for live recovery; the job stops",
+          next.role.world_rank == 0);
+    }
+    out.step = *loaded;
+    event.state_from = "checkpoint";
+    event.checkpoint_step = out.step;
+    // Every update from `step` on is gone from this member's state (counted by tests).
+    events.log("restored", {{"step", out.step}, {"epoch", list.epoch}});
+  } else {
+    HeldState held{source ? &source->model->params() : nullptr, source ? &*source->adamw : nullptr};
+    NTP_ASSIGN_OR_RETURN(ReshardStats stats,
+                         execute_state_reshard(from, next.layout, slot, source ? &held : nullptr,
+                                               {&next.model->params(), &*next.adamw}, *next.world));
+    next.adamw->set_steps_taken(out.step);
+    moved_bytes = stats.bytes_received;
+  }
+  event.reshard_s = seconds_since(t_reshard);
+  reform_fault_point("reform_commit", list);
+  NTP_ASSIGN_OR_RETURN(out.totals, reshard_totals(*next.world, moved_bytes, event.reshard_s));
+  return out;
+}
+
+// The re-formation's recovery event (the leader's metrics line) and power plan.
+Status LiveRun::report_reformed(const elastic::MemberList& list, const MovedState& state,
+                                const std::vector<int>& old_degrees, Clock::time_point t0,
+                                RecoveryEvent& event) {
+  event.total_s = seconds_since(t0);
+  event.reshard_bytes = state.totals.bytes;
+  event.reshard_busiest_rank_bytes = state.totals.busiest_rank_bytes;
+  event.reshard_s = state.totals.slowest_s;
+  event.step = state.step;
+  event.steps_redone = committed - state.step;
+  event.epoch = list.epoch;
+  event.old_degrees = old_degrees.empty() ? job->role.replica_degrees : old_degrees;
+  event.degrees = job->role.replica_degrees;
+  committed = state.step;
+  if (job->role.world_rank != 0) report.reset();  // one leader writes the metrics
+  NTP_RETURN_IF_ERROR(open_report(true));
+  if (report) report->recovery(event, job->layout, job->batches);
+  if (boost && report) plan_power(job->layout, power_control, report);
+  return ok_status();
+}
+
+// A fault point of a re-formation, for this worker's rank or its role in `list`.
+void LiveRun::reform_fault_point(const char* phase, const elastic::MemberList& list) {
+  fault_point(phase);
+  if (list.decider == ctx.slot_rank) {
+    fault_point(phase, ("decider@" + std::to_string(list.epoch)).c_str());
   }
 }
 
