@@ -1,12 +1,13 @@
 // What live recovery costs a healthy step, measured side by side in one run (docs/perf.md,
 // "What live recovery costs a healthy step"): the same failure-free `ntp launch ... ntp train`
-// job with live recovery on (the default: each step keeps an undo copy of the replicated
-// optimizer's state, so that an update some members applied and others did not can be taken back)
-// and off (`--no-live-recovery`), in interleaved pairs. Per run: the median step time over steps
-// 3.. (from metrics.jsonl) and the peak resident memory of the largest worker (getrusage of the
-// waited-for descendants of a process forked for that run alone).
+// job with live recovery on (the default: each step keeps an undo copy of the optimizer's state,
+// so that an update some members applied and others did not can be taken back, and with ZeRO-1
+// sends each rank's moments to a DP peer) and off (`--no-live-recovery`), in interleaved pairs. Per
+// run: the median step time over steps 3.. (from metrics.jsonl) and the peak resident memory of the
+// largest worker (getrusage of the waited-for descendants of a process forked for that run alone).
 //
 //   build/bench/train/live_overhead_bench [--pairs N] [--steps N] [--width W] [--layers L]
+//                                         [--optimizer replicated|sharded]
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -91,8 +92,10 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int pairs = 3, steps = 30, width = 256, layers = 4;
+  std::string optimizer = "replicated";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
+    if (flag == "--optimizer") optimizer = argv[i + 1];
     if (flag == "--pairs") pairs = std::atoi(argv[i + 1]);
     if (flag == "--steps") steps = std::atoi(argv[i + 1]);
     if (flag == "--width") width = std::atoi(argv[i + 1]);
@@ -101,17 +104,17 @@ int main(int argc, char** argv) {
   const fs::path dir = fs::temp_directory_path() / ("ntp-live-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string data = std::string(NTP_SOURCE_DIR) + "/data/";
-  const std::string flags = "--domains 3 --tp 4 --layers " + std::to_string(layers) +
-                            " --heads 8 --width " + std::to_string(width) +
-                            " --context 64 --batch 12 --micro-batch 4 --steps " +
-                            std::to_string(steps) + " --train-data " + data +
-                            "fortunes_train.bin --val-data " + data + "fortunes_val.bin";
+  const std::string flags =
+      "--domains 3 --tp 4 --layers " + std::to_string(layers) + " --heads 8 --width " +
+      std::to_string(width) + " --context 64 --batch 12 --micro-batch 4 --steps " +
+      std::to_string(steps) + " --train-data " + data + "fortunes_train.bin --val-data " + data +
+      "fortunes_val.bin --optimizer " + optimizer;
   std::printf("machine: %s\n", ntp::bench::machine_description().c_str());
   std::printf("job: 3 x 4 workers, %s\n", flags.c_str());
   std::printf(
       "command: build/bench/train/live_overhead_bench --pairs %d --steps %d --width %d "
-      "--layers %d\n\n",
-      pairs, steps, width, layers);
+      "--layers %d --optimizer %s\n\n",
+      pairs, steps, width, layers, optimizer.c_str());
   std::printf("%-6s %14s %14s %10s %14s %14s\n", "pair", "on step ms", "off step ms", "ratio",
               "on peak MiB", "off peak MiB");
   std::vector<double> ratios, rss_ratios;

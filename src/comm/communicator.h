@@ -194,4 +194,28 @@ class Communicator {
   virtual Status barrier() { return barrier_async()->wait(); }
 };
 
+// Every rank's `mine`, of any length, on every rank in rank order (an all-gather of the lengths,
+// then one of the data). A collective of `c`.
+template <typename T>
+Result<std::vector<std::vector<T>>> allgather_varying(Communicator& c, std::span<const T> mine) {
+  const auto n = static_cast<std::size_t>(c.size());
+  const std::vector<std::int64_t> my_length{static_cast<std::int64_t>(mine.size())};
+  std::vector<std::int64_t> lengths(n, 0);
+  NTP_RETURN_IF_ERROR(
+      c.allgather(const_view(my_length), view(lengths), std::vector<std::size_t>(n, 1)));
+  std::vector<std::size_t> counts(n);
+  std::size_t total = 0;
+  for (std::size_t r = 0; r < n; ++r) total += counts[r] = static_cast<std::size_t>(lengths[r]);
+  std::vector<T> all(total);
+  NTP_RETURN_IF_ERROR(c.allgather(const_view(mine), view(all), counts));
+  std::vector<std::vector<T>> out;
+  std::size_t offset = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    out.emplace_back(all.begin() + static_cast<long>(offset),
+                     all.begin() + static_cast<long>(offset + counts[r]));
+    offset += counts[r];
+  }
+  return out;
+}
+
 }  // namespace ntp::comm

@@ -28,10 +28,16 @@ class ShardedAdamW {
   std::vector<float>& exp_avg(size_t chunk) { return m_[chunk]; }
   std::vector<float>& exp_avg_sq(size_t chunk) { return v_[chunk]; }
   void set_steps_taken(int64_t steps) { steps_ = steps; }
+  std::vector<std::vector<float>>& exp_avgs() { return m_; }
+  std::vector<std::vector<float>>& exp_avg_sqs() { return v_; }
+  // The copy of the previous DP member's moments (SyncExecutor::mirror_moments; live recovery).
+  std::vector<std::vector<float>>& mirror_exp_avgs() { return mirror_m_; }
+  std::vector<std::vector<float>>& mirror_exp_avg_sqs() { return mirror_v_; }
 
  private:
   kernels::cpu::AdamWHyper hyper_;
   std::vector<std::vector<float>> master_, m_, v_;
+  std::vector<std::vector<float>> mirror_m_, mirror_v_;
   int64_t steps_ = 0;
 };
 

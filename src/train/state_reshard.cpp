@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/check.h"
 #include "shard/reshard_plan.h"
 #include "train/unit_blocks.h"
 #include "train/worker_role.h"
@@ -9,9 +10,11 @@
 namespace ntp::train {
 namespace {
 
-// The three tensors a unit's state consists of, for param i of `state`.
+// The tensors a unit's state consists of, for param i of `state`: the value and, with a
+// replicated optimizer, both moments.
 std::vector<float*> state_tensors(HeldState& state, size_t i) {
   model::Param& p = (*state.params)[i];
+  if (state.adamw == nullptr) return {p.value.data()};
   return {p.value.data(), state.adamw->exp_avg(i).data(), state.adamw->exp_avg_sq(i).data()};
 }
 
@@ -36,9 +39,9 @@ bool active_in(const shard::ClusterLayout& layout, shard::SlotRef slot) {
 // value, exp_avg and exp_avg_sq blocks of the moved units, in parameter order.
 struct Payload {
   std::vector<std::pair<size_t, shard::IntervalSet>> blocks;  // (param, units)
-  int64_t elements(const std::vector<ParamGeometry>& g) const {
+  int64_t elements(const std::vector<ParamGeometry>& g, int64_t tensors) const {
     int64_t n = 0;
-    for (const auto& [i, units] : blocks) n += 3 * g[i].outer * units.count() * g[i].inner;
+    for (const auto& [i, units] : blocks) n += tensors * g[i].outer * units.count() * g[i].inner;
     return n;
   }
 };
@@ -84,12 +87,14 @@ Result<ReshardStats> execute_state_reshard(const shard::ClusterLayout& from_layo
     }
   }
 
+  NTP_CHECK(from == nullptr || (from->adamw == nullptr) == (to.adamw == nullptr));
+  const int64_t tensors = to.adamw != nullptr ? 3 : 1;
   ReshardStats stats;
   std::vector<size_t> send_counts(n), recv_counts(n);
   size_t send_total = 0, recv_total = 0;
   for (size_t r = 0; r < n; ++r) {
-    send_total += send_counts[r] = static_cast<size_t>(send[r].elements(geometry));
-    recv_total += recv_counts[r] = static_cast<size_t>(recv[r].elements(geometry));
+    send_total += send_counts[r] = static_cast<size_t>(send[r].elements(geometry, tensors));
+    recv_total += recv_counts[r] = static_cast<size_t>(recv[r].elements(geometry, tensors));
   }
   std::vector<float> out(send_total), in(recv_total);
   HeldState old = from != nullptr ? *from : HeldState{};

@@ -21,7 +21,8 @@
 
 namespace ntp::train {
 
-// One worker's state in a layout: its parameters and replicated AdamW moments.
+// One worker's state in a layout: its parameters and replicated AdamW moments (null with a
+// sharded optimizer: then the values alone move, and MomentReshard moves the moments).
 struct HeldState {
   std::vector<model::Param>* params = nullptr;
   AdamWOptimizer* adamw = nullptr;

@@ -20,7 +20,8 @@ struct SyncExecutor::Bucket {
   std::vector<BlockLayout> dp;
   std::vector<std::vector<size_t>> dp_counts;  // [set][member]
   std::vector<std::vector<float>> dp_buf;
-  std::vector<int> chunk;  // [set]: index into owned_ (sharded optimizer)
+  std::vector<int> chunk;   // [set]: index into owned_ (sharded optimizer)
+  std::vector<int> mirror;  // [set]: index into mirrors_, -1 for a set of one member
   // Replicated tensors: part p (held by TP rank p after the reduction) all-gathered in the replica.
   bool gather = false;
   BlockLayout gather_layout;
@@ -41,6 +42,22 @@ shard::IntervalSet member_share(const shard::IntervalSet& units, int members, in
   const int64_t n = units.count();
   return take_positions(units, shard::balanced_offset(n, members, j),
                         shard::balanced_offset(n, members, j + 1));
+}
+
+// The blocks of `layout` (a DP set's member-major buffer) in member j's chunk, at offsets within
+// the chunk.
+BlockLayout member_chunk(const BlockLayout& layout, const std::vector<size_t>& counts, int j,
+                         const std::vector<ParamGeometry>& geometry) {
+  int64_t begin = 0;
+  for (int k = 0; k < j; ++k) begin += static_cast<int64_t>(counts[static_cast<size_t>(k)]);
+  const int64_t end = begin + static_cast<int64_t>(counts[static_cast<size_t>(j)]);
+  BlockLayout chunk;
+  for (const Block& block : layout.blocks()) {
+    if (block.offset >= begin && block.offset < end) {
+      chunk.add(block.param, block.units, geometry[static_cast<size_t>(block.param)]);
+    }
+  }
+  return chunk;
 }
 
 }  // namespace
@@ -159,18 +176,16 @@ void SyncExecutor::build_bucket(Bucket& b, const std::vector<int>& params) {
     stats_.dp_bytes += layout.size() * 4;
     if (options_.sharding == OptimizerSharding::kSharded) {
       OwnedChunk chunk;
-      int64_t begin = 0;
-      for (int j = 0; j < set.my_index; ++j)
-        begin += static_cast<int64_t>(counts[static_cast<size_t>(j)]);
-      const int64_t end = begin + static_cast<int64_t>(counts[static_cast<size_t>(set.my_index)]);
-      for (const Block& block : layout.blocks()) {
-        if (block.offset >= begin && block.offset < end) {
-          chunk.layout.add(block.param, block.units, geometry_[static_cast<size_t>(block.param)]);
-        }
-      }
+      chunk.layout = member_chunk(layout, counts, set.my_index, geometry_);
       chunk.grad.resize(static_cast<size_t>(chunk.layout.size()));
       b.chunk.push_back(static_cast<int>(owned_.size()));
       owned_.push_back(std::move(chunk));
+      b.mirror.push_back(-1);
+      if (members > 1) {  // the previous member's chunk, mirrored here (mirror_moments)
+        b.mirror.back() = static_cast<int>(mirrors_.size());
+        mirrors_.push_back(
+            member_chunk(layout, counts, (set.my_index + members - 1) % members, geometry_));
+      }
     }
     b.dp.push_back(std::move(layout));
     b.dp_counts.push_back(std::move(counts));
@@ -355,6 +370,36 @@ Status SyncExecutor::publish_values(const std::vector<std::vector<float>>& value
       }
     }
     NTP_RETURN_IF_ERROR(distribute(b, Target::kValue));
+  }
+  return ok_status();
+}
+
+Status SyncExecutor::mirror_moments(const std::vector<std::vector<float>>& m,
+                                    const std::vector<std::vector<float>>& v,
+                                    std::vector<std::vector<float>>& mirror_m,
+                                    std::vector<std::vector<float>>& mirror_v) {
+  NTP_CHECK(options_.sharding == OptimizerSharding::kSharded);
+  mirror_m.resize(mirrors_.size());
+  mirror_v.resize(mirrors_.size());
+  for (Bucket& b : buckets_) {
+    for (size_t i = 0; i < b.dp.size(); ++i) {
+      if (b.mirror[i] < 0) continue;
+      const auto n = static_cast<size_t>(comms_.dp[i]->size());
+      const auto me = static_cast<size_t>(role_.dp_sets[i].my_index);
+      const auto own = static_cast<size_t>(b.chunk[i]), copy = static_cast<size_t>(b.mirror[i]);
+      // [exp_avg | exp_avg_sq] of the own chunk to the next member, the previous one's back.
+      std::vector<float> out(m[own]);
+      out.insert(out.end(), v[own].begin(), v[own].end());
+      const auto copy_size = static_cast<size_t>(mirrors_[copy].size());
+      std::vector<float> in(2 * copy_size);
+      std::vector<size_t> send_counts(n, 0), recv_counts(n, 0);
+      send_counts[(me + 1) % n] = out.size();
+      recv_counts[(me + n - 1) % n] = in.size();
+      NTP_RETURN_IF_ERROR(
+          comms_.dp[i]->alltoallv(comm::const_view(out), send_counts, comm::view(in), recv_counts));
+      mirror_m[copy].assign(in.begin(), in.begin() + static_cast<long>(copy_size));
+      mirror_v[copy].assign(in.begin() + static_cast<long>(copy_size), in.end());
+    }
   }
   return ok_status();
 }

@@ -96,6 +96,16 @@ class SyncExecutor {
   Result<std::vector<std::vector<float>>> owned_values();
   // All-gathers every member's updated chunk and writes the weights into every rank's params.
   Status publish_values(const std::vector<std::vector<float>>& values);
+  // Live recovery's redundant copy of the moments: in every DP set of more than one member,
+  // member j holds a copy of member j-1's chunk (cyclically), so one lost rank's moments survive
+  // on its DP peer. mirror_layouts()[k] is the k-th copy's blocks. mirror_moments sends each owned
+  // chunk's moments `m`, `v` (owned_chunks order) to the next member and receives the previous
+  // member's into `mirror_m`, `mirror_v` (mirror_layouts order): a collective of every DP set.
+  const std::vector<BlockLayout>& mirror_layouts() const { return mirrors_; }
+  Status mirror_moments(const std::vector<std::vector<float>>& m,
+                        const std::vector<std::vector<float>>& v,
+                        std::vector<std::vector<float>>& mirror_m,
+                        std::vector<std::vector<float>>& mirror_v);
 
  private:
   struct Bucket;
@@ -121,6 +131,7 @@ class SyncExecutor {
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;  // [param]
   std::vector<OwnedChunk> owned_;
+  std::vector<BlockLayout> mirrors_;  // the previous DP member's chunk, per (bucket, set)
   SyncStats stats_;
   std::chrono::steady_clock::time_point epoch_;
 

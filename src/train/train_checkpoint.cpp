@@ -30,27 +30,14 @@ nlohmann::json model_json(const model::GptConfig& m) {
           {"ffn_unit", m.ffn_unit}};
 }
 
-// Gathers every rank's string to every rank (lengths first, then the bytes).
+// Gathers every rank's string to every rank.
 Result<std::vector<std::string>> all_gather_strings(comm::Communicator& world,
                                                     const std::string& mine) {
-  const auto n = static_cast<size_t>(world.size());
-  const std::vector<int64_t> my_length{static_cast<int64_t>(mine.size())};
-  std::vector<int64_t> lengths(n, 0);
-  NTP_RETURN_IF_ERROR(
-      world.allgather(comm::const_view(my_length), comm::view(lengths), std::vector<size_t>(n, 1)));
-  std::vector<size_t> counts(n);
-  size_t total = 0;
-  for (size_t r = 0; r < n; ++r) total += counts[r] = static_cast<size_t>(lengths[r]);
   const std::vector<uint8_t> bytes(mine.begin(), mine.end());
-  std::vector<uint8_t> all(total);
-  NTP_RETURN_IF_ERROR(world.allgather(comm::const_view(bytes), comm::view(all), counts));
+  NTP_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> all,
+                       comm::allgather_varying(world, std::span<const uint8_t>(bytes)));
   std::vector<std::string> out;
-  size_t offset = 0;
-  for (size_t r = 0; r < n; ++r) {
-    out.emplace_back(all.begin() + static_cast<long>(offset),
-                     all.begin() + static_cast<long>(offset + counts[r]));
-    offset += counts[r];
-  }
+  for (const std::vector<uint8_t>& r : all) out.emplace_back(r.begin(), r.end());
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +38,7 @@
 #include "train/event_log.h"
 #include "train/fault_point.h"
 #include "train/layout_codec.h"
+#include "train/moment_reshard.h"
 #include "train/sharded_adamw.h"
 #include "train/state_reshard.h"
 #include "train/token_file.h"
@@ -121,40 +123,64 @@ std::vector<int> slot_ranks(const shard::ClusterLayout& layout) {
   return out;
 }
 
-// The state before the last optimizer update (replicated optimizer): a step that some survivors
-// applied and others did not is taken back, so that every survivor continues from the same step.
-// The state before the last optimizer update (replicated optimizer): a step that some survivors
-// applied and others did not is taken back, so that every survivor continues from the same step.
-// It belongs to the job it was saved from (an update in a new job saves it anew).
+// Every buffer an optimizer update changes: the parameters' values and, replicated, both moments
+// per parameter; with ZeRO-1 the owned chunks' master weights and moments, and the copies of the
+// previous DP member's moments (they change with its update).
+std::vector<std::span<float>> updated_state(Job& job) {
+  std::vector<std::span<float>> out;
+  std::vector<model::Param>& params = job.model->params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    out.push_back(params[i].value.span());
+    if (job.adamw) {
+      out.emplace_back(job.adamw->exp_avg(i));
+      out.emplace_back(job.adamw->exp_avg_sq(i));
+    }
+  }
+  if (job.sharded) {
+    for (size_t c = 0; c < job.sharded->exp_avgs().size(); ++c) {
+      out.emplace_back(job.sharded->master(c));
+      out.emplace_back(job.sharded->exp_avg(c));
+      out.emplace_back(job.sharded->exp_avg_sq(c));
+    }
+    for (std::vector<float>& copy : job.sharded->mirror_exp_avgs()) out.emplace_back(copy);
+    for (std::vector<float>& copy : job.sharded->mirror_exp_avg_sqs()) out.emplace_back(copy);
+  }
+  return out;
+}
+
+int64_t optimizer_steps(const Job& job) {
+  return job.adamw ? job.adamw->steps_taken() : job.sharded->steps_taken();
+}
+
+// The state before the last optimizer update: a step that some survivors applied and others did
+// not is taken back, so that every survivor continues from the same step. It belongs to the job
+// it was saved from (an update in a new job saves it anew).
 class UndoLog {
  public:
   void save(Job& job) {
-    std::vector<model::Param>& params = job.model->params();
-    values_.resize(params.size()), m_.resize(params.size()), v_.resize(params.size());
-    for (size_t i = 0; i < params.size(); ++i) {
-      values_[i].assign(params[i].value.span().begin(), params[i].value.span().end());
-      m_[i] = job.adamw->exp_avg(i);
-      v_[i] = job.adamw->exp_avg_sq(i);
-    }
-    steps_ = job.adamw->steps_taken();
+    const std::vector<std::span<float>> state = updated_state(job);
+    saved_.resize(state.size());
+    for (size_t i = 0; i < state.size(); ++i) saved_[i].assign(state[i].begin(), state[i].end());
+    steps_ = optimizer_steps(job);
     of_ = &job;
   }
   // Whether `job`'s last update can be taken back.
   bool holds(const Job& job) const { return of_ == &job; }
   void restore(Job& job) {
     NTP_CHECK(of_ == &job);
-    std::vector<model::Param>& params = job.model->params();
-    for (size_t i = 0; i < params.size(); ++i) {
-      std::copy(values_[i].begin(), values_[i].end(), params[i].value.span().begin());
-      job.adamw->exp_avg(i) = m_[i];
-      job.adamw->exp_avg_sq(i) = v_[i];
+    const std::vector<std::span<float>> state = updated_state(job);
+    NTP_CHECK(state.size() == saved_.size());
+    for (size_t i = 0; i < state.size(); ++i) {
+      NTP_CHECK(state[i].size() == saved_[i].size());
+      std::copy(saved_[i].begin(), saved_[i].end(), state[i].begin());
     }
-    job.adamw->set_steps_taken(steps_);
+    if (job.adamw) job.adamw->set_steps_taken(steps_);
+    if (job.sharded) job.sharded->set_steps_taken(steps_);
     of_ = nullptr;  // one update back, no more
   }
 
  private:
-  std::vector<std::vector<float>> values_, m_, v_;
+  std::vector<std::vector<float>> saved_;
   int64_t steps_ = 0;
   const Job* of_ = nullptr;
 };
@@ -474,6 +500,10 @@ struct LiveRun {
   Status finish_pending_save();
   Status save_checkpoint_now();
   Status stop_job(const std::string& why, bool speaks);
+  Status mirror_moments(Job& j);
+  Result<int64_t> move_zero_state(Job* source, const shard::ClusterLayout& from, Job& next);
+  Result<int64_t> restore_zero_state(const elastic::MemberList& list, const Status& why, Job& next,
+                                     RecoveryEvent& event);
   Status train_step(int64_t step);
   Result<int64_t> reform(const Status& cause, const std::vector<int>& joiners, double detect_s);
   struct MovedState {
@@ -518,8 +548,9 @@ struct LiveRun {
   CheckpointSaver saver;
   int64_t saved_step = -1;
   int64_t first_step = 0, last_step = 0;
-  int64_t committed = 0;  // steps whose update this worker has applied
-  UndoLog undo;           // the state before the last update (live recovery)
+  int64_t committed = 0;     // steps whose update this worker has applied
+  UndoLog undo;              // the state before the last update (live recovery)
+  bool state_ahead = false;  // the job's state is one update past `committed` (ZeRO-1, mid-update)
   const int64_t global_batch;
   const float micro_scale;
   double timed_seconds = 0.0;
@@ -625,6 +656,13 @@ Status LiveRun::save_checkpoint_now() {
   return finish_pending_save();
 }
 
+// ZeRO-1 with live recovery: every owned chunk's moments copied to the next member of its DP set.
+Status LiveRun::mirror_moments(Job& j) {
+  ShardedAdamW& opt = *j.sharded;
+  return j.sync->mirror_moments(opt.exp_avgs(), opt.exp_avg_sqs(), opt.mirror_exp_avgs(),
+                                opt.mirror_exp_avg_sqs());
+}
+
 // Live recovery cannot go on: every survivor stops, one says why (kFailedPrecondition).
 Status LiveRun::stop_job(const std::string& why, bool speaks) {
   stop_speaks = speaks;
@@ -684,6 +722,7 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
     events.log("restored", {{"step", first_step}, {"epoch", 0}});
     if (report) report->resumed(first_step, reader->step_dir().string());
   }
+  if (job->sharded && c.live_recovery) NTP_RETURN_IF_ERROR(mirror_moments(*job));
   committed = first_step;
   last_step = c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
   return std::optional<TrainSummary>();
@@ -767,11 +806,16 @@ Status LiveRun::train_step(int64_t step) {
   const float clip =
       c.grad_clip > 0.0 ? kernels::cpu::clip_coefficient(grad_norm, c.grad_clip) : 1.0f;
   const float lr = warmup_cosine_lr(step, c.warmup, c.steps, c.lr, c.min_lr);
+  if (c.live_recovery) undo.save(*job);  // a job without live recovery never rolls back
   if (job->sharded) {
+    // The update, its publication and the copies of the moments on DP peers are collectives
+    // that can fail half done: until all are done the state is ahead of the step this worker
+    // claims, and a re-formation takes the update back first.
+    state_ahead = true;
     job->sharded->step(sync.owned_chunks(), model.params(), lr, clip);
     NTP_RETURN_IF_ERROR(sync.publish_values(job->sharded->master()));
+    if (c.live_recovery) NTP_RETURN_IF_ERROR(mirror_moments(*job));
   } else {
-    if (c.live_recovery) undo.save(*job);  // a job without live recovery never rolls back
     job->adamw->step(model.params(), lr, clip);
   }
   const double optimizer_s = seconds_since(opt_start);
@@ -779,6 +823,7 @@ Status LiveRun::train_step(int64_t step) {
   // ---- commit: this worker applied step `step` ----
   fault_point("commit");
   committed = step + 1;
+  state_ahead = false;
   events.log("applied", {{"step", step}, {"epoch", job->epoch}});
   progress.mark(phase, step);
   summary.steps = committed;
@@ -848,15 +893,13 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
   RecoveryEvent event;
   event.detect_s = detect_s;
   event.cause = cause.ok() ? (job ? "repair" : "join") : cause.message();
-  const bool sharded = c.optimizer == OptimizerSharding::kSharded;
-  // ZeRO-1 moments exist once in the job: a lost rank's have no live copy, and the reshard
-  // moves replicated state only. Such a job continues from its latest checkpoint; at a repair,
-  // when every member is alive, it first saves one of the current step, so nothing is lost.
-  if (job && sharded && cause.ok() && !c.save_dir.empty()) {
-    NTP_RETURN_IF_ERROR(save_checkpoint_now());
-  }
   watch.disarm();
   if (job) job->abort_all(cause.ok() ? "re-forming to admit repaired slots" : cause.message());
+  if (state_ahead) {  // a ZeRO-1 update that did not complete: the state goes back to the claim
+    undo.restore(*job);
+    state_ahead = false;
+    events.log("update_undone", {{"step", committed}, {"epoch", job->epoch}});
+  }
   saver.abandon();  // its records cannot all be gathered any more
   if (job && !joiners.empty() && job->role.world_rank == 0) {
     fault_point("admit");
@@ -898,15 +941,15 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
     reform_fault_point("reform_agreed", list);
     // -- the state this member re-forms from: the base epoch's, which it holds as its
     //    current job or as the base it kept; take back an update the others did not apply,
-    //    together with the step it claims (ZeRO-1 reloads a checkpoint instead) --
+    //    together with the step it claims --
     NTP_ASSIGN_OR_RETURN(
         elastic::ReformPlan plan,
         elastic::plan_reform(list, ctx.slot_rank, {job ? job->epoch : -1, base ? base->epoch : -1},
-                             committed, sharded || (job && undo.holds(*job))));
+                             committed, job && undo.holds(*job)));
     Job* source = plan.source_epoch < 0                    ? nullptr
                   : job && job->epoch == plan.source_epoch ? job.get()
                                                            : base.get();
-    if (plan.roll_back && !sharded) {
+    if (plan.roll_back) {
       undo.restore(*source);
       committed = list.step;
       event.rolled_back = true;
@@ -969,32 +1012,87 @@ Result<LiveRun::MovedState> LiveRun::move_state(const elastic::MemberList& list,
   MovedState out{list.step, {}};
   int64_t moved_bytes = 0;
   reform_fault_point("reform_reshard", list);
-  if (c.optimizer == OptimizerSharding::kSharded) {
-    NTP_ASSIGN_OR_RETURN(std::optional<int64_t> loaded, load_latest_checkpoint(c, next));
-    if (!loaded) {
-      return stop_job(
-          "the ZeRO-1 optimizer state of a lost rank has no live copy and --save-dir holds "
-          "no checkpoint to fall back to; use --optimizer replicated, or --save-dir with "
-          "--save-every, for live recovery; the job stops",
-          next.role.world_rank == 0);
-    }
-    out.step = *loaded;
-    event.state_from = "checkpoint";
-    event.checkpoint_step = out.step;
-    // Every update from `step` on is gone from this member's state (counted by tests).
-    events.log("restored", {{"step", out.step}, {"epoch", list.epoch}});
-  } else {
+  if (c.optimizer == OptimizerSharding::kReplicated) {
     HeldState held{source ? &source->model->params() : nullptr, source ? &*source->adamw : nullptr};
     NTP_ASSIGN_OR_RETURN(ReshardStats stats,
                          execute_state_reshard(from, next.layout, slot, source ? &held : nullptr,
                                                {&next.model->params(), &*next.adamw}, *next.world));
     next.adamw->set_steps_taken(out.step);
     moved_bytes = stats.bytes_received;
+  } else if (Result<int64_t> live = move_zero_state(source, from, next); live.ok()) {
+    next.sharded->set_steps_taken(out.step);
+    moved_bytes = *live;
+  } else if (live.status().code() != StatusCode::kNotFound) {
+    return live.status();
+  } else {  // every member saw the same: the moments of some units are lost
+    NTP_ASSIGN_OR_RETURN(out.step, restore_zero_state(list, live.status(), next, event));
   }
   event.reshard_s = seconds_since(t_reshard);
   reform_fault_point("reform_commit", list);
   NTP_ASSIGN_OR_RETURN(out.totals, reshard_totals(*next.world, moved_bytes, event.reshard_s));
   return out;
+}
+
+// ZeRO-1 state whose moments were lost (`why`): the latest checkpoint, and the new job's copies.
+// Returns the checkpoint's step; stops the job when there is none.
+Result<int64_t> LiveRun::restore_zero_state(const elastic::MemberList& list, const Status& why,
+                                            Job& next, RecoveryEvent& event) {
+  NTP_ASSIGN_OR_RETURN(std::optional<int64_t> loaded, load_latest_checkpoint(c, next));
+  if (!loaded) {
+    return stop_job(why.message() +
+                        "; the ZeRO-1 optimizer state has no live copy and --save-dir holds no "
+                        "checkpoint to fall back to; use --save-dir with --save-every, or "
+                        "--optimizer replicated, to survive such a loss; the job stops",
+                    next.role.world_rank == 0);
+  }
+  events.log("state_lost", {{"epoch", list.epoch}, {"reason", why.message()}});
+  event.state_from = "checkpoint";
+  event.checkpoint_step = *loaded;
+  // Every update from `step` on is gone from this member's state (counted by tests).
+  events.log("restored", {{"step", *loaded}, {"epoch", list.epoch}});
+  NTP_RETURN_IF_ERROR(mirror_moments(next));
+  return *loaded;
+}
+
+// ZeRO-1: the values as the replicated reshard moves them, the master weights from them, the
+// moments from their owners or the DP peers with their copies (MomentReshard), and the new
+// job's copies. kNotFound, on every member alike, when the moments of some units are lost.
+// Returns the bytes this member received.
+Result<int64_t> LiveRun::move_zero_state(Job* source, const shard::ClusterLayout& from, Job& next) {
+  HeldMoments held;
+  if (source != nullptr) {
+    ShardedAdamW& opt = *source->sharded;
+    const std::vector<OwnedChunk>& owned = source->sync->owned_chunks();
+    for (size_t k = 0; k < owned.size(); ++k) {
+      held.owned.push_back({&owned[k].layout, &opt.exp_avg(k), &opt.exp_avg_sq(k)});
+    }
+    const std::vector<BlockLayout>& copies = source->sync->mirror_layouts();
+    for (size_t k = 0; k < copies.size(); ++k) {
+      held.copies.push_back({&copies[k], &opt.mirror_exp_avgs()[k], &opt.mirror_exp_avg_sqs()[k]});
+    }
+  }
+  std::vector<MomentChunk> needed;
+  const std::vector<OwnedChunk>& owned = next.sync->owned_chunks();
+  for (size_t k = 0; k < owned.size(); ++k) {
+    needed.push_back({&owned[k].layout, &next.sharded->exp_avg(k), &next.sharded->exp_avg_sq(k)});
+  }
+  std::vector<ParamGeometry> geometry;
+  std::vector<std::string> names;
+  for (const model::Param& p : next.model->params()) {
+    geometry.push_back(ParamGeometry::of(p));
+    names.push_back(p.name);
+  }
+  NTP_ASSIGN_OR_RETURN(MomentReshard moments,
+                       MomentReshard::plan(held, needed, geometry, names, *next.world));
+  HeldState values{source ? &source->model->params() : nullptr, nullptr};
+  NTP_ASSIGN_OR_RETURN(ReshardStats stats,
+                       execute_state_reshard(from, next.layout, slot, source ? &values : nullptr,
+                                             {&next.model->params(), nullptr}, *next.world));
+  NTP_ASSIGN_OR_RETURN(std::vector<std::vector<float>> master, next.sync->owned_values());
+  for (size_t k = 0; k < master.size(); ++k) next.sharded->master(k) = std::move(master[k]);
+  NTP_ASSIGN_OR_RETURN(int64_t moment_bytes, moments.run(*next.world));
+  NTP_RETURN_IF_ERROR(mirror_moments(next));
+  return stats.bytes_received + moment_bytes;
 }
 
 // The re-formation's recovery event (the leader's metrics line) and power plan.

@@ -156,5 +156,59 @@ TEST(ReformationTest, AMemberThatFailsWhereTheOthersGoOnIsRolledBackTo) {
   EXPECT_EQ(a, b);
 }
 
+// ZeRO-1, two faults in one re-formation: rank 6 dies in step 5, rank 9 (another DP set) in the
+// reshard of the first attempt. Both lost ranks' moments have live copies (rank 6's on rank 10,
+// rank 9's on rank 1), so every re-formation moves state live and nothing is recomputed.
+TEST(ReformationTest, ZeroOneNestedFaultsRecoverFromTheCopies) {
+  const std::vector<std::string> zero1 = {"--optimizer", "sharded"};
+  const JobRun clean = train("reform-zero1-clean", 10, {}, {}, zero1);
+  ASSERT_EQ(clean.exit_code, 0) << clean.log;
+  const JobRun run = train("reform-zero1-nested", 10, {},
+                           {"NTP_FAULT_POINT=forward:5:6,reform_reshard:5:9"}, zero1);
+  ASSERT_EQ(run.exit_code, 0) << run.log;
+  expect_same_trajectory(run, clean, 10, kDegradedTolerance);
+  EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 10) << run.log;
+  ASSERT_EQ(run.recoveries.size(), 1u) << run.log;
+  EXPECT_EQ(run.recoveries[0]["state_from"], "live") << run.recoveries[0].dump();
+  EXPECT_EQ(run.recoveries[0]["step"].get<int>(), 5) << run.recoveries[0].dump();
+  EXPECT_EQ(run.degrees_at_end, (std::vector<int>{4, 3, 3}));
+}
+
+// ZeRO-1, an update that fails half done: rank 6 fails in the optimizer of step 5, so the others'
+// publication of the updated weights (a collective with rank 6) fails after their own update.
+// Every member is then ahead of the step it claims, takes its update back before re-forming
+// (`update_undone`, once each), and re-forms at step 5 with every member. The layout history is
+// the failure-free run's, so losses and final weights are bit-identical.
+TEST(ReformationTest, ZeroOneUpdateThatFailsHalfDoneIsTakenBack) {
+  const std::vector<std::string> zero1 = {"--optimizer", "sharded"};
+  const fs::path dumps = test_jobs::scratch_dir() / "reform-zero1-undo-weights";
+  std::vector<std::string> clean_flags = zero1, faulty_flags = zero1;
+  clean_flags.insert(clean_flags.end(), {"--dump-dir", (dumps / "clean").string()});
+  faulty_flags.insert(faulty_flags.end(), {"--dump-dir", (dumps / "faulty").string()});
+  const JobRun clean = train("reform-zero1-undo-clean", 10, {}, {}, clean_flags);
+  ASSERT_EQ(clean.exit_code, 0) << clean.log;
+  const JobRun run =
+      train("reform-zero1-undo", 10, {}, {"NTP_FAULT_POINT=optimizer:5:6:fail"}, faulty_flags);
+  ASSERT_EQ(run.exit_code, 0) << run.log;
+  expect_same_trajectory(run, clean, 10, 0.0);  // bit-identical: the same layouts throughout
+  ASSERT_EQ(run.recoveries.size(), 1u) << run.log;
+  EXPECT_EQ(run.recoveries[0]["step"].get<int>(), 5);
+  EXPECT_EQ(run.recoveries[0]["state_from"], "live");
+  int undone = 0;
+  for (int rank = 0; rank < 12; ++rank) {
+    for (const nlohmann::json& e :
+         ntp::testing::read_json_lines(test_jobs::scratch_dir() / "reform-zero1-undo" / "events" /
+                                       ("rank_" + std::to_string(rank) + ".jsonl"))) {
+      undone += e["event"] == "update_undone" ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(undone, 11);  // every member but the one that failed before its update, once
+  EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 12);
+  const std::vector<float> a = dumped_weights(dumps / "clean");
+  const std::vector<float> b = dumped_weights(dumps / "faulty");
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+}
+
 }  // namespace
 }  // namespace ntp::train
