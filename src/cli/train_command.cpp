@@ -248,6 +248,13 @@ void add_train_command(CLI::App& app, int& exit_code) {
                 "checkpoint-restart baseline with ntp launch --restart-on-failure)")
       ->group(ckpt);
 
+  cmd->add_flag("--rebalance", c.rebalance,
+                "Measure every rank's compute speed and, when one is clearly slow (throttled, a "
+                "noisy neighbour), re-form with the same members and a speed-weighted layout: the "
+                "slow rank owns fewer units, only units whose owner changes move, and the layout "
+                "goes back to equal shares once it recovers (a rebalanced line in metrics.jsonl)")
+      ->group(ckpt);
+
   auto runtime = "Runtime";
   cmd->add_option("--bucket-kb", args->bucket_kb, "Gradient sync bucket size (KiB of parameters)")
       ->group(runtime);

@@ -46,9 +46,13 @@ class Progress : public comm::WaitObserver {
   // "<sequence>:<phase>:<step>:<waiting 0|1>" for the heartbeat (any thread).
   std::string token() const;
   void waiting(bool begins) override;
+  // Seconds the training thread has spent waiting on its peers so far (outermost waits; read on
+  // that thread): a step's compute time is its wall time less the waits in it.
+  double waited_seconds() const { return 1e-9 * static_cast<double>(waited_ns_); }
 
  private:
   std::atomic<int> waits_{0};
+  std::int64_t wait_start_ns_ = 0, waited_ns_ = 0;  // the training thread's only
   std::atomic<std::uint64_t> sequence_{0};
   std::atomic<std::uint8_t> phase_{0};
   std::atomic<std::int64_t> step_{-1};

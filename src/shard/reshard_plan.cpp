@@ -69,7 +69,7 @@ Result<ReshardPlan> plan_reshard(const ClusterLayout& from, const ClusterLayout&
           missing = subtract(missing, found);
         }
         if (!missing.empty()) {
-          return unavailable(space.name + " units " + missing.to_string() + " of domain " +
+          return not_found(space.name + " units " + missing.to_string() + " of domain " +
                              std::to_string(d) +
                              " have no live copy in any domain; restore them from a checkpoint");
         }

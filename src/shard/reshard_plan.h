@@ -32,7 +32,7 @@ struct ReshardPlan {
 };
 
 // Plans the move from `from` to `to` (same domains, domain size and unit spaces). A slot is a valid
-// source if it is active in `from` and healthy in `to.spec`. kUnavailable if some unit has no live
+// source if it is active in `from` and healthy in `to.spec`. kNotFound if some unit has no live
 // copy anywhere (then only a checkpoint can restore it).
 Result<ReshardPlan> plan_reshard(const ClusterLayout& from, const ClusterLayout& to);
 

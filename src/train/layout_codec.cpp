@@ -11,7 +11,9 @@ std::string encode_layout(const shard::ClusterLayout& layout) {
   for (const shard::SlotRef& s : layout.spec.failed) failed.push_back({s.domain, s.slot});
   nlohmann::json slots = nlohmann::json::array();
   for (const shard::ReplicaLayout& r : layout.replicas) slots.push_back(r.slots);
-  return nlohmann::json{{"failed", failed}, {"slots", slots}}.dump();
+  nlohmann::json out{{"failed", failed}, {"slots", slots}};
+  if (!layout.spec.speeds.empty()) out["speeds"] = layout.spec.speeds;
+  return out.dump();
 }
 
 Result<shard::ClusterLayout> decode_layout(const std::string& text, shard::ClusterSpec spec,
@@ -24,6 +26,7 @@ Result<shard::ClusterLayout> decode_layout(const std::string& text, shard::Clust
       spec.failed.push_back({f.at(0).get<int>(), f.at(1).get<int>()});
     }
     slots = j.at("slots").get<std::vector<std::vector<int>>>();
+    spec.speeds = j.value("speeds", std::vector<std::vector<double>>{});
   } catch (const std::exception& e) {
     return internal_error(std::string("corrupt layout: ") + e.what());
   }
@@ -36,7 +39,12 @@ Result<shard::ClusterLayout> decode_layout(const std::string& text, shard::Clust
     if (mine != planned) return internal_error("layout whose slots do not match its failed list");
     layout.replicas[d].slots = slots[d];
   }
-  return layout;
+  if (layout.spec.speeds.empty()) return layout;  // units follow from the degrees alone
+  // Weighted units follow the speeds of the slots in their order: planned again over the decoded
+  // order (plan_cluster keeps every rank on its slot when a domain is weighted and its members are
+  // those of `previous`, and where it is not, units do not depend on the slots).
+  const shard::ClusterLayout ordered = layout;
+  return shard::plan_cluster(ordered.spec, strategy, &ordered);
 }
 
 }  // namespace ntp::train

@@ -1,8 +1,9 @@
 // The text form of a job's cluster layout that a re-formation's decider publishes with its member
 // list (elastic/member_list.h: base_layout), so that a member that lacks the base epoch's layout (a
-// joiner) plans from the same one as everyone else. A layout is its failed slots plus every
-// replica's slot order: the units follow from the degrees (the sync strategy is deterministic),
-// the slot order from the history of re-formations, which only the publication carries.
+// joiner) plans from the same one as everyone else. A layout is its failed slots, its slots'
+// speeds (a speed-weighted layout) and every replica's slot order: the units follow from the
+// degrees and speeds (the sync strategy is deterministic), the slot order from the history of
+// re-formations, which only the publication carries.
 #pragma once
 
 #include <string>

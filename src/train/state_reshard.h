@@ -34,8 +34,9 @@ struct ReshardStats {
 
 // `from`: the state this worker held in layout `from_layout`, or null (a repair joining with
 // nothing). `to`: its freshly built state in `to_layout`. `world` spans the active slots of
-// `to_layout` in world-rank order. kUnavailable when a peer fails during the exchange, or when
-// some unit has no live copy (plan_reshard's error).
+// `to_layout` in world-rank order. kUnavailable when a peer fails during the exchange; kNotFound,
+// on every member alike and before anything moves, when some unit has no live copy
+// (plan_reshard's error).
 Result<ReshardStats> execute_state_reshard(const shard::ClusterLayout& from_layout,
                                            const shard::ClusterLayout& to_layout, shard::SlotRef me,
                                            const HeldState* from, HeldState to,

@@ -66,6 +66,8 @@ struct TrainConfig {
   int64_t stop_after = 0;  // stop after this many steps of this run (0: run to --steps)
 
   bool live_recovery = true;  // false: a failure ends the job (for --restart-on-failure baselines)
+  // Re-form with speed-weighted layouts when measured speeds show a slow rank (train/rebalancer.h).
+  bool rebalance = false;
 
   // Runtime.
   int64_t bucket_bytes = 128 << 10;

@@ -112,7 +112,7 @@ void TrainReport::step(const StepFigures& f, const std::vector<double>& ranks) {
   committed_s_ += f.step_s;
   const size_t replicas = degrees_.size();
   std::vector<double> fwd_bwd(replicas, 0.0), wait(replicas, 0.0), opt(replicas, 0.0);
-  std::vector<double> overlap(replicas, 1.0), bytes(replicas, 0.0);
+  std::vector<double> overlap(replicas, 1.0), bytes(replicas, 0.0), compute(replicas, 0.0);
   for (size_t r = 0; r < replica_of_.size(); ++r) {
     const auto d = static_cast<size_t>(replica_of_[r]);
     const double* x = ranks.data() + kRankFigures * r;
@@ -121,6 +121,7 @@ void TrainReport::step(const StepFigures& f, const std::vector<double>& ranks) {
     opt[d] = std::max(opt[d], x[2]);
     overlap[d] = std::min(overlap[d], x[3]);
     bytes[d] = std::max(bytes[d], x[4]);
+    compute[d] = std::max(compute[d], x[kComputeFigure]);
   }
   nlohmann::json per_replica = nlohmann::json::array();
   for (size_t d = 0; d < replicas; ++d) {
@@ -131,7 +132,8 @@ void TrainReport::step(const StepFigures& f, const std::vector<double>& ranks) {
                            {"sync_wait_s", wait[d]},
                            {"optimizer_s", opt[d]},
                            {"sync_overlap", overlap[d]},
-                           {"sync_bytes_max_rank", bytes[d]}});
+                           {"sync_bytes_max_rank", bytes[d]},
+                           {"compute_s", compute[d]}});
   }
   nlohmann::json line = {{"type", "step"},
                          {"time", unix_seconds()},
@@ -201,12 +203,10 @@ void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& l
                        {"checkpoint_step", e.checkpoint_step},
                        {"steps_redone", e.steps_redone}}
             .dump());
-  if (e.state_from == "checkpoint" && e.cause == "repair") {
-    std::fprintf(out_, "ZeRO-1 state handed over through the checkpoint of step %lld\n",
-                 static_cast<long long>(e.checkpoint_step));
-  } else if (e.state_from == "checkpoint") {
+  if (e.state_from == "checkpoint") {
     std::fprintf(out_,
-                 "no live copy of the lost ZeRO-1 optimizer state: the survivors reload the "
+                 "no live copy of some lost state (every holder of some units, or a ZeRO-1 "
+                 "owner and its copy): the survivors reload the "
                  "checkpoint of step %lld (%lld committed steps to compute again)\n",
                  static_cast<long long>(e.checkpoint_step), static_cast<long long>(e.steps_redone));
   }
@@ -218,6 +218,69 @@ void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& l
                e.agree_s, e.rebuild_s, e.reshard_s, static_cast<long long>(e.reshard_bytes),
                static_cast<long long>(e.step + 1),
                e.rolled_back && e.state_from == "live" ? " (a half-applied step taken back)" : "");
+  std::fflush(out_);
+}
+
+namespace {
+
+// Every replica's units per space and rank: {"heads": [[...]], ...} as counts.
+nlohmann::json unit_counts(const shard::ReplicaLayout& r, const shard::ClusterSpec& spec) {
+  nlohmann::json out = nlohmann::json::object();
+  for (size_t sp = 0; sp < spec.spaces.size(); ++sp) {
+    std::vector<int64_t> counts;
+    for (const shard::IntervalSet& units : r.units[sp]) counts.push_back(units.count());
+    out[spec.spaces[sp].name] = counts;
+  }
+  return out;
+}
+
+}  // namespace
+
+void TrainReport::rebalanced(const RecoveryEvent& e, const shard::ClusterLayout& before,
+                             const shard::ClusterLayout& after,
+                             const std::vector<ReplicaBatch>& batches,
+                             const std::vector<double>& raw_speeds) {
+  set_layout(after, batches);
+  ++reconfigurations_;
+  lost_reconfigure_s_ += e.total_s;
+  nlohmann::json replicas = nlohmann::json::array();
+  std::string summary;
+  for (size_t d = 0; d < after.replicas.size(); ++d) {
+    const shard::ReplicaLayout& r = after.replicas[d];
+    std::vector<double> speeds;
+    for (int slot : r.slots) speeds.push_back(after.spec.speed(static_cast<int>(d), slot));
+    replicas.push_back({{"domain", d},
+                        {"slots", r.slots},
+                        {"speeds", speeds},
+                        {"units_before", unit_counts(before.replicas[d], before.spec)},
+                        {"units_after", unit_counts(r, after.spec)}});
+    if (after.spec.weighted(static_cast<int>(d)) || before.spec.weighted(static_cast<int>(d))) {
+      char line[64];
+      summary += summary.empty() ? "" : "; ";
+      summary += "replica " + std::to_string(d) + " speeds";
+      for (double sp : speeds) {
+        std::snprintf(line, sizeof line, " %.2f", sp);
+        summary += line;
+      }
+    }
+  }
+  write(nlohmann::json{{"type", "rebalanced"},
+                       {"time", unix_seconds()},
+                       {"epoch", e.epoch},
+                       {"step", e.step},
+                       {"weighted", !after.spec.speeds.empty()},
+                       {"raw_speeds", raw_speeds},
+                       {"replicas", replicas},
+                       {"agree_s", e.agree_s},
+                       {"rebuild_s", e.rebuild_s},
+                       {"reshard_s", e.reshard_s},
+                       {"total_s", e.total_s},
+                       {"reshard_bytes", e.reshard_bytes}}
+            .dump());
+  std::fprintf(out_, "%s: %s in %.2f s (%lld bytes moved), continuing at step %lld\n",
+               after.spec.speeds.empty() ? "equal shares again" : "rebalanced for speed",
+               summary.empty() ? "all at full speed" : summary.c_str(), e.total_s,
+               static_cast<long long>(e.reshard_bytes), static_cast<long long>(e.step + 1));
   std::fflush(out_);
 }
 

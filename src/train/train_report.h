@@ -54,8 +54,10 @@ struct RecoveryEvent {
 };
 
 // What every rank reports per step: forward+backward, sync wait and optimizer seconds, the share
-// of its sync that overlapped backward, and the bytes it moved for the sync (fold + DP buffers).
-inline constexpr size_t kRankFigures = 5;
+// of its sync that overlapped backward, the bytes it moved for the sync (fold + DP buffers), and
+// its compute seconds (forward+backward less its waits on peers: what its own speed decides).
+inline constexpr size_t kRankFigures = 6;
+inline constexpr size_t kComputeFigure = 5;
 using RankFigures = std::array<double, kRankFigures>;
 
 class TrainReport {
@@ -75,6 +77,12 @@ class TrainReport {
   // Logs the event and switches to the new layout.
   void recovery(const RecoveryEvent& event, const shard::ClusterLayout& layout,
                 const std::vector<ReplicaBatch>& batches);
+  // A re-formation with the same members onto speed-weighted shares (`event.cause` "rebalance"):
+  // the slots' speeds and every replica's units before and after; switches to `after`.
+  // `raw_speeds`: per world rank as measured (empty when unknown).
+  void rebalanced(const RecoveryEvent& event, const shard::ClusterLayout& before,
+                  const shard::ClusterLayout& after, const std::vector<ReplicaBatch>& batches,
+                  const std::vector<double>& raw_speeds);
   void checkpoint(int64_t step, const std::string& dir, double blocked_s);
   // The summary line and goodput: wall time, time in committed steps, time lost per cause.
   void finish(int64_t steps, double loss, double eval_loss, double tokens_per_s, double wall_s);

@@ -1,5 +1,5 @@
 // The trainer behind `ntp train`: one worker process of a job whose replicas may run at different
-// TP degrees. Every worker runs the same loop (train/trainer.cpp reads top to bottom):
+// TP degrees. Every worker runs the same loop (train/live_step.cpp reads top to bottom):
 //   data -> forward/backward (gradient sync overlapped, bucket by bucket) -> wait for the sync ->
 //   global loss and gradient norm -> clip -> optimizer (replicated or ZeRO-1) -> commit ->
 //   metrics -> eval

@@ -102,7 +102,7 @@ TEST(ReshardPlan, FailureAndRepairTransitionsReachTheNewLayout) {
     if (!every_unit_has_a_live_copy(*healthy, failed_spec)) {
       // Only possible with a single domain: then the plan must say a checkpoint is needed.
       ASSERT_FALSE(on_failure.ok());
-      EXPECT_EQ(on_failure.status().code(), StatusCode::kUnavailable);
+      EXPECT_EQ(on_failure.status().code(), StatusCode::kNotFound);
       ++lost;
       continue;
     }
@@ -192,7 +192,7 @@ TEST(ReshardPlan, UnitWithNoLiveCopyIsUnavailable) {
   ASSERT_TRUE(failed.ok());
   auto plan = plan_reshard(*healthy, *failed);
   ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(plan.status().code(), StatusCode::kNotFound);
   EXPECT_NE(plan.status().message().find("checkpoint"), std::string::npos);
 }
 

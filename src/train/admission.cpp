@@ -1,0 +1,61 @@
+#include "train/admission.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace ntp::train {
+
+std::string join_key(const std::string& group, int rank) {
+  return group + "/join/" + std::to_string(rank);
+}
+
+std::vector<int> joiners_asking(const WorkerContext& ctx, const std::string& group,
+                                const Job& job) {
+  const int slots = job.layout.spec.domains * job.layout.spec.domain_size;
+  const std::vector<int> members = slot_ranks(job.layout);
+  std::vector<int> out;
+  for (int r = 0; r < slots; ++r) {
+    if (std::binary_search(members.begin(), members.end(), r)) continue;
+    // Pending: a join request whose restart count was not admitted yet.
+    Result<std::string> asked = ctx.store->get(join_key(group, r));
+    if (!asked.ok()) continue;
+    Result<std::string> taken = ctx.store->get(join_key(group, r) + "/taken");
+    if (taken.ok() && *taken == *asked) continue;
+    out.push_back(r);
+  }
+  return out;
+}
+
+Status admit(const WorkerContext& ctx, const std::string& group, const std::vector<int>& joiners,
+             const elastic::MemberList& last) {
+  const std::string text = elastic::encode(last);
+  for (int r : joiners) {
+    NTP_ASSIGN_OR_RETURN(std::string restart, ctx.store->get(join_key(group, r)));
+    NTP_RETURN_IF_ERROR(
+        ctx.store->set(group + "/admit/" + std::to_string(r) + "/" + restart, text));
+    NTP_RETURN_IF_ERROR(ctx.store->set(join_key(group, r) + "/taken", restart));
+  }
+  return ok_status();
+}
+
+Result<elastic::MemberList> wait_for_admission(const WorkerContext& ctx, const std::string& group,
+                                               elastic::Progress& progress) {
+  const std::string restart = std::to_string(ctx.restart_count);
+  NTP_RETURN_IF_ERROR(ctx.store->set(join_key(group, ctx.slot_rank), restart));
+  const std::string key = group + "/admit/" + std::to_string(ctx.slot_rank) + "/" + restart;
+  const Clock::time_point start = Clock::now();
+  while (true) {
+    progress.mark(elastic::Phase::kJoin, -1);
+    Result<std::string> text = ctx.store->get(key);
+    if (text.ok()) return elastic::decode_member_list(*text);
+    if (Result<bool> finished = ctx.store->exists(group + "/finished");
+        finished.ok() && *finished) {
+      return Status(StatusCode::kAborted, "the job finished before this repair was admitted");
+    }
+    if (seconds_since(start) > 600) return unavailable("not admitted within 10 minutes");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace ntp::train

@@ -1,0 +1,222 @@
+#include "train/job.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "comm/exit_notice.h"
+#include "comm/gloo_communicator.h"
+#include "power/boost_planner.h"
+#include "shard/balance.h"
+#include "shard/fold_sync_strategy.h"
+#include "shard/native_sync_strategy.h"
+#include "train/train_checkpoint.h"
+#include "train/unit_blocks.h"
+
+namespace ntp::train {
+
+std::unique_ptr<shard::SyncStrategy> make_strategy(const TrainConfig& c) {
+  if (c.strategy == "native") return std::make_unique<shard::NativeSyncStrategy>(c.tp);
+  return std::make_unique<shard::FoldSyncStrategy>();
+}
+
+std::string slot_name(shard::SlotRef s) {
+  return std::to_string(s.domain) + ":" + std::to_string(s.slot);
+}
+
+std::vector<int> slot_ranks(const shard::ClusterLayout& layout) {
+  std::vector<int> out;
+  for (const shard::SlotRef& s : active_slots(layout)) {
+    out.push_back(s.domain * layout.spec.domain_size + s.slot);
+  }
+  return out;
+}
+
+std::vector<std::string> incarnations(int attempt, const elastic::MemberList& list) {
+  std::vector<std::string> out;
+  for (int restart : list.restarts) out.push_back(comm::incarnation(attempt, restart));
+  return out;
+}
+
+Result<shard::ClusterLayout> next_layout(const TrainConfig& c, const shard::SyncStrategy& strategy,
+                                         const shard::ClusterLayout& previous,
+                                         const std::vector<int>& members,
+                                         const std::vector<std::vector<double>>* speeds) {
+  shard::ClusterSpec spec = previous.spec;
+  if (speeds != nullptr) {
+    spec.speeds = *speeds;
+  } else if (slot_ranks(previous) != members) {
+    spec.speeds.clear();  // other members: equal shares, until their speeds are measured anew
+  }
+  spec.failed.clear();
+  for (int r = 0; r < c.world_slots(); ++r) {
+    if (!std::binary_search(members.begin(), members.end(), r)) {
+      spec.failed.push_back({r / c.tp, r % c.tp});
+    }
+  }
+  Result<shard::ClusterLayout> layout = shard::plan_cluster(spec, strategy, &previous);
+  if (!layout.ok()) {
+    return failed_precondition("the job cannot go on: " + layout.status().message() +
+                               "; the last checkpoint stays intact");
+  }
+  return layout;
+}
+
+Status build_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
+                 shard::ClusterLayout layout, shard::SlotRef slot, int epoch, InitialState state) {
+  Job* job = &job_ref;
+  job->epoch = epoch;
+  job->layout = std::move(layout);
+  NTP_ASSIGN_OR_RETURN(job->role, worker_role(job->layout, slot));
+  const WorkerRole& role = job->role;
+
+  comm::GlooOptions gloo;
+  gloo.store = ctx.store;
+  gloo.rank = role.world_rank;
+  gloo.size = role.world_size;
+  gloo.prefix = "train/a" + std::to_string(ctx.attempt) + "/e" + std::to_string(epoch);
+  gloo.timeout = std::chrono::milliseconds(c.comm_timeout_ms);
+  gloo.cancel = job->cancel;
+  if (!ctx.local_addr.empty()) gloo.hostname = ctx.local_addr;
+  NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::connect_gloo(gloo));
+  job->install(job->world, std::move(world));
+  const std::string d = std::to_string(role.replica);
+  NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> tp,
+                       job->world->subgroup(role.replica_members(), "tp" + d));
+  job->install(job->tp, std::move(tp));
+  NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> replica,
+                       job->world->subgroup(role.replica_members(), "sync" + d));
+  job->install(job->replica, std::move(replica));
+  SyncComms comms;
+  comms.replica = job->replica.get();
+  for (const DpSet& set : role.dp_sets) {
+    NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> dp,
+                         job->world->subgroup(set.world_ranks, set.name));
+    {
+      std::lock_guard<std::mutex> lock(job->comms_mutex);
+      job->dp.emplace_back();
+    }
+    comms.dp.push_back(job->install(job->dp.back(), std::move(dp)));
+  }
+
+  job->tp_group = std::make_unique<model::CommTpGroup>(*job->tp);
+  NTP_ASSIGN_OR_RETURN(model::GptModel model,
+                       model::GptModel::create(c.model, role.shard, c.seed, job->tp_group.get(),
+                                               state == InitialState::kDrawn));
+  job->model.emplace(std::move(model));
+  job->sync =
+      std::make_unique<SyncExecutor>(role, job->model->params(), job->model->grads_ready_order(),
+                                     comms, SyncOptions{c.bucket_bytes, c.optimizer});
+
+  const kernels::cpu::AdamWHyper hyper{
+      .lr = c.lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps, .weight_decay = c.weight_decay};
+  if (c.optimizer == OptimizerSharding::kSharded) {
+    NTP_ASSIGN_OR_RETURN(std::vector<std::vector<float>> master, job->sync->owned_values());
+    job->sharded.emplace(std::move(master), hyper);
+  } else {
+    job->adamw.emplace(job->model->params(), hyper);
+  }
+  NTP_ASSIGN_OR_RETURN(job->batches, split_global_batch(c.batch_policy, role.replica_degrees, c.tp,
+                                                        c.global_batch(), c.micro_batch));
+  return ok_status();
+}
+
+Status dump_logical(const std::string& path, Job& job, bool grads) {
+  const std::vector<model::Param>& params = job.model->params();
+  std::vector<std::vector<float>> logical;
+  for (const model::Param& p : params) {
+    logical.emplace_back(static_cast<size_t>(shape_numel(p.logical_shape)), NAN);
+  }
+  auto scatter = [&](int index, const shard::IntervalSet& units, const float* data) {
+    const model::Param& p = params[static_cast<size_t>(index)];
+    const ParamGeometry g = ParamGeometry::of(p);
+    model::Param view;
+    view.logical_shape = p.logical_shape;
+    view.shard_axis = p.replicated() ? 0 : p.shard_axis;
+    view.logical_index = slice_ids(p, g, units);
+    const auto n = static_cast<size_t>(g.outer * units.count() * g.inner);
+    view.scatter_to_logical(std::span<const float>(data, n), logical[static_cast<size_t>(index)]);
+  };
+  if (grads && job.sharded) {
+    for (const OwnedChunk& chunk : job.sync->owned_chunks()) {
+      for (const Block& b : chunk.layout.blocks())
+        scatter(b.param, b.units, chunk.grad.data() + b.offset);
+    }
+  } else {
+    for (size_t i = 0; i < params.size(); ++i) {
+      const model::Param& p = params[i];
+      p.scatter_to_logical(grads ? p.grad.span() : p.value.span(), logical[i]);
+    }
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  for (const std::vector<float>& t : logical) {
+    out.write(reinterpret_cast<const char*>(t.data()),
+              static_cast<std::streamsize>(t.size() * sizeof(float)));
+  }
+  return out ? ok_status() : unavailable("cannot write " + path);
+}
+
+Result<double> evaluate(const TrainConfig& c, Job& job, const Batcher& val) {
+  const WorkerRole& role = job.role;
+  const int64_t n = shard::balanced_count(c.eval_samples, role.replicas, role.replica);
+  const int64_t begin = shard::balanced_offset(c.eval_samples, role.replicas, role.replica);
+  double weighted = 0.0;
+  for (int64_t k = 0; k < n; k += c.micro_batch) {
+    const int64_t m = std::min(c.micro_batch, n - k);
+    NTP_ASSIGN_OR_RETURN(Batch batch, val.get(0, begin + k, m));
+    NTP_ASSIGN_OR_RETURN(double loss,
+                         job.model->loss(batch.tokens, batch.targets, m, c.model.n_ctx));
+    weighted += loss * static_cast<double>(m) / static_cast<double>(c.eval_samples);
+  }
+  std::vector<double> slots(static_cast<size_t>(role.world_size), 0.0);
+  if (role.tp_rank == 0) slots[static_cast<size_t>(role.world_rank)] = weighted;
+  NTP_RETURN_IF_ERROR(job.world->allreduce(comm::view(slots)));
+  double total = 0.0;
+  for (double s : slots) total += s;  // one contributor per slot: exact, same on every rank
+  return total;
+}
+
+Result<std::optional<int64_t>> load_latest_checkpoint(const TrainConfig& c, Job& job) {
+  std::vector<int64_t> step{-1};
+  if (job.role.world_rank == 0 && !c.save_dir.empty()) {
+    const std::vector<int64_t> steps = checkpoint::complete_steps(c.save_dir);
+    if (!steps.empty()) step[0] = steps.back();
+  }
+  NTP_RETURN_IF_ERROR(job.world->broadcast(comm::view(step), 0));
+  if (step[0] < 0) return std::optional<int64_t>();
+  NTP_ASSIGN_OR_RETURN(
+      checkpoint::CheckpointReader reader,
+      checkpoint::CheckpointReader::open(checkpoint::step_dir_path(c.save_dir, step[0])));
+  WorkerState state{job.role, job.model->params(), job.adamw ? &*job.adamw : nullptr,
+                    job.sharded ? &*job.sharded : nullptr, job.sync.get()};
+  NTP_ASSIGN_OR_RETURN(int64_t loaded, load_checkpoint(reader, c, state));
+  return std::optional<int64_t>(loaded);
+}
+
+void plan_power(const shard::ClusterLayout& layout, power::PowerControl& control,
+                std::optional<TrainReport>& report) {
+  const power::PowerModel model;
+  for (const shard::ReplicaLayout& r : layout.replicas) {
+    double speed = 1.0;
+    for (size_t sp = 0; sp < layout.spec.spaces.size(); ++sp) {
+      const int64_t full =
+          shard::max_units_per_rank(layout.spec.spaces[sp].units, layout.spec.domain_size);
+      double slowest = 0.0;  // the rank that takes longest: its units over its slot's speed
+      for (size_t k = 0; k < r.slots.size(); ++k) {
+        slowest = std::max(slowest, static_cast<double>(r.units[sp][k].count()) /
+                                        layout.spec.speed(r.domain, r.slots[k]));
+      }
+      speed = std::min(speed, static_cast<double>(full) / slowest);
+    }
+    power::DomainPowerSpec spec;
+    spec.surviving_gpus = r.degree();
+    const power::BoostPlan plan = power::plan_boost(model, speed, spec);
+    if (control.current(r.domain) == plan.power_factor) continue;  // unchanged
+    if (control.set_domain_power(r.domain, plan.power_factor).ok() && report) {
+      report->power(r.domain, r.degree(), speed, plan);
+    }
+  }
+}
+
+}  // namespace ntp::train

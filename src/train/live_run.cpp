@@ -1,0 +1,316 @@
+#include "train/live_run.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "comm/exit_notice.h"
+#include "train/admission.h"
+#include "train/layout_codec.h"
+
+namespace ntp::train {
+namespace {
+
+elastic::AgreementConfig agreement_config(const TrainConfig& c, const WorkerContext& ctx,
+                                          const std::string& group, elastic::Progress* progress) {
+  elastic::AgreementConfig a;
+  a.store = ctx.store;
+  a.group = group;
+  a.me = ctx.slot_rank;
+  a.progress = progress;
+  a.hang_detect = std::chrono::milliseconds(c.hang_detect_ms);
+  a.window = 10 * a.hang_detect;
+  // A member's incarnation is the list's; a joiner's is the one its join request names (its
+  // predecessor's exit notice must not mark it gone).
+  a.exited = [&ctx, group](int id, const elastic::MemberList& list) {
+    int restart = list.restarts[static_cast<size_t>(id)];
+    if (!list.has(id)) {
+      Result<std::string> asked = ctx.store->get(join_key(group, id));
+      if (asked.ok()) restart = std::atoi(asked->c_str());
+    }
+    return comm::has_exited(*ctx.store, id, comm::incarnation(ctx.attempt, restart));
+  };
+  return a;
+}
+}  // namespace
+
+LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, Batcher train,
+                 Batcher val)
+    : c(config),
+      ctx(context),
+      slot{context.slot_rank / config.tp, context.slot_rank % config.tp},
+      train_batches(std::move(train)),
+      val_batches(std::move(val)),
+      strategy(make_strategy(config)),
+      group("train/a" + std::to_string(context.attempt)),
+      hang_detect(config.hang_detect_ms),
+      heartbeat(context.store, group, context.slot_rank, kHeartbeatPeriod,
+                [this] { return progress.token(); }),
+      events(config.out_dir, context.slot_rank),
+      watch(
+          context.store, kWatchPoll, hang_detect, &progress,
+          [this] {
+            events.log("fenced", {{"reason", "declared dead while its training thread was stuck"}});
+            std::printf(
+                "slot %s: declared dead while its training thread was stuck; it leaves the job\n",
+                slot_name(slot).c_str());
+            std::fflush(stdout);
+            std::_Exit(1);
+          }),
+      agreement(agreement_config(config, context, group, &progress)),
+      boost(config.batch_policy == BatchPolicy::kKeep),
+      saver(config.save_dir, config.keep_last,
+            "d" + std::to_string(slot.domain) + "s" + std::to_string(slot.slot)),
+      global_batch(config.global_batch()),
+      micro_scale(static_cast<float>(config.micro_batch) /
+                  static_cast<float>(config.global_batch())) {
+  progress.mark(elastic::Phase::kSetup, -1);
+  comm::observe_waits(&progress);  // this thread's waits on its peers are not stuck work
+}
+
+// From here on, a fault anywhere in the job aborts this worker's pending operations at once.
+void LiveRun::watch_job(Job& j, const elastic::MemberList& list) {
+  watch.arm({group, j.epoch, ctx.slot_rank, list.members, incarnations(ctx.attempt, list),
+             [&j, this](const std::string& reason) {
+               events.log("step_failed", {{"by", "watch"}, {"reason", reason}});
+               j.abort_all(reason);
+             }});
+}
+
+Status LiveRun::open_report(bool append) {
+  if (report || !job || job->role.world_rank != 0) return ok_status();
+  NTP_ASSIGN_OR_RETURN(report, TrainReport::open(c, job->layout, job->batches, ctx.out, append));
+  return ok_status();
+}
+
+WorkerState LiveRun::worker_state() {
+  return WorkerState{job->role, job->model->params(), job->adamw ? &*job->adamw : nullptr,
+                     job->sharded ? &*job->sharded : nullptr, job->sync.get()};
+}
+
+Status LiveRun::finish_pending_save() {
+  if (!saver.pending()) return ok_status();
+  progress.mark(elastic::Phase::kCheckpoint, committed);
+  const int64_t step = saver.pending_step();
+  NTP_ASSIGN_OR_RETURN(std::string dir, saver.finish(*job->world));
+  progress.mark(elastic::Phase::kStep, committed);
+  saved_step = step;
+  if (report) report->checkpoint(step, dir, saver.last_blocked_s());
+  return ok_status();
+}
+
+// A save of the committed state, written and committed before returning.
+Status LiveRun::save_checkpoint_now() {
+  NTP_RETURN_IF_ERROR(finish_pending_save());
+  if (saved_step == committed) return ok_status();
+  WorkerState state = worker_state();
+  const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
+  NTP_RETURN_IF_ERROR(saver.start(
+      checkpoint_meta(c, committed, state.optimizer_steps(), job->layout.spec.failed), pieces));
+  return finish_pending_save();
+}
+
+// ZeRO-1 with live recovery: every owned chunk's moments copied to the next member of its DP set.
+Status LiveRun::mirror_moments(Job& j) {
+  ShardedAdamW& opt = *j.sharded;
+  return j.sync->mirror_moments(opt.exp_avgs(), opt.exp_avg_sqs(), opt.mirror_exp_avgs(),
+                                opt.mirror_exp_avg_sqs());
+}
+
+Result<LiveRun::StepBoundary> LiveRun::step_boundary() {
+  const auto slots = static_cast<size_t>(job->layout.spec.domains * job->layout.spec.domain_size);
+  const auto tp = static_cast<size_t>(job->layout.spec.domain_size);
+  // [slots] join flags, then 0 (go on), 1 (rebalance) or 2 (equal shares again), then [slots]
+  // speeds, domain-major.
+  std::vector<double> words(2 * slots + 1, 0.0);
+  if (job->role.world_rank == 0) {
+    for (int r : joiners_asking(ctx, group, *job)) words[static_cast<size_t>(r)] = 1.0;
+    if (proposal) {
+      words[slots] = proposal->speeds.empty() ? 2.0 : 1.0;
+      for (size_t d = 0; d < proposal->speeds.size(); ++d) {
+        for (size_t l = 0; l < tp; ++l) words[slots + 1 + d * tp + l] = proposal->speeds[d][l];
+      }
+      rebalance_raw_speeds = proposal->raw_speeds;
+      proposal.reset();
+    }
+  }
+  NTP_RETURN_IF_ERROR(job->world->broadcast(comm::view(words), 0));
+  StepBoundary out;
+  for (size_t r = 0; r < slots; ++r) {
+    if (words[r] != 0.0) out.joiners.push_back(static_cast<int>(r));
+  }
+  if (words[slots] != 0.0) {
+    out.speeds.emplace();
+    if (words[slots] == 1.0) {
+      for (size_t d = 0; d * tp < slots; ++d) {
+        out.speeds->emplace_back(words.begin() + static_cast<long>(slots + 1 + d * tp),
+                                 words.begin() + static_cast<long>(slots + 1 + (d + 1) * tp));
+      }
+    }
+  }
+  return out;
+}
+
+// The leader measures speeds with --rebalance (another worker, or without it, holds none).
+Status LiveRun::start_rebalancer(bool same_members) {
+  proposal.reset();
+  if (!c.rebalance || job->role.world_rank != 0) {
+    rebalancer.reset();
+    return ok_status();
+  }
+  if (rebalancer && same_members) {
+    rebalancer->relayout(job->layout, job->batches);
+    return ok_status();
+  }
+  NTP_ASSIGN_OR_RETURN(Rebalancer fresh, Rebalancer::create(job->layout, job->batches));
+  rebalancer.emplace(std::move(fresh));
+  return ok_status();
+}
+
+// Live recovery cannot go on: every survivor stops, one says why (kFailedPrecondition).
+Status LiveRun::stop_job(const std::string& why, bool speaks) {
+  stop_speaks = speaks;
+  return failed_precondition(why);
+}
+
+Result<std::optional<TrainSummary>> LiveRun::start() {
+  if (ctx.restart_count > 0) {
+    // ---- a repair: wait to be admitted at a step boundary, then join through the same
+    //      re-formation as any member, holding nothing ----
+    Result<elastic::MemberList> admitted = wait_for_admission(ctx, group, progress);
+    if (!admitted.ok()) {
+      if (admitted.status().code() != StatusCode::kAborted) return admitted.status();
+      summary.took_part = false;
+      summary.left = admitted.status().message();
+      return std::optional<TrainSummary>(summary);
+    }
+    last = std::move(*admitted);
+    if (!c.dump_dir.empty()) std::filesystem::create_directories(c.dump_dir);
+    Result<int64_t> joined = reform(ok_status(), {}, 0.0);
+    if (!joined.ok() && ends_job(joined.status())) {
+      return std::optional<TrainSummary>(left_job(joined.status()));
+    }
+    NTP_ASSIGN_OR_RETURN(first_step, std::move(joined));
+    committed = first_step;
+    last_step = c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
+    events.log("joined", {{"step", first_step}, {"epoch", job->epoch}});
+    std::printf("slot %s: repaired, joined at step %lld (epoch %d)\n", slot_name(slot).c_str(),
+                static_cast<long long>(first_step + 1), job->epoch);
+    std::fflush(stdout);
+    NTP_RETURN_IF_ERROR(start_rebalancer(false));
+    return std::optional<TrainSummary>();
+  }
+  // ---- the first job: layout -> this worker's role -> communicators, model shard, sync,
+  //      optimizer ----
+  NTP_ASSIGN_OR_RETURN(shard::ClusterLayout layout,
+                       shard::plan_cluster(cluster_spec(c), *strategy));
+  last = elastic::initial_list(slot_ranks(layout), c.world_slots());
+  job = std::make_unique<Job>();
+  watch_job(*job, last);
+  NTP_RETURN_IF_ERROR(build_job(*job, c, ctx, std::move(layout), slot, 0, InitialState::kDrawn));
+  NTP_RETURN_IF_ERROR(open_report(!c.resume.empty()));
+  if (boost && report) plan_power(job->layout, power_control, report);
+  if (!c.dump_dir.empty()) std::filesystem::create_directories(c.dump_dir);
+
+  // ---- resume: weights, moments and the step from a checkpoint written at any layout ----
+  std::string resume_dir = c.resume;
+  if (resume_dir == "auto") {
+    resume_dir = checkpoint::latest_step_dir(c.save_dir).ok() ? c.save_dir : "";
+  }
+  if (!resume_dir.empty()) {
+    Result<checkpoint::CheckpointReader> reader = checkpoint::CheckpointReader::open(resume_dir);
+    if (!reader.ok()) {
+      return invalid_argument("--resume " + resume_dir + ": " + reader.status().message());
+    }
+    WorkerState state = worker_state();
+    NTP_ASSIGN_OR_RETURN(first_step, load_checkpoint(*reader, c, state));
+    events.log("restored", {{"step", first_step}, {"epoch", 0}});
+    if (report) report->resumed(first_step, reader->step_dir().string());
+  }
+  if (job->sharded && c.live_recovery) NTP_RETURN_IF_ERROR(mirror_moments(*job));
+  committed = first_step;
+  last_step = c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
+  NTP_RETURN_IF_ERROR(start_rebalancer(false));
+  return std::optional<TrainSummary>();
+}
+
+// Ends the job as the re-formation said: fenced (this worker leaves, writing nothing), or
+// stopped (live recovery cannot go on; every survivor stops, one says why).
+TrainSummary LiveRun::left_job(const Status& why) {
+  if (why.code() == StatusCode::kAborted) {
+    summary.took_part = false;
+    summary.fenced = true;
+    summary.left = why.message();
+    events.log("fenced", {{"reason", summary.left}});
+  } else {
+    summary.stopped = why.message();
+    summary.speaks = stop_speaks;
+    events.log("stopped", {{"reason", summary.stopped}});
+  }
+  watch.disarm();
+  return summary;
+}
+
+Result<TrainSummary> LiveRun::run() {
+  // ---- the loop: a failed step is redone on the re-formed job ----
+  summary.steps = first_step;
+  for (int64_t step = first_step; step < last_step;) {
+    if (ctx.on_step) ctx.on_step(step);
+    Result<StepBoundary> boundary = step_boundary();
+    Status status = boundary.status();
+    const bool admitting = status.ok() && !boundary->joiners.empty();
+    const bool rebalancing = status.ok() && !admitting && boundary->speeds.has_value();
+    const Clock::time_point step_start = Clock::now();
+    if (status.ok() && !admitting && !rebalancing) status = train_step(step);
+    if (status.ok() && !admitting && !rebalancing) {
+      ++step;
+      continue;
+    }
+    if (!status.ok() && (!peer_failure(status) || !c.live_recovery)) return status;
+    if (!status.ok()) {
+      events.log("step_failed",
+                 {{"step", step}, {"epoch", job->epoch}, {"error", status.message()}});
+      agreement.report_failure(job->epoch);  // the members whose operations do not touch ours
+      std::printf("slot %s: step %lld failed (%s); re-forming the job\n", slot_name(slot).c_str(),
+                  static_cast<long long>(step + 1), status.message().c_str());
+      std::fflush(stdout);
+    }
+    Result<int64_t> next = reform(status, admitting ? boundary->joiners : std::vector<int>{},
+                                  status.ok() ? 0.0 : seconds_since(step_start),
+                                  rebalancing ? &*boundary->speeds : nullptr);
+    if (!next.ok() && ends_job(next.status())) return left_job(next.status());
+    NTP_ASSIGN_OR_RETURN(step, std::move(next));
+    summary.steps = committed;
+  }
+  // ---- the last checkpoint's commit is part of the job: a fault there re-forms too ----
+  for (;;) {
+    const Status saved = c.save_dir.empty() ? finish_pending_save() : save_checkpoint_now();
+    if (saved.ok()) break;
+    if (!peer_failure(saved) || !c.live_recovery) return saved;
+    agreement.report_failure(job->epoch);
+    Result<int64_t> next = reform(saved, {}, 0.0);
+    if (!next.ok() && ends_job(next.status())) return left_job(next.status());
+    NTP_RETURN_IF_ERROR(next.status());
+  }
+  progress.mark(elastic::Phase::kFinished, committed);
+  events.log("finished", {{"step", committed}, {"epoch", job->epoch}});
+  watch.disarm();
+  if (job->role.world_rank == 0) (void)ctx.store->set(group + "/finished", "1");
+  if (!c.dump_dir.empty()) {
+    NTP_RETURN_IF_ERROR(dump_logical(
+        c.dump_dir + "/weights_rank" + std::to_string(ctx.slot_rank) + ".bin", *job, false));
+  }
+  summary.tokens_per_second =
+      timed_steps > 0
+          ? static_cast<double>(timed_steps * global_batch * c.model.n_ctx) / timed_seconds
+          : 0.0;
+  if (report) {
+    report->finish(summary.steps, summary.final_loss, summary.final_eval_loss,
+                   summary.tokens_per_second, seconds_since(run_start));
+  }
+  return summary;
+}
+
+}  // namespace ntp::train

@@ -1,0 +1,164 @@
+// The trainer's side of a worker's run: the step loop, one step, and the re-formation that
+// executes the recovery protocol's decisions (elastic/). run_training (trainer.cpp) makes one
+// LiveRun, starts it and runs it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/survivors.h"
+#include "comm/wait_observer.h"
+#include "elastic/agreement.h"
+#include "elastic/failure_watch.h"
+#include "elastic/member_list.h"
+#include "elastic/progress.h"
+#include "power/power_control.h"
+#include "train/batcher.h"
+#include "train/event_log.h"
+#include "train/job.h"
+#include "train/rebalancer.h"
+#include "train/train_checkpoint.h"
+#include "train/train_report.h"
+#include "train/undo_log.h"
+
+namespace ntp::train {
+
+// Liveness: every worker beats every 100 ms; one still for --hang-detect-ms is hung (or dead).
+// The failure watch polls the store every 20 ms (elastic/failure_watch.h).
+inline constexpr std::chrono::milliseconds kHeartbeatPeriod{100};
+inline constexpr std::chrono::milliseconds kWatchPoll{20};
+// Store errors one re-formation's agreement may meet before the job gives up on the store.
+inline constexpr int kAgreementStoreRetries = 5;
+
+// The whole job's reshard (every member calls it, joiners too): bytes moved between slots, and
+// the slowest rank's time.
+struct ReshardTotals {
+  int64_t bytes = 0, busiest_rank_bytes = 0;
+  double slowest_s = 0.0;
+};
+
+// One worker's run of the job: its part of the recovery protocol (progress in its heartbeat, the
+// failure watch, the agreement), the job it holds and the base state it kept, its steps and its
+// checkpoints. run() is the step loop (live_run.cpp), train_step one step (live_step.cpp), reform
+// the re-formation (reformation.cpp), which executes the protocol's decisions
+// (elastic/member_list.h). Members are destroyed in reverse order: the watch, whose aborts reach
+// the jobs, stops before the jobs go; the heartbeat, which reads the progress, before the
+// progress.
+struct LiveRun {
+  LiveRun(const TrainConfig& config, const WorkerContext& context, Batcher train, Batcher val);
+  ~LiveRun() { comm::observe_waits(nullptr); }
+  LiveRun(const LiveRun&) = delete;
+  LiveRun& operator=(const LiveRun&) = delete;
+
+  // The first job (or a repair's admission and join), then a resume from a checkpoint.
+  // nullopt: ready to train; else the summary of a worker that leaves without training.
+  Result<std::optional<TrainSummary>> start();
+  Result<TrainSummary> run();  // the step loop, then the last checkpoint and the summary
+
+  void watch_job(Job& j, const elastic::MemberList& list);
+  Status open_report(bool append);
+  WorkerState worker_state();
+  Status finish_pending_save();
+  Status save_checkpoint_now();
+  Status stop_job(const std::string& why, bool speaks);
+  Status mirror_moments(Job& j);
+  Result<int64_t> move_zero_state(Job* source, const shard::ClusterLayout& from, Job& next);
+  Result<int64_t> move_replicated_state(Job* source, const shard::ClusterLayout& from, Job& next);
+  Result<int64_t> restore_from_checkpoint(const elastic::MemberList& list, const Status& why,
+                                          Job& next, RecoveryEvent& event);
+  Status train_step(int64_t step);
+  // The parts of a step (live_step.cpp).
+  struct StepTotals {
+    double loss = 0.0, grad_norm = 0.0;  // the global batch's, bit-identical on every rank
+  };
+  struct Update {
+    float lr = 0.0f, clip = 1.0f;
+  };
+  struct StepTimes {
+    double fwd_bwd_s = 0.0, sync_wait_s = 0.0, optimizer_s = 0.0;
+    double compute_s = 0.0;  // forward + backward less the waits on peers in it
+  };
+  Result<double> forward_backward(int64_t step, elastic::Phase phase);
+  Result<StepTotals> step_totals(double replica_loss);
+  Result<Update> apply_update(int64_t step, double grad_norm);
+  Status report_step(int64_t step, const StepTotals& totals, const Update& update,
+                     const StepTimes& times, Clock::time_point step_start);
+  Status checkpoint_and_eval(int64_t step, elastic::Phase phase);
+  Status observe_speeds(const std::vector<double>& figures);
+  // What every member does at a step boundary, as world rank 0 says (one broadcast): admit the
+  // slots asking to join, or re-form onto the slots' speeds its rebalancer proposed (empty:
+  // equal shares again), or go on.
+  struct StepBoundary {
+    std::vector<int> joiners;
+    std::optional<std::vector<std::vector<double>>> speeds;
+  };
+  Result<StepBoundary> step_boundary();
+  Status start_rebalancer(bool same_members);
+  // `speeds`: a rebalance onto these slot speeds (same members).
+  Result<int64_t> reform(const Status& cause, const std::vector<int>& joiners, double detect_s,
+                         const std::vector<std::vector<double>>* speeds = nullptr);
+  Result<elastic::MemberList> agree_epoch(const std::vector<int>& joiners, int& store_errors);
+  Result<shard::ClusterLayout> base_layout(const elastic::MemberList& list,
+                                           const Job* source) const;
+  struct MovedState {
+    int64_t step = 0;  // the step the moved state is at
+    ReshardTotals totals;
+  };
+  Result<MovedState> move_state(const elastic::MemberList& list, Job* source,
+                                const shard::ClusterLayout& from, Job& next, RecoveryEvent& event);
+  Status report_reformed(const elastic::MemberList& list, const MovedState& state,
+                         const shard::ClusterLayout& before, bool same_members,
+                         Clock::time_point t0, RecoveryEvent& event);
+  void reform_fault_point(const char* phase, const elastic::MemberList& list);
+  TrainSummary left_job(const Status& why);
+  static bool ends_job(const Status& s) {
+    return s.code() == StatusCode::kAborted || s.code() == StatusCode::kFailedPrecondition;
+  }
+  static bool peer_failure(const Status& s) { return s.code() == StatusCode::kUnavailable; }
+
+  const TrainConfig& c;
+  const WorkerContext& ctx;
+  const shard::SlotRef slot;
+  TrainSummary summary;
+  Batcher train_batches, val_batches;
+  const Clock::time_point run_start = Clock::now();
+  const std::unique_ptr<shard::SyncStrategy> strategy;
+  const std::string group;
+  const std::chrono::milliseconds hang_detect;
+  elastic::Progress progress;  // the training thread's, carried in the heartbeat
+  comm::Heartbeat heartbeat;
+  EventLog events;  // this worker's detections and decisions
+  // The job of the last epoch this worker completed, and the state a re-formation started from
+  // (kept until the new epoch is proven complete by its first world all-reduce).
+  std::unique_ptr<Job> job, base;
+  elastic::FailureWatch watch;
+  elastic::Agreement agreement;
+  elastic::MemberList last;  // the newest member list this worker received
+  std::optional<TrainReport> report;
+  power::RecordingPowerControl power_control;  // CPU: records what the planner asks for
+  const bool boost;
+  // Checkpoints: the save started at the end of the previous step is committed at the end of
+  // the next one (its write had a step to run); `saved_step` is the last committed save's step.
+  CheckpointSaver saver;
+  int64_t saved_step = -1;
+  int64_t first_step = 0, last_step = 0;
+  int64_t committed = 0;     // steps whose update this worker has applied
+  // The leader's measured speeds (--rebalance), its proposal for the next step boundary, and the
+  // raw speeds of the one being carried out (for its metrics line).
+  std::optional<Rebalancer> rebalancer;
+  std::optional<RebalanceTarget> proposal;
+  std::vector<double> rebalance_raw_speeds;
+  UndoLog undo;              // the state before the last update (live recovery)
+  bool state_ahead = false;  // the job's state is one update past `committed` (ZeRO-1, mid-update)
+  const int64_t global_batch;
+  const float micro_scale;
+  double timed_seconds = 0.0;
+  int64_t timed_steps = 0;
+  bool stop_speaks = false;
+};
+
+}  // namespace ntp::train

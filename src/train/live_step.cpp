@@ -1,0 +1,208 @@
+// One training step of a LiveRun: data -> forward/backward with overlapped sync -> wait -> loss and
+// norm -> clip -> optimizer -> commit -> metrics -> checkpoint -> eval.
+#include <cmath>
+
+#include "kernels/cpu/clip.h"
+#include "train/fault_point.h"
+#include "train/live_run.h"
+
+namespace ntp::train {
+
+// One training step on the current job. Any error of a peer surfaces as kUnavailable.
+Status LiveRun::train_step(int64_t step) {
+  const Clock::time_point step_start = Clock::now();
+  const elastic::Phase phase =
+      step == first_step ? elastic::Phase::kFirstStep : elastic::Phase::kStep;
+  progress.mark(phase, step);
+  set_fault_step(step);
+  fault_point("forward");
+  StepTimes times;
+  const double waited_before = progress.waited_seconds();
+  NTP_ASSIGN_OR_RETURN(const double replica_loss, forward_backward(step, phase));
+  times.fwd_bwd_s = seconds_since(step_start);
+  times.compute_s = times.fwd_bwd_s - (progress.waited_seconds() - waited_before);
+
+  // ---- wait for the sync still in flight ----
+  const Clock::time_point wait_start = Clock::now();
+  fault_point("wait");
+  NTP_RETURN_IF_ERROR(job->sync->wait());
+  progress.mark(phase, step);
+  times.sync_wait_s = seconds_since(wait_start);
+  if (step == 0 && !c.dump_dir.empty()) {
+    NTP_RETURN_IF_ERROR(dump_logical(
+        c.dump_dir + "/grads_rank" + std::to_string(ctx.slot_rank) + ".bin", *job, true));
+  }
+  NTP_ASSIGN_OR_RETURN(const StepTotals totals, step_totals(replica_loss));
+  // Every member of this epoch has entered this step, so every one finished the re-formation
+  // that made it: the state it started from is needed no more.
+  base.reset();
+  progress.mark(phase, step);
+
+  const Clock::time_point opt_start = Clock::now();
+  NTP_ASSIGN_OR_RETURN(const Update update, apply_update(step, totals.grad_norm));
+  times.optimizer_s = seconds_since(opt_start);
+
+  // ---- commit: this worker applied step `step` ----
+  fault_point("commit");
+  committed = step + 1;
+  state_ahead = false;
+  events.log("applied", {{"step", step}, {"epoch", job->epoch}});
+  progress.mark(phase, step);
+  summary.steps = committed;
+  summary.final_loss = totals.loss;
+
+  NTP_RETURN_IF_ERROR(report_step(step, totals, update, times, step_start));
+  return checkpoint_and_eval(step, phase);
+}
+
+// Forward + backward over this replica's micro-batches; the sync of each bucket starts as soon as
+// the last micro-batch's backward has finished it. Returns the replica's mean loss.
+Result<double> LiveRun::forward_backward(int64_t step, elastic::Phase phase) {
+  model::GptModel& model = *job->model;
+  SyncExecutor& sync = *job->sync;
+  const ReplicaBatch& mine = job->batches[static_cast<size_t>(job->role.replica)];
+  model.zero_grad();
+  double replica_loss = 0.0;
+  for (int64_t k = 0; k < mine.micro_batches; ++k) {
+    NTP_ASSIGN_OR_RETURN(Batch batch,
+                         train_batches.get(step, mine.begin + k * c.micro_batch, c.micro_batch));
+    model::BackwardOptions backward;
+    backward.loss_scale = micro_scale;
+    if (k + 1 == mine.micro_batches) {
+      backward.on_grads_ready = [&sync](std::span<const int> ready) {
+        fault_point("backward");
+        sync.grads_ready(ready);
+      };
+    }
+    NTP_ASSIGN_OR_RETURN(double loss,
+                         model.forward_backward(batch.tokens, batch.targets, c.micro_batch,
+                                                c.model.n_ctx, backward));
+    progress.mark(phase, step);
+    replica_loss += loss / static_cast<double>(mine.micro_batches);
+  }
+  return replica_loss;
+}
+
+// The global loss and gradient norm: one float64 allreduce, one contributor per slot, so every
+// rank of every replica gets bit-identical values.
+Result<LiveRun::StepTotals> LiveRun::step_totals(double replica_loss) {
+  const WorkerRole& role = job->role;
+  const ReplicaBatch& mine = job->batches[static_cast<size_t>(role.replica)];
+  std::vector<double> slots(2 * static_cast<size_t>(role.world_size), 0.0);
+  slots[2 * static_cast<size_t>(role.world_rank)] = job->sync->accounted_sum_of_squares();
+  if (role.tp_rank == 0) {
+    slots[2 * static_cast<size_t>(role.world_rank) + 1] =
+        replica_loss * static_cast<double>(mine.samples) / static_cast<double>(global_batch);
+  }
+  NTP_RETURN_IF_ERROR(job->world->allreduce(comm::view(slots)));
+  double sum_of_squares = 0.0;
+  StepTotals totals;
+  for (size_t r = 0; r < slots.size(); r += 2) {
+    sum_of_squares += slots[r];
+    totals.loss += slots[r + 1];
+  }
+  totals.grad_norm = std::sqrt(sum_of_squares);
+  return totals;
+}
+
+// Clip + optimizer, the state before it kept (undo) so that a step not every survivor applied
+// can be taken back.
+Result<LiveRun::Update> LiveRun::apply_update(int64_t step, double grad_norm) {
+  fault_point("optimizer");
+  if (fault_point_fails("optimizer")) {  // this member fails where the others go on: a split
+    job->abort_all("fault point: a failure in the optimizer");
+    return unavailable("fault point: a failure in the optimizer of step " + std::to_string(step));
+  }
+  Update update;
+  update.clip = c.grad_clip > 0.0 ? kernels::cpu::clip_coefficient(grad_norm, c.grad_clip) : 1.0f;
+  update.lr = warmup_cosine_lr(step, c.warmup, c.steps, c.lr, c.min_lr);
+  if (c.live_recovery) undo.save(*job);  // a job without live recovery never rolls back
+  if (job->sharded) {
+    // The update, its publication and the copies of the moments on DP peers are collectives
+    // that can fail half done: until all are done the state is ahead of the step this worker
+    // claims, and a re-formation takes the update back first.
+    state_ahead = true;
+    job->sharded->step(job->sync->owned_chunks(), job->model->params(), update.lr, update.clip);
+    NTP_RETURN_IF_ERROR(job->sync->publish_values(job->sharded->master()));
+    if (c.live_recovery) NTP_RETURN_IF_ERROR(mirror_moments(*job));
+  } else {
+    job->adamw->step(job->model->params(), update.lr, update.clip);
+  }
+  return update;
+}
+
+// Metrics: per-rank figures to the leader, which writes the step's line.
+Status LiveRun::report_step(int64_t step, const StepTotals& totals, const Update& update,
+                            const StepTimes& times, Clock::time_point step_start) {
+  const WorkerRole& role = job->role;
+  std::vector<double> figures(kRankFigures * static_cast<size_t>(role.world_size), 0.0);
+  const SyncStats& stats = job->sync->stats();
+  const RankFigures my_figures{times.fwd_bwd_s,
+                               times.sync_wait_s,
+                               times.optimizer_s,
+                               stats.overlap_fraction(),
+                               static_cast<double>(stats.fold_bytes_sent + stats.dp_bytes),
+                               times.compute_s};
+  const auto mine = static_cast<long>(kRankFigures * static_cast<size_t>(role.world_rank));
+  std::copy(my_figures.begin(), my_figures.end(), figures.begin() + mine);
+  // The step is committed here; should a peer die in this all-reduce, the leader still logs
+  // the step (with the figures it has) before the error starts a re-formation.
+  const Status gathered = job->world->allreduce(comm::view(figures));
+  if (!gathered.ok()) {  // what arrived is partial: keep only this worker's own figures
+    std::fill(figures.begin(), figures.end(), 0.0);
+    std::copy(my_figures.begin(), my_figures.end(), figures.begin() + mine);
+  }
+  const double step_s = seconds_since(step_start);  // the metrics' exchange included
+  if (step > first_step) {  // the first step pays for first touches of every buffer
+    timed_seconds += step_s;
+    ++timed_steps;
+  }
+  if (report) {
+    report->step({step, totals.loss, update.lr, totals.grad_norm, update.clip, step_s,
+                  static_cast<double>(global_batch * c.model.n_ctx) / step_s},
+                 figures);
+  }
+  if (rebalancer && gathered.ok() && step > first_step) {
+    NTP_RETURN_IF_ERROR(observe_speeds(figures));
+  }
+  return gathered;
+}
+
+// The leader's rebalancer takes the step's compute seconds of every rank; a proposal waits for
+// the next step boundary.
+Status LiveRun::observe_speeds(const std::vector<double>& figures) {
+  std::vector<double> compute(figures.size() / kRankFigures);
+  for (size_t r = 0; r < compute.size(); ++r) {
+    // A rank whose step was all waiting still did its work: at least a microsecond.
+    compute[r] = std::max(1e-6, figures[r * kRankFigures + kComputeFigure]);
+  }
+  NTP_ASSIGN_OR_RETURN(std::optional<RebalanceTarget> target, rebalancer->observe(compute));
+  if (target) proposal = std::move(target);
+  return ok_status();
+}
+
+// Checkpoint (commit the previous save, whose write had a step to run, and start this one), then
+// eval.
+Status LiveRun::checkpoint_and_eval(int64_t step, elastic::Phase phase) {
+  const bool final_step = step + 1 == last_step;
+  NTP_RETURN_IF_ERROR(finish_pending_save());
+  if (!c.save_dir.empty() && ((c.save_every > 0 && (step + 1) % c.save_every == 0) || final_step)) {
+    WorkerState state = worker_state();
+    const std::vector<checkpoint::PieceView> pieces = checkpoint_pieces(state);
+    progress.mark(elastic::Phase::kCheckpoint, step);
+    NTP_RETURN_IF_ERROR(saver.start(
+        checkpoint_meta(c, step + 1, state.optimizer_steps(), job->layout.spec.failed), pieces));
+    fault_point("checkpoint");
+    progress.mark(phase, step);
+  }
+  if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || final_step) {
+    progress.mark(elastic::Phase::kEval, step);
+    NTP_ASSIGN_OR_RETURN(double eval_loss, evaluate(c, *job, val_batches));
+    progress.mark(phase, step);
+    summary.final_eval_loss = eval_loss;
+    if (report) report->eval(step, eval_loss);
+  }
+  return ok_status();
+}
+
+}  // namespace ntp::train

@@ -1,0 +1,71 @@
+#include "train/rebalancer.h"
+
+#include "train/worker_role.h"
+
+namespace ntp::train {
+namespace {
+
+// [world rank] -> its replica, in the order of active_slots (the world communicator's).
+std::vector<int> replica_of_rank(const shard::ClusterLayout& layout) {
+  std::vector<int> out;
+  for (const shard::SlotRef& s : active_slots(layout)) out.push_back(s.domain);
+  return out;
+}
+
+}  // namespace
+
+Result<Rebalancer> Rebalancer::create(const shard::ClusterLayout& layout,
+                                      const std::vector<ReplicaBatch>& batches,
+                                      SpeedEstimatorOptions options) {
+  NTP_ASSIGN_OR_RETURN(SpeedEstimator estimator,
+                       SpeedEstimator::create(replica_of_rank(layout), options));
+  Rebalancer out(std::move(estimator), layout.spec);
+  out.relayout(layout, batches);
+  return out;
+}
+
+Rebalancer::Rebalancer(SpeedEstimator estimator, shard::ClusterSpec spec)
+    : estimator_(std::move(estimator)), spec_(std::move(spec)) {}
+
+void Rebalancer::relayout(const shard::ClusterLayout& layout,
+                          const std::vector<ReplicaBatch>& batches) {
+  spec_ = layout.spec;
+  slots_ = active_slots(layout);
+  work_.assign(slots_.size(), 0.0);
+  for (size_t r = 0; r < slots_.size(); ++r) {
+    const shard::ReplicaLayout& replica = layout.replicas[static_cast<size_t>(slots_[r].domain)];
+    size_t k = 0;
+    while (replica.slots[k] != slots_[r].slot) ++k;
+    double params = 0.0;
+    for (size_t sp = 0; sp < layout.spec.spaces.size(); ++sp) {
+      params += static_cast<double>(replica.units[sp][k].count()) *
+                static_cast<double>(layout.spec.spaces[sp].params_per_unit);
+    }
+    const auto samples =
+        static_cast<double>(batches[static_cast<size_t>(slots_[r].domain)].samples);
+    work_[r] = params * samples;
+  }
+}
+
+Result<std::optional<RebalanceTarget>> Rebalancer::observe(
+    const std::vector<double>& compute_seconds) {
+  NTP_ASSIGN_OR_RETURN(SpeedVerdict verdict, estimator_.observe(compute_seconds, work_));
+  if (verdict.proposal == SpeedProposal::kNone) return std::optional<RebalanceTarget>();
+  RebalanceTarget target;
+  target.raw_speeds = verdict.raw_speeds;
+  target.current_seconds = verdict.current_seconds;
+  if (verdict.proposal == SpeedProposal::kRebalance) {
+    target.target_seconds = verdict.weighted_seconds;
+    target.speeds.assign(static_cast<size_t>(spec_.domains),
+                         std::vector<double>(static_cast<size_t>(spec_.domain_size), 1.0));
+    for (size_t r = 0; r < slots_.size(); ++r) {
+      target.speeds[static_cast<size_t>(slots_[r].domain)][static_cast<size_t>(slots_[r].slot)] =
+          verdict.speeds[r];
+    }
+  } else {
+    target.target_seconds = verdict.equal_seconds;  // kEqualize: no speeds
+  }
+  return std::optional<RebalanceTarget>(std::move(target));
+}
+
+}  // namespace ntp::train

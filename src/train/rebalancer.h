@@ -1,0 +1,55 @@
+// Rebalancer: the leader's side of speed-weighted layouts (issue 19). Fed with every step's
+// per-rank figures (the all-reduced vector every rank of the job holds alike), it measures each
+// rank's compute speed with a SpeedEstimator (train/speed_estimator.h: window medians, hysteresis,
+// a predicted gain that must beat a threshold) and says when the job should re-form with new
+// per-slot speeds (ClusterSpec::speeds): then a slow rank owns fewer units, and only units whose
+// owner's count changed move. The leader decides alone and tells the others at the next step
+// boundary (one broadcast), so that every member re-forms with the same speeds.
+//
+// A rank's work in a step is the parameters of the units it holds (every space's units times
+// their parameters per unit) times its replica's samples: a matmul's time is proportional to both.
+// Its compute time is its forward + backward less the time it waited on its peers.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "core/status.h"
+#include "shard/cluster_layout.h"
+#include "train/batch_split.h"
+#include "train/speed_estimator.h"
+
+namespace ntp::train {
+
+// What a rebalance re-forms with: speeds[domain][slot] (empty: equal speeds again), and what the
+// estimator saw (per world rank of the job that measured it).
+struct RebalanceTarget {
+  std::vector<std::vector<double>> speeds;
+  std::vector<double> raw_speeds;
+  double current_seconds = 0.0, target_seconds = 0.0;  // predicted step compute seconds
+};
+
+class Rebalancer {
+ public:
+  // For a job laid out as `layout` with `batches`; a new one after every membership change.
+  static Result<Rebalancer> create(const shard::ClusterLayout& layout,
+                                   const std::vector<ReplicaBatch>& batches,
+                                   SpeedEstimatorOptions options = {});
+  // The same members re-formed with a new weighted layout: their work changes, not their history.
+  void relayout(const shard::ClusterLayout& layout, const std::vector<ReplicaBatch>& batches);
+
+  // One step: compute_seconds[world rank]. A target when the job should re-form.
+  Result<std::optional<RebalanceTarget>> observe(const std::vector<double>& compute_seconds);
+
+  const std::vector<double>& work() const { return work_; }
+
+ private:
+  Rebalancer(SpeedEstimator estimator, shard::ClusterSpec spec);
+
+  SpeedEstimator estimator_;
+  shard::ClusterSpec spec_;
+  std::vector<shard::SlotRef> slots_;  // [world rank]
+  std::vector<double> work_;           // [world rank]
+};
+
+}  // namespace ntp::train
