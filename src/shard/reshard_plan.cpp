@@ -70,8 +70,8 @@ Result<ReshardPlan> plan_reshard(const ClusterLayout& from, const ClusterLayout&
         }
         if (!missing.empty()) {
           return not_found(space.name + " units " + missing.to_string() + " of domain " +
-                             std::to_string(d) +
-                             " have no live copy in any domain; restore them from a checkpoint");
+                           std::to_string(d) +
+                           " have no live copy in any domain; restore them from a checkpoint");
         }
       }
       for (auto& [key, units] : moves) {
