@@ -546,6 +546,11 @@ elastic::AgreementConfig agreement_config(const TrainConfig& c, const WorkerCont
     }
     return comm::has_exited(*ctx.store, id, comm::incarnation(ctx.attempt, restart));
   };
+  // The agreement's fault points are the decider's: for its rank, or its role.
+  a.on_phase = [](const char* phase, int epoch) {
+    fault_point(phase);
+    fault_point(phase, ("decider@" + std::to_string(epoch)).c_str());
+  };
   return a;
 }
 
