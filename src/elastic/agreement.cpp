@@ -174,6 +174,7 @@ Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, 
                              decide_epoch(target, last, joiners, encode_layout));
         if (decided) {
           decided->decider = c_.me;
+          if (c_.on_phase) c_.on_phase("decider_publish", target);
           NTP_RETURN_IF_ERROR(c_.store->set(epoch_key(c_.group, target, "list"), encode(*decided)));
         }
       }

@@ -36,6 +36,11 @@ struct AgreementConfig {
   std::chrono::milliseconds window{10000};
   // Whether the launcher reported the current incarnation of `id` gone (the restarts of `list`).
   std::function<bool(int id, const MemberList& list)> exited;
+  // Null, or called by this member on its own thread as the decider of `epoch` at `phase`:
+  // "decider_publish", after it decided the epoch's list and before it publishes it. A test's
+  // fault point (train/fault_point.h): it may not return (SIGKILL), or return much later (SIGSTOP
+  // then SIGCONT), and the agreement then goes on as if nothing happened.
+  std::function<void(const char* phase, int epoch)> on_phase;
 };
 
 std::string fail_key(const std::string& group, int epoch);

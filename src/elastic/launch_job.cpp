@@ -28,6 +28,8 @@ constexpr std::chrono::seconds kEndReportWait{15};
 // Members of reaped groups that are not the launcher's descendants cannot be reaped; after this
 // the launcher says so and returns.
 constexpr std::chrono::seconds kGroupWait{10};
+// The cause of a lost worker that a signal not the launcher's stopped.
+constexpr const char* kStoppedCause = "stopped by a signal";
 
 std::vector<int> local_ranks(const LaunchOptions& options, const NodeIdentity& node) {
   std::vector<int> ranks;
@@ -119,6 +121,7 @@ class LaunchJob {
     for (;;) {
       relay_.pump(slots_, std::chrono::milliseconds(10));
       reap();
+      follow_stops();
       groups_.reap();
       settle_left_queries();
       if (stop_signal_ != 0) return Outcome::kStopSignal;
@@ -191,6 +194,7 @@ class LaunchJob {
     }
     slot.pid = worker->pid;
     slot.state = SlotState::kRunning;
+    slot.stopped = false;
     slot.injected.clear();
     slot.step = -1;
     relay_.attach(slot, worker->out_fd, worker->err_fd);
@@ -213,12 +217,31 @@ class LaunchJob {
     }
   }
 
+  // A worker stopped by a signal that is not the launcher's (a slowdown's duty cycle is) never
+  // ends by itself: it is hung while it stays stopped, so the job can end without it.
+  void follow_stops() {
+    for (Slot& slot : slots_) {
+      if (slot.pid <= 0 || slowdowns_.count(slot.id.rank) != 0) continue;
+      const std::string rank = std::to_string(slot.id.rank);
+      if (slot.state == SlotState::kRunning && is_stopped(slot.pid)) {
+        slot.state = SlotState::kHung;
+        slot.stopped = true;
+        say("rank " + rank +
+            " was stopped by a signal: taken as hung (killed once the others finish)");
+      } else if (slot.state == SlotState::kHung && slot.stopped && !is_stopped(slot.pid)) {
+        slot.state = SlotState::kRunning;
+        slot.stopped = false;
+        say("rank " + rank + " was continued");
+      }
+    }
+  }
+
   // What an exit means: a lost worker, a notice for the job, a replacement.
   void after_exit(Slot& slot) {
     if (!slot.injected.empty()) {
       lose(slot, slot.injected);
     } else if (slot.exit_code != 0 && !stopping_) {
-      lose(slot, "failed");
+      lose(slot, slot.stopped ? kStoppedCause : "failed");
     }
     if (stopping_) return;
     if (slot.exit_code != 0) {
@@ -343,7 +366,7 @@ class LaunchJob {
       slot.exit_code = code;
       relay_.drain(slot);
       slot.state = SlotState::kDone;
-      lose(slot, slot.injected);
+      lose(slot, slot.stopped ? kStoppedCause : slot.injected);
     }
     slot.id.restart_count += 1;
     reset_step(slot);

@@ -96,6 +96,13 @@ std::optional<int> exited_code(pid_t pid) {
   return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
 }
 
+bool is_stopped(pid_t pid) {
+  siginfo_t info{};
+  // WNOWAIT: the stop stays reported while it lasts (and no longer once the process continues).
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == pid && info.si_code == CLD_STOPPED;
+}
+
 void reap_worker(pid_t pid) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

@@ -41,6 +41,9 @@ std::optional<SpawnedWorker> spawn_worker(std::vector<std::string> argv,
 // meantime cannot reach a stranger that reused the number.
 std::optional<int> exited_code(pid_t pid);
 
+// Whether `pid` is stopped by a signal (SIGSTOP, SIGTSTP, ...) now; its state is left to wait for.
+bool is_stopped(pid_t pid);
+
 // Reaps an exited worker (after exited_code said so) and SIGKILLs what is left of its group.
 void reap_worker(pid_t pid);
 

@@ -17,8 +17,9 @@
 namespace ntp::elastic {
 
 // kRunning: alive and expected to end by itself. kHung: alive but never ends by itself (an
-// injected hang or stall): SIGKILLed once every other worker finished. kWaiting: gone, its
-// replacement (replace_failed) is scheduled. kDone: gone.
+// injected hang or stall, or stopped by a signal the launcher did not send): SIGKILLed once every
+// other worker finished. kWaiting: gone, its replacement (replace_failed) is scheduled. kDone:
+// gone.
 enum class SlotState { kRunning, kHung, kWaiting, kDone };
 
 // One output stream of one worker: a non-blocking pipe and the unfinished last line.
@@ -43,6 +44,9 @@ struct Slot {
   // Why the current worker is expected to die or hang (an injected fault), empty when it is not:
   // its exit does not count for the exit code.
   std::string injected;
+  // kHung because a signal the launcher did not send stopped it (a fault point's `:stop`, an
+  // operator's kill -STOP): kRunning again if it is continued.
+  bool stopped = false;
   bool lost = false;        // failed under restart_on_failure: never started again
   int exit_code = 0;        // when done: exit code, or 128 + signal
   long long step = -1;      // last reported step

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -20,13 +21,24 @@ std::atomic<int64_t> current_step{-1};
 
 constexpr int64_t kAnyStep = -2;
 
+enum class Action { kKill, kStop, kFail };
+
 struct Target {
   std::string phase;
   std::string role;  // empty: this worker's rank
   int64_t step = -1;
-  bool fail = false;  // fail the operation instead of killing the process
+  Action action = Action::kKill;
+  // Set by the one firing of a once-only action (stop, fail): a fired target matches no more.
   std::unique_ptr<std::atomic<bool>> fired = std::make_unique<std::atomic<bool>>(false);
 };
+
+// The action an item's fourth field names (none: kill); nullopt for an unknown one.
+std::optional<Action> parse_action(const std::vector<std::string>& parts) {
+  if (parts.size() < 4) return Action::kKill;
+  if (parts[3] == "fail") return Action::kFail;
+  if (parts[3] == "stop") return Action::kStop;
+  return std::nullopt;
+}
 
 // This worker's targets, parsed once from NTP_FAULT_POINT.
 const std::vector<Target>& targets() {
@@ -36,18 +48,25 @@ const std::vector<Target>& targets() {
     const char* rank = std::getenv("NTP_RANK");
     if (text == nullptr || rank == nullptr) return out;
     std::stringstream in(text);
-    for (std::string item; std::getline(in, item, ',');) {  // PHASE:STEP:RANK[:fail]
+    for (std::string item; std::getline(in, item, ',');) {  // PHASE:STEP:RANK[:ACTION]
       std::vector<std::string> parts;
       std::stringstream fields(item);
       for (std::string f; std::getline(fields, f, ':');) parts.push_back(f);
       if (parts.size() < 3) continue;
+      const std::optional<Action> action = parse_action(parts);
+      if (!action) {  // a typo must not turn into a kill
+        std::fprintf(stderr,
+                     "ntp fault point: unknown action '%s' in '%s' (fail or stop); ignored\n",
+                     parts[3].c_str(), item.c_str());
+        continue;
+      }
       const bool is_rank = parts[2].find_first_not_of("0123456789") == std::string::npos;
       if (is_rank && parts[2] != rank) continue;
       Target t;
       t.phase = parts[0];
       if (!is_rank) t.role = parts[2];
       t.step = parts[1] == "*" ? kAnyStep : std::strtoll(parts[1].c_str(), nullptr, 10);
-      t.fail = parts.size() > 3 && parts[3] == "fail";
+      t.action = *action;
       out.push_back(std::move(t));
     }
     return out;
@@ -55,11 +74,14 @@ const std::vector<Target>& targets() {
   return all;
 }
 
+// The first target not fired yet for `phase` at the current step and this rank (role null) or
+// `role`, whose action is kFail (`fail`) or one of the others.
 const Target* matching(const char* phase, bool fail, const char* role) {
   const int64_t step = current_step.load(std::memory_order_relaxed);
   for (const Target& t : targets()) {
     if (t.step != step && t.step != kAnyStep) continue;
-    if (t.fail != fail || t.phase != phase) continue;
+    if ((t.action == Action::kFail) != fail || t.phase != phase) continue;
+    if (t.fired->load()) continue;
     if (t.role.empty() ? role == nullptr : role != nullptr && t.role == role) return &t;
   }
   return nullptr;
@@ -70,14 +92,18 @@ const Target* matching(const char* phase, bool fail, const char* role) {
 void set_fault_step(int64_t step) { current_step.store(step, std::memory_order_relaxed); }
 
 void fault_point(const char* phase, const char* role) {
-  if (targets().empty() || matching(phase, false, role) == nullptr) return;
+  if (targets().empty()) return;
+  const Target* t = matching(phase, false, role);
+  if (t == nullptr) return;
+  const bool stop = t->action == Action::kStop;
+  if (stop && t->fired->exchange(true)) return;  // another thread took it
   // The moment of the fault, on the same clock as the metrics' "time" fields (benchmarks put
   // detection and recovery on one timeline with it).
-  std::fprintf(stderr, "ntp fault point: SIGKILL in %s of step %lld%s%s at %.6f\n", phase,
-               static_cast<long long>(current_step.load()), role ? " as the " : "",
-               role ? role : "", unix_seconds());
+  std::fprintf(stderr, "ntp fault point: %s in %s of step %lld%s%s at %.6f\n",
+               stop ? "SIGSTOP" : "SIGKILL", phase, static_cast<long long>(current_step.load()),
+               role ? " as the " : "", role ? role : "", unix_seconds());
   std::fflush(stderr);
-  std::raise(SIGKILL);
+  std::raise(stop ? SIGSTOP : SIGKILL);  // SIGSTOP: returns once the process is continued
 }
 
 bool fault_point_fails(const char* phase) {

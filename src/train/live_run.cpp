@@ -8,6 +8,7 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "comm/exit_notice.h"
 #include "train/admission.h"
+#include "train/fault_point.h"
 #include "train/layout_codec.h"
 
 namespace ntp::train {
@@ -31,6 +32,11 @@ elastic::AgreementConfig agreement_config(const TrainConfig& c, const WorkerCont
       if (asked.ok()) restart = std::atoi(asked->c_str());
     }
     return comm::has_exited(*ctx.store, id, comm::incarnation(ctx.attempt, restart));
+  };
+  // The agreement's fault points are the decider's: for its rank, or its role.
+  a.on_phase = [](const char* phase, int epoch) {
+    fault_point(phase);
+    fault_point(phase, ("decider@" + std::to_string(epoch)).c_str());
   };
   return a;
 }

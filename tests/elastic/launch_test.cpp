@@ -222,6 +222,43 @@ TEST(LaunchTest, HangAtAStepIsDetectedAndTheHungWorkerIsReaped) {
   expect_finished(run, {1, 2}, "10", "1,2");
 }
 
+// A worker stopped by a signal the launcher did not send (a fault point's `:stop`, kill -STOP)
+// never ends by itself: the launcher takes it as hung and SIGKILLs it once the others finished,
+// instead of waiting for it forever. (Workers that report nothing: its 137 is the exit code.)
+TEST(LaunchTest, AWorkerStoppedByASignalIsTakenAsHungAndKilledOnceTheOthersFinish) {
+  TempDir dir;
+  const std::string pid_file = dir.path() + "/stopped";
+  LaunchRun run =
+      ntp({"launch", "--nproc-per-node", "2", "--store", "file:" + dir.path(), "--", "sh", "-c",
+           "[ $NTP_RANK -eq 1 ] && echo $$ > " + pid_file + " && kill -STOP $$; exit 0"});
+  EXPECT_EQ(run.exit_code, 137) << run.err;
+  EXPECT_EQ(count(run.err, "rank 1 was stopped by a signal: taken as hung"), 1) << run.err;
+  EXPECT_NE(run.err.find("rank 1 (restart 0, attempt 0): stopped by a signal; ended with exit code "
+                         "137 (SIGKILL) (killed when the others finished)"),
+            std::string::npos)
+      << run.err;
+  const std::string pid = read_file(pid_file);
+  ASSERT_FALSE(pid.empty());
+  EXPECT_TRUE(process_gone(std::stoi(pid)));
+}
+
+// A stopped worker that is continued runs again: the launcher waits for it to end by itself (it
+// outlives the others by 0.5 s here, which a worker still taken as hung would not).
+TEST(LaunchTest, AStoppedWorkerThatIsContinuedIsWaitedFor) {
+  TempDir dir;
+  const std::string pid_file = dir.path() + "/stopped";
+  const std::string script =
+      "if [ $NTP_RANK -eq 1 ]; then echo $$ > " + pid_file + ".tmp && mv " + pid_file + ".tmp " +
+      pid_file + " && kill -STOP $$; sleep 0.5; exit 0; fi; while [ ! -f " + pid_file +
+      " ]; do sleep 0.05; done; sleep 1; kill -CONT $(cat " + pid_file + "); exit 0";
+  LaunchRun run = ntp({"launch", "--nproc-per-node", "2", "--store", "file:" + dir.path(), "--",
+                       "sh", "-c", script});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(count(run.err, "rank 1 was stopped by a signal"), 1) << run.err;
+  EXPECT_EQ(count(run.err, "rank 1 was continued"), 1) << run.err;
+  EXPECT_EQ(run.err.find("lost"), std::string::npos) << run.err;
+}
+
 TEST(LaunchTest, RepairBringsTheGroupBackToFullSize) {
   TempDir dir;
   LaunchRun run = ntp({"launch", "--nproc-per-node", "3", "--store", "file:" + dir.path(),
