@@ -12,6 +12,7 @@
 #include "elastic/identity.h"
 #include "elastic/stall.h"
 #include "elastic/step_report.h"
+#include "elastic/throttle.h"
 #include "train/trainer.h"
 
 namespace ntp::cli {
@@ -76,6 +77,7 @@ Result<train::WorkerContext> worker_context(train::TrainConfig& config,
     (void)elastic::report_step(*store, rank, step);
     elastic::stall_if_asked(step);
   };
+  ctx.compute_factor = [](int64_t step) { return elastic::throttle_factor(step); };
   return ctx;
 }
 

@@ -71,6 +71,18 @@ std::optional<long long> FaultInjector::stall_step(int rank) {
   return std::nullopt;
 }
 
+std::optional<std::string> FaultInjector::throttle_env(int rank) const {
+  for (const Pending& p : pending_) {
+    if (p.fault.kind != FaultKind::kThrottle || p.fault.rank != rank) continue;
+    char factor[32];
+    std::snprintf(factor, sizeof(factor), "%.17g", p.fault.factor);
+    std::string value = std::string(factor) + "," + std::to_string(*p.fault.step);
+    if (p.fault.until) value += "," + std::to_string(*p.fault.until);
+    return value;
+  }
+  return std::nullopt;
+}
+
 bool FaultInjector::needs_steps() const {
   for (const Pending& p : pending_) {
     if (p.fault.step) return true;

@@ -44,6 +44,9 @@ class FaultInjector {
 
   // NTP_STALL_AT for the worker about to start in `rank`'s slot, if a stall waits for it.
   std::optional<long long> stall_step(int rank);
+  // NTP_THROTTLE ("F,AT[,UNTIL]") for the worker about to start in `rank`'s slot, if a throttle
+  // waits for it (the worker throttles itself: elastic/throttle.h).
+  std::optional<std::string> throttle_env(int rank) const;
   // Whether the step reports are needed now (a step-placed fault pending, a stall armed, a
   // slowdown waiting for its until step).
   bool needs_steps() const;

@@ -8,8 +8,8 @@ namespace ntp::elastic {
 namespace {
 
 constexpr const char* kForm =
-    "use kill|hang|repair:rank=R,at=STEP or at=SECONDSs (e.g. at=2.5s), stall:rank=R,at=STEP, or "
-    "slow:rank=R,factor=F,at=WHEN[,until=STEP]";
+    "use kill|hang|repair:rank=R,at=STEP or at=SECONDSs (e.g. at=2.5s), stall:rank=R,at=STEP, "
+    "slow:rank=R,factor=F,at=WHEN[,until=STEP], or throttle:rank=R,factor=F,at=STEP[,until=STEP]";
 
 bool parse_int(const std::string& text, long long* out) {
   try {
@@ -33,11 +33,13 @@ bool parse_double(const std::string& text, double* out) {
 
 std::optional<FaultKind> kind_from_name(const std::string& name) {
   for (FaultKind kind : {FaultKind::kKill, FaultKind::kHang, FaultKind::kStall, FaultKind::kSlow,
-                         FaultKind::kRepair}) {
+                         FaultKind::kThrottle, FaultKind::kRepair}) {
     if (name == fault_kind_name(kind)) return kind;
   }
   return std::nullopt;
 }
+
+bool slows(FaultKind kind) { return kind == FaultKind::kSlow || kind == FaultKind::kThrottle; }
 
 // One "key=value" field into `spec`; an error message naming it, or empty.
 std::string parse_field(const std::string& key, const std::string& value, FaultSpec* spec,
@@ -60,12 +62,12 @@ std::string parse_field(const std::string& key, const std::string& value, FaultS
     } else {
       return "at='" + value + "' is neither a step (at=12) nor seconds (at=2.5s)";
     }
-  } else if (key == "factor" && spec->kind == FaultKind::kSlow) {
+  } else if (key == "factor" && slows(spec->kind)) {
     if (!parse_double(value, &spec->factor) || !(spec->factor > 0) || spec->factor > 1) {
       return "factor='" + value +
              "' is not in (0, 1]: give the share of its speed the worker keeps, e.g. factor=0.5";
     }
-  } else if (key == "until" && spec->kind == FaultKind::kSlow) {
+  } else if (key == "until" && slows(spec->kind)) {
     long long step = 0;
     if (!parse_int(value, &step) || step < 0) {
       return "until='" + value + "' is not a step: use until=STEP (e.g. until=20)";
@@ -81,11 +83,11 @@ std::string parse_field(const std::string& key, const std::string& value, FaultS
 std::string check_spec(const FaultSpec& spec, bool have_rank, bool have_factor) {
   if (!have_rank || (!spec.step && !spec.seconds))
     return std::string("needs both rank= and at=; ") + kForm;
-  if (spec.kind == FaultKind::kStall && !spec.step) {
-    return "a stall happens at a step of the training thread: use at=STEP (e.g. at=5), not "
-           "seconds";
+  if ((spec.kind == FaultKind::kStall || spec.kind == FaultKind::kThrottle) && !spec.step) {
+    return std::string("a ") + fault_kind_name(spec.kind) +
+           " happens at a step of the training thread: use at=STEP (e.g. at=5), not seconds";
   }
-  if (spec.kind == FaultKind::kSlow && !have_factor) {
+  if (slows(spec.kind) && !have_factor) {
     return "a slowdown needs factor=F in (0, 1] (e.g. factor=0.5: half speed)";
   }
   if (spec.until && spec.step && *spec.until <= *spec.step) {
@@ -108,6 +110,8 @@ const char* fault_kind_name(FaultKind kind) {
       return "stall";
     case FaultKind::kSlow:
       return "slow";
+    case FaultKind::kThrottle:
+      return "throttle";
     case FaultKind::kRepair:
       return "repair";
   }
@@ -147,7 +151,7 @@ Result<FaultSpec> parse_fault_spec(const std::string& text) {
 
 std::string describe_fault(const FaultSpec& spec) {
   std::string text = std::string(fault_kind_name(spec.kind)) + ":rank=" + std::to_string(spec.rank);
-  if (spec.kind == FaultKind::kSlow) {
+  if (slows(spec.kind)) {
     char factor[32];
     std::snprintf(factor, sizeof(factor), "%g", spec.factor);
     text += std::string(",factor=") + factor;

@@ -8,6 +8,11 @@
 //   slow:rank=R,factor=F,at=WHEN[,until=STEP]
 //                           worker R runs at about F (0 < F <= 1) of its speed from WHEN until
 //                           it reported step STEP (or to the end)
+//   throttle:rank=R,factor=F,at=STEP[,until=STEP]
+//                           worker R's compute runs at F (0 < F < 1] of its speed from step AT
+//                           until step UNTIL (or to the end) while its communication does not
+//                           slow down (a throttled GPU: kernels slower, links not); done inside
+//                           the worker (NTP_THROTTLE, elastic/throttle.h)
 //   repair:rank=R,at=WHEN   start a fresh worker for slot R if it is dead, hung or stalled (one
 //                           that is alive is killed first); the new worker sees
 //                           NTP_RESTART_COUNT > 0
@@ -27,7 +32,7 @@
 
 namespace ntp::elastic {
 
-enum class FaultKind { kKill, kHang, kStall, kSlow, kRepair };
+enum class FaultKind { kKill, kHang, kStall, kSlow, kThrottle, kRepair };
 
 const char* fault_kind_name(FaultKind kind);
 
@@ -36,8 +41,8 @@ struct FaultSpec {
   int rank = 0;                    // global rank (NTP_RANK) of the slot
   std::optional<long long> step;   // fire at this step ...
   std::optional<double> seconds;   // ... or this many seconds after launch
-  double factor = 1.0;             // slow: the share of its speed the worker keeps, in (0, 1]
-  std::optional<long long> until;  // slow: the step at which the slowdown ends; none: the end
+  double factor = 1.0;             // slow, throttle: the share of its speed kept, in (0, 1]
+  std::optional<long long> until;  // slow, throttle: the step at which it ends; none: the end
 };
 
 // Parses "kill:rank=R,at=WHEN" (see above). kInvalidArgument names the bad part and the fix.

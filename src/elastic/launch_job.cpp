@@ -177,6 +177,9 @@ class LaunchJob {
     if (const std::optional<long long> stall = injector_.stall_step(slot.id.rank)) {
       env.push_back("NTP_STALL_AT=" + std::to_string(*stall));
     }
+    if (const std::optional<std::string> throttle = injector_.throttle_env(slot.id.rank)) {
+      env.push_back("NTP_THROTTLE=" + *throttle);
+    }
     // Compute threads: this node's CPUs shared by its workers, max(1, cpus / local workers), so
     // co-located workers do not oversubscribe the cores; a value the user set wins.
     const std::string threads =
@@ -324,6 +327,11 @@ class LaunchJob {
         break;
       case FaultKind::kSlow:
         begin_slowdown(slot, injection);
+        break;
+      case FaultKind::kThrottle:
+        // The worker does it itself (NTP_THROTTLE) from that step on.
+        say("throttling rank " + rank + "'s compute (" + describe_fault(injection.fault) +
+            "): its communication keeps its pace");
         break;
       case FaultKind::kRepair:
         break;

@@ -83,6 +83,7 @@ struct LiveRun {
     double compute_s = 0.0;  // forward + backward less the waits on peers in it
   };
   Result<double> forward_backward(int64_t step, elastic::Phase phase);
+  void throttle(int64_t step, double compute_s) const;
   Result<StepTotals> step_totals(double replica_loss);
   Result<Update> apply_update(int64_t step, double grad_norm);
   Status report_step(int64_t step, const StepTotals& totals, const Update& update,
@@ -146,7 +147,7 @@ struct LiveRun {
   CheckpointSaver saver;
   int64_t saved_step = -1;
   int64_t first_step = 0, last_step = 0;
-  int64_t committed = 0;     // steps whose update this worker has applied
+  int64_t committed = 0;  // steps whose update this worker has applied
   // The leader's measured speeds (--rebalance), its proposal for the next step boundary, and the
   // raw speeds of the one being carried out (for its metrics line).
   std::optional<Rebalancer> rebalancer;

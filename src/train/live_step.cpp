@@ -1,6 +1,7 @@
 // One training step of a LiveRun: data -> forward/backward with overlapped sync -> wait -> loss and
 // norm -> clip -> optimizer -> commit -> metrics -> checkpoint -> eval.
 #include <cmath>
+#include <thread>
 
 #include "kernels/cpu/clip.h"
 #include "train/fault_point.h"
@@ -74,13 +75,24 @@ Result<double> LiveRun::forward_backward(int64_t step, elastic::Phase phase) {
         sync.grads_ready(ready);
       };
     }
+    const Clock::time_point start = Clock::now();
+    const double waited_before = progress.waited_seconds();
     NTP_ASSIGN_OR_RETURN(double loss,
                          model.forward_backward(batch.tokens, batch.targets, c.micro_batch,
                                                 c.model.n_ctx, backward));
+    throttle(step, seconds_since(start) - (progress.waited_seconds() - waited_before));
     progress.mark(phase, step);
     replica_loss += loss / static_cast<double>(mine.micro_batches);
   }
   return replica_loss;
+}
+
+// A throttled worker (WorkerContext::compute_factor) takes 1/factor as long for `compute_s` of
+// compute: it sleeps the difference (not a wait on its peers: its own, slower compute).
+void LiveRun::throttle(int64_t step, double compute_s) const {
+  const double factor = ctx.compute_factor ? ctx.compute_factor(step) : 1.0;
+  if (factor >= 1.0 || compute_s <= 0.0) return;
+  std::this_thread::sleep_for(std::chrono::duration<double>(compute_s * (1.0 / factor - 1.0)));
 }
 
 // The global loss and gradient norm: one float64 allreduce, one contributor per slot, so every

@@ -381,24 +381,33 @@ Status SyncExecutor::mirror_moments(const std::vector<std::vector<float>>& m,
   NTP_CHECK(options_.sharding == OptimizerSharding::kSharded);
   mirror_m.resize(mirrors_.size());
   mirror_v.resize(mirrors_.size());
-  for (Bucket& b : buckets_) {
-    for (size_t i = 0; i < b.dp.size(); ++i) {
-      if (b.mirror[i] < 0) continue;
-      const auto n = static_cast<size_t>(comms_.dp[i]->size());
-      const auto me = static_cast<size_t>(role_.dp_sets[i].my_index);
-      const auto own = static_cast<size_t>(b.chunk[i]), copy = static_cast<size_t>(b.mirror[i]);
-      // [exp_avg | exp_avg_sq] of the own chunk to the next member, the previous one's back.
-      std::vector<float> out(m[own]);
+  // One alltoallv per DP set for all buckets: [exp_avg | exp_avg_sq] of each own chunk, bucket
+  // by bucket, to the next member; the previous member's back in the same order.
+  for (size_t i = 0; i < role_.dp_sets.size(); ++i) {
+    if (comms_.dp[i]->size() == 1) continue;  // no peer: no copy (a checkpoint covers it)
+    std::vector<float> out;
+    size_t in_size = 0;
+    for (const Bucket& b : buckets_) {
+      const auto own = static_cast<size_t>(b.chunk[i]);
+      out.insert(out.end(), m[own].begin(), m[own].end());
       out.insert(out.end(), v[own].begin(), v[own].end());
-      const auto copy_size = static_cast<size_t>(mirrors_[copy].size());
-      std::vector<float> in(2 * copy_size);
-      std::vector<size_t> send_counts(n, 0), recv_counts(n, 0);
-      send_counts[(me + 1) % n] = out.size();
-      recv_counts[(me + n - 1) % n] = in.size();
-      NTP_RETURN_IF_ERROR(
-          comms_.dp[i]->alltoallv(comm::const_view(out), send_counts, comm::view(in), recv_counts));
-      mirror_m[copy].assign(in.begin(), in.begin() + static_cast<long>(copy_size));
-      mirror_v[copy].assign(in.begin() + static_cast<long>(copy_size), in.end());
+      in_size += 2 * static_cast<size_t>(mirrors_[static_cast<size_t>(b.mirror[i])].size());
+    }
+    std::vector<float> in(in_size);
+    const auto n = static_cast<size_t>(comms_.dp[i]->size());
+    const auto me = static_cast<size_t>(role_.dp_sets[i].my_index);
+    std::vector<size_t> send_counts(n, 0), recv_counts(n, 0);
+    send_counts[(me + 1) % n] = out.size();
+    recv_counts[(me + n - 1) % n] = in.size();
+    NTP_RETURN_IF_ERROR(
+        comms_.dp[i]->alltoallv(comm::const_view(out), send_counts, comm::view(in), recv_counts));
+    auto at = in.begin();
+    for (const Bucket& b : buckets_) {
+      const auto copy = static_cast<size_t>(b.mirror[i]);
+      const auto size = static_cast<long>(mirrors_[copy].size());
+      mirror_m[copy].assign(at, at + size);
+      mirror_v[copy].assign(at + size, at + 2 * size);
+      at += 2 * size;
     }
   }
   return ok_status();

@@ -30,6 +30,9 @@ struct WorkerContext {
   std::string local_addr;
   // Called at the start of every step (lets `ntp launch --inject ...,at=STEP` place faults).
   std::function<void(int64_t step)> on_step;
+  // The share of its compute speed this worker runs at in `step` (`--inject throttle:`): after
+  // each micro-batch's compute the training thread sleeps (1/factor - 1) times as long. Null: 1.
+  std::function<double(int64_t step)> compute_factor;
   // Progress lines and the summary (world rank 0 only); errors go to stderr.
   std::FILE* out = stdout;
 };

@@ -61,6 +61,14 @@ TEST(FaultSpecTest, ParsesStallsAndSlowdowns) {
   EXPECT_EQ(slow->until, 9);
   EXPECT_EQ(describe_fault(*slow), "slow:rank=1,factor=0.5,at=4,until=9");
 
+  Result<FaultSpec> throttle = parse_fault_spec("throttle:rank=5,factor=0.25,at=3,until=40");
+  ASSERT_TRUE(throttle.ok()) << throttle.status().to_string();
+  EXPECT_EQ(throttle->kind, FaultKind::kThrottle);
+  EXPECT_DOUBLE_EQ(throttle->factor, 0.25);
+  EXPECT_EQ(throttle->step, 3);
+  EXPECT_EQ(throttle->until, 40);
+  EXPECT_EQ(describe_fault(*throttle), "throttle:rank=5,factor=0.25,at=3,until=40");
+
   Result<FaultSpec> to_end = parse_fault_spec("slow:factor=1,rank=0,at=1.5s");
   ASSERT_TRUE(to_end.ok()) << to_end.status().to_string();
   EXPECT_DOUBLE_EQ(to_end->factor, 1.0);
@@ -88,6 +96,10 @@ TEST(FaultSpecTest, RejectsBadStallsAndSlowdowns) {
       {"slow:rank=1,factor=0.5,at=5,until=x", "until='x' is not a step"},
       {"slow:rank=1,factor=0.5,at=5,speed=2", "unknown field 'speed' for slow"},
       {"kill:rank=1,at=3,until=5", "unknown field 'until' for kill"},
+      {"throttle:rank=1,factor=0.5,at=2s", "a throttle happens at a step"},
+      {"throttle:rank=1,at=3", "needs factor=F"},
+      {"throttle:rank=1,factor=0,at=3", "factor='0' is not in (0, 1]"},
+      {"throttle:rank=1,factor=0.5,at=5,until=5", "until=5 must be after at=5"},
   };
   for (const Case& c : cases) {
     Result<FaultSpec> spec = parse_fault_spec(c.text);

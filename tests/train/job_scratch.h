@@ -54,32 +54,25 @@ inline const std::filesystem::path& synthetic_corpus() {
   return dir;
 }
 
-// argv of `ntp launch --nproc-per-node WORKERS LAUNCH... -- ntp train TRAIN...` for the small test
-// model (2 layers, 8 heads, width 32, context 16, FFN units of 4) on the synthetic corpus.
+// The small test model: 2 layers, 8 heads, width 32, context 16, FFN units of 4.
+inline const std::vector<std::string>& small_model() {
+  static const std::vector<std::string> flags = {
+      "--layers", "2", "--heads", "8", "--width", "32", "--context", "16", "--ffn-unit", "4"};
+  return flags;
+}
+
+// argv of `ntp launch --nproc-per-node WORKERS LAUNCH... -- ntp train MODEL TRAIN...` on the
+// synthetic corpus, MODEL being the small test model unless given.
 inline std::vector<std::string> small_job(int workers, const std::vector<std::string>& launch,
-                                          const std::vector<std::string>& train) {
+                                          const std::vector<std::string>& train,
+                                          const std::vector<std::string>& model = small_model()) {
   std::vector<std::string> argv = {NTP_BINARY, "launch", "--nproc-per-node",
                                    std::to_string(workers)};
   argv.insert(argv.end(), launch.begin(), launch.end());
-  const std::vector<std::string> model = {"--",
-                                          NTP_BINARY,
-                                          "train",
-                                          "--layers",
-                                          "2",
-                                          "--heads",
-                                          "8",
-                                          "--width",
-                                          "32",
-                                          "--context",
-                                          "16",
-                                          "--ffn-unit",
-                                          "4",
-                                          "--train-data",
-                                          (synthetic_corpus() / "train.bin").string(),
-                                          "--val-data",
-                                          (synthetic_corpus() / "val.bin").string(),
-                                          "--quiet"};
+  argv.insert(argv.end(), {"--", NTP_BINARY, "train"});
   argv.insert(argv.end(), model.begin(), model.end());
+  argv.insert(argv.end(), {"--train-data", (synthetic_corpus() / "train.bin").string(),
+                           "--val-data", (synthetic_corpus() / "val.bin").string(), "--quiet"});
   argv.insert(argv.end(), train.begin(), train.end());
   return argv;
 }

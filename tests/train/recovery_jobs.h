@@ -42,10 +42,12 @@ struct JobRun {
 };
 
 // One job: 3 x 4 workers, `steps` steps, `faults` as `ntp launch --inject` specs, `extra` more
-// `ntp train` flags (a --save-dir or --timeout-ms there replaces the default <out>/ckpt, 2000).
+// `ntp train` flags (a --save-dir or --timeout-ms there replaces the default <out>/ckpt, 2000),
+// `model` the model's flags (test_jobs::small_model()).
 inline JobRun train(const std::string& name, int steps, const std::vector<std::string>& faults,
                     const std::vector<std::string>& env = {},
-                    const std::vector<std::string>& extra = {}) {
+                    const std::vector<std::string>& extra = {},
+                    const std::vector<std::string>& model = test_jobs::small_model()) {
   const std::filesystem::path out = test_jobs::scratch_dir() / name;
   std::vector<std::string> launch;
   for (const std::string& f : faults) {
@@ -55,7 +57,8 @@ inline JobRun train(const std::string& name, int steps, const std::vector<std::s
   std::vector<std::string> args = test_jobs::small_job(
       12, launch,
       {"--domains", "3", "--tp", "4", "--batch", "12", "--micro-batch", "2", "--steps",
-       std::to_string(steps), "--warmup", "5", "--out", out.string(), "--save-every", "3"});
+       std::to_string(steps), "--warmup", "5", "--out", out.string(), "--save-every", "3"},
+      model);
   args.insert(args.end(), extra.begin(), extra.end());
   auto absent = [&extra](const char* flag) {
     return std::find(extra.begin(), extra.end(), flag) == extra.end();
