@@ -125,11 +125,16 @@ Result<std::optional<MemberList>> Agreement::await_list(int epoch, const MemberL
     }
     if (std::optional<std::string> d = read(*c_.store, epoch_key(c_.group, epoch, "decider"))) {
       const int decider = std::atoi(d->c_str());
-      const bool gone =
-          (c_.exited && c_.exited(decider, last)) || still_silent(*c_.store, c_.group, decider) ||
-          stillness.still(decider, read(*c_.store, comm::Heartbeat::key(c_.group, decider)),
-                          Clock::now());
-      if (gone) return std::optional<MemberList>();
+      if ((c_.exited && c_.exited(decider, last)) || still_silent(*c_.store, c_.group, decider)) {
+        return std::optional<MemberList>();
+      }
+      if (stillness.still(decider, read(*c_.store, comm::Heartbeat::key(c_.group, decider)),
+                          Clock::now())) {
+        // Recorded as the failure watch records a hung member, so that the next epoch's decider
+        // takes it as gone at once instead of watching it stand still again.
+        (void)c_.store->set(silent_key(c_.group, decider), stillness.last_value(decider));
+        return std::optional<MemberList>();
+      }
     } else if (drew_ticket && Clock::now() - start > c_.hang_detect) {
       // The ticket was drawn (this member drew a later one) but its holder never said who it is:
       // it died between the draw and naming itself, and no one else can tell it gone.

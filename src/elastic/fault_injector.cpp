@@ -53,7 +53,13 @@ FaultInjector::FaultInjector(std::vector<FaultSpec> faults, std::optional<ChaosS
       kill_hang_(chaos ? Rng(chaos->seed).fork(static_cast<std::uint64_t>(node_rank)) : Rng(0)),
       slow_(kill_hang_.fork(kSlowStream)),
       stall_(kill_hang_.fork(kStallStream)) {
-  for (const FaultSpec& fault : faults) pending_.push_back(Pending{fault, false});
+  for (const FaultSpec& fault : faults) {
+    if (fault.kind == FaultKind::kPoint) {  // carried out by the workers themselves
+      points_ += (points_.empty() ? "" : ",") + fault.point;
+    } else {
+      pending_.push_back(Pending{fault, false});
+    }
+  }
 }
 
 std::optional<long long> FaultInjector::stall_step(int rank) {

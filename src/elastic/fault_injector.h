@@ -47,6 +47,8 @@ class FaultInjector {
   // NTP_THROTTLE ("F,AT[,UNTIL]") for the worker about to start in `rank`'s slot, if a throttle
   // waits for it (the worker throttles itself: elastic/throttle.h).
   std::optional<std::string> throttle_env(int rank) const;
+  // NTP_FAULT_POINT items of the `point:` faults, comma-separated, for every worker (empty: none).
+  const std::string& fault_points_env() const { return points_; }
   // Whether the step reports are needed now (a step-placed fault pending, a stall armed, a
   // slowdown waiting for its until step).
   bool needs_steps() const;
@@ -77,6 +79,7 @@ class FaultInjector {
   bool armed_for(int rank) const;  // a chaos stall waits in rank's worker
 
   std::vector<Pending> pending_;
+  std::string points_;
   std::vector<Slowdown> slowdowns_;  // every slowdown in progress
   std::optional<ChaosSpec> chaos_;
   int local_slots_;

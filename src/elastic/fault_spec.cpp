@@ -1,5 +1,6 @@
 #include "elastic/fault_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -9,7 +10,14 @@ namespace {
 
 constexpr const char* kForm =
     "use kill|hang|repair:rank=R,at=STEP or at=SECONDSs (e.g. at=2.5s), stall:rank=R,at=STEP, "
-    "slow:rank=R,factor=F,at=WHEN[,until=STEP], or throttle:rank=R,factor=F,at=STEP[,until=STEP]";
+    "slow:rank=R,factor=F,at=WHEN[,until=STEP], throttle:rank=R,factor=F,at=STEP[,until=STEP], "
+    "or point:phase=PHASE,at=STEP|*,rank=R|decider@E[,action=kill|fail|stop]";
+
+// The phases train/fault_point.h places fault points at.
+constexpr const char* kPhases[] = {
+    "forward",      "backward",       "sync",          "wait",           "optimizer",
+    "commit",       "checkpoint",     "admit",         "reform_agreed",  "reform_planned",
+    "reform_build", "reform_reshard", "reform_commit", "decider_publish"};
 
 bool parse_int(const std::string& text, long long* out) {
   try {
@@ -33,7 +41,7 @@ bool parse_double(const std::string& text, double* out) {
 
 std::optional<FaultKind> kind_from_name(const std::string& name) {
   for (FaultKind kind : {FaultKind::kKill, FaultKind::kHang, FaultKind::kStall, FaultKind::kSlow,
-                         FaultKind::kThrottle, FaultKind::kRepair}) {
+                         FaultKind::kThrottle, FaultKind::kPoint, FaultKind::kRepair}) {
     if (name == fault_kind_name(kind)) return kind;
   }
   return std::nullopt;
@@ -98,6 +106,52 @@ std::string check_spec(const FaultSpec& spec, bool have_rank, bool have_factor) 
   return "";
 }
 
+// point:phase=PHASE,at=STEP|*,rank=R|decider@E[,action=kill|fail|stop] as the NTP_FAULT_POINT item
+// PHASE:STEP:RANK[:ACTION]; an error message naming the bad part, or empty.
+std::string parse_point(const std::string& fields_text, FaultSpec* spec) {
+  std::string phase, at, rank, action = "kill";
+  std::stringstream fields(fields_text);
+  for (std::string field; std::getline(fields, field, ',');) {
+    const auto eq = field.find('=');
+    const std::string key = field.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : field.substr(eq + 1);
+    if (key == "phase") {
+      phase = value;
+    } else if (key == "at") {
+      at = value;
+    } else if (key == "rank") {
+      rank = value;
+    } else if (key == "action") {
+      action = value;
+    } else {
+      return "unknown field '" + key + "' for point; " + kForm;
+    }
+  }
+  if (phase.empty() || at.empty() || rank.empty()) {
+    return std::string("needs phase=, at= and rank=; ") + kForm;
+  }
+  if (std::find(std::begin(kPhases), std::end(kPhases), phase) == std::end(kPhases)) {
+    return "phase='" + phase + "' is not a fault point (train/fault_point.h lists them, e.g. " +
+           "forward, optimizer, reform_build)";
+  }
+  long long step = 0;
+  if (at != "*" && !(parse_int(at, &step) && step >= 0)) {
+    return "at='" + at + "' is not a step: use at=STEP (e.g. at=5) or at=* (any step)";
+  }
+  long long number = -1;
+  const bool role = rank.rfind("decider@", 0) == 0 && parse_int(rank.substr(8), &number);
+  if (!role && !(parse_int(rank, &number) && number >= 0)) {
+    return "rank='" + rank + "' is neither a rank nor a role: use rank=R or rank=decider@EPOCH";
+  }
+  if (action != "kill" && action != "fail" && action != "stop") {
+    return "action='" + action + "' is not kill, fail or stop";
+  }
+  spec->rank = role ? -1 : static_cast<int>(number);
+  if (at != "*") spec->step = step;
+  spec->point = phase + ":" + at + ":" + rank + (action == "kill" ? "" : ":" + action);
+  return "";
+}
+
 }  // namespace
 
 const char* fault_kind_name(FaultKind kind) {
@@ -112,6 +166,8 @@ const char* fault_kind_name(FaultKind kind) {
       return "slow";
     case FaultKind::kThrottle:
       return "throttle";
+    case FaultKind::kPoint:
+      return "point";
     case FaultKind::kRepair:
       return "repair";
   }
@@ -130,6 +186,12 @@ Result<FaultSpec> parse_fault_spec(const std::string& text) {
   }
   FaultSpec spec;
   spec.kind = *parsed;
+  if (spec.kind == FaultKind::kPoint) {
+    if (const std::string error = parse_point(text.substr(colon + 1), &spec); !error.empty()) {
+      return invalid_argument("--inject '" + text + "': " + error);
+    }
+    return spec;
+  }
   bool have_rank = false;
   bool have_factor = false;
   std::stringstream fields(text.substr(colon + 1));
@@ -150,6 +212,7 @@ Result<FaultSpec> parse_fault_spec(const std::string& text) {
 }
 
 std::string describe_fault(const FaultSpec& spec) {
+  if (spec.kind == FaultKind::kPoint) return "point " + spec.point;
   std::string text = std::string(fault_kind_name(spec.kind)) + ":rank=" + std::to_string(spec.rank);
   if (slows(spec.kind)) {
     char factor[32];

@@ -13,6 +13,11 @@
 //                           until step UNTIL (or to the end) while its communication does not
 //                           slow down (a throttled GPU: kernels slower, links not); done inside
 //                           the worker (NTP_THROTTLE, elastic/throttle.h)
+//   point:phase=PHASE,at=STEP|*,rank=R|ROLE[,action=kill|fail|stop]
+//                           a fault point inside a worker (train/fault_point.h): every worker
+//                           gets NTP_FAULT_POINT=PHASE:STEP:RANK[:ACTION], and the one whose rank
+//                           (or role, e.g. decider@1) it names kills itself, fails the operation
+//                           or stops itself at that phase of that step (`*`: any step)
 //   repair:rank=R,at=WHEN   start a fresh worker for slot R if it is dead, hung or stalled (one
 //                           that is alive is killed first); the new worker sees
 //                           NTP_RESTART_COUNT > 0
@@ -32,7 +37,7 @@
 
 namespace ntp::elastic {
 
-enum class FaultKind { kKill, kHang, kStall, kSlow, kThrottle, kRepair };
+enum class FaultKind { kKill, kHang, kStall, kSlow, kThrottle, kPoint, kRepair };
 
 const char* fault_kind_name(FaultKind kind);
 
@@ -43,6 +48,9 @@ struct FaultSpec {
   std::optional<double> seconds;   // ... or this many seconds after launch
   double factor = 1.0;             // slow, throttle: the share of its speed kept, in (0, 1]
   std::optional<long long> until;  // slow, throttle: the step at which it ends; none: the end
+  // point: the NTP_FAULT_POINT item (rank is -1 when a role is named: any node's worker may hold
+  // it).
+  std::string point;
 };
 
 // Parses "kill:rank=R,at=WHEN" (see above). kInvalidArgument names the bad part and the fix.

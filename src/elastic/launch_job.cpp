@@ -44,7 +44,12 @@ std::vector<FaultSpec> local_faults(const std::vector<FaultSpec>& faults,
                                     const std::vector<int>& ranks) {
   std::vector<FaultSpec> mine;
   for (const FaultSpec& fault : faults) {
-    if (std::find(ranks.begin(), ranks.end(), fault.rank) != ranks.end()) mine.push_back(fault);
+    // A fault point goes to every node's workers: the one it names (a rank, or a role any
+    // worker may hold) finds itself.
+    if (fault.kind == FaultKind::kPoint ||
+        std::find(ranks.begin(), ranks.end(), fault.rank) != ranks.end()) {
+      mine.push_back(fault);
+    }
   }
   return mine;
 }
@@ -179,6 +184,13 @@ class LaunchJob {
     }
     if (const std::optional<std::string> throttle = injector_.throttle_env(slot.id.rank)) {
       env.push_back("NTP_THROTTLE=" + *throttle);
+    }
+    if (!injector_.fault_points_env().empty()) {  // with any the launcher's environment has
+      const char* inherited = std::getenv("NTP_FAULT_POINT");
+      env.push_back(
+          "NTP_FAULT_POINT=" +
+          (inherited != nullptr && *inherited != '\0' ? std::string(inherited) + "," : "") +
+          injector_.fault_points_env());
     }
     // Compute threads: this node's CPUs shared by its workers, max(1, cpus / local workers), so
     // co-located workers do not oversubscribe the cores; a value the user set wins.
@@ -327,6 +339,8 @@ class LaunchJob {
         break;
       case FaultKind::kSlow:
         begin_slowdown(slot, injection);
+        break;
+      case FaultKind::kPoint:  // carried out by the workers (NTP_FAULT_POINT), never due here
         break;
       case FaultKind::kThrottle:
         // The worker does it itself (NTP_THROTTLE) from that step on.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "comm/wait_observer.h"
 #include "core/check.h"
 #include "kernels/cpu/clip.h"
 #include "shard/balance.h"
@@ -481,7 +482,12 @@ Status SyncExecutor::wait() {
     return internal_error("SyncExecutor::wait: backward reported only " + std::to_string(queued_) +
                           " of " + std::to_string(buckets_.size()) + " buckets");
   }
-  cv_.wait(lock, [&] { return done_ == static_cast<int>(buckets_.size()); });
+  {
+    // The executor's collectives wait on the peers; so does the training thread while it waits
+    // for them (its liveness tracker must not take it as stuck when a peer is).
+    const comm::ScopedWait observed;
+    cv_.wait(lock, [&] { return done_ == static_cast<int>(buckets_.size()); });
+  }
   for (size_t b = 0; b < buckets_.size(); ++b)
     missing_[b] = static_cast<int>(buckets_[b].params.size());
   next_to_queue_ = queued_ = done_ = 0;

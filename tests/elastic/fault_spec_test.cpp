@@ -69,6 +69,16 @@ TEST(FaultSpecTest, ParsesStallsAndSlowdowns) {
   EXPECT_EQ(throttle->until, 40);
   EXPECT_EQ(describe_fault(*throttle), "throttle:rank=5,factor=0.25,at=3,until=40");
 
+  Result<FaultSpec> point = parse_fault_spec("point:phase=reform_build,at=5,rank=10,action=stop");
+  ASSERT_TRUE(point.ok()) << point.status().to_string();
+  EXPECT_EQ(point->kind, FaultKind::kPoint);
+  EXPECT_EQ(point->rank, 10);
+  EXPECT_EQ(point->point, "reform_build:5:10:stop");
+  Result<FaultSpec> role = parse_fault_spec("point:rank=decider@1,phase=reform_agreed,at=*");
+  ASSERT_TRUE(role.ok()) << role.status().to_string();
+  EXPECT_EQ(role->rank, -1);  // any node's worker may hold the role
+  EXPECT_EQ(role->point, "reform_agreed:*:decider@1");
+
   Result<FaultSpec> to_end = parse_fault_spec("slow:factor=1,rank=0,at=1.5s");
   ASSERT_TRUE(to_end.ok()) << to_end.status().to_string();
   EXPECT_DOUBLE_EQ(to_end->factor, 1.0);
@@ -97,6 +107,12 @@ TEST(FaultSpecTest, RejectsBadStallsAndSlowdowns) {
       {"slow:rank=1,factor=0.5,at=5,speed=2", "unknown field 'speed' for slow"},
       {"kill:rank=1,at=3,until=5", "unknown field 'until' for kill"},
       {"throttle:rank=1,factor=0.5,at=2s", "a throttle happens at a step"},
+      {"point:phase=forward,at=5", "needs phase=, at= and rank="},
+      {"point:phase=fwd,at=5,rank=1", "phase='fwd' is not a fault point"},
+      {"point:phase=forward,at=2s,rank=1", "at='2s' is not a step"},
+      {"point:phase=forward,at=5,rank=leader", "rank='leader' is neither a rank nor a role"},
+      {"point:phase=forward,at=5,rank=1,action=explode", "action='explode'"},
+      {"point:phase=forward,at=5,rank=1,factor=0.5", "unknown field 'factor' for point"},
       {"throttle:rank=1,at=3", "needs factor=F"},
       {"throttle:rank=1,factor=0,at=3", "factor='0' is not in (0, 1]"},
       {"throttle:rank=1,factor=0.5,at=5,until=5", "until=5 must be after at=5"},

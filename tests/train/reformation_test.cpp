@@ -103,9 +103,12 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Three faults in one re-formation: rank 6 dies in step 5, rank 5 while the communicators of the
 // first attempt are built, rank 10 in the reshard of the second; the third attempt completes.
+// Placed with `ntp launch --inject point:` (the launcher hands them to the workers).
 TEST(ReformationTest, ThreeFaultsInsideOneReformation) {
-  const JobRun run = train("reform-three", 10, {},
-                           {"NTP_FAULT_POINT=forward:5:6,reform_build:5:5,reform_reshard:5:10"});
+  const JobRun run =
+      train("reform-three", 10,
+            {"point:phase=forward,at=5,rank=6", "point:phase=reform_build,at=5,rank=5",
+             "point:phase=reform_reshard,at=5,rank=10"});
   expect_same_trajectory(run, clean_run(), 10, kDegradedTolerance);
   EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 9) << run.log;
   EXPECT_EQ(finishing_workers(run), 9) << run.log;
