@@ -35,8 +35,7 @@ Result<ReshardTotals> reshard_totals(comm::Communicator& world, int64_t bytes, d
 //      the base state into it; mark the epoch done. A fault at any point gives the epoch up and
 //      agrees on the next one, from what was published. Returns the step to continue at. ----
 Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joiners,
-                                double detect_s,
-                                const std::vector<std::vector<double>>* speeds) {
+                                double detect_s, const std::vector<std::vector<double>>* speeds) {
   const Clock::time_point t0 = Clock::now();
   RecoveryEvent event;
   event.detect_s = detect_s;
@@ -205,9 +204,8 @@ Result<int64_t> LiveRun::move_replicated_state(Job* source, const shard::Cluster
 // State with no live copy (`why`: every holder of some units, or a ZeRO-1 owner and the peer with
 // its copy, were lost): the latest checkpoint, and with ZeRO-1 the new job's copies. Returns the
 // checkpoint's step; stops the job when there is none.
-Result<int64_t> LiveRun::restore_from_checkpoint(const elastic::MemberList& list,
-                                                 const Status& why, Job& next,
-                                                 RecoveryEvent& event) {
+Result<int64_t> LiveRun::restore_from_checkpoint(const elastic::MemberList& list, const Status& why,
+                                                 Job& next, RecoveryEvent& event) {
   NTP_ASSIGN_OR_RETURN(std::optional<int64_t> loaded, load_latest_checkpoint(c, next));
   if (!loaded) {
     return stop_job(why.message() +

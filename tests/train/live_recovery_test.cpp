@@ -288,8 +288,7 @@ TEST(LiveRecoveryTest, ZeroOneStateFallsBackToTheLatestCheckpointWhenBothCopiesA
   EXPECT_EQ(run.recoveries[0]["state_from"], "checkpoint") << run.recoveries[0].dump();
   // Checkpoints every 3 steps: step 5 fails, the checkpoint of step 3 is loaded.
   EXPECT_EQ(run.recoveries[0]["step"].get<int>(), 3) << run.recoveries[0].dump();
-  EXPECT_NE(run.log.find("no live copy of some lost state"), std::string::npos)
-      << run.log;
+  EXPECT_NE(run.log.find("no live copy of some lost state"), std::string::npos) << run.log;
   EXPECT_EQ(run.degrees_at_end, (std::vector<int>{3, 3, 4}));
 
   const fs::path out = scratch_dir() / "zero1-no-ckpt";
