@@ -10,8 +10,13 @@ std::string join_key(const std::string& group, int rank) {
   return group + "/join/" + std::to_string(rank);
 }
 
-std::vector<int> joiners_asking(const WorkerContext& ctx, const std::string& group,
-                                const Job& job) {
+std::string join_requests_key(const std::string& group) { return group + "/join_requests"; }
+
+std::vector<int> joiners_asking(const WorkerContext& ctx, const std::string& group, const Job& job,
+                                int64_t& seen) {
+  // One read when nothing changed: the count of join requests ever made in this group.
+  const Result<int64_t> requests = ctx.store->add(join_requests_key(group), 0);
+  if (requests.ok() && *requests == seen) return {};
   const int slots = job.layout.spec.domains * job.layout.spec.domain_size;
   const std::vector<int> members = slot_ranks(job.layout);
   std::vector<int> out;
@@ -24,6 +29,8 @@ std::vector<int> joiners_asking(const WorkerContext& ctx, const std::string& gro
     if (taken.ok() && *taken == *asked) continue;
     out.push_back(r);
   }
+  // Seen only once none is pending: an admission that did not complete is looked for again.
+  if (requests.ok() && out.empty()) seen = *requests;
   return out;
 }
 
@@ -43,6 +50,7 @@ Result<elastic::MemberList> wait_for_admission(const WorkerContext& ctx, const s
                                                elastic::Progress& progress) {
   const std::string restart = std::to_string(ctx.restart_count);
   NTP_RETURN_IF_ERROR(ctx.store->set(join_key(group, ctx.slot_rank), restart));
+  NTP_RETURN_IF_ERROR(ctx.store->add(join_requests_key(group), 1).status());  // after the key
   const std::string key = group + "/admit/" + std::to_string(ctx.slot_rank) + "/" + restart;
   const Clock::time_point start = Clock::now();
   while (true) {

@@ -5,6 +5,7 @@
 // the same agreement as the members (docs/recovery.md).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,14 @@ namespace ntp::train {
 
 std::string join_key(const std::string& group, int rank);
 
-// World rank 0: the slots asking to join that were not admitted yet (store reads; an unreadable
-// request counts as none, to be seen at a later boundary).
-std::vector<int> joiners_asking(const WorkerContext& ctx, const std::string& group, const Job& job);
+// "<group>/join_requests": a counter every joiner raises after writing its request.
+std::string join_requests_key(const std::string& group);
+
+// World rank 0: the slots asking to join that were not admitted yet (an unreadable request counts
+// as none, to be seen at a later boundary). `seen`: the request count of the last look that found
+// none pending; while the count stays there, the look is one store read (not two per slot).
+std::vector<int> joiners_asking(const WorkerContext& ctx, const std::string& group, const Job& job,
+                                int64_t& seen);
 
 // World rank 0: admits `joiners` with the members' last list `last`.
 Status admit(const WorkerContext& ctx, const std::string& group, const std::vector<int>& joiners,

@@ -132,7 +132,9 @@ Result<LiveRun::StepBoundary> LiveRun::step_boundary() {
   // speeds, domain-major.
   std::vector<double> words(2 * slots + 1, 0.0);
   if (job->role.world_rank == 0) {
-    for (int r : joiners_asking(ctx, group, *job)) words[static_cast<size_t>(r)] = 1.0;
+    for (int r : joiners_asking(ctx, group, *job, join_requests_seen)) {
+      words[static_cast<size_t>(r)] = 1.0;
+    }
     if (proposal) {
       words[slots] = proposal->speeds.empty() ? 2.0 : 1.0;
       for (size_t d = 0; d < proposal->speeds.size(); ++d) {

@@ -153,7 +153,8 @@ struct LiveRun {
   std::optional<Rebalancer> rebalancer;
   std::optional<RebalanceTarget> proposal;
   std::vector<double> rebalance_raw_speeds;
-  UndoLog undo;              // the state before the last update (live recovery)
+  int64_t join_requests_seen = -1;  // the leader's last look at the join requests (admission.h)
+  UndoLog undo;                     // the state before the last update (live recovery)
   bool state_ahead = false;  // the job's state is one update past `committed` (ZeRO-1, mid-update)
   const int64_t global_batch;
   const float micro_scale;
