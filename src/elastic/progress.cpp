@@ -13,11 +13,16 @@ void Progress::mark(Phase phase, std::int64_t step) {
 
 void Progress::waiting(bool begins) {
   const int before = waits_.fetch_add(begins ? 1 : -1, std::memory_order_relaxed);
-  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::steady_clock::now().time_since_epoch())
-                               .count();
-  if (begins && before == 0) wait_start_ns_ = now;
-  if (!begins && before == 1) waited_ns_ += now - wait_start_ns_;
+  if (before == (begins ? 0 : 1)) {  // the outermost wait starts or ends: read the clock
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count();
+    if (begins) {
+      wait_start_ns_ = now;
+    } else {
+      waited_ns_ += now - wait_start_ns_;
+    }
+  }
   sequence_.fetch_add(1, std::memory_order_relaxed);  // a wait that starts or ends is progress
 }
 

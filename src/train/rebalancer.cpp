@@ -53,17 +53,13 @@ Result<std::optional<RebalanceTarget>> Rebalancer::observe(
   if (verdict.proposal == SpeedProposal::kNone) return std::optional<RebalanceTarget>();
   RebalanceTarget target;
   target.raw_speeds = verdict.raw_speeds;
-  target.current_seconds = verdict.current_seconds;
-  if (verdict.proposal == SpeedProposal::kRebalance) {
-    target.target_seconds = verdict.weighted_seconds;
+  if (verdict.proposal == SpeedProposal::kRebalance) {  // else kEqualize: no speeds
     target.speeds.assign(static_cast<size_t>(spec_.domains),
                          std::vector<double>(static_cast<size_t>(spec_.domain_size), 1.0));
     for (size_t r = 0; r < slots_.size(); ++r) {
       target.speeds[static_cast<size_t>(slots_[r].domain)][static_cast<size_t>(slots_[r].slot)] =
           verdict.speeds[r];
     }
-  } else {
-    target.target_seconds = verdict.equal_seconds;  // kEqualize: no speeds
   }
   return std::optional<RebalanceTarget>(std::move(target));
 }

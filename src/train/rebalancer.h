@@ -26,7 +26,6 @@ namespace ntp::train {
 struct RebalanceTarget {
   std::vector<std::vector<double>> speeds;
   std::vector<double> raw_speeds;
-  double current_seconds = 0.0, target_seconds = 0.0;  // predicted step compute seconds
 };
 
 class Rebalancer {
@@ -40,8 +39,6 @@ class Rebalancer {
 
   // One step: compute_seconds[world rank]. A target when the job should re-form.
   Result<std::optional<RebalanceTarget>> observe(const std::vector<double>& compute_seconds);
-
-  const std::vector<double>& work() const { return work_; }
 
  private:
   Rebalancer(SpeedEstimator estimator, shard::ClusterSpec spec);

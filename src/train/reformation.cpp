@@ -176,8 +176,11 @@ Result<LiveRun::MovedState> LiveRun::move_state(const elastic::MemberList& list,
   const Result<int64_t> live =
       sharded ? move_zero_state(source, from, next) : move_replicated_state(source, from, next);
   if (live.ok()) {
-    if (sharded) next.sharded->set_steps_taken(out.step);
-    if (!sharded) next.adamw->set_steps_taken(out.step);
+    if (sharded) {
+      next.sharded->set_steps_taken(out.step);
+    } else {
+      next.adamw->set_steps_taken(out.step);
+    }
     moved_bytes = *live;
   } else if (live.status().code() != StatusCode::kNotFound) {
     return live.status();
