@@ -194,8 +194,16 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "Micro-batches per replica and step, when --batch is not given")
       ->group(batch);
   cmd->add_option("--batch-policy", args->batch_policy,
-                  "Degraded replicas: keep (same share; power boost buys the speed back) or "
-                  "scale (share proportional to active devices)")
+                  "Replicas slower than a healthy one (fewer devices, a slowed device): keep "
+                  "(same share: the slowest sets the pace), scale (share proportional to pace, "
+                  "to the sample) or boost (power boost as far as the control can apply, the "
+                  "share covers the rest; on CPU, where nothing can be boosted, this is scale)")
+      ->group(batch);
+  cmd->add_option("--power-limit", c.power_limit,
+                  "Largest power factor x TDP the devices' control can set (boost); 1 on CPU, "
+                  "where a higher value only emulates a control for tests (settings recorded, "
+                  "the split assumes their speed-up)")
+      ->capture_default_str()
       ->group(batch);
 
   auto optim = "Optimizer";
@@ -227,6 +235,10 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--dump-dir", c.dump_dir,
                   "Testing: each worker writes its synchronized step-0 gradients and final "
                   "weights as logical tensors")
+      ->group("");
+  cmd->add_option("--emulate-device-gflops", c.emulate_device_gflops,
+                  "Benchmarks on fewer cores than workers: each micro-batch also sleeps the time "
+                  "a device of G GFLOP/s would take for it (throttles scale it); 0: off")
       ->group("");
 
   auto ckpt = "Checkpoints";

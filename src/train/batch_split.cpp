@@ -7,23 +7,70 @@
 #include "shard/balance.h"
 
 namespace ntp::train {
+namespace {
+
+// A pace this close to 1 is full pace (paces are ratios of unit counts and speeds).
+constexpr double kFullPace = 1.0 - 1e-9;
+
+std::vector<ReplicaBatch> consecutive(const std::vector<int64_t>& samples, int64_t micro_batch) {
+  std::vector<ReplicaBatch> out;
+  int64_t begin = 0;
+  for (int64_t n : samples) {
+    out.push_back({begin, n, (n + micro_batch - 1) / micro_batch});
+    begin += n;
+  }
+  return out;
+}
+
+// The split with the least step time max over d of samples[d] / pace[d], at least one sample
+// each: sample by sample to the replica that would finish it first (for this objective, greedy is
+// optimal), ties to the lowest replica. Unlike rounding the proportional shares, it never moves a
+// sample that makes the step longer, which matters when a replica's share is a few samples.
+std::vector<int64_t> split_by_pace(const std::vector<double>& pace, int64_t global_batch) {
+  std::vector<int64_t> samples(pace.size(), 1);
+  for (int64_t left = global_batch - static_cast<int64_t>(pace.size()); left > 0; --left) {
+    size_t best = 0;
+    for (size_t d = 1; d < pace.size(); ++d) {
+      if (static_cast<double>(samples[d] + 1) / pace[d] <
+          static_cast<double>(samples[best] + 1) / pace[best]) {
+        best = d;
+      }
+    }
+    ++samples[best];
+  }
+  return samples;
+}
+
+}  // namespace
 
 Result<BatchPolicy> parse_batch_policy(std::string_view text) {
   if (text == "keep") return BatchPolicy::kKeep;
   if (text == "scale") return BatchPolicy::kScale;
+  if (text == "boost") return BatchPolicy::kBoost;
   return invalid_argument("--batch-policy '" + std::string(text) +
-                          "' is unknown; use keep or scale");
+                          "' is unknown; use keep, scale or boost");
 }
 
 const char* batch_policy_name(BatchPolicy policy) {
-  return policy == BatchPolicy::kKeep ? "keep" : "scale";
+  switch (policy) {
+    case BatchPolicy::kKeep:
+      return "keep";
+    case BatchPolicy::kScale:
+      return "scale";
+    case BatchPolicy::kBoost:
+      return "boost";
+  }
+  return "?";
+}
+
+int64_t ReplicaBatch::micro_size(int64_t k, int64_t micro_batch) const {
+  return std::min(micro_batch, samples - k * micro_batch);
 }
 
 Result<std::vector<ReplicaBatch>> split_global_batch(BatchPolicy policy,
-                                                     const std::vector<int>& degrees,
-                                                     int full_degree, int64_t global_batch,
-                                                     int64_t micro_batch) {
-  const auto replicas = static_cast<int64_t>(degrees.size());
+                                                     const std::vector<double>& pace,
+                                                     int64_t global_batch, int64_t micro_batch) {
+  const auto replicas = static_cast<int64_t>(pace.size());
   if (micro_batch < 1) {
     return invalid_argument("--micro-batch must be at least 1, got " + std::to_string(micro_batch));
   }
@@ -39,63 +86,16 @@ Result<std::vector<ReplicaBatch>> split_global_batch(BatchPolicy policy,
         " micro-batches of " + std::to_string(micro_batch) + ", fewer than the " +
         std::to_string(replicas) + " replicas; every replica needs at least one (raise --batch)");
   }
-  std::vector<int64_t> micro(static_cast<size_t>(replicas));
+  std::vector<int64_t> samples(static_cast<size_t>(replicas));
   for (int64_t d = 0; d < replicas; ++d) {
-    micro[static_cast<size_t>(d)] = shard::balanced_count(micro_total, replicas, d);
+    samples[static_cast<size_t>(d)] = shard::balanced_count(micro_total, replicas, d) * micro_batch;
   }
-  if (policy == BatchPolicy::kScale) {
-    int64_t total_devices = 0;
-    for (int t : degrees) total_devices += t;
-    int64_t degraded_micro = 0;
-    std::vector<int64_t> healthy;
-    for (int64_t d = 0; d < replicas; ++d) {
-      const int t = degrees[static_cast<size_t>(d)];
-      if (t >= full_degree) {
-        healthy.push_back(d);
-        continue;
-      }
-      const double ideal =
-          static_cast<double>(micro_total) * t / static_cast<double>(total_devices);
-      micro[static_cast<size_t>(d)] = std::max<int64_t>(1, std::llround(ideal));
-      degraded_micro += micro[static_cast<size_t>(d)];
-    }
-    const int64_t rest = micro_total - degraded_micro;
-    const auto n_healthy = static_cast<int64_t>(healthy.size());
-    if (n_healthy > 0 && rest < n_healthy) {
-      return invalid_argument("--batch " + std::to_string(global_batch) +
-                              " is too small for --batch-policy scale: the healthy replicas get " +
-                              std::to_string(rest) + " micro-batches for " +
-                              std::to_string(n_healthy) + " replicas (raise --batch)");
-    }
-    if (n_healthy == 0 && rest != 0) {
-      // Every replica is degraded: give the rounding remainder to the largest ones first.
-      std::vector<int64_t> order(static_cast<size_t>(replicas));
-      for (int64_t d = 0; d < replicas; ++d) order[static_cast<size_t>(d)] = d;
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-        return degrees[static_cast<size_t>(a)] > degrees[static_cast<size_t>(b)];
-      });
-      int64_t left = rest;
-      for (size_t i = 0; left != 0; i = (i + 1) % order.size()) {
-        int64_t& m = micro[static_cast<size_t>(order[i])];
-        if (left > 0) {
-          ++m, --left;
-        } else if (m > 1) {
-          --m, ++left;
-        }
-      }
-    }
-    for (int64_t i = 0; i < n_healthy; ++i) {
-      micro[static_cast<size_t>(healthy[static_cast<size_t>(i)])] =
-          shard::balanced_count(rest, n_healthy, i);
-    }
+  const bool uniform =
+      std::all_of(pace.begin(), pace.end(), [](double p) { return p >= kFullPace; });
+  if (policy != BatchPolicy::kKeep && !uniform) {
+    samples = split_by_pace(pace, global_batch);
   }
-  std::vector<ReplicaBatch> out;
-  int64_t begin = 0;
-  for (int64_t m : micro) {
-    out.push_back({begin, m * micro_batch, m});
-    begin += m * micro_batch;
-  }
-  return out;
+  return consecutive(samples, micro_batch);
 }
 
 }  // namespace ntp::train

@@ -1,14 +1,21 @@
-// How a step's global batch is split over replicas of different TP degrees.
+// How a step's global batch is split over replicas that do not all run at the same speed.
 //
-// The global batch is `global_batch` sequences in micro-batches of `micro_batch`; replica d takes
-// the consecutive samples [begin, begin + samples) of each step's batch (train/batcher.h), in
-// whole micro-batches, and accumulates their gradients. Policies for a degraded replica:
-//   keep   every replica takes the same share (balanced to within one micro-batch); a degraded
-//          replica is slower, which power boosting buys back.
-//   scale  a replica's share is proportional to its active devices, rounded to whole micro-batches
-//          (at least one); healthy replicas share the rest, so the global batch never changes.
-// Either way the step's gradient is the sample-weighted mean over the whole global batch: a
-// micro-batch of m samples contributes with weight m / global_batch.
+// The global batch is `global_batch` sequences; replica d takes the consecutive samples
+// [begin, begin + samples) of each step's batch (train/batcher.h) in micro-batches of at most
+// `micro_batch` (the last one may be smaller) and accumulates their gradients. A replica's *pace*
+// is its speed relative to a healthy replica's (train/replica_pace.h: fewer devices, a slowed
+// device, a power boost). Policies:
+//   keep   every replica keeps the same share (balanced to within one micro-batch), whatever its
+//          pace: a slower replica sets the step time of the whole job.
+//   scale  shares follow the paces, to the sample (at least one each): the split whose slowest
+//          replica (samples / pace) finishes first, so shares are proportional to pace as far as
+//          whole samples allow; the global batch never changes.
+//   boost  boost-then-share: a degraded replica's devices are boosted as far as the power control
+//          can apply within the rack budget (power/boost_planner.h), and its share follows the
+//          boosted pace as with scale, so the share covers what the boost cannot. A control that
+//          cannot change power (the CPU one) boosts nothing: then this is scale.
+// Whatever the split, the step's gradient is the sample-weighted mean over the whole global batch:
+// a micro-batch of m samples contributes with weight m / global_batch.
 #pragma once
 
 #include <cstdint>
@@ -19,24 +26,26 @@
 
 namespace ntp::train {
 
-enum class BatchPolicy { kKeep, kScale };
+enum class BatchPolicy { kKeep, kScale, kBoost };
 
-// Parses "keep" / "scale" (kInvalidArgument naming --batch-policy otherwise).
+// Parses "keep" / "scale" / "boost" (kInvalidArgument naming --batch-policy otherwise).
 Result<BatchPolicy> parse_batch_policy(std::string_view text);
 const char* batch_policy_name(BatchPolicy policy);
 
 struct ReplicaBatch {
   int64_t begin = 0;          // first sample of the global batch
-  int64_t samples = 0;        // a multiple of the micro-batch
-  int64_t micro_batches = 0;  // gradient-accumulation steps of this replica
+  int64_t samples = 0;        // >= 1
+  int64_t micro_batches = 0;  // gradient-accumulation steps: ceil(samples / micro_batch)
+
+  // The size of micro-batch k (all micro_batch but the last).
+  int64_t micro_size(int64_t k, int64_t micro_batch) const;
 };
 
-// degrees[d]: active devices of replica d; full_degree: a healthy replica's. kInvalidArgument
-// (naming --batch / --micro-batch) when the batch is not a whole number of micro-batches or has
-// fewer micro-batches than replicas.
+// pace[d] in (0, 1]: replica d's pace (1: healthy). Every replica at full pace: keep's split
+// under any policy. kInvalidArgument (naming --batch / --micro-batch) when the batch is not a
+// whole number of micro-batches or has fewer micro-batches than replicas.
 Result<std::vector<ReplicaBatch>> split_global_batch(BatchPolicy policy,
-                                                     const std::vector<int>& degrees,
-                                                     int full_degree, int64_t global_batch,
-                                                     int64_t micro_batch);
+                                                     const std::vector<double>& pace,
+                                                     int64_t global_batch, int64_t micro_batch);
 
 }  // namespace ntp::train

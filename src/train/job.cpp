@@ -7,7 +7,6 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
-#include "power/boost_planner.h"
 #include "shard/balance.h"
 #include "shard/fold_sync_strategy.h"
 #include "shard/native_sync_strategy.h"
@@ -117,7 +116,8 @@ Status build_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
   } else {
     job->adamw.emplace(job->model->params(), hyper);
   }
-  NTP_ASSIGN_OR_RETURN(job->batches, split_global_batch(c.batch_policy, role.replica_degrees, c.tp,
+  job->paces = plan_replica_paces(job->layout, c.batch_policy, c.power_limit);
+  NTP_ASSIGN_OR_RETURN(job->batches, split_global_batch(c.batch_policy, paces_of(job->paces),
                                                         c.global_batch(), c.micro_batch));
   return ok_status();
 }
@@ -194,27 +194,13 @@ Result<std::optional<int64_t>> load_latest_checkpoint(const TrainConfig& c, Job&
   return std::optional<int64_t>(loaded);
 }
 
-void plan_power(const shard::ClusterLayout& layout, power::PowerControl& control,
-                std::optional<TrainReport>& report) {
-  const power::PowerModel model;
+void apply_power(const std::vector<ReplicaPace>& paces, const shard::ClusterLayout& layout,
+                 power::PowerControl& control, std::optional<TrainReport>& report) {
   for (const shard::ReplicaLayout& r : layout.replicas) {
-    double speed = 1.0;
-    for (size_t sp = 0; sp < layout.spec.spaces.size(); ++sp) {
-      const int64_t full =
-          shard::max_units_per_rank(layout.spec.spaces[sp].units, layout.spec.domain_size);
-      double slowest = 0.0;  // the rank that takes longest: its units over its slot's speed
-      for (size_t k = 0; k < r.slots.size(); ++k) {
-        slowest = std::max(slowest, static_cast<double>(r.units[sp][k].count()) /
-                                        layout.spec.speed(r.domain, r.slots[k]));
-      }
-      speed = std::min(speed, static_cast<double>(full) / slowest);
-    }
-    power::DomainPowerSpec spec;
-    spec.surviving_gpus = r.degree();
-    const power::BoostPlan plan = power::plan_boost(model, speed, spec);
-    if (control.current(r.domain) == plan.power_factor) continue;  // unchanged
-    if (control.set_domain_power(r.domain, plan.power_factor).ok() && report) {
-      report->power(r.domain, r.degree(), speed, plan);
+    const ReplicaPace& p = paces[static_cast<size_t>(r.domain)];
+    if (control.current(r.domain) == p.boost.power_factor) continue;  // unchanged
+    if (control.set_domain_power(r.domain, p.boost.power_factor).ok() && report) {
+      report->power(r.domain, r.degree(), p.unboosted, p.boost);
     }
   }
 }

@@ -24,6 +24,7 @@
 #include "train/adamw_optimizer.h"
 #include "train/batch_split.h"
 #include "train/batcher.h"
+#include "train/replica_pace.h"
 #include "train/sharded_adamw.h"
 #include "train/sync_executor.h"
 #include "train/train_config.h"
@@ -57,6 +58,7 @@ struct Job {
   std::unique_ptr<SyncExecutor> sync;
   std::optional<AdamWOptimizer> adamw;
   std::optional<ShardedAdamW> sharded;
+  std::vector<ReplicaPace> paces;     // [replica]: what the split follows and the leader boosts
   std::vector<ReplicaBatch> batches;  // [replica]
 
   // Breaks every communicator (peers blocked on this worker fail at once) and cancels a
@@ -121,12 +123,10 @@ Result<double> evaluate(const TrainConfig& c, Job& job, const Batcher& val);
 // rank: the leader picks it). nullopt when there is none.
 Result<std::optional<int64_t>> load_latest_checkpoint(const TrainConfig& c, Job& job);
 
-// Power boosting (batch policy keep): a degraded replica runs at `speed` of a healthy one
-// (largest per-rank units at the full degree over its own slowest rank's units per unit of its
-// slot's speed, worst space); the planner picks the
-// least boost that buys the speed back within the rack budget, and `control` applies it. Called
-// by the leader whenever the layout changes; healthy replicas go back to 1 x TDP.
-void plan_power(const shard::ClusterLayout& layout, power::PowerControl& control,
-                std::optional<TrainReport>& report);
+// Power boosting (batch policy boost): sets each replica's devices to the power factor its pace
+// plan chose (healthy replicas back to 1 x TDP) through `control`, reporting every change. Called
+// by the leader whenever the layout changes.
+void apply_power(const std::vector<ReplicaPace>& paces, const shard::ClusterLayout& layout,
+                 power::PowerControl& control, std::optional<TrainReport>& report);
 
 }  // namespace ntp::train

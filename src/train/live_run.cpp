@@ -66,12 +66,10 @@ LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, Batche
             std::_Exit(1);
           }),
       agreement(agreement_config(config, context, group, &progress)),
-      boost(config.batch_policy == BatchPolicy::kKeep),
+      boost(config.batch_policy == BatchPolicy::kBoost),
       saver(config.save_dir, config.keep_last,
             "d" + std::to_string(slot.domain) + "s" + std::to_string(slot.slot)),
-      global_batch(config.global_batch()),
-      micro_scale(static_cast<float>(config.micro_batch) /
-                  static_cast<float>(config.global_batch())) {
+      global_batch(config.global_batch()) {
   progress.mark(elastic::Phase::kSetup, -1);
   comm::observe_waits(&progress);  // this thread's waits on its peers are not stuck work
 }
@@ -172,7 +170,9 @@ Status LiveRun::start_rebalancer(bool same_members) {
     rebalancer->relayout(job->layout, job->batches);
     return ok_status();
   }
-  NTP_ASSIGN_OR_RETURN(Rebalancer fresh, Rebalancer::create(job->layout, job->batches));
+  SpeedEstimatorOptions options;
+  options.share_by_pace = c.batch_policy != BatchPolicy::kKeep;
+  NTP_ASSIGN_OR_RETURN(Rebalancer fresh, Rebalancer::create(job->layout, job->batches, options));
   rebalancer.emplace(std::move(fresh));
   return ok_status();
 }
@@ -219,7 +219,7 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
   watch_job(*job, last);
   NTP_RETURN_IF_ERROR(build_job(*job, c, ctx, std::move(layout), slot, 0, InitialState::kDrawn));
   NTP_RETURN_IF_ERROR(open_report(!c.resume.empty()));
-  if (boost && report) plan_power(job->layout, power_control, report);
+  if (boost && report) apply_power(job->paces, job->layout, power_control, report);
   if (!c.dump_dir.empty()) std::filesystem::create_directories(c.dump_dir);
 
   // ---- resume: weights, moments and the step from a checkpoint written at any layout ----

@@ -83,7 +83,7 @@ struct LiveRun {
     double compute_s = 0.0;  // forward + backward less the waits on peers in it
   };
   Result<double> forward_backward(int64_t step, elastic::Phase phase);
-  void throttle(int64_t step, double compute_s) const;
+  void throttle(int64_t step, double compute_s, int64_t samples) const;
   Result<StepTotals> step_totals(double replica_loss);
   Result<Update> apply_update(int64_t step, double grad_norm);
   Status report_step(int64_t step, const StepTotals& totals, const Update& update,
@@ -140,7 +140,8 @@ struct LiveRun {
   elastic::Agreement agreement;
   elastic::MemberList last;  // the newest member list this worker received
   std::optional<TrainReport> report;
-  power::RecordingPowerControl power_control;  // CPU: records what the planner asks for
+  // CPU: records what the planner asks for (nothing, unless --power-limit emulates a control).
+  power::RecordingPowerControl power_control;
   const bool boost;
   // Checkpoints: the save started at the end of the previous step is committed at the end of
   // the next one (its write had a step to run); `saved_step` is the last committed save's step.
@@ -157,7 +158,6 @@ struct LiveRun {
   UndoLog undo;                     // the state before the last update (live recovery)
   bool state_ahead = false;  // the job's state is one update past `committed` (ZeRO-1, mid-update)
   const int64_t global_batch;
-  const float micro_scale;
   double timed_seconds = 0.0;
   int64_t timed_steps = 0;
   bool stop_speaks = false;

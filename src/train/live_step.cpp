@@ -65,10 +65,12 @@ Result<double> LiveRun::forward_backward(int64_t step, elastic::Phase phase) {
   model.zero_grad();
   double replica_loss = 0.0;
   for (int64_t k = 0; k < mine.micro_batches; ++k) {
+    const int64_t size = mine.micro_size(k, c.micro_batch);
     NTP_ASSIGN_OR_RETURN(Batch batch,
-                         train_batches.get(step, mine.begin + k * c.micro_batch, c.micro_batch));
+                         train_batches.get(step, mine.begin + k * c.micro_batch, size));
     model::BackwardOptions backward;
-    backward.loss_scale = micro_scale;
+    // The micro-batch's mean loss weighs size / global_batch in the step's sample-weighted mean.
+    backward.loss_scale = static_cast<float>(size) / static_cast<float>(global_batch);
     if (k + 1 == mine.micro_batches) {
       backward.on_grads_ready = [&sync](std::span<const int> ready) {
         fault_point("backward");
@@ -77,22 +79,29 @@ Result<double> LiveRun::forward_backward(int64_t step, elastic::Phase phase) {
     }
     const Clock::time_point start = Clock::now();
     const double waited_before = progress.waited_seconds();
-    NTP_ASSIGN_OR_RETURN(double loss,
-                         model.forward_backward(batch.tokens, batch.targets, c.micro_batch,
-                                                c.model.n_ctx, backward));
-    throttle(step, seconds_since(start) - (progress.waited_seconds() - waited_before));
+    NTP_ASSIGN_OR_RETURN(double loss, model.forward_backward(batch.tokens, batch.targets, size,
+                                                             c.model.n_ctx, backward));
+    throttle(step, seconds_since(start) - (progress.waited_seconds() - waited_before), size);
     progress.mark(phase, step);
-    replica_loss += loss / static_cast<double>(mine.micro_batches);
+    // (samples / size is the micro-batch count exactly when every micro-batch is full.)
+    replica_loss += loss / (static_cast<double>(mine.samples) / static_cast<double>(size));
   }
   return replica_loss;
 }
 
 // A throttled worker (WorkerContext::compute_factor) takes 1/factor as long for `compute_s` of
-// compute: it sleeps the difference (not a wait on its peers: its own, slower compute).
-void LiveRun::throttle(int64_t step, double compute_s) const {
+// compute: it sleeps the difference (not a wait on its peers: its own, slower compute). With an
+// emulated device (--emulate-device-gflops) the micro-batch of `samples` also takes the device's
+// time for it, at the worker's factor.
+void LiveRun::throttle(int64_t step, double compute_s, int64_t samples) const {
   const double factor = ctx.compute_factor ? ctx.compute_factor(step) : 1.0;
-  if (factor >= 1.0 || compute_s <= 0.0) return;
-  std::this_thread::sleep_for(std::chrono::duration<double>(compute_s * (1.0 / factor - 1.0)));
+  double sleep_s = factor < 1.0 ? std::max(0.0, compute_s) * (1.0 / factor - 1.0) : 0.0;
+  if (c.emulate_device_gflops > 0.0) {
+    const double flops = 6.0 * held_params(job->layout, job->role.slot) *
+                         static_cast<double>(samples * c.model.n_ctx);
+    sleep_s += flops / (c.emulate_device_gflops * 1e9) / factor;
+  }
+  if (sleep_s > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
 }
 
 // The global loss and gradient norm: one float64 allreduce, one contributor per slot, so every

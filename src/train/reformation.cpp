@@ -290,7 +290,7 @@ Status LiveRun::report_reformed(const elastic::MemberList& list, const MovedStat
     report->recovery(event, job->layout, job->batches);
   }
   rebalance_raw_speeds.clear();
-  if (boost && report) plan_power(job->layout, power_control, report);
+  if (boost && report) apply_power(job->paces, job->layout, power_control, report);
   return start_rebalancer(same_members);
 }
 

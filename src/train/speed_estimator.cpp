@@ -97,10 +97,16 @@ double SpeedEstimator::predict(std::span<const double> weights, std::span<const 
     replica_work[d] += work[r];
     replica_weight[d] += weights[r];
   }
+  double job_work = 0.0, job_weight = 0.0;
+  for (std::size_t d = 0; d < replica_work.size(); ++d) {
+    job_work += replica_work[d];
+    job_weight += replica_weight[d];
+  }
   double slowest = 0.0;
   for (std::size_t r = 0; r < work.size(); ++r) {
     const auto d = static_cast<std::size_t>(replica_of_rank_[r]);
-    const double share = replica_work[d] * weights[r] / replica_weight[d];
+    const double share = options_.share_by_pace ? job_work * weights[r] / job_weight
+                                                : replica_work[d] * weights[r] / replica_weight[d];
     slowest = std::max(slowest, share / (speeds[r] * rate));
   }
   return slowest;

@@ -18,7 +18,9 @@
 // again (effective speed exactly 1.0) once within significance / 2 standard errors of 1.
 //
 // Decision. Step compute time is predicted for a layout that splits each replica's work in
-// proportion to weights w (equal: w = 1) as max over ranks of work share / effective speed. With
+// proportion to weights w (equal: w = 1) as max over ranks of work share / effective speed; with
+// `share_by_pace` the replicas' shares follow their weights too, so a rank's share of the whole
+// job's work is w / (sum of all weights). With
 // equal layouts, a rebalance is proposed when the speed-weighted split beats the equal one by more
 // than `threshold`; with weighted layouts, going back to equal weights is proposed once the equal
 // split is within `threshold` of the weighted one, and a re-weighting once the adopted weights are
@@ -43,6 +45,9 @@ struct SpeedEstimatorOptions {
   double threshold = 0.10;    // predicted step-time gain a rebalance must beat, in (0, 1)
   double drop_below = 0.3;    // a rank slower than this fraction of the job's median is too slow
   double significance = 5.0;  // standard errors from 1 before a rank counts as slowed
+  // The batch policy gives each replica a share in proportion to its pace (scale, boost): then
+  // a layout's predicted time spreads the whole job's work by weight, not each replica's alone.
+  bool share_by_pace = false;
 };
 
 // kInvalidArgument naming the bad option, its value and the accepted range.

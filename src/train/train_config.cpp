@@ -76,10 +76,21 @@ Status validate_train_config(TrainConfig& c) {
                             std::to_string(c.batch) + ", --grad-accum " +
                             std::to_string(c.grad_accum) + ")");
   }
-  std::vector<int> degrees;
-  for (int d = 0; d < c.domains; ++d) degrees.push_back(spec.degree(d));
+  if (!(c.emulate_device_gflops >= 0.0 && c.emulate_device_gflops < 1e9)) {
+    return invalid_argument("--emulate-device-gflops " + std::to_string(c.emulate_device_gflops) +
+                            " must be >= 0 (0: off)");
+  }
+  if (!(c.power_limit >= 1.0 && c.power_limit <= 2.0)) {
+    return invalid_argument("--power-limit " + std::to_string(c.power_limit) +
+                            " must be in [1, 2] (x TDP; 1: the control cannot raise power)");
+  }
+  // The initial split, at equal slot speeds (layouts balance units per degree alike).
+  std::vector<double> paces;
+  for (int d = 0; d < c.domains; ++d) {
+    paces.push_back(static_cast<double>(spec.degree(d)) / static_cast<double>(c.tp));
+  }
   NTP_RETURN_IF_ERROR(
-      split_global_batch(c.batch_policy, degrees, c.tp, c.global_batch(), c.micro_batch).status());
+      split_global_batch(c.batch_policy, paces, c.global_batch(), c.micro_batch).status());
   NTP_RETURN_IF_ERROR(at_least("--save-every", c.save_every, 0));
   NTP_RETURN_IF_ERROR(at_least("--keep-last", c.keep_last, 0));
   NTP_RETURN_IF_ERROR(at_least("--stop-after", c.stop_after, 0));

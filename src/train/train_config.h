@@ -36,6 +36,10 @@ struct TrainConfig {
   int64_t micro_batch = 4;
   int64_t grad_accum = 1;  // used only when batch == 0
   BatchPolicy batch_policy = BatchPolicy::kKeep;
+  // The largest power factor x TDP the devices' power control can set (batch policy boost). The
+  // CPU's can set none: 1. Above 1 on CPU it emulates such a control for tests: the settings are
+  // recorded and the batch split assumes their speed-up, which nothing on CPU delivers.
+  double power_limit = 1.0;
 
   // Optimizer: AdamW, linear warm-up then cosine decay to min_lr, global-norm clipping.
   float lr = 3e-3f;
@@ -68,6 +72,12 @@ struct TrainConfig {
   bool live_recovery = true;  // false: a failure ends the job (for --restart-on-failure baselines)
   // Re-form with speed-weighted layouts when measured speeds show a slow rank (train/rebalancer.h).
   bool rebalance = false;
+
+  // Benchmarks on a host with fewer cores than workers: > 0 makes every micro-batch also take
+  // the time a device of this many GFLOP/s would (train/replica_pace.h's work model: 6 FLOPs per
+  // held parameter per token), slept after its real compute and scaled by the worker's throttle.
+  // Sleeping takes no core, so each worker behaves as if it had a device of its own.
+  double emulate_device_gflops = 0.0;
 
   // Runtime.
   int64_t bucket_bytes = 128 << 10;

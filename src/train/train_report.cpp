@@ -296,8 +296,7 @@ void TrainReport::power(int domain, int degree, double speed, const power::Boost
   std::fprintf(out_, "power: replica %d at TP %d runs at %.2f of a healthy one -> %.2f x TDP%s\n",
                domain, degree, speed, plan.power_factor,
                plan.keeps_pace ? " (keeps pace)"
-                               : " (the rack budget is not enough: --batch-policy scale gives it "
-                                 "fewer samples)");
+                               : " (not enough to keep pace: its batch share covers the rest)");
   std::fflush(out_);
 }
 

@@ -122,5 +122,43 @@ TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
               static_cast<long long>(equal["step"].get<int64_t>()));
 }
 
+// With the batch policy scale a replica's share follows its pace: rank 5 at 0.5 of its speed from
+// step 3 on, on an emulated device (--emulate-device-gflops: the small model's 8 samples take
+// about 60 ms of sleep, 20 times their real compute, so the throttle's stretch of both is what
+// the estimator measures, and it does not depend on how the host's cores are shared). The rebalance
+// gives the slow rank fewer units and its replica fewer samples (a 24-sample batch over paces
+// 1, ~0.875, 1: 7 samples for replica 1, where 8 would finish last), the others the rest.
+TEST(RebalanceTest, UnderBatchPolicyScaleTheSlowReplicaAlsoTakesFewerSamples) {
+  const std::vector<std::string> flags = {"--rebalance", "--batch-policy", "scale",
+                                          "--emulate-device-gflops", "0.1", "--batch", "24",
+                                          "--micro-batch", "8"};
+  const JobRun clean = train("rebalance-scale-clean", 30, {}, {}, flags);
+  ASSERT_EQ(clean.exit_code, 0) << clean.log;
+  EXPECT_TRUE(lines_of(clean, "rebalanced").empty()) << clean.log;
+  const JobRun run =
+      train("rebalance-scale-throttled", 30, {"throttle:rank=5,factor=0.5,at=3"}, {}, flags);
+  ASSERT_EQ(run.exit_code, 0) << run.log;
+  expect_same_trajectory(run, clean, 30, kDegradedTolerance);  // the same sample-weighted mean
+  const std::vector<nlohmann::json> rebalanced = lines_of(run, "rebalanced");
+  ASSERT_EQ(rebalanced.size(), 1u) << run.log;  // slow from step 3 to the end: one move, no more
+  const int64_t at = rebalanced[0]["step"].get<int64_t>();
+  // The measured speed: the throttle stretches the whole micro-batch (real and emulated compute)
+  // to 1 / 0.5; the median of 8 steps' relative rates keeps the others' jitter (a few percent,
+  // from the real compute and the scheduler's wake-up) well inside 0.1.
+  const std::vector<double> speeds =
+      rebalanced[0]["replicas"][1]["speeds"].get<std::vector<double>>();
+  EXPECT_NEAR(speeds[1], 0.5, 0.1) << rebalanced[0].dump();
+  for (const nlohmann::json& step : lines_of(run, "step")) {
+    std::vector<int64_t> samples;
+    for (const nlohmann::json& r : step["replicas"]) samples.push_back(r["samples"].get<int64_t>());
+    ASSERT_EQ(sum(samples), 24);
+    if (step["step"].get<int64_t>() < at) {  // the re-formed job runs step `at` on
+      EXPECT_EQ(samples, (std::vector<int64_t>{8, 8, 8})) << step.dump();
+    } else {
+      EXPECT_EQ(samples[1], 7) << step.dump();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ntp::train

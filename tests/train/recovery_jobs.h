@@ -42,7 +42,8 @@ struct JobRun {
 };
 
 // One job: 3 x 4 workers, `steps` steps, `faults` as `ntp launch --inject` specs, `extra` more
-// `ntp train` flags (a --save-dir or --timeout-ms there replaces the default <out>/ckpt, 2000),
+// `ntp train` flags (a --save-dir, --timeout-ms or --batch there replaces the default <out>/ckpt,
+// 2000, or --batch 12 --micro-batch 2),
 // `model` the model's flags (test_jobs::small_model()).
 inline JobRun train(const std::string& name, int steps, const std::vector<std::string>& faults,
                     const std::vector<std::string>& env = {},
@@ -56,13 +57,14 @@ inline JobRun train(const std::string& name, int steps, const std::vector<std::s
   }
   std::vector<std::string> args = test_jobs::small_job(
       12, launch,
-      {"--domains", "3", "--tp", "4", "--batch", "12", "--micro-batch", "2", "--steps",
-       std::to_string(steps), "--warmup", "5", "--out", out.string(), "--save-every", "3"},
+      {"--domains", "3", "--tp", "4", "--steps", std::to_string(steps), "--warmup", "5", "--out",
+       out.string(), "--save-every", "3"},
       model);
   args.insert(args.end(), extra.begin(), extra.end());
   auto absent = [&extra](const char* flag) {
     return std::find(extra.begin(), extra.end(), flag) == extra.end();
   };
+  if (absent("--batch")) args.insert(args.end(), {"--batch", "12", "--micro-batch", "2"});
   if (absent("--save-dir")) args.insert(args.end(), {"--save-dir", (out / "ckpt").string()});
   if (absent("--timeout-ms")) args.insert(args.end(), {"--timeout-ms", "2000"});
   const testing::CommandOutput r =

@@ -230,3 +230,37 @@ TEST(SpeedEstimator, BadParametersAndInputsAreRejected) {
 
 }  // namespace
 }  // namespace ntp::train
+
+namespace ntp::train {
+namespace {
+
+// Predictions when replicas' batch shares follow their pace: a 3 x 4 job, rank 5 at 0.5, jitter
+// free, so every figure follows from the work model by hand (12 ranks of 10 work each, total 120,
+// at one unit of work per second). Equal layout: rank 5 takes 10 / 0.5 = 20 s. Weighted (every
+// rank's share w / sum w of the total: 120 x w / 11.5): 120 / 11.5 = 10.43 s for all. Without
+// share_by_pace the weighted layout only spreads replica 1's 40 over its weights 3.5:
+// 40 / 3.5 = 11.43 s.
+TEST(SpeedEstimator, ShareByPacePredictsTheWholeJobSpreadByWeight) {
+  std::vector<double> speed(12, 1.0);
+  speed[5] = 0.5;
+  const std::vector<double> work(12, 10.0);
+  for (const bool share : {false, true}) {
+    SpeedEstimatorOptions options;
+    options.share_by_pace = share;
+    SpeedEstimator estimator = make(replicas_of(3, 4), options);
+    Rng rng(5);
+    SpeedVerdict last;
+    for (int step = 0; step < options.window; ++step) {
+      auto verdict = estimator.observe(step_seconds(rng, work, speed, 0.0), work);
+      ASSERT_TRUE(verdict.ok());
+      last = *verdict;
+    }
+    ASSERT_EQ(last.speeds.size(), 12u);
+    EXPECT_DOUBLE_EQ(last.speeds[5], 0.5);
+    EXPECT_NEAR(last.equal_seconds, 20.0, 1e-9);
+    EXPECT_NEAR(last.weighted_seconds, share ? 120.0 / 11.5 : 40.0 / 3.5, 1e-9) << share;
+  }
+}
+
+}  // namespace
+}  // namespace ntp::train
