@@ -129,9 +129,9 @@ TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
 // gives the slow rank fewer units and its replica fewer samples (a 24-sample batch over paces
 // 1, ~0.875, 1: 7 samples for replica 1, where 8 would finish last), the others the rest.
 TEST(RebalanceTest, UnderBatchPolicyScaleTheSlowReplicaAlsoTakesFewerSamples) {
-  const std::vector<std::string> flags = {"--rebalance", "--batch-policy", "scale",
-                                          "--emulate-device-gflops", "0.1", "--batch", "24",
-                                          "--micro-batch", "8"};
+  const std::vector<std::string> flags = {
+      "--rebalance", "--batch-policy", "scale", "--emulate-device-gflops", "0.1", "--batch",
+      "24",          "--micro-batch",  "8"};
   const JobRun clean = train("rebalance-scale-clean", 30, {}, {}, flags);
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
   EXPECT_TRUE(lines_of(clean, "rebalanced").empty()) << clean.log;

@@ -55,11 +55,11 @@ inline JobRun train(const std::string& name, int steps, const std::vector<std::s
     launch.push_back("--inject");
     launch.push_back(f);
   }
-  std::vector<std::string> args = test_jobs::small_job(
-      12, launch,
-      {"--domains", "3", "--tp", "4", "--steps", std::to_string(steps), "--warmup", "5", "--out",
-       out.string(), "--save-every", "3"},
-      model);
+  std::vector<std::string> args =
+      test_jobs::small_job(12, launch,
+                           {"--domains", "3", "--tp", "4", "--steps", std::to_string(steps),
+                            "--warmup", "5", "--out", out.string(), "--save-every", "3"},
+                           model);
   args.insert(args.end(), extra.begin(), extra.end());
   auto absent = [&extra](const char* flag) {
     return std::find(extra.begin(), extra.end(), flag) == extra.end();
