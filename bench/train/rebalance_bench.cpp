@@ -1,13 +1,21 @@
 // What a throttled rank costs a 3 x 4 job and what speed-weighted rebalancing buys back, measured
 // side by side in one run (docs/perf.md, "A throttled rank"): the same `ntp launch ... ntp train`
 // job healthy; with rank 5's compute throttled to --factor of its speed from step 2 on
-// (`--inject throttle:`) and nothing done; the same with --rebalance; and with rank 5's slot
-// dropped (--failed 1:1, its replica at TP 3). Per run: the median step time over the last
-// --tail steps (after the rebalance has settled). The ideal for the throttled job is the healthy
-// step with the throttled replica's compute stretched by its lost capacity (TP 4 with one rank at
-// F: 4 / (3 + F) times as long), its communication unchanged.
+// (`--inject throttle:`) and nothing done; the same with --rebalance (units move inside the
+// replica), and with --rebalance --batch-policy scale (the replica's share follows its pace too);
+// and with rank 5's slot dropped (--failed 1:1, its replica at TP 3, shares by pace). Per run: the
+// median step time over the last --tail steps (after the rebalance has settled). The ideals
+// stretch the healthy step's compute by the capacity lost (inside the replica: 4 / (3 + F); over
+// the job: 12 / (11 + F)), its communication unchanged. Then a healthy run of --healthy-steps with
+// --rebalance, which must move no unit.
 //
 //   build/bench/train/rebalance_bench [--steps N] [--tail N] [--factor F] [--width W] [--layers L]
+//       [--batch B] [--micro-batch M] [--device-gflops G] [--healthy-steps N]
+//
+// --device-gflops (default 0.25) runs every job on emulated devices (`ntp train
+// --emulate-device-gflops`): on a host with fewer cores than workers a throttled worker that
+// really computes slower hands its core to the others; an emulated device sleeps, as a GPU would
+// keep its own time. 0 measures the real compute only.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -70,61 +78,101 @@ Run run_job(const std::string& name, const std::string& launch, const std::strin
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  int steps = 60, tail = 20, width = 256, layers = 2;
+struct Options {
+  int steps = 60, tail = 20, width = 64, layers = 2, batch = 24, micro_batch = 8,
+      healthy_steps = 200;
   double factor = 0.5;
+  double device_gflops = 0.25;  // --emulate-device-gflops of every job; 0: real compute only
+};
+
+bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--steps") steps = std::atoi(argv[i + 1]);
-    if (flag == "--tail") tail = std::atoi(argv[i + 1]);
-    if (flag == "--factor") factor = std::atof(argv[i + 1]);
-    if (flag == "--width") width = std::atoi(argv[i + 1]);
-    if (flag == "--layers") layers = std::atoi(argv[i + 1]);
+    if (flag == "--steps") o.steps = std::atoi(argv[i + 1]);
+    if (flag == "--tail") o.tail = std::atoi(argv[i + 1]);
+    if (flag == "--factor") o.factor = std::atof(argv[i + 1]);
+    if (flag == "--width") o.width = std::atoi(argv[i + 1]);
+    if (flag == "--layers") o.layers = std::atoi(argv[i + 1]);
+    if (flag == "--batch") o.batch = std::atoi(argv[i + 1]);
+    if (flag == "--micro-batch") o.micro_batch = std::atoi(argv[i + 1]);
+    if (flag == "--healthy-steps") o.healthy_steps = std::atoi(argv[i + 1]);
+    if (flag == "--device-gflops") o.device_gflops = std::atof(argv[i + 1]);
   }
-  if (!(factor > 0.0 && factor < 1.0) || tail < 3 || steps < tail + 10) {
-    std::fprintf(stderr, "need 0 < --factor < 1, --tail >= 3 and --steps >= --tail + 10\n");
+  return o.factor > 0.0 && o.factor < 1.0 && o.tail >= 3 && o.steps >= o.tail + 10 &&
+         o.device_gflops >= 0.0 && o.healthy_steps >= 0;
+}
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, o)) {
+    std::fprintf(stderr,
+                 "need 0 < --factor < 1, --tail >= 3, --steps >= --tail + 10, --device-gflops >= 0 "
+                 "and --healthy-steps >= 0\n");
     return 2;
   }
   const fs::path dir =
       fs::temp_directory_path() / ("ntp-rebalance-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string data = std::string(NTP_SOURCE_DIR) + "/data/";
-  const std::string flags = "--domains 3 --tp 4 --layers " + std::to_string(layers) +
-                            " --heads 8 --width " + std::to_string(width) +
-                            " --context 64 --batch 12 --micro-batch 4 --steps " +
-                            std::to_string(steps) + " --train-data " + data +
-                            "fortunes_train.bin --val-data " + data + "fortunes_val.bin";
+  char device[64];
+  std::snprintf(device, sizeof device, " --emulate-device-gflops %g", o.device_gflops);
+  const std::string base = "--domains 3 --tp 4 --layers " + std::to_string(o.layers) +
+                           " --heads 8 --width " + std::to_string(o.width) +
+                           " --context 64 --batch " + std::to_string(o.batch) + " --micro-batch " +
+                           std::to_string(o.micro_batch) + " --train-data " + data +
+                           "fortunes_train.bin --val-data " + data + "fortunes_val.bin" +
+                           (o.device_gflops > 0.0 ? device : "");
+  const std::string flags = base + " --steps " + std::to_string(o.steps);
   char throttle[96];
-  std::snprintf(throttle, sizeof throttle, "--inject throttle:rank=5,factor=%g,at=2", factor);
+  std::snprintf(throttle, sizeof throttle, "--inject throttle:rank=5,factor=%g,at=2", o.factor);
   std::printf("machine: %s\n", ntp::bench::machine_description().c_str());
   std::printf("job: 3 x 4 workers, %s\n", flags.c_str());
-  std::printf("throttle: %s; medians over the last %d steps\n", throttle, tail);
+  std::printf("throttle: %s; medians over the last %d steps\n", throttle, o.tail);
   std::printf(
-      "command: build/bench/train/rebalance_bench --steps %d --tail %d --factor %g "
-      "--width %d --layers %d\n\n",
-      steps, tail, factor, width, layers);
+      "command: build/bench/train/rebalance_bench --steps %d --tail %d --factor %g --width %d "
+      "--layers %d --batch %d --micro-batch %d --device-gflops %g --healthy-steps %d\n\n",
+      o.steps, o.tail, o.factor, o.width, o.layers, o.batch, o.micro_batch, o.device_gflops,
+      o.healthy_steps);
 
-  const Run healthy = run_job("healthy", "", flags, dir, tail);
-  const Run throttled = run_job("throttled", throttle, flags, dir, tail);
-  const Run rebalanced = run_job("rebalanced", throttle, flags + " --rebalance", dir, tail);
-  const Run dropped = run_job("dropped", "", flags + " --failed 1:1", dir, tail);
-  if (!healthy.ok || !throttled.ok || !rebalanced.ok || !dropped.ok) return 1;
-  const double stretch = 4.0 / (3.0 + factor);
-  const double ideal = healthy.median_step_s + healthy.median_compute_s * (stretch - 1.0);
+  const Run healthy = run_job("healthy", "", flags, dir, o.tail);
+  const Run throttled = run_job("throttled", throttle, flags, dir, o.tail);
+  const Run weighted = run_job("weighted", throttle, flags + " --rebalance", dir, o.tail);
+  const Run shared =
+      run_job("shared", throttle, flags + " --rebalance --batch-policy scale", dir, o.tail);
+  const Run dropped =
+      run_job("dropped", "", flags + " --failed 1:1 --batch-policy scale", dir, o.tail);
+  if (!healthy.ok || !throttled.ok || !weighted.ok || !shared.ok || !dropped.ok) return 1;
+  // The ideals stretch the healthy step's compute by the capacity lost: inside the replica
+  // (4 / (3 + F)) when only its units move, over the whole job (12 / (11 + F)) when shares follow.
+  const double in_replica = 4.0 / (3.0 + o.factor), in_job = 12.0 / (11.0 + o.factor);
+  const double ideal = healthy.median_step_s + healthy.median_compute_s * (in_job - 1.0);
 
-  std::printf("%-34s %12s %14s %12s %12s\n", "run", "step ms", "compute ms", "vs healthy",
+  std::printf("%-44s %10s %12s %12s %10s\n", "run", "step ms", "compute ms", "vs healthy",
               "vs ideal");
   auto row = [&](const char* name, double step_s, double compute_s) {
-    std::printf("%-34s %12.1f %14.1f %12.3f %12.3f\n", name, 1e3 * step_s, 1e3 * compute_s,
+    std::printf("%-44s %10.1f %12.1f %12.3f %10.3f\n", name, 1e3 * step_s, 1e3 * compute_s,
                 step_s / healthy.median_step_s, step_s / ideal);
   };
   row("healthy", healthy.median_step_s, healthy.median_compute_s);
   row("throttled, unmitigated", throttled.median_step_s, throttled.median_compute_s);
-  row("throttled, --rebalance", rebalanced.median_step_s, rebalanced.median_compute_s);
-  row("rank dropped (--failed 1:1)", dropped.median_step_s, dropped.median_compute_s);
-  row("ideal (compute x 4/(3+F))", ideal, healthy.median_compute_s * stretch);
-  std::printf("\nrebalances: healthy %d, throttled %d, --rebalance %d\n", healthy.rebalances,
-              throttled.rebalances, rebalanced.rebalances);
+  row("throttled, --rebalance (units only, keep)", weighted.median_step_s,
+      weighted.median_compute_s);
+  row("throttled, --rebalance --batch-policy scale", shared.median_step_s, shared.median_compute_s);
+  row("rank dropped (--failed 1:1, scale)", dropped.median_step_s, dropped.median_compute_s);
+  row("ideal, units only (compute x 4/(3+F))",
+      healthy.median_step_s + healthy.median_compute_s * (in_replica - 1.0),
+      healthy.median_compute_s * in_replica);
+  row("ideal, shares follow (compute x 12/(11+F))", ideal, healthy.median_compute_s * in_job);
+  std::printf("\nrebalances: healthy %d, throttled %d, --rebalance %d, with scale %d\n",
+              healthy.rebalances, throttled.rebalances, weighted.rebalances, shared.rebalances);
+  if (o.healthy_steps > 0) {
+    const Run quiet =
+        run_job("healthy-long", "",
+                base + " --rebalance --steps " + std::to_string(o.healthy_steps), dir, 3);
+    std::printf("a healthy %d-step run with --rebalance: %d rebalances (%s)\n", o.healthy_steps,
+                quiet.rebalances, quiet.ok ? "finished" : "FAILED");
+    if (!quiet.ok) return 1;
+  }
   fs::remove_all(dir);
   return 0;
 }

@@ -2,7 +2,9 @@
 // processes while devices fail and return, then compares the run with a failure-free run of the
 // same seed and with the checkpoint-restart way to recover (docs/demo.md).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "core/plot.h"
+#include "elastic/fault_spec.h"
 
 namespace ntp::cli {
 namespace {
@@ -38,6 +41,7 @@ struct RunFigures {
   int exit_code = -1;
   std::map<int64_t, double> loss;               // step -> loss (last execution)
   std::map<int64_t, std::vector<int>> degrees;  // step -> replica degrees
+  std::map<int64_t, double> step_s;             // step -> its time (last execution)
   std::vector<nlohmann::json> recoveries;
   double eval_loss = 0, tokens_per_s = 0;
   int64_t steps = 0;
@@ -48,10 +52,44 @@ std::string self_binary() { return fs::read_symlink("/proc/self/exe").string(); 
 // Lines worth showing from the live run: the leader's progress and every event.
 bool worth_showing(const std::string& line) {
   for (const char* key : {"| loss", "device lost", "repaired slots", "injecting",
-                          "repair:", "eval after", "done:", "restarting the job", "resumed from"}) {
+                          "repair:", "eval after", "done:", "restarting the job", "resumed from",
+                          "rebalanced for speed", "equal shares again", "throttle"}) {
     if (line.find(key) != std::string::npos) return true;
   }
   return false;
+}
+
+// The train flags of every run: the batch split follows each replica's pace (boost: on CPU
+// nothing can be boosted, so shares do it all), in micro-batches large enough that a replica's
+// share is one of them.
+constexpr const char* kBatchFlags = "--batch 12 --micro-batch 12 --batch-policy boost";
+
+// Steps [at, until) that a slow: or throttle: fault of `faults` slows (until: the end).
+std::vector<std::pair<int64_t, int64_t>> slowed_spans(const std::vector<std::string>& faults,
+                                                      int64_t steps) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const std::string& f : faults) {
+    Result<elastic::FaultSpec> spec = elastic::parse_fault_spec(f);
+    if (!spec.ok() || !spec->step) continue;
+    if (spec->kind != elastic::FaultKind::kSlow && spec->kind != elastic::FaultKind::kThrottle) {
+      continue;
+    }
+    out.emplace_back(*spec->step, spec->until.value_or(steps));
+  }
+  return out;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Replicas below full degree in `degrees`.
+int replicas_down(const std::vector<int>& degrees, int tp) {
+  return static_cast<int>(
+      std::count_if(degrees.begin(), degrees.end(), [&](int t) { return t < tp; }));
 }
 
 RunFigures run(const DemoArgs& a, const std::string& name, const std::vector<std::string>& faults,
@@ -95,6 +133,7 @@ RunFigures run(const DemoArgs& a, const std::string& name, const std::vector<std
     if (type == "step") {
       const int64_t s = j["step"].get<int64_t>();
       f.loss[s] = j["loss"].get<double>();
+      f.step_s[s] = j["step_s"].get<double>();
       std::vector<int> d;
       for (const nlohmann::json& r : j["replicas"]) d.push_back(r["degree"].get<int>());
       f.degrees[s] = d;
@@ -163,7 +202,8 @@ int run_demo(const DemoArgs& a) {
   for (const std::string& f : a.faults) std::printf(" %s", f.c_str());
   std::printf("\n\n== 1. the run: devices fail and return while the job trains\n");
   std::fflush(stdout);
-  const RunFigures live = run(a, "live", a.faults, "", "", true);
+  const RunFigures live =
+      run(a, "live", a.faults, "", std::string(kBatchFlags) + " --rebalance", true);
   if (live.exit_code != 0) {
     std::fprintf(stderr, "ntp demo: the live run failed (exit %d); logs in %s/live/logs\n",
                  live.exit_code, a.out.c_str());
@@ -173,20 +213,23 @@ int run_demo(const DemoArgs& a) {
   if (a.baselines) {
     std::printf("\n== 2. the same run without failures (same seed), for comparison\n");
     std::fflush(stdout);
-    reference = run(a, "reference", {}, "", "", false);
+    reference = run(a, "reference", {}, "", std::string(kBatchFlags) + " --rebalance", false);
     std::printf("  done in %.1f s\n", reference->wall_s);
     // The checkpoint-restart baseline: a failure stops the job, `ntp launch` restarts it on the
-    // survivors from the last checkpoint (a hang is injected as a kill: a restart needs a death).
+    // survivors from the last checkpoint (a hang is injected as a kill: a restart needs a death;
+    // no repairs: the lost slots stay lost; slowdowns stay, unmitigated).
     std::vector<std::string> kills;
     for (const std::string& f : a.faults) {
       if (f.rfind("kill:", 0) == 0) kills.push_back(f);
       if (f.rfind("hang:", 0) == 0) kills.push_back("kill:" + f.substr(5));
+      if (f.rfind("slow:", 0) == 0 || f.rfind("throttle:", 0) == 0) kills.push_back(f);
     }
     std::printf("\n== 3. the same faults recovered the Megatron way: restart from a checkpoint\n");
     std::fflush(stdout);
-    restart =
-        run(a, "restart", kills, "--restart-on-failure",
-            "--no-live-recovery --save-every 10 --save-dir '" + a.out + "/restart/ckpt'", false);
+    restart = run(a, "restart", kills, "--restart-on-failure",
+                  std::string(kBatchFlags) + " --no-live-recovery --save-every 10 --save-dir '" +
+                      a.out + "/restart/ckpt'",
+                  false);
     std::printf("  done in %.1f s (exit %d)\n", restart->wall_s, restart->exit_code);
   }
 
@@ -240,23 +283,47 @@ int run_demo(const DemoArgs& a) {
         restart->loss.empty() ? 0 : restart->loss.rbegin()->second, restart->eval_loss,
         restart->wall_s - ref_wall);
   }
+  double degraded_ratio = NAN;
   if (reference && !reference->loss.empty()) {
-    // DP-DROP: the hit replica idles from the fault until its repair; the others carry the global
-    // batch, so those steps take replicas / (replicas - 1) times as long.
-    const double step_s = reference->wall_s / static_cast<double>(a.steps);
-    int64_t degraded_steps = 0;
+    // DP-DROP: while k replicas have lost a device they idle until repaired and the others carry
+    // the global batch, so that step takes R / (R - k) times the failure-free run's same step.
+    // Only step times count: start-up and the end are the failure-free run's.
+    double extra = 0.0;
+    int64_t down_steps = 0;
     for (const auto& [s, d] : live.degrees) {
-      degraded_steps += std::any_of(d.begin(), d.end(), [&](int t) { return t < a.tp; }) ? 1 : 0;
+      const int down = replicas_down(d, a.tp);
+      if (down == 0 || !reference->step_s.contains(s)) continue;
+      ++down_steps;
+      extra += reference->step_s.at(s) * down / static_cast<double>(a.replicas - down);
     }
-    const double extra =
-        static_cast<double>(degraded_steps) * step_s / static_cast<double>(a.replicas - 1);
     row("drop the replica (DP-DROP)", "modelled", reference->wall_s + extra, a.steps, NAN, NAN,
         extra);
-    md << "\nDP-DROP is modelled from the measured failure-free step time: while any replica is "
-          "degraded ("
-       << degraded_steps << " steps here) the others carry its share, 1/" << a.replicas - 1
-       << " more time per step. Wall times include process start-up; the whole job runs on "
-          "this machine's cores.\n";
+    // The steps a replica ran degraded (below full degree) or slowed, against the same steps of
+    // the failure-free run.
+    const std::vector<std::pair<int64_t, int64_t>> slowed = slowed_spans(a.faults, a.steps);
+    std::vector<double> live_s, reference_s;
+    for (const auto& [s, d] : live.degrees) {
+      const bool slow = std::any_of(slowed.begin(), slowed.end(), [&](const auto& span) {
+        return s >= span.first && s < span.second;
+      });
+      if ((replicas_down(d, a.tp) == 0 && !slow) || !reference->step_s.contains(s)) continue;
+      live_s.push_back(live.step_s.at(s));
+      reference_s.push_back(reference->step_s.at(s));
+    }
+    degraded_ratio = median_of(live_s) / median_of(reference_s);
+    md << "\nDP-DROP is modelled from the failure-free run's step times: in each of the "
+       << down_steps << " steps in which k replicas had lost a device, the others carry their "
+       << "share, R / (R - k) times as long; start-up is left out. The restart baseline turns the "
+          "hang into a kill (a restart needs a death) and has no repairs: its lost slots stay "
+          "lost to the end, its slowed device stays slow. Wall times include process start-up; "
+          "the whole job runs on this machine's cores.\n"
+       << "\nThe " << live_s.size()
+       << " steps in which a replica ran degraded or slowed took a median "
+       << median_of(live_s) * 1e3 << " ms live against " << median_of(reference_s) * 1e3
+       << " ms for the same steps of the failure-free run: " << degraded_ratio << " x.\n";
+    std::printf(
+        "\n  degraded or slowed steps: median %.1f ms live, %.1f ms failure-free (%.3f x)\n",
+        median_of(live_s) * 1e3, median_of(reference_s) * 1e3, degraded_ratio);
   }
   const bool loss_ok = reference && !reference->loss.empty() && !live.loss.empty() &&
                        std::abs(live.loss.rbegin()->second - reference->loss.rbegin()->second) <=
@@ -275,7 +342,9 @@ int run_demo(const DemoArgs& a) {
        reference && !reference->loss.empty() ? reference->loss.rbegin()->second : 0.0},
       {"live_wall_s", live.wall_s},
       {"reference_wall_s", reference ? reference->wall_s : 0.0},
-      {"restart_wall_s", restart ? restart->wall_s : 0.0}};
+      {"restart_wall_s", restart ? restart->wall_s : 0.0},
+      {"restart_finished", restart && restart->exit_code == 0 && restart->steps == a.steps},
+      {"degraded_step_ratio", std::isnan(degraded_ratio) ? 0.0 : degraded_ratio}};
   std::ofstream(a.out + "/summary.json") << summary.dump(2) << "\n";
 
   Status plots =
@@ -307,7 +376,8 @@ void add_demo_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--out", a->out, "Output folder (replaced)")->capture_default_str();
   cmd->add_option("--inject", a->faults,
                   "Faults as for ntp launch (repeatable); default: a device of replica 1 dies at "
-                  "step 40, one of replica 2 hangs at 60, both are repaired at 100 and 120");
+                  "step 40, one of replica 2 hangs at 60, both are repaired at 100 and 120, and "
+                  "one of replica 0 computes at half speed from step 130 (throttle:)");
   cmd->add_flag("!--no-baselines", a->baselines,
                 "Skip the failure-free and checkpoint-restart runs");
   cmd->add_option("--timeout-ms", a->timeout_ms, "Communicator timeout (hang detection)")
@@ -319,7 +389,8 @@ void add_demo_command(CLI::App& app, int& exit_code) {
       a->faults = {"kill:rank=" + std::to_string(k) + ",at=" + std::to_string(s / 4),
                    "hang:rank=" + std::to_string(h) + ",at=" + std::to_string(s * 3 / 8),
                    "repair:rank=" + std::to_string(k) + ",at=" + std::to_string(s * 5 / 8),
-                   "repair:rank=" + std::to_string(h) + ",at=" + std::to_string(s * 3 / 4)};
+                   "repair:rank=" + std::to_string(h) + ",at=" + std::to_string(s * 3 / 4),
+                   "throttle:rank=1,factor=0.5,at=" + std::to_string(s * 13 / 16)};
     }
     exit_code = run_demo(*a);
   });

@@ -80,6 +80,16 @@ Result<std::vector<ReplicaBatch>> split_global_batch(BatchPolicy policy,
                             std::to_string(micro_batch));
   }
   const int64_t micro_total = global_batch / micro_batch;
+  const bool uniform =
+      std::all_of(pace.begin(), pace.end(), [](double p) { return p >= kFullPace; });
+  if (policy != BatchPolicy::kKeep && (!uniform || micro_total < replicas)) {
+    if (global_batch < replicas) {
+      return invalid_argument("--batch " + std::to_string(global_batch) +
+                              " has fewer samples than the " + std::to_string(replicas) +
+                              " replicas; every replica needs one (raise --batch)");
+    }
+    return consecutive(split_by_pace(pace, global_batch), micro_batch);
+  }
   if (micro_total < replicas) {
     return invalid_argument(
         "--batch " + std::to_string(global_batch) + " holds " + std::to_string(micro_total) +
@@ -89,11 +99,6 @@ Result<std::vector<ReplicaBatch>> split_global_batch(BatchPolicy policy,
   std::vector<int64_t> samples(static_cast<size_t>(replicas));
   for (int64_t d = 0; d < replicas; ++d) {
     samples[static_cast<size_t>(d)] = shard::balanced_count(micro_total, replicas, d) * micro_batch;
-  }
-  const bool uniform =
-      std::all_of(pace.begin(), pace.end(), [](double p) { return p >= kFullPace; });
-  if (policy != BatchPolicy::kKeep && !uniform) {
-    samples = split_by_pace(pace, global_batch);
   }
   return consecutive(samples, micro_batch);
 }

@@ -42,8 +42,9 @@ struct ReplicaBatch {
 };
 
 // pace[d] in (0, 1]: replica d's pace (1: healthy). Every replica at full pace: keep's split
-// under any policy. kInvalidArgument (naming --batch / --micro-batch) when the batch is not a
-// whole number of micro-batches or has fewer micro-batches than replicas.
+// under any policy, unless the batch has fewer micro-batches than replicas (scale and boost then
+// split samples). kInvalidArgument (naming --batch / --micro-batch) when the batch is not a whole
+// number of micro-batches, has fewer micro-batches than replicas (keep) or fewer samples.
 Result<std::vector<ReplicaBatch>> split_global_batch(BatchPolicy policy,
                                                      const std::vector<double>& pace,
                                                      int64_t global_batch, int64_t micro_batch);

@@ -132,6 +132,12 @@ TEST(BatchSplitTest, BoostSplitsLikeScaleOnTheBoostedPaceAndEqualPacesLikeKeep) 
     ASSERT_TRUE(equal.ok() && keep.ok());
     for (size_t d = 0; d < 3; ++d) EXPECT_EQ((*equal)[d].samples, (*keep)[d].samples);
   }
+  // Fewer micro-batches than replicas: keep refuses, the others split samples.
+  EXPECT_FALSE(split_global_batch(BatchPolicy::kKeep, {1, 1, 1}, 12, 12).ok());
+  auto one_micro = split_global_batch(BatchPolicy::kBoost, {1, 1, 1}, 12, 12);
+  ASSERT_TRUE(one_micro.ok());
+  for (const ReplicaBatch& b : *one_micro) EXPECT_EQ(b.samples, 4);
+  EXPECT_FALSE(split_global_batch(BatchPolicy::kScale, {1, 1, 1}, 2, 2).ok());
   EXPECT_EQ(*parse_batch_policy("boost"), BatchPolicy::kBoost);
   EXPECT_STREQ(batch_policy_name(BatchPolicy::kBoost), "boost");
 }

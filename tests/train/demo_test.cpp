@@ -1,5 +1,6 @@
 // A shortened `ntp demo` through the real binary: the job finishes, every injected fault is
-// detected and recovered, every repair admitted, and the final loss equals the failure-free run's.
+// detected and recovered, every repair admitted, the checkpoint-restart baseline finishes too, and
+// the final loss equals the failure-free run's.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -33,6 +34,8 @@ TEST(DemoTest, ShortDemoRecoversEveryFaultAndEndsOnTheFailureFreeLoss) {
   EXPECT_EQ(s["steps"].get<int>(), 40);
   EXPECT_EQ(s["faults_recovered"].get<int>(), 2);  // the kill and the hang
   EXPECT_EQ(s["repairs_admitted"].get<int>(), 2);
+  EXPECT_TRUE(s["restart_finished"].get<bool>());  // the checkpoint-restart baseline ran through
+  EXPECT_GT(s["degraded_step_ratio"].get<double>(), 0.0);  // the report has the figure
   const double live = s["live_final_loss"].get<double>();
   const double reference = s["reference_final_loss"].get<double>();
   EXPECT_NEAR(live, reference, 1e-4 * reference);
