@@ -271,8 +271,9 @@ void fail_slow_block(std::ostringstream& os, const std::vector<Summary>& summari
                   s.slow_episodes.mean, s.mean_slow_gpus.mean);
     os << buf;
     for (const PolicySummary& p : s.policies) {
-      std::snprintf(buf, sizeof(buf), " %7.2f%% [%6.2f]", 100 * (p.*value).mean,
-                    100 * (p.*bracket).mean);
+      // A difference of two sums that agree to rounding (1e-16) prints as 0.00, not -0.00.
+      const double b = std::fabs((p.*bracket).mean) < 1e-12 ? 0.0 : (p.*bracket).mean;
+      std::snprintf(buf, sizeof(buf), " %7.2f%% [%6.2f]", 100 * (p.*value).mean, 100 * b);
       os << buf;
     }
     os << "\n";
