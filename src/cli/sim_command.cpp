@@ -312,7 +312,10 @@ int run_sim(const SimOptions& o) {
                              {"down_hours", stat_json(p.down_hours)},
                              {"restarts", stat_json(p.restarts)},
                              {"spares_needed", stat_json(p.spares_needed)}};
-        if (s.fail_slow) jp["fail_slow_loss"] = stat_json(p.fail_slow_loss);
+        if (s.fail_slow) {
+          jp["fail_slow_loss"] = stat_json(p.fail_slow_loss);
+          jp["fail_slow_goodput_loss"] = stat_json(p.fail_slow_goodput_loss);
+        }
         j["policies"].push_back(jp);
       }
       out["results"].push_back(j);
@@ -381,8 +384,9 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   // suffixes: sim.policies=["NTP", "NTP+SHARE", "NTP+REBALANCE", "NTP-PW+BOOST", "NTP+DROP"].
   cmd->add_flag("--fail-slow", o->fail_slow,
                 "enable fail-slow episodes (fail_slow.enabled): a GPU runs at a fraction of its "
-                "speed for a while; prints the fail-slow table (throughput loss per policy, the "
-                "part due to fail-slow in brackets). A policy's reaction is its suffix: +SHARE, "
+                "speed for a while; prints the fail-slow table (throughput loss and goodput per "
+                "policy, the points due to fail-slow in brackets). A policy's reaction is its "
+                "suffix: +SHARE, "
                 "+REBALANCE (NTP), +BOOST (NTP-PW), +DROP; none = unmitigated");
   cmd->add_option("--slow-rate", o->slow_rate,
                   "fail-slow episodes per GPU-day (fail_slow.rate_per_gpu_day, default the Llama 3 "

@@ -96,6 +96,14 @@ Result<Simulator> Simulator::create(const SimConfig& config) {
   return sim;
 }
 
+Simulator Simulator::without_fail_slow() const {
+  SimConfig config = config_;
+  config.fail_slow.enabled = false;
+  Simulator sim(config, trace_, use_trace_);
+  sim.recovery_ = recovery_;  // the cost model does not depend on [fail_slow]
+  return sim;
+}
+
 TrialResult Simulator::run_trial(int trial, bool record_series) const {
   const SimConfig& c = config_;
   ClusterState state(c, workload_, power_model_);

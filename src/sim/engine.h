@@ -92,6 +92,10 @@ class Simulator {
   static Result<Simulator> create(const SimConfig& config);
 
   TrialResult run_trial(int trial, bool record_series) const;
+  // This simulator with fail-slow off (fail_slow.enabled = false), the same trace and cost model.
+  // Its trial k sees this one's failure trajectory (the fail-slow stream is a separate fork), so
+  // the difference of two trials' results is what fail-slow costs, transients included.
+  Simulator without_fail_slow() const;
   const Workload& workload() const { return workload_; }
   const SimConfig& config() const { return config_; }
   // Young/Daly checkpoint interval in seconds (infinite without failures, 0 for free writes).

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -105,13 +106,17 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
   const std::size_t n = c.run.policies.size();
   const auto start = std::chrono::steady_clock::now();
   std::vector<Acc> loss(n), goodput(n), energy(n), epw(n), paused(n), pauses(n), down(n),
-      restarts(n), spares(n), slow_loss(n);
+      restarts(n), spares(n), slow_loss(n), slow_goodput_loss(n);
   Acc failures, mean_failed, max_groups, slow_episodes, mean_slow;
   Summary out;
   out.recovery = typical_recovery(sim);
   RecoveryTotals live;
+  const bool slow_on = c.fail_slow.active();
+  const std::optional<Simulator> without =
+      slow_on ? std::optional<Simulator>(sim.without_fail_slow()) : std::nullopt;
   for (int t = 0; t < c.run.trials; ++t) {
     TrialResult r = sim.run_trial(t, series && t == 0);
+    const TrialResult base = without ? without->run_trial(t, false) : TrialResult{};
     out.events += r.events;
     failures.add(static_cast<double>(r.failures));
     mean_failed.add(r.mean_failed_gpus);
@@ -130,6 +135,8 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
       restarts[i].add(o.restarts);
       spares[i].add(o.spares_needed);
       slow_loss[i].add(o.fail_slow_loss);
+      // Without active fail-slow the run is its own run without it.
+      slow_goodput_loss[i].add(slow_on ? base.policies[i].goodput - o.goodput : 0.0);
     }
     live.failures += r.live_recovery.failures;
     live.repairs += r.live_recovery.repairs;
@@ -162,7 +169,7 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
   out.failures = failures.get();
   out.mean_failed_gpus = mean_failed.get();
   out.max_failed_groups = max_groups.get();
-  out.fail_slow = c.fail_slow.active();
+  out.fail_slow = slow_on;
   out.slow_episodes = slow_episodes.get();
   out.mean_slow_gpus = mean_slow.get();
   out.step_seconds = sim.workload().step(c.parallel.tp, c.parallel.tp).total_s;
@@ -180,6 +187,7 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
     p.restarts = restarts[i].get();
     p.spares_needed = spares[i].get();
     p.fail_slow_loss = slow_loss[i].get();
+    p.fail_slow_goodput_loss = slow_goodput_loss[i].get();
     out.policies.push_back(p);
   }
   out.wall_seconds =
@@ -243,13 +251,14 @@ std::string format_snapshot_table(const std::vector<std::string>& names,
   return os.str();
 }
 
-std::string format_fail_slow_table(const std::vector<Summary>& summaries) {
-  if (std::none_of(summaries.begin(), summaries.end(),
-                   [](const Summary& s) { return s.fail_slow; }))
-    return "";
-  std::ostringstream os;
+namespace {
+
+// One block of the fail-slow table: a row per summary, `value` and `[in brackets]` per policy.
+void fail_slow_block(std::ostringstream& os, const std::vector<Summary>& summaries,
+                     const char* title, MetricStat PolicySummary::*value,
+                     MetricStat PolicySummary::*bracket) {
   char buf[128];
-  os << "fail-slow: throughput loss per policy, [in brackets] the points of it due to fail-slow\n";
+  os << title << "\n";
   std::snprintf(buf, sizeof(buf), "%-34s %9s %9s", "sweep", "episodes", "slow GPUs");
   os << buf;
   for (const PolicySummary& p : summaries.front().policies) {
@@ -262,12 +271,31 @@ std::string format_fail_slow_table(const std::vector<Summary>& summaries) {
                   s.slow_episodes.mean, s.mean_slow_gpus.mean);
     os << buf;
     for (const PolicySummary& p : s.policies) {
-      std::snprintf(buf, sizeof(buf), " %7.2f%% [%6.2f]", 100 * p.throughput_loss.mean,
-                    100 * p.fail_slow_loss.mean);
+      // A difference of two sums that agree to rounding (1e-16) prints as 0.00, not -0.00.
+      const double b = std::fabs((p.*bracket).mean) < 1e-12 ? 0.0 : (p.*bracket).mean;
+      std::snprintf(buf, sizeof(buf), " %7.2f%% [%6.2f]", 100 * (p.*value).mean, 100 * b);
       os << buf;
     }
     os << "\n";
   }
+}
+
+}  // namespace
+
+std::string format_fail_slow_table(const std::vector<Summary>& summaries) {
+  if (std::none_of(summaries.begin(), summaries.end(),
+                   [](const Summary& s) { return s.fail_slow; }))
+    return "";
+  std::ostringstream os;
+  fail_slow_block(
+      os, summaries,
+      "fail-slow: throughput loss per policy, [in brackets] the points of it due to fail-slow",
+      &PolicySummary::throughput_loss, &PolicySummary::fail_slow_loss);
+  os << "\n";
+  fail_slow_block(os, summaries,
+                  "fail-slow: goodput per policy, [in brackets] the points of goodput fail-slow "
+                  "cost (the same trials without it minus this; restarts included)",
+                  &PolicySummary::goodput, &PolicySummary::fail_slow_goodput_loss);
   return os.str();
 }
 
@@ -317,13 +345,15 @@ Status write_csv(const std::string& dir, const std::vector<Summary>& summaries,
     std::ofstream fo(fpath);
     if (!fo) return internal_error("cannot write " + fpath);
     fo << "sweep,policy,trials,days,slow_episodes,mean_slow_gpus,throughput_loss,"
-          "throughput_loss_ci95,fail_slow_loss,fail_slow_loss_ci95\n";
+          "throughput_loss_ci95,fail_slow_loss,fail_slow_loss_ci95,goodput,goodput_ci95,"
+          "fail_slow_goodput_loss,fail_slow_goodput_loss_ci95\n";
     for (const Summary& s : summaries) {
       for (const PolicySummary& p : s.policies) {
         fo << s.label << ',' << p.name << ',' << s.trials << ',' << s.days << ','
            << s.slow_episodes.mean << ',' << s.mean_slow_gpus.mean << ',' << p.throughput_loss.mean
            << ',' << p.throughput_loss.ci95 << ',' << p.fail_slow_loss.mean << ','
-           << p.fail_slow_loss.ci95 << '\n';
+           << p.fail_slow_loss.ci95 << ',' << p.goodput.mean << ',' << p.goodput.ci95 << ','
+           << p.fail_slow_goodput_loss.mean << ',' << p.fail_slow_goodput_loss.ci95 << '\n';
       }
     }
   }

@@ -20,6 +20,9 @@ struct PolicySummary {
   MetricStat throughput_loss, goodput, energy_mwh, energy_per_work, paused_hours, pauses,
       down_hours, restarts, spares_needed;
   MetricStat fail_slow_loss;  // the part of throughput_loss due to fail-slow
+  // Goodput of the same trials without fail-slow (Simulator::without_fail_slow) minus goodput:
+  // what fail-slow costs with its transients (DROP's restarts and re-formations) included.
+  MetricStat fail_slow_goodput_loss;
 };
 
 // What NTP-LIVE's recoveries cost (sim/recovery_cost.h), for the report.
@@ -54,7 +57,8 @@ struct Summary {
 };
 
 // Runs config.run.trials trials (trial 0 records its time series when `series` is set);
-// `progress(done, total)` is called after each trial when given.
+// `progress(done, total)` is called after each trial when given. With fail-slow active every trial
+// also runs without it (same failure trajectory) for fail_slow_goodput_loss.
 Summary run_monte_carlo(const Simulator& sim, bool series,
                         const std::function<void(int, int)>& progress = {});
 
@@ -63,8 +67,9 @@ std::string format_table(const Summary& summary);
 std::string format_snapshot_table(const std::vector<std::string>& policy_names,
                                   const std::vector<SnapshotResult>& rows);
 // The fail-slow table: one row per summary (sweep point), one column per policy: throughput loss
-// with, in brackets, the percentage points of it due to fail-slow. Empty when no summary has
-// fail-slow active (so a run without it prints what it always printed).
+// with, in brackets, the percentage points of it due to fail-slow; then the same rows for goodput
+// with, in brackets, the points of goodput fail-slow cost. Empty when no summary has fail-slow
+// active (so a run without it prints what it always printed).
 std::string format_fail_slow_table(const std::vector<Summary>& summaries);
 
 // CSV files under `dir` (created): summary.csv (one row per sweep point and policy),

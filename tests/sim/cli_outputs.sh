@@ -65,13 +65,18 @@ pol='sim.policies=["NTP", "NTP+SHARE", "NTP+REBALANCE", "NTP-PW+BOOST", "NTP+DRO
   --sweep fail_slow.rate_multiplier=0,1,4 --csv "$tmp/fs" >"$tmp/fs.txt" 2>"$tmp/err" ||
   die "fail-slow sweep: $(cat "$tmp/err")"
 grep -q '^fail-slow: throughput loss per policy' "$tmp/fs.txt" || die "no fail-slow table"
-[ "$(grep -c '^fail_slow.rate_multiplier=' "$tmp/fs.txt")" -eq 3 ] || die "fail-slow table rows"
+grep -q '^fail-slow: goodput per policy' "$tmp/fs.txt" || die "no fail-slow goodput table"
+# 3 rows in each of the two blocks (throughput loss, goodput).
+[ "$(grep -c '^fail_slow.rate_multiplier=' "$tmp/fs.txt")" -eq 6 ] || die "fail-slow table rows"
 # 3 sweep points x 5 policies + header.
 [ "$(wc -l <"$tmp/fs/fail_slow.csv")" -eq 16 ] || die "fail_slow.csv rows: $(wc -l <"$tmp/fs/fail_slow.csv")"
 grep -q '^fail_slow.rate_multiplier=4,NTP+REBALANCE,' "$tmp/fs/fail_slow.csv" || die "fail_slow.csv row"
+head -1 "$tmp/fs/fail_slow.csv" | grep -q ',fail_slow_goodput_loss,fail_slow_goodput_loss_ci95$' ||
+  die "fail_slow.csv header lacks the goodput loss"
 "$ntp" sim --config "$cfg" --trials 1 --days 1 --slow-factor 0.5 --json >"$tmp/fs2.json" ||
   die "--slow-factor run"
 grep -q '"fail_slow_loss"' "$tmp/fs2.json" || die "JSON lacks fail_slow_loss"
+grep -q '"fail_slow_goodput_loss"' "$tmp/fs2.json" || die "JSON lacks fail_slow_goodput_loss"
 grep -q '"fail_slow_loss"' "$tmp/a.json" && die "JSON without fail-slow has fail_slow_loss"
 
 if command -v gnuplot >/dev/null 2>&1; then

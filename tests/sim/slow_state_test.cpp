@@ -12,8 +12,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "power/power_model.h"
 #include "shard/balance.h"
@@ -266,6 +270,49 @@ TEST_F(SlowRatesRounded, RoundingIdlesTheSlowestHealthyGpu) {
   EXPECT_DOUBLE_EQ(capacity("NTP"), base);
   ASSERT_TRUE(slow_->start(2, 0.8));  // two slowed, one idled: the 0.8 one is active
   EXPECT_DOUBLE_EQ(capacity("NTP+SHARE"), base - workload_->speed(2) * (1 - 0.8));
+}
+
+// REBALANCE on the shipped configs whose heads and FFN units divide evenly by TP (the paper's
+// TP32 stage: 128 heads; h100-70b-tp8: 64 heads), by hand. Per token and layer a stage's work is
+// W = F_head + F_ffn (F_head = 8h^2 + 2sh, F_ffn = 4hf), U FFN units of c = F_ffn / U each;
+// healthy, every rank does W / d. With k slowed ranks at s the speeds sum to S = d - k(1 - s):
+//   - no split beats the continuous one, W / S per rank, so speed <= S / d (the brief's
+//     (d - 1 + s) / d for one slowed rank);
+//   - give each rank whole heads within its budget s_i W / S, then floor-many FFN units: fewer
+//     than d units are left (the floors drop < 1 each), one more to each fast rank costs at most
+//     c, so the best whole-unit split takes <= W / S + c; weighted_split is within one fine unit
+//     (c) of that best (WeightedSplit.JointSpacesWithinOneFineUnitOfBruteForce):
+//     speed >= (W / d) / (W / S + 2c).
+// Also the figures docs/sim.md quotes: 0.9841 (paper, one GPU at 0.5), 0.93746 (h100).
+TEST(RebalancedSpeed, WithinUnitsOfTheContinuousSplitOnShippedConfigs) {
+  struct Case {
+    const char* file;
+    double quoted_half;  // docs/sim.md: one GPU at 0.5
+  };
+  for (const Case& k :
+       {Case{"paper-b200-nvl32.toml", 0.9841}, Case{"h100-70b-tp8.toml", 0.93746}}) {
+    Result<SimConfig> c = load_config(std::string(NTP_SOURCE_DIR) + "/configs/sim/" + k.file, {});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    const Workload w(*c);
+    const ModelConfig& m = c->model;
+    const int d = c->parallel.tp;
+    const double h = m.hidden, f = m.ffn_multiplier * m.hidden;
+    const double units = std::round(f / m.ffn_unit_columns);
+    ASSERT_EQ(m.heads % d, 0) << k.file;
+    ASSERT_EQ(static_cast<std::int64_t>(units) % d, 0) << k.file;
+    const double f_ffn = 4 * h * f, work = 8 * h * h + 2 * m.sequence * h + f_ffn;
+    const double unit = f_ffn / units;
+    for (double s : {0.9, 0.8, 0.5, 0.3}) {
+      for (int slowed : {1, 2}) {
+        const double sum = d - slowed * (1 - s);
+        const double rho = w.rebalanced_speed(d, std::vector<double>(slowed, s));
+        EXPECT_LE(rho, sum / d + 1e-12) << k.file << " s " << s << " x" << slowed;
+        EXPECT_GE(rho, (work / d) / (work / sum + 2 * unit)) << k.file << " s " << s;
+      }
+    }
+    // 4 digits as quoted (5 for h100's).
+    EXPECT_NEAR(w.rebalanced_speed(d, {0.5}), k.quoted_half, 5e-5) << k.file;
+  }
 }
 
 }  // namespace
