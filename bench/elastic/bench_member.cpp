@@ -4,6 +4,7 @@
 
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
+#include "comm/wait_observer.h"
 
 namespace ntp::bench {
 namespace {
@@ -59,7 +60,7 @@ std::int64_t now_ns() {
 }
 
 BenchMember::BenchMember(std::shared_ptr<comm::Store> store, int id, const MemberSetup& setup)
-    : store_(std::move(store)),
+    : store_(std::make_shared<KillableStore>(std::move(store))),
       id_(id),
       setup_(setup),
       agreement_(agreement_config(store_, id, &progress_)) {
@@ -70,7 +71,7 @@ BenchMember::BenchMember(std::shared_ptr<comm::Store> store, int id, const Membe
   watch_ = std::make_unique<elastic::FailureWatch>(store_, kWatchPoll, kHangDetect, &progress_);
   const elastic::MemberList first = elastic::initial_list(all_ids(setup_.members), setup_.members);
   watch_->arm({group_, 0, id_, first.members, incarnations(first),
-               [this](const std::string&) { on_abort(); }});
+               [this](const std::string& why) { on_abort(why); }});
   thread_ = std::thread([this] { training_thread(); });
 }
 
@@ -84,13 +85,13 @@ BenchMember::~BenchMember() {
 }
 
 void BenchMember::die() {
+  store_->kill();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     dead_ = true;
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  watch_.reset();
+  watch_->disarm();
   heartbeat_.reset();
 }
 
@@ -102,6 +103,11 @@ void BenchMember::release() {
   wake_.notify_all();
 }
 
+std::string BenchMember::abort_reason() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return abort_reason_;
+}
+
 std::string BenchMember::error() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return error_;
@@ -109,18 +115,20 @@ std::string BenchMember::error() const {
 
 // On the watch's thread, under its lock (as the trainer's Job::abort_all): wakes the training
 // thread, whose collective would now fail, and cancels a rendezvous in progress.
-void BenchMember::on_abort() {
+void BenchMember::on_abort(const std::string& reason) {
   if (!fault_posted_.load()) early_abort_.store(true);
   if (moments_.aborted.load() == 0) moments_.aborted.store(now_ns());
   if (cancel_) cancel_->store(true);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     aborted_ = true;
+    if (abort_reason_.empty()) abort_reason_ = reason;
   }
   wake_.notify_all();
 }
 
 void BenchMember::training_thread() {
+  comm::observe_waits(&progress_);  // as the trainer's thread: a rendezvous is a wait on peers
   {
     std::unique_lock<std::mutex> lock(mutex_);
     wake_.wait(lock, [this] { return aborted_ || dead_ || released_; });
@@ -143,7 +151,7 @@ void BenchMember::training_thread() {
   progress_.mark(elastic::Phase::kStep, 1);
   progress_.waiting(true);
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!status.ok()) error_ = status.to_string();
+  if (!status.ok()) error_ = status.to_string() + " (first abort: " + abort_reason_ + ")";
   wake_.wait(lock, [this] { return released_; });
 }
 
@@ -152,7 +160,7 @@ void BenchMember::training_thread() {
 Status BenchMember::form(const elastic::MemberList& list) {
   cancel_ = std::make_shared<std::atomic<bool>>(false);
   watch_->arm({group_, list.epoch, id_, list.members, incarnations(list),
-               [this](const std::string&) { on_abort(); }});
+               [this](const std::string& why) { on_abort(why); }});
   const auto me = std::find(list.members.begin(), list.members.end(), id_);
   comm::GlooOptions gloo;
   gloo.store = store_;

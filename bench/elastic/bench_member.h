@@ -25,6 +25,7 @@
 #include "elastic/agreement.h"
 #include "elastic/failure_watch.h"
 #include "elastic/progress.h"
+#include "killable_store.h"
 
 namespace ntp::bench {
 
@@ -47,7 +48,8 @@ class BenchMember {
   BenchMember(const BenchMember&) = delete;
   BenchMember& operator=(const BenchMember&) = delete;
 
-  // The victim: its heartbeat and watch stop, its training thread leaves (a SIGKILLed worker).
+  // The victim, as a SIGKILLed worker: its store connection is gone at once (nothing it runs
+  // reaches the server any more), then its heartbeat and watch stop.
   void die();
   // The groups may be closed: every member formed (or the run is over).
   void release();
@@ -55,15 +57,17 @@ class BenchMember {
   const MemberMoments& moments() const { return moments_; }
   // Empty while running or when the re-formation went well; else what failed.
   std::string error() const;
+  // The reason of the first abort its watch called, or empty.
+  std::string abort_reason() const;
   bool fired_before_fault() const { return early_abort_.load(); }
   void fault_posted() { fault_posted_.store(true); }
 
  private:
   void training_thread();
-  void on_abort();
+  void on_abort(const std::string& reason);
   Status form(const elastic::MemberList& list);
 
-  std::shared_ptr<comm::Store> store_;
+  std::shared_ptr<KillableStore> store_;
   int id_;
   MemberSetup setup_;
   std::string group_ = "train/a0";
@@ -76,7 +80,7 @@ class BenchMember {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool aborted_ = false, released_ = false, dead_ = false;
-  std::string error_;
+  std::string error_, abort_reason_;
   std::vector<std::unique_ptr<comm::Communicator>> groups_;
   std::shared_ptr<std::atomic<bool>> cancel_;
   std::thread thread_;  // last: starts once everything above is built

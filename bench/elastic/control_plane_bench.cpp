@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -120,7 +121,10 @@ long descriptor_limit() {
   return static_cast<long>(limit.rlim_cur);
 }
 
-double span_s(std::int64_t from, std::int64_t to) { return 1e-9 * static_cast<double>(to - from); }
+// Seconds to 0.1 ms (what these figures can resolve).
+double span_s(std::int64_t from, std::int64_t to) {
+  return std::round(1e-5 * static_cast<double>(to - from)) / 1e4;
+}
 
 // The latest moment every survivor reached, or 0 when one of them has not (yet) or failed.
 std::int64_t all_reached(const std::vector<std::unique_ptr<BenchMember>>& members, int victim,
@@ -169,6 +173,10 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
 
   nlohmann::ordered_json line;
   line["members"] = n;
+  for (const char* key :
+       {"abort_all_s", "agree_s", "form_s", "steady_store_ops_per_s", "recovery_store_ops"}) {
+    line[key] = nullptr;  // the fields first, in its order
+  }
   const long need = formation_descriptors(n, o.tp), have = descriptor_limit();
   ntp::bench::MemberSetup setup{n, o.tp, need < have, std::chrono::milliseconds(30000)};
   const std::string run_id = "cpbench" + std::to_string(n);
@@ -194,12 +202,23 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
   const std::int64_t t1 = now_ns();
   const double steady = span_s(t0, t1);
   const double ops_per_s = static_cast<double>(c1.commands - c0.commands) / steady;
-  line["steady_store_ops_per_s"] = ops_per_s;
-  line["steady_store_ops_per_s_per_member"] = ops_per_s / n;
-  line["steady_store_bytes_per_s"] =
-      static_cast<double>(c1.bytes_in + c1.bytes_out - c0.bytes_in - c0.bytes_out) / steady;
+  line["steady_store_ops_per_s"] = std::round(ops_per_s);
+  line["steady_store_ops_per_s_per_member"] = std::round(10 * ops_per_s / n) / 10;
+  line["steady_store_bytes_per_s"] = std::round(
+      static_cast<double>(c1.bytes_in + c1.bytes_out - c0.bytes_in - c0.bytes_out) / steady);
   int false_aborts = 0;
-  for (const auto& m : members) false_aborts += m->fired_before_fault() ? 1 : 0;
+  std::string false_reason;
+  for (const auto& m : members) {
+    if (!m->fired_before_fault()) continue;
+    if (false_aborts++ == 0) false_reason = m->abort_reason();
+  }
+  line["false_aborts"] = false_aborts;
+  if (false_aborts > 0) {  // the job re-formed without a fault: nothing below would mean anything
+    line["failed"] = "a watch aborted before the fault: " + false_reason;
+    std::printf("%s\n", line.dump().c_str());
+    std::fflush(stdout);
+    _exit(1);
+  }
 
   // The fault: a member in the middle of the ring (a random victim's expected place in the watch's
   // scan of exit notices) dies, then its launcher posts the exit notice.
@@ -258,7 +277,6 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
          : nullptr;
   line["phase_store_ops"] = phase_ops;
   line["victim"] = victim;
-  line["false_aborts"] = false_aborts;
   std::printf("%s\n", line.dump().c_str());
   std::fflush(stdout);
   std::fflush(stderr);
