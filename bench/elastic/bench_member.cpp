@@ -69,6 +69,9 @@ BenchMember::BenchMember(std::shared_ptr<comm::Store> store, int id, const Membe
   heartbeat_ = std::make_unique<comm::Heartbeat>(store_, group_, id_, kHeartbeatPeriod,
                                                  [this] { return progress_.token(); });
   watch_ = std::make_unique<elastic::FailureWatch>(store_, kWatchPoll, kHangDetect, &progress_);
+}
+
+void BenchMember::start() {
   const elastic::MemberList first = elastic::initial_list(all_ids(setup_.members), setup_.members);
   watch_->arm({group_, 0, id_, first.members, incarnations(first),
                [this](const std::string& why) { on_abort(why); }});
@@ -122,7 +125,7 @@ void BenchMember::on_abort(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     aborted_ = true;
-    if (abort_reason_.empty()) abort_reason_ = reason;
+    abort_reason_ = reason;
   }
   wake_.notify_all();
 }
@@ -144,6 +147,8 @@ void BenchMember::training_thread() {
       agreement_.agree(last, {0, 0}, false, {}, [] { return std::string("bench layout"); });
   Status status = agreed.status();
   if (agreed.ok()) {
+    moments_.epoch.store(agreed->epoch);
+    moments_.size.store(static_cast<int>(agreed->members.size()));
     moments_.agreed.store(now_ns());
     if (setup_.form) status = form(*agreed);
     if (status.ok() && setup_.form) moments_.formed.store(now_ns());
@@ -151,7 +156,8 @@ void BenchMember::training_thread() {
   progress_.mark(elastic::Phase::kStep, 1);
   progress_.waiting(true);
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!status.ok()) error_ = status.to_string() + " (first abort: " + abort_reason_ + ")";
+  if (!status.ok())
+    error_ = status.to_string() + " (the watch's last abort: " + abort_reason_ + ")";
   wake_.wait(lock, [this] { return released_; });
 }
 

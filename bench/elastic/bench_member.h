@@ -39,11 +39,16 @@ struct MemberSetup {
 // Moments a member reached, in ns of steady_clock; 0 until reached.
 struct MemberMoments {
   std::atomic<std::int64_t> aborted{0}, agreed{0}, formed{0};
+  std::atomic<int> epoch{0}, size{0};  // of the agreed list
 };
 
 class BenchMember {
  public:
+  // Opens nothing and starts the heartbeat only: every member beats before any watch looks
+  // (as every worker of a job is up before its first epoch is armed).
   BenchMember(std::shared_ptr<comm::Store> store, int id, const MemberSetup& setup);
+  // Arms the watch for the first epoch and starts the training thread.
+  void start();
   ~BenchMember();  // releases and joins (waits for a running phase to end)
   BenchMember(const BenchMember&) = delete;
   BenchMember& operator=(const BenchMember&) = delete;
@@ -57,7 +62,7 @@ class BenchMember {
   const MemberMoments& moments() const { return moments_; }
   // Empty while running or when the re-formation went well; else what failed.
   std::string error() const;
-  // The reason of the first abort its watch called, or empty.
+  // The reason of the last abort its watch called, or empty.
   std::string abort_reason() const;
   bool fired_before_fault() const { return early_abort_.load(); }
   void fault_posted() { fault_posted_.store(true); }

@@ -192,6 +192,7 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
   std::vector<std::unique_ptr<BenchMember>> members;
   for (int id = 0; id < n; ++id)
     members.push_back(std::make_unique<BenchMember>(open(), id, setup));
+  for (const auto& m : members) m->start();
   std::fprintf(stderr, "N=%d: %d members running; steady state for %.1f s\n", n, n, o.steady_s);
 
   std::this_thread::sleep_for(std::chrono::seconds(1));  // every watch past its first look
@@ -258,6 +259,19 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
   bool ok = phase("abort_all_s", tf, ta, cf, &ca);
   const std::int64_t tg = ok ? wait_all(&ntp::bench::MemberMoments::agreed) : 0;
   ok = phase("agree_s", ta, tg, ca, &cg) && ok;
+  if (tg != 0) {  // the epoch agreed on (1 unless waiters gave epochs up) and its size
+    int lowest = 1 << 30, highest = 0, smallest = 1 << 30, largest = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (static_cast<int>(i) == victim) continue;
+      const ntp::bench::MemberMoments& m = members[i]->moments();
+      lowest = std::min(lowest, m.epoch.load());
+      highest = std::max(highest, m.epoch.load());
+      smallest = std::min(smallest, m.size.load());
+      largest = std::max(largest, m.size.load());
+    }
+    line["agreed_epoch"] = lowest == highest ? nlohmann::ordered_json(lowest) : nullptr;
+    line["agreed_members"] = smallest == largest ? nlohmann::ordered_json(largest) : nullptr;
+  }
   ServerCounts end = cg;
   if (!setup.form) {
     line["form_s"] = nullptr;
@@ -270,7 +284,23 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
     end = cm;
     if (ok) line["fault_to_formed_s"] = span_s(tf, tm);
   }
-  if (!ok) line["failed"] = failure.empty() ? "ran past --max-s" : failure;
+  if (!ok) {
+    line["failed"] = failure.empty() ? "ran past --max-s" : failure;
+    // Who a watch or a waiter recorded as hung (elastic/agreement.h: <group>/silent/<id>).
+    std::vector<int> silent;
+    for (int id = 0; id < n; ++id) {
+      ntp::Result<bool> there = launcher->exists(ntp::elastic::silent_key("train/a0", id));
+      if (there.ok() && *there) {
+        silent.push_back(id);
+      }
+    }
+    line["declared_silent"] = silent;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (const std::string e = members[i]->error(); !e.empty()) {
+        std::fprintf(stderr, "N=%d: member %zu: %s\n", n, i, e.c_str());
+      }
+    }
+  }
   line["recovery_store_ops"] = ok ? nlohmann::ordered_json(end.commands - cf.commands) : nullptr;
   line["recovery_store_bytes"] =
       ok ? nlohmann::ordered_json(end.bytes_in + end.bytes_out - cf.bytes_in - cf.bytes_out)
