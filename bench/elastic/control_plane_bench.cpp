@@ -165,6 +165,8 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
 // One N, in a child process: prints its JSON line, then leaves without tearing down (a member
 // still blocked in an agreement that cannot end must not hold the next N back).
 [[noreturn]] void measure(const Options& o, int n, const ntp::bench::RedisProcess& server) {
+  // Ends in time to print what it has before the parent kills it at --max-s.
+  const std::int64_t deadline = now_ns() + static_cast<std::int64_t>(o.max_s * 0.9e9);
   // 12,000+ threads at N = 4096: small stacks (the control plane's frames are shallow).
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -190,8 +192,10 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
   };
   std::shared_ptr<ntp::comm::Store> launcher = open();  // the launcher's connection
   std::vector<std::unique_ptr<BenchMember>> members;
-  for (int id = 0; id < n; ++id)
+  for (int id = 0; id < n; ++id) {
     members.push_back(std::make_unique<BenchMember>(open(), id, setup));
+    if ((id + 1) % 512 == 0) std::fprintf(stderr, "N=%d: %d members beating\n", n, id + 1);
+  }
   for (const auto& m : members) m->start();
   std::fprintf(stderr, "N=%d: %d members running; steady state for %.1f s\n", n, n, o.steady_s);
 
@@ -232,7 +236,6 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
   std::fprintf(stderr, "N=%d: member %d died, exit notice posted\n", n, victim);
 
   // Waits for every survivor to reach `moment`; 0 when one failed or the run ran out of time.
-  const std::int64_t deadline = tf + static_cast<std::int64_t>(o.max_s * 0.9e9);
   std::string failure;
   auto wait_all = [&](std::atomic<std::int64_t> ntp::bench::MemberMoments::*moment) {
     for (;;) {
@@ -295,6 +298,16 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
       }
     }
     line["declared_silent"] = silent;
+    // How far the survivors got when the run ended.
+    int aborted = 0, agreed = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (static_cast<int>(i) == victim) continue;
+      aborted += members[i]->moments().aborted.load() != 0 ? 1 : 0;
+      agreed += members[i]->moments().agreed.load() != 0 ? 1 : 0;
+    }
+    line["survivors_aborted"] = aborted;
+    line["survivors_agreed"] = agreed;
+    line["fault_to_end_s"] = span_s(tf, now_ns());
     for (size_t i = 0; i < members.size(); ++i) {
       if (const std::string e = members[i]->error(); !e.empty()) {
         std::fprintf(stderr, "N=%d: member %zu: %s\n", n, i, e.c_str());
