@@ -166,7 +166,10 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
 // still blocked in an agreement that cannot end must not hold the next N back).
 [[noreturn]] void measure(const Options& o, int n, const ntp::bench::RedisProcess& server) {
   // Ends in time to print what it has before the parent kills it at --max-s.
-  const std::int64_t deadline = now_ns() + static_cast<std::int64_t>(o.max_s * 0.9e9);
+  // (the phases get 0.7 of it; what a short run prints takes store reads of its own).
+  const std::int64_t start = now_ns();
+  const std::int64_t deadline = start + static_cast<std::int64_t>(o.max_s * 0.7e9);
+  const std::int64_t report_deadline = start + static_cast<std::int64_t>(o.max_s * 0.85e9);
   // 12,000+ threads at N = 4096: small stacks (the control plane's frames are shallow).
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -192,8 +195,11 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
   };
   std::shared_ptr<ntp::comm::Store> launcher = open();  // the launcher's connection
   std::vector<std::unique_ptr<BenchMember>> members;
+  // Every connection first, while the server is idle (beating members would slow the rest).
+  std::vector<std::shared_ptr<ntp::comm::Store>> stores;
+  for (int id = 0; id < n; ++id) stores.push_back(open());
   for (int id = 0; id < n; ++id) {
-    members.push_back(std::make_unique<BenchMember>(open(), id, setup));
+    members.push_back(std::make_unique<BenchMember>(stores[static_cast<size_t>(id)], id, setup));
     if ((id + 1) % 512 == 0) std::fprintf(stderr, "N=%d: %d members beating\n", n, id + 1);
   }
   for (const auto& m : members) m->start();
@@ -291,10 +297,16 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
     line["failed"] = failure.empty() ? "ran past --max-s" : failure;
     // Who a watch or a waiter recorded as hung (elastic/agreement.h: <group>/silent/<id>).
     std::vector<int> silent;
-    for (int id = 0; id < n; ++id) {
+    for (int id = 0; id < n && now_ns() < report_deadline; ++id) {
       ntp::Result<bool> there = launcher->exists(ntp::elastic::silent_key("train/a0", id));
       if (there.ok() && *there) {
         silent.push_back(id);
+        // The heartbeat value the watcher found still, and the one there now: a beat that moved
+        // since was late, not stopped.
+        ntp::Result<std::string> seen = launcher->get(ntp::elastic::silent_key("train/a0", id));
+        ntp::Result<std::string> now = launcher->get(ntp::comm::Heartbeat::key("train/a0", id));
+        std::fprintf(stderr, "N=%d: member %d recorded silent at '%s', heartbeat now '%s'\n", n, id,
+                     seen.ok() ? seen->c_str() : "?", now.ok() ? now->c_str() : "?");
       }
     }
     line["declared_silent"] = silent;
