@@ -44,7 +44,7 @@ struct MemberMoments {
 
 class BenchMember {
  public:
-  // Opens nothing and starts the heartbeat only: every member beats before any watch looks
+  // Starts the heartbeat and an unarmed watch: every member beats before any watch looks
   // (as every worker of a job is up before its first epoch is armed).
   BenchMember(std::shared_ptr<comm::Store> store, int id, const MemberSetup& setup);
   // Arms the watch for the first epoch and starts the training thread.
@@ -54,7 +54,7 @@ class BenchMember {
   BenchMember& operator=(const BenchMember&) = delete;
 
   // The victim, as a SIGKILLed worker: its store connection is gone at once (nothing it runs
-  // reaches the server any more), then its heartbeat and watch stop.
+  // reaches the server any more), then its heartbeat stops and its watch is disarmed.
   void die();
   // The groups may be closed: every member formed (or the run is over).
   void release();
