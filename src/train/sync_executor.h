@@ -21,7 +21,7 @@
 // member walks buckets in order and, within one, its DP sets in the job-wide order: collectives on
 // several communicators never wait on each other in a cycle.
 //
-// Gradients accumulate loss_scale-weighted sample means (model/gpt_model.h), so the DP reductions
+// Gradients accumulate loss_scale-weighted sample means (model/model.h), so the DP reductions
 // are plain sums and the result is the global batch's sample-weighted mean gradient.
 // On any failure every communicator is aborted (peers fail fast) and wait() returns the error.
 #pragma once

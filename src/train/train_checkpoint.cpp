@@ -24,10 +24,20 @@ checkpoint::PieceSpec block_piece(const model::Param& p, const shard::IntervalSe
   return spec;
 }
 
-nlohmann::json model_json(const model::GptConfig& m) {
-  return {{"n_layer", m.n_layer},  {"n_head", m.n_head}, {"n_embd", m.n_embd},
-          {"n_ffn", m.n_ffn},      {"n_ctx", m.n_ctx},   {"vocab_size", m.vocab_size},
-          {"ffn_unit", m.ffn_unit}};
+// GPT-2's keys are the ones checkpoints had before other families existed (no "family" key: a
+// GPT-2 checkpoint's model_config is unchanged); other families add theirs.
+nlohmann::json model_json(const model::ModelConfig& m) {
+  nlohmann::json j = {{"n_layer", m.n_layer},  {"n_head", m.n_head}, {"n_embd", m.n_embd},
+                      {"n_ffn", m.n_ffn},      {"n_ctx", m.n_ctx},   {"vocab_size", m.vocab_size},
+                      {"ffn_unit", m.ffn_unit}};
+  if (m.family != model::ModelFamily::kGpt2) {
+    j["family"] = model::model_family_name(m.family);
+    j["n_kv_head"] = m.n_kv_head;
+    j["head_dim"] = m.head_dim;
+    j["rms_norm_eps"] = m.rms_norm_eps;
+    j["rope_theta"] = m.rope_theta;
+  }
+  return j;
 }
 
 // Gathers every rank's string to every rank.
@@ -115,6 +125,13 @@ checkpoint::CheckpointMeta checkpoint_meta(const TrainConfig& c, int64_t step,
 Result<int64_t> load_checkpoint(const checkpoint::CheckpointReader& reader, const TrainConfig& c,
                                 WorkerState& s) {
   const checkpoint::Manifest& manifest = reader.manifest();
+  const std::string family = manifest.meta.model_config.value("family", std::string("gpt2"));
+  if (family != model::model_family_name(c.model.family)) {
+    return invalid_argument("--resume " + reader.step_dir().string() +
+                            ": the checkpoint's model is " + family + " but this run's is " +
+                            model::model_family_name(c.model.family) + "; resume with --model " +
+                            family);
+  }
   const nlohmann::json want = model_json(c.model);
   for (const auto& [key, value] : want.items()) {
     if (!manifest.meta.model_config.contains(key) || manifest.meta.model_config[key] != value) {

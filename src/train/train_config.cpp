@@ -64,6 +64,10 @@ Status validate_train_config(TrainConfig& c) {
   }
   c.model.vocab_size =
       (c.model.vocab_size + c.vocab_multiple - 1) / c.vocab_multiple * c.vocab_multiple;
+  if (c.model.family != model::ModelFamily::kGpt2) {
+    return invalid_argument(std::string("--model ") + model::model_family_name(c.model.family) +
+                            " is not wired into ntp train yet (docs/model.md); use --model gpt2");
+  }
   if (Status s = c.model.validate(); !s.ok()) {
     return invalid_argument("model: " + s.message() +
                             " (see --layers, --heads, --width, --ffn, --ffn-unit, --context)");

@@ -6,7 +6,7 @@
 // increasing order. A BlockLayout is a sequence of blocks in one flat buffer. Ranks that lay out
 // the same blocks in the same order agree element for element on a buffer's meaning, which is
 // what fold exchanges, DP reductions and ZeRO shards rely on; a rank's own storage of a parameter
-// is the block of the units it holds (its TpShard lists them in increasing order).
+// is the block of the units it holds (its model shard lists them in increasing order).
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 
 namespace ntp::train {
 
-shard::ModelShape model_shape(const model::GptConfig& config) {
+shard::ModelShape model_shape(const model::ModelConfig& config) {
   shard::ModelShape shape;
   shape.heads = config.n_head;
   shape.hidden = config.n_embd;
@@ -122,9 +122,11 @@ Result<WorkerRole> worker_role(const shard::ClusterLayout& layout, shard::SlotRe
   for (const auto& per_rank : replica.units) {
     role.units.push_back(per_rank[static_cast<size_t>(role.tp_rank)]);
   }
-  role.shard.heads = role.units[0].ids();
-  role.shard.ffn_units = role.units[1].ids();
-  if (role.units.size() > 2) role.shard.vocab_rows = role.units[2].ids();
+  // Layout space i is model::UnitSpaceId i (heads, ffn, vocab).
+  for (size_t sp = 0; sp < role.units.size(); ++sp) {
+    const auto id = static_cast<model::UnitSpaceId>(sp);
+    if (id != model::UnitSpaceId::kKvGroups) role.shard.units(id) = role.units[sp].ids();
+  }
 
   for (const shard::FoldTransfer& f : layout.sync.folds) {
     if (f.domain != slot.domain) continue;

@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/gpt_config.h"
-#include "model/tp_shard.h"
+#include "model/model_config.h"
+#include "model/model_factory.h"
 #include "shard/cluster_layout.h"
 
 namespace ntp::train {
 
-// The unit spaces of a GPT-2 config, as the layout algebra counts them (heads, ffn, vocab).
-shard::ModelShape model_shape(const model::GptConfig& config);
+// The unit spaces of a config, as the layout algebra counts them (heads, ffn, vocab).
+shard::ModelShape model_shape(const model::ModelConfig& config);
 
 // One fold exchange of this rank: `units` of `space` go to (fold_out) or come from (fold_in) TP
 // rank `peer` of the same replica.
@@ -65,7 +65,7 @@ struct WorkerRole {
   std::vector<int> replica_members() const;  // replica_world_ranks, increasing
   std::vector<int> replica_degrees;          // [domain]
   std::vector<shard::IntervalSet> units;     // [space]: what this rank computes
-  model::TpShard shard;                      // the same units as ascending id lists
+  model::ModelShard shard;                   // the same units as ascending id lists
   std::vector<FoldLink> fold_out, fold_in;
   // Whether any rank of this replica folds (then every rank of it joins the fold exchanges).
   bool replica_folds = false;
