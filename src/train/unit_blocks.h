@@ -22,7 +22,10 @@ struct ParamGeometry {
   int64_t outer = 1;
   int64_t inner = 1;
   int64_t units = 0;  // logical units (or rows) in the tensor
-  int space = -1;     // unit space, -1 for replicated tensors (units are rows)
+  // The layout's unit space (an index into ClusterSpec::spaces, ReplicaLayout::units), -1 for
+  // replicated tensors (units are rows). It is the parameter's model::UnitSpaceId: layouts list
+  // the spaces in that numbering (shard/unit_space.h; WorkerRoleTest checks it for each family).
+  int space = -1;
   static ParamGeometry of(const model::Param& param);
 };
 

@@ -14,6 +14,8 @@ shard::ModelShape model_shape(const model::ModelConfig& config) {
   shape.ffn_block = config.ffn_unit;
   shape.vocab = config.vocab_size;
   shape.layers = config.n_layer;
+  shape.kv_heads = config.grouped_kv_heads();
+  shape.head_dim = config.grouped_kv_heads() > 0 ? config.head_size() : 0;
   return shape;
 }
 
@@ -122,7 +124,8 @@ Result<WorkerRole> worker_role(const shard::ClusterLayout& layout, shard::SlotRe
   for (const auto& per_rank : replica.units) {
     role.units.push_back(per_rank[static_cast<size_t>(role.tp_rank)]);
   }
-  // Layout space i is model::UnitSpaceId i (heads, ffn, vocab).
+  // Layout space i is model::UnitSpaceId i (shard/unit_space.h); KV groups are derived by the
+  // model from its query heads, so the shard does not list them.
   for (size_t sp = 0; sp < role.units.size(); ++sp) {
     const auto id = static_cast<model::UnitSpaceId>(sp);
     if (id != model::UnitSpaceId::kKvGroups) role.shard.units(id) = role.units[sp].ids();

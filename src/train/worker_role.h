@@ -21,7 +21,8 @@
 
 namespace ntp::train {
 
-// The unit spaces of a config, as the layout algebra counts them (heads, ffn, vocab).
+// The model shape the layout algebra counts a config's unit spaces from (shard/unit_space.h: heads,
+// ffn, vocab, and for grouped-query families kv and head_rows).
 shard::ModelShape model_shape(const model::ModelConfig& config);
 
 // One fold exchange of this rank: `units` of `space` go to (fold_out) or come from (fold_in) TP
