@@ -34,17 +34,13 @@ shard::ClusterSpec cluster_spec(const TrainConfig& config) {
 namespace {
 
 // Units held by several ranks (a derived space: grouped-query KV groups) are handled by the
-// gradient sync and both optimizers; checkpoints and re-formations do not refill the copies yet
-// (docs/model.md, "What is left for integration").
+// gradient sync, both optimizers and checkpoints (owners write, every holder reads); re-formations
+// do not refill the copies yet (docs/model.md, "What is left for integration").
 Status check_copies_supported(const TrainConfig& c, const shard::ClusterSpec& spec) {
   const bool copies = std::any_of(spec.spaces.begin(), spec.spaces.end(),
                                   [](const shard::UnitSpace& s) { return s.derived(); });
   if (!copies) return ok_status();
   const std::string model = std::string("--model ") + model::model_family_name(c.model.family);
-  if (!c.save_dir.empty() || !c.resume.empty()) {
-    return invalid_argument(model + " cannot checkpoint yet (--save-dir " + c.save_dir +
-                            ", --resume " + c.resume + "): leave both out");
-  }
   if (c.live_recovery || c.rebalance) {
     return invalid_argument(model +
                             " cannot re-form live yet: pass --no-live-recovery and leave out "
