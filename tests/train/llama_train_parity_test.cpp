@@ -10,7 +10,8 @@
 //   and both optimizers, with the same limits.
 //   resume: 10 steps at {4,3,2}, a checkpoint (KV groups written once, by their owners: the commit
 //   rejects an element written twice), then 10 more at {4,3,2} (bit for bit) or at 3 x 4 (loss
-//   within 1e-4, weight change within 1e-3 of the uninterrupted run).
+//   within 1e-4, weight change within 1e-3 of the uninterrupted run); the checkpoint consolidates
+//   to a LlamaForCausalLM export holding exactly the weights the first job ended with.
 // Every worker dumps its logical gradients and weights: every holder of a KV group (owner and
 // copies) and every replica must agree bit for bit, and every element must be held somewhere.
 #include <gtest/gtest.h>
@@ -256,6 +257,45 @@ TEST(LlamaTrainParityTest, MixedDegreesMatchUniformUnderEveryStrategyAndOptimize
   }
 }
 
+// `ntp ckpt consolidate` of the checkpoint: a LlamaForCausalLM config.json, and in
+// model.safetensors every tensor under its Hugging Face name with exactly the weights the job
+// ended with (its dump), untied lm_head included.
+void expect_hf_export(const std::string& save, const JobResult& job) {
+  const fs::path out = test_jobs::scratch_dir() / "llama-hf";
+  fs::remove_all(out);
+  const testing::CommandOutput run =
+      testing::run_command({NTP_BINARY, "ckpt", "consolidate", save, "--out", out.string()}, {},
+                           std::chrono::seconds(60));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::ifstream config_file(out / "config.json");
+  const nlohmann::json config = nlohmann::json::parse(config_file);
+  EXPECT_EQ(config["architectures"][0], "LlamaForCausalLM");
+  EXPECT_EQ(config["num_key_value_heads"], 2);
+  EXPECT_EQ(config["tie_word_embeddings"], false);
+  std::ifstream st(out / "model.safetensors", std::ios::binary);
+  uint64_t header_size = 0;
+  st.read(reinterpret_cast<char*>(&header_size), 8);
+  std::string header(header_size, '\0');
+  st.read(header.data(), static_cast<std::streamsize>(header_size));
+  const nlohmann::json h = nlohmann::json::parse(header);
+  const model::LlamaConfig m = parity_model();
+  auto model = model::LlamaModel::create(m, model::full_shard(m), 1);
+  ASSERT_TRUE(model.ok());
+  const std::vector<model::Param>& params = model->params();
+  ASSERT_EQ(job.weights.size(), params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_TRUE(h.contains(params[i].name)) << params[i].name;
+    const nlohmann::json& t = h[params[i].name];
+    EXPECT_EQ(t["dtype"], "F32");
+    EXPECT_EQ(t["shape"].get<std::vector<int64_t>>(), params[i].logical_shape);
+    const auto begin = t["data_offsets"][0].get<int64_t>();
+    std::vector<float> data(job.weights[i].size());
+    st.seekg(static_cast<std::streamoff>(8 + header_size) + begin);
+    st.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size() * 4));
+    EXPECT_EQ(data, job.weights[i]) << params[i].name;
+  }
+}
+
 TEST(LlamaTrainParityTest, ResumingAtAnotherLayoutContinuesTheSameRun) {
   const JobSpec mixed{3, 4, "1:3,2:2,2:3", "fold", "replicated"};
   const JobSpec uniform{3, 4, "", "fold", "replicated"};
@@ -271,6 +311,7 @@ TEST(LlamaTrainParityTest, ResumingAtAnotherLayoutContinuesTheSameRun) {
     const JobResult first = run_job(
         mixed, "first-" + tag, {"--save-dir", save, "--stop-after", std::to_string(kSteps / 2)});
     ASSERT_EQ(first.losses.size(), static_cast<size_t>(kSteps / 2)) << tag;
+    if (same) expect_hf_export(save, first);
     const JobResult second = run_job(same ? mixed : uniform, "second-" + tag, {"--resume", save});
     ASSERT_EQ(second.losses.size(), static_cast<size_t>(kSteps / 2)) << tag;
     EXPECT_EQ(second.mismatches, 0) << tag;
