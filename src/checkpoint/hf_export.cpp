@@ -77,6 +77,66 @@ Result<json> hf_gpt2_config(const json& model_config) {
               {"ntp_tokenizer", "bytes: token id = byte value (0..255); ids >= 256 are padding"}};
 }
 
+Result<json> hf_llama_config(const json& model_config) {
+  if (!model_config.is_object()) return invalid_argument("model_config must be a JSON object");
+  NTP_ASSIGN_OR_RETURN(const int64_t n_layer, positive_field(model_config, "n_layer"));
+  NTP_ASSIGN_OR_RETURN(const int64_t n_head, positive_field(model_config, "n_head"));
+  NTP_ASSIGN_OR_RETURN(const int64_t n_embd, positive_field(model_config, "n_embd"));
+  NTP_ASSIGN_OR_RETURN(const int64_t n_ctx, positive_field(model_config, "n_ctx"));
+  NTP_ASSIGN_OR_RETURN(const int64_t vocab, positive_field(model_config, "vocab_size"));
+  NTP_ASSIGN_OR_RETURN(int64_t n_ffn, positive_field(model_config, "n_ffn", /*zero_ok=*/true));
+  NTP_ASSIGN_OR_RETURN(int64_t n_kv, positive_field(model_config, "n_kv_head", true));
+  NTP_ASSIGN_OR_RETURN(int64_t head_dim, positive_field(model_config, "head_dim", true));
+  for (const char* name : {"rms_norm_eps", "rope_theta"}) {
+    if (!model_config.contains(name) || !model_config[name].is_number() ||
+        !(model_config[name].get<double>() > 0.0)) {
+      return invalid_argument(std::string("model_config.") + name + " must be a positive number");
+    }
+  }
+  if (n_ffn == 0) n_ffn = 4 * n_embd;
+  if (n_kv == 0) n_kv = n_head;
+  if (head_dim == 0) head_dim = n_embd / n_head;
+  if (n_head % n_kv != 0) {
+    return invalid_argument("model_config.n_head " + std::to_string(n_head) +
+                            " is not a multiple of n_kv_head " + std::to_string(n_kv));
+  }
+  return json{{"architectures", {"LlamaForCausalLM"}},
+              {"model_type", "llama"},
+              {"vocab_size", vocab},
+              {"hidden_size", n_embd},
+              {"intermediate_size", n_ffn},
+              {"num_hidden_layers", n_layer},
+              {"num_attention_heads", n_head},
+              {"num_key_value_heads", n_kv},
+              {"head_dim", head_dim},
+              {"hidden_act", "silu"},
+              {"max_position_embeddings", n_ctx},
+              {"rms_norm_eps", model_config["rms_norm_eps"].get<double>()},
+              {"rope_theta", model_config["rope_theta"].get<double>()},
+              {"rope_scaling", nullptr},
+              {"attention_bias", false},
+              {"attention_dropout", 0.0},
+              {"mlp_bias", false},
+              {"tie_word_embeddings", false},
+              {"initializer_range", 0.02},
+              {"use_cache", true},
+              {"bos_token_id", nullptr},
+              {"eos_token_id", nullptr},
+              {"torch_dtype", "float32"},
+              {"ntp_tokenizer", "bytes: token id = byte value (0..255); ids >= 256 are padding"}};
+}
+
+Result<json> hf_config(const json& model_config) {
+  const std::string family = model_config.is_object() && model_config.contains("family") &&
+                                     model_config["family"].is_string()
+                                 ? model_config["family"].get<std::string>()
+                                 : "gpt2";
+  if (family == "gpt2") return hf_gpt2_config(model_config);
+  if (family == "llama") return hf_llama_config(model_config);
+  return invalid_argument("model_config.family '" + family +
+                          "' has no Hugging Face export (gpt2 or llama)");
+}
+
 Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir,
                                              const fs::path& out_dir,
                                              const ConsolidateOptions& options) {
@@ -93,7 +153,7 @@ Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir,
   }
   NTP_ASSIGN_OR_RETURN(const CheckpointReader reader, CheckpointReader::open(checkpoint_dir));
   const Manifest& m = reader.manifest();
-  Result<json> config = hf_gpt2_config(m.meta.model_config);
+  Result<json> config = hf_config(m.meta.model_config);
   if (!config.ok()) {
     return invalid_argument((reader.step_dir() / "manifest.json").string() + ": " +
                             config.status().message());

@@ -1,7 +1,8 @@
 // Consolidation for Hugging Face / PyTorch: the logical "value" tensors of a checkpoint as one
-// model.safetensors under Hugging Face GPT-2 names, plus a config.json for GPT2LMHeadModel, so
-// that GPT2LMHeadModel.from_pretrained(OUT) loads it. See docs/checkpoint.md for the deviations
-// from OpenAI's GPT-2 (byte-level vocabulary of 256 + padding, no BPE tokenizer files).
+// model.safetensors under Hugging Face names, plus a config.json for GPT2LMHeadModel (or, for a
+// Llama checkpoint, LlamaForCausalLM), so that from_pretrained(OUT) loads it. See
+// docs/checkpoint.md for the deviations from OpenAI's GPT-2 (byte-level vocabulary of 256 +
+// padding, no BPE tokenizer files).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,16 @@ namespace ntp::checkpoint {
 // (0 = 4 * n_embd), n_ctx, vocab_size, ffn_unit}. kInvalidArgument naming a missing or
 // non-positive field.
 Result<nlohmann::json> hf_gpt2_config(const nlohmann::json& model_config);
+
+// The LlamaForCausalLM config.json for a manifest's model_config of family "llama" (the GPT-2
+// fields plus n_kv_head (0 = n_head), head_dim (0 = n_embd / n_head), rms_norm_eps, rope_theta).
+// ntp's parameter names and layouts are transformers' (RoPE in its rotate_half layout): no
+// permutation. kInvalidArgument naming a missing or bad field.
+Result<nlohmann::json> hf_llama_config(const nlohmann::json& model_config);
+
+// hf_llama_config when model_config.family is "llama", hf_gpt2_config when it has no family
+// (GPT-2 checkpoints) or "gpt2"; kInvalidArgument for another family.
+Result<nlohmann::json> hf_config(const nlohmann::json& model_config);
 
 struct ConsolidateOptions {
   bool force = false;  // allow a non-empty OUT (its model.safetensors and config.json are replaced)

@@ -21,6 +21,7 @@ namespace {
 struct TrainArgs {
   train::TrainConfig config;
   std::string failed;
+  std::string model = "gpt2";
   std::string batch_policy = "keep";
   std::string optimizer = "replicated";
   int64_t bucket_kb = 128;
@@ -90,6 +91,9 @@ int run(TrainArgs& args) {
   Result<std::vector<shard::SlotRef>> failed = shard::parse_slot_list(args.failed, "--failed");
   if (!failed.ok()) return bad(failed.status());
   config.failed = *failed;
+  Result<model::ModelFamily> family = model::parse_model_family(args.model);
+  if (!family.ok()) return bad(family.status());
+  config.model.family = *family;
   Result<train::BatchPolicy> policy = train::parse_batch_policy(args.batch_policy);
   if (!policy.ok()) return bad(policy.status());
   config.batch_policy = *policy;
@@ -149,7 +153,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
   c.model.ffn_unit = 8;
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Train a GPT-2 with replicas of different TP degrees (one worker per device slot, run "
+      "Train a GPT-2 or a Llama with replicas of different TP degrees (one worker per device slot, "
+      "run "
       "under `ntp launch --nproc-per-node DOMAINS*TP -- ntp train ...`; docs/train.md)");
   cmd->option_defaults()->always_capture_default();
 
@@ -168,8 +173,16 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->group(cluster);
 
   auto model = "Model";
+  cmd->add_option("--model", args->model,
+                  "Model family: gpt2 or llama (RMSNorm, RoPE, SwiGLU, grouped-query attention, "
+                  "untied LM head; docs/model.md)")
+      ->group(model);
   cmd->add_option("--layers", c.model.n_layer, "Transformer blocks")->group(model);
   cmd->add_option("--heads", c.model.n_head, "Attention heads (a TP unit each)")->group(model);
+  cmd->add_option("--kv-heads", c.model.n_kv_head,
+                  "Llama: key/value heads, dividing --heads (0: one per query head)")
+      ->group(model);
+  cmd->add_option("--rope-theta", c.model.rope_theta, "Llama: RoPE base")->group(model);
   cmd->add_option("--width", c.model.n_embd, "Model width (a multiple of --heads)")->group(model);
   cmd->add_option("--context", c.model.n_ctx, "Sequence length")->group(model);
   cmd->add_option("--ffn", c.model.n_ffn, "FFN width; 0 means 4 x width")->group(model);

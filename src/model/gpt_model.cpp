@@ -114,13 +114,6 @@ Result<GptModel> GptModel::create(const GptConfig& config, TpShard shard, uint64
   return m;
 }
 
-Param* GptModel::find(std::string_view name) {
-  for (Param& p : params_) {
-    if (p.name == name) return &p;
-  }
-  return nullptr;
-}
-
 void GptModel::zero_grad() {
   for (Param& p : params_) {
     float* g = p.grad.data();

@@ -1,5 +1,6 @@
 // GptModel: a GPT-2 decoder (pre-LayerNorm blocks, learned positions, tied input/output
-// embedding) whose tensor parallelism is given by a TpShard, not a scalar degree.
+// embedding) whose tensor parallelism is given by a TpShard, not a scalar degree. Implements
+// model::Model (model/model.h).
 //
 // One instance is one TP rank of one replica. Megatron pattern, every rank holding the units its
 // shard lists (non-contiguous allowed):
@@ -27,13 +28,14 @@
 #include "core/status.h"
 #include "model/backward_options.h"
 #include "model/gpt_config.h"
+#include "model/model.h"
 #include "model/param.h"
 #include "model/tp_group.h"
 #include "model/tp_shard.h"
 
 namespace ntp::model {
 
-class GptModel {
+class GptModel final : public Model {
  public:
   // `group` (degree 1 when null) must outlive the model; shard must be valid for config. With
   // `initialize` false the weights are left zero (for a caller that fills them at once, e.g. a
@@ -43,29 +45,26 @@ class GptModel {
 
   GptModel(GptModel&&) = default;
   GptModel& operator=(GptModel&&) = default;
-  GptModel(const GptModel&) = delete;
-  GptModel& operator=(const GptModel&) = delete;
 
   const GptConfig& config() const { return config_; }
   const TpShard& shard() const { return shard_; }
   // In Hugging Face order: wte, wpe, h.0.ln_1 ... h.L-1.mlp.c_proj.bias, ln_f.
-  std::vector<Param>& params() { return params_; }
-  const std::vector<Param>& params() const { return params_; }
-  // Null when no parameter has that name.
-  Param* find(std::string_view name);
+  std::vector<Param>& params() override { return params_; }
+  const std::vector<Param>& params() const override { return params_; }
 
-  void zero_grad();
+  void zero_grad() override;
   // Forward and backward; returns the mean loss and accumulates gradients (see BackwardOptions).
   Result<double> forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                                  int64_t b, int64_t t, const BackwardOptions& options = {});
+                                  int64_t b, int64_t t,
+                                  const BackwardOptions& options = {}) override;
   // Forward only (evaluation).
   Result<double> loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
-                      int64_t t);
+                      int64_t t) override;
   // The groups on_grads_ready reports, in the order it reports them (model/gpt_model.h above).
-  const std::vector<std::vector<int>>& grads_ready_order() const { return ready_groups_; }
+  const std::vector<std::vector<int>>& grads_ready_order() const override { return ready_groups_; }
   // Global gradient L2 norm of the replica: sharded gradients summed over ranks, replicated ones
   // counted once.
-  Result<double> grad_norm();
+  Result<double> grad_norm() override;
 
   // Model FLOPs of one forward+backward over b*t tokens of the whole replica: 6 per parameter
   // per token for the matrix products (tied head counted as a product) plus 12 * n_layer * t *

@@ -152,13 +152,6 @@ Result<LlamaModel> LlamaModel::create(const LlamaConfig& config, LlamaShard shar
   return m;
 }
 
-Param* LlamaModel::find(std::string_view name) {
-  for (Param& p : params_) {
-    if (p.name == name) return &p;
-  }
-  return nullptr;
-}
-
 void LlamaModel::zero_grad() {
   for (Param& p : params_) {
     float* g = p.grad.data();

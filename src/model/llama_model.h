@@ -1,6 +1,7 @@
 // LlamaModel: a Llama-family decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU, untied LM
 // head, no biases; Hugging Face LlamaForCausalLM semantics and parameter names) whose tensor
-// parallelism is given by a LlamaShard, not a scalar degree. Same API shape as GptModel.
+// parallelism is given by a LlamaShard, not a scalar degree. Implements model::Model
+// (model/model.h).
 //
 // One instance is one TP rank of one replica. Megatron pattern, every rank holding the units its
 // shard lists (non-contiguous allowed):
@@ -42,12 +43,13 @@
 #include "model/backward_options.h"
 #include "model/llama_config.h"
 #include "model/llama_shard.h"
+#include "model/model.h"
 #include "model/param.h"
 #include "model/tp_group.h"
 
 namespace ntp::model {
 
-class LlamaModel {
+class LlamaModel final : public Model {
  public:
   // `group` (degree 1 when null) must outlive the model; shard must be valid for config. With
   // `initialize` false the weights are left zero (for a caller that fills them at once). Does
@@ -57,8 +59,6 @@ class LlamaModel {
 
   LlamaModel(LlamaModel&&) = default;
   LlamaModel& operator=(LlamaModel&&) = default;
-  LlamaModel(const LlamaModel&) = delete;
-  LlamaModel& operator=(const LlamaModel&) = delete;
 
   const LlamaConfig& config() const { return config_; }
   const LlamaShard& shard() const { return shard_; }
@@ -67,25 +67,24 @@ class LlamaModel {
   // In Hugging Face order: model.embed_tokens.weight, per layer input_layernorm, q_proj, k_proj,
   // v_proj, o_proj, post_attention_layernorm, gate_proj, up_proj, down_proj, then model.norm and
   // lm_head.weight.
-  std::vector<Param>& params() { return params_; }
-  const std::vector<Param>& params() const { return params_; }
-  // Null when no parameter has that name.
-  Param* find(std::string_view name);
+  std::vector<Param>& params() override { return params_; }
+  const std::vector<Param>& params() const override { return params_; }
 
-  void zero_grad();
+  void zero_grad() override;
   // Forward and backward; returns the mean loss and accumulates gradients (model/
   // backward_options.h; on_grads_ready reports, in this order: lm_head and model.norm, then each
   // layer from the last to the first (its 9 tensors), then embed_tokens). Collective.
   Result<double> forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                                  int64_t b, int64_t t, const BackwardOptions& options = {});
+                                  int64_t b, int64_t t,
+                                  const BackwardOptions& options = {}) override;
   // Forward only (evaluation). Collective.
   Result<double> loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
-                      int64_t t);
+                      int64_t t) override;
   // The groups on_grads_ready reports, in the order it reports them.
-  const std::vector<std::vector<int>>& grads_ready_order() const { return ready_groups_; }
+  const std::vector<std::vector<int>>& grads_ready_order() const override { return ready_groups_; }
   // Global gradient L2 norm of the replica: sharded gradients summed over ranks with KV copies
   // (Param::unit_copy) skipped, replicated ones counted once. Collective.
-  Result<double> grad_norm();
+  Result<double> grad_norm() override;
 
   // Model FLOPs of one forward+backward over b*t tokens of the whole replica (no KV copies): 6 per
   // matrix parameter per token plus 12 * n_layer * t * n_head * head_dim per token for attention

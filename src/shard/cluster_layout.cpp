@@ -104,6 +104,7 @@ Result<ClusterLayout> plan_cluster(ClusterSpec spec, const SyncStrategy& strateg
       rank_speeds.reserve(replica.slots.size());
       for (int l : replica.slots) rank_speeds.push_back(spec.speed(d, l));
       NTP_ASSIGN_OR_RETURN(replica.units, weighted_units(replica.units, rank_speeds, spec.spaces));
+      derive_units(replica.units, spec.spaces);
       any_weighted = true;
     }
     layout.replicas.push_back(std::move(replica));

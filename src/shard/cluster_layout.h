@@ -27,7 +27,8 @@ struct ClusterLayout {
 // the same domain in `previous`, is weighted and its members are unchanged, every rank stays on
 // its previous slot, so a rebalance moves only the units whose owner's count changed. Equal
 // speeds (or none) give exactly the unweighted layout. The result depends on `previous` only
-// through the rank -> slot mapping, never through its units.
+// through the rank -> slot mapping, never through its units. Derived spaces (UnitSpace::derived)
+// follow their source space in every replica, weighted or not (derive_units).
 Result<ClusterLayout> plan_cluster(ClusterSpec spec, const SyncStrategy& strategy,
                                    const ClusterLayout* previous = nullptr);
 

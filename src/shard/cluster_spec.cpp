@@ -129,7 +129,7 @@ Status validate_cluster_spec(ClusterSpec& spec) {
     max_degree = std::max(max_degree, t);
   }
   for (const UnitSpace& space : spec.spaces) {
-    if (space.units < max_degree) {
+    if (!space.derived() && space.units < max_degree) {
       return invalid_argument(
           space.name + " has " + std::to_string(space.units) + " units, fewer than TP degree " +
           std::to_string(max_degree) +

@@ -109,8 +109,10 @@ StrategyPlan FoldSyncStrategy::plan(const std::vector<int>& degrees,
   auto plan_degree = [&](int degree) {
     RankUnits units;
     for (const UnitSpace& space : spaces) {
-      units.push_back(fold_layout(space.units, degree, sync_degree));
+      units.push_back(space.derived() ? std::vector<IntervalSet>(static_cast<std::size_t>(degree))
+                                      : fold_layout(space.units, degree, sync_degree));
     }
+    derive_units(units, spaces);
     return fold_sync_of(std::move(units), sync_degree, spaces, bytes);
   };
   return assemble_strategy_plan(name(), sync_degree, degrees, spaces, plan_degree);

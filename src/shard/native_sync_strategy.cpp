@@ -66,12 +66,14 @@ StrategyPlan NativeSyncStrategy::plan(const std::vector<int>& degrees,
     RankUnits units;
     for (const UnitSpace& space : spaces) {
       std::vector<IntervalSet> per_rank;
-      for (int k = 0; k < degree; ++k) {
+      for (int k = 0; k < degree && !space.derived(); ++k) {
         per_rank.push_back(IntervalSet::range(balanced_offset(space.units, degree, k),
                                               balanced_offset(space.units, degree, k + 1)));
       }
+      per_rank.resize(static_cast<std::size_t>(degree));  // a derived space: filled below
       units.push_back(std::move(per_rank));
     }
+    derive_units(units, spaces);
     return native_sync_of(std::move(units), full, spaces, bytes);
   };
   return assemble_strategy_plan(name(), full, degrees, spaces, plan_degree);

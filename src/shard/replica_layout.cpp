@@ -29,4 +29,19 @@ std::vector<OwnedRange> ReplicaLayout::owner_map(int space) const {
   return owners;
 }
 
+void derive_units(RankUnits& units, const std::vector<UnitSpace>& spaces) {
+  for (std::size_t sp = 0; sp < spaces.size(); ++sp) {
+    const UnitSpace& space = spaces[sp];
+    if (!space.derived()) continue;
+    const std::vector<IntervalSet>& source = units[static_cast<std::size_t>(space.derived_from)];
+    std::vector<IntervalSet> derived(source.size());
+    for (std::int64_t g = 0; g < space.units; ++g) {
+      for (std::size_t r = 0; r < source.size(); ++r) {
+        if (source[r].contains(g * space.source_stride)) derived[r].append(g, g + 1);
+      }
+    }
+    units[sp] = std::move(derived);
+  }
+}
+
 }  // namespace ntp::shard

@@ -36,6 +36,11 @@ struct ReplicaLayout {
   std::vector<OwnedRange> owner_map(int space) const;
 };
 
+// Rewrites every derived space of `units` (UnitSpace::derived) from its source space: unit g goes
+// to the rank holding unit g * source_stride of the source (every strategy's plan, and
+// plan_cluster after a speed-weighted re-split, call it).
+void derive_units(RankUnits& units, const std::vector<UnitSpace>& spaces);
+
 // Calls fn(piece, owner_slot) for every part of `units` that appears in `owners` (sorted, as from
 // owner_map), in increasing unit order.
 template <typename Fn>

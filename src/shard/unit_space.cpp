@@ -16,7 +16,18 @@ Status validate_model_shape(const ModelShape& shape) {
     return invalid_argument("--vocab must be positive (or 0 for none), got " +
                             std::to_string(shape.vocab));
   }
-  if (shape.hidden % shape.heads != 0) {
+  if (shape.kv_heads < 0 || shape.head_dim < 0) {
+    return invalid_argument("--kv-heads and the head size must be >= 0");
+  }
+  if (shape.kv_heads > 0 && shape.heads % shape.kv_heads != 0) {
+    return invalid_argument("--heads " + std::to_string(shape.heads) +
+                            " is not a multiple of --kv-heads " + std::to_string(shape.kv_heads) +
+                            ": every KV head serves the same number of query heads");
+  }
+  if (shape.kv_heads > 0 && shape.vocab == 0) {
+    return invalid_argument("a grouped-query shape needs --vocab (its LM head is a unit space)");
+  }
+  if (shape.head_dim == 0 && shape.hidden % shape.heads != 0) {
     return invalid_argument("--hidden " + std::to_string(shape.hidden) +
                             " is not a multiple of --heads " + std::to_string(shape.heads) +
                             ": every head needs the same width; pick hidden = heads x head size");
@@ -30,8 +41,18 @@ Status validate_model_shape(const ModelShape& shape) {
 }
 
 std::vector<UnitSpace> model_unit_spaces(const ModelShape& shape) {
-  const std::int64_t head_dim = shape.hidden / shape.heads;
+  const std::int64_t head_dim = shape.head_dim > 0 ? shape.head_dim : shape.hidden / shape.heads;
   std::vector<UnitSpace> spaces;
+  if (shape.kv_heads > 0) {
+    const std::int64_t c = shape.hidden, l = shape.layers;
+    spaces.push_back({"heads", shape.heads, l * 2 * head_dim * c});  // q rows, o columns
+    spaces.push_back({"ffn", shape.ffn / shape.ffn_block, l * shape.ffn_block * 3 * c});
+    spaces.push_back({"vocab", shape.vocab, c});
+    spaces.push_back({"kv", shape.kv_heads, l * 2 * head_dim * c, 0,
+                      shape.heads / shape.kv_heads});  // k and v rows
+    spaces.push_back({"head_rows", shape.vocab, c});
+    return spaces;
+  }
   // Q, K, V columns with biases, plus the head's rows of the output projection.
   spaces.push_back(
       {"heads", shape.heads, shape.layers * (4 * head_dim * shape.hidden + 3 * head_dim)});

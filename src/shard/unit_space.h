@@ -6,7 +6,20 @@
 //          fc2, in every layer.
 //   vocab  one vocabulary row of the tied embedding / LM head (once, not per layer).
 //
-// Parameters every rank holds in full (LayerNorms, row-parallel biases, position embeddings) are
+// A grouped-query-attention shape (ModelShape::kv_heads > 0, the Llama family) has five spaces:
+//   heads      one query head: its rows of the query projection and its columns of the output
+//              projection, in every layer (no biases).
+//   ffn        a block of gated-FFN columns: gate and up rows plus the matching down columns.
+//   vocab      one row of the token embedding.
+//   kv         one key/value head: its rows of the key and value projections, in every layer. A
+//              *derived* space: its owners follow from the heads (unit g goes with head g * heads
+//              / kv_heads); the other ranks whose query heads read the group hold copies that the
+//              layout does not list (the model marks them, model/param.h unit_copy).
+//   head_rows  one row of the untied LM head.
+// The order of the spaces is the numbering of model::UnitSpaceId (model/param.h): space i of a
+// layout is the model's space i, which train/unit_blocks.h relies on.
+//
+// Parameters every rank holds in full (norms, row-parallel biases, position embeddings) are
 // not in any unit space: they are replicated within a replica and synchronized once per replica.
 #pragma once
 
@@ -22,6 +35,12 @@ struct UnitSpace {
   std::string name;                  // "heads", "ffn", "vocab"
   std::int64_t units = 0;            // how many whole units the space has
   std::int64_t params_per_unit = 0;  // parameters one unit carries (all layers)
+  // A derived space (>= 0): unit g is held by the rank holding unit g * source_stride of space
+  // `derived_from`, in every layout; it is never balanced on its own and a rank may hold none.
+  int derived_from = -1;
+  std::int64_t source_stride = 1;
+
+  bool derived() const { return derived_from >= 0; }
 };
 
 // The model shape that gives unit spaces their sizes and byte counts.
@@ -32,6 +51,11 @@ struct ModelShape {
   std::int64_t ffn_block = 1;  // FFN columns per unit
   std::int64_t vocab = 0;      // 0: no vocabulary-parallel space
   std::int64_t layers = 1;
+  // Grouped-query attention with this many key/value heads (0: none; K and V go with each head,
+  // GPT-2 style). With kv_heads > 0 the shape is the Llama family's: no biases, a gated FFN, an
+  // untied LM head, and the five spaces listed at the top.
+  std::int64_t kv_heads = 0;
+  std::int64_t head_dim = 0;  // 0: hidden / heads
 };
 
 // Bytes per parameter for the two kinds of traffic the plans count.
@@ -47,7 +71,8 @@ struct ByteCosts {
 // the flag and value to fix.
 Status validate_model_shape(const ModelShape& shape);
 
-// The unit spaces of a GPT-style decoder: heads, ffn and (when vocab > 0) vocab, in that order.
+// The unit spaces of a GPT-style decoder: heads, ffn and (when vocab > 0) vocab, in that order;
+// with kv_heads > 0: heads, ffn, vocab, kv (derived from heads), head_rows (vocab must be > 0).
 std::vector<UnitSpace> model_unit_spaces(const ModelShape& shape);
 
 }  // namespace ntp::shard

@@ -60,6 +60,10 @@ Result<RankUnits> weighted_units(const RankUnits& base, std::span<const double> 
   for (std::size_t sp = 0; sp < base.size(); ++sp) {
     const std::vector<IntervalSet>& ranks = base[sp];
     NTP_CHECK(ranks.size() == speeds.size());
+    if (spaces[sp].derived()) {  // follows its source space (plan_cluster derives it)
+      out.push_back(ranks);
+      continue;
+    }
     // Ties go to the ranks base gave more units, then to lower ranks: with equal speeds the
     // counts are base's own.
     std::vector<int> priority(ranks.size());

@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
+#include "model/model_factory.h"
 #include "shard/balance.h"
 #include "shard/fold_sync_strategy.h"
 #include "shard/native_sync_strategy.h"
@@ -100,10 +101,9 @@ Status build_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
   }
 
   job->tp_group = std::make_unique<model::CommTpGroup>(*job->tp);
-  NTP_ASSIGN_OR_RETURN(model::GptModel model,
-                       model::GptModel::create(c.model, role.shard, c.seed, job->tp_group.get(),
-                                               state == InitialState::kDrawn));
-  job->model.emplace(std::move(model));
+  NTP_ASSIGN_OR_RETURN(job->model,
+                       model::create_model(c.model, role.shard, c.seed, job->tp_group.get(),
+                                           state == InitialState::kDrawn));
   job->sync =
       std::make_unique<SyncExecutor>(role, job->model->params(), job->model->grads_ready_order(),
                                      comms, SyncOptions{c.bucket_bytes, c.optimizer});

@@ -17,7 +17,7 @@
 #include "core/status.h"
 #include "elastic/member_list.h"
 #include "model/comm_tp_group.h"
-#include "model/gpt_model.h"
+#include "model/model.h"
 #include "power/power_control.h"
 #include "shard/cluster_layout.h"
 #include "shard/sync_plan.h"
@@ -54,7 +54,7 @@ struct Job {
   std::unique_ptr<comm::Communicator> world, tp, replica;
   std::vector<std::unique_ptr<comm::Communicator>> dp;
   std::unique_ptr<model::CommTpGroup> tp_group;
-  std::optional<model::GptModel> model;
+  std::unique_ptr<model::Model> model;
   std::unique_ptr<SyncExecutor> sync;
   std::optional<AdamWOptimizer> adamw;
   std::optional<ShardedAdamW> sharded;

@@ -59,7 +59,7 @@ Status LiveRun::train_step(int64_t step) {
 // Forward + backward over this replica's micro-batches; the sync of each bucket starts as soon as
 // the last micro-batch's backward has finished it. Returns the replica's mean loss.
 Result<double> LiveRun::forward_backward(int64_t step, elastic::Phase phase) {
-  model::GptModel& model = *job->model;
+  model::Model& model = *job->model;
   SyncExecutor& sync = *job->sync;
   const ReplicaBatch& mine = job->batches[static_cast<size_t>(job->role.replica)];
   model.zero_grad();

@@ -28,6 +28,12 @@ struct SyncExecutor::Bucket {
   BlockLayout gather_layout;
   std::vector<size_t> gather_counts;  // [tp rank]
   std::vector<float> gather_buf, gather_mine;
+  // Units of a derived space held by several ranks (WorkerRole::shared_owned): each owner's part
+  // all-gathered in the replica, then written into every holder's copy.
+  bool copy = false;
+  BlockLayout copy_layout;
+  std::vector<size_t> copy_counts;  // [tp rank] in communicator order
+  std::vector<float> copy_buf, copy_mine;
 };
 
 namespace {
@@ -113,7 +119,7 @@ SyncExecutor::~SyncExecutor() {
 shard::IntervalSet SyncExecutor::local_units(int param) const {
   const ParamGeometry& g = geometry_[static_cast<size_t>(param)];
   if (g.space < 0) return shard::IntervalSet::range(0, g.units);
-  return role_.units[static_cast<size_t>(g.space)];
+  return role_.held[static_cast<size_t>(g.space)];
 }
 
 float* SyncExecutor::storage(int param, Target target) {
@@ -210,6 +216,56 @@ void SyncExecutor::build_bucket(Bucket& b, const std::vector<int>& params) {
     b.gather_buf.resize(static_cast<size_t>(b.gather_layout.size()));
     b.gather_mine.resize(b.gather_counts[static_cast<size_t>(my_comm_rank())]);
   }
+
+  auto shared_space = [&](int p) {
+    const int sp = geometry_[static_cast<size_t>(p)].space;
+    if (sp < 0) return false;
+    for (const shard::IntervalSet& s : role_.shared_owned[static_cast<size_t>(sp)]) {
+      if (!s.empty()) return true;
+    }
+    return false;
+  };
+  b.copy = role_.replica_shares && std::any_of(params.begin(), params.end(), shared_space);
+  if (b.copy) {
+    b.copy_counts.assign(static_cast<size_t>(role_.degree), 0);
+    for (int c = 0; c < role_.degree; ++c) {
+      const auto q = static_cast<size_t>(role_.comm_tp_rank[static_cast<size_t>(c)]);
+      const int64_t before = b.copy_layout.size();
+      for (int p : params) {
+        if (!shared_space(p)) continue;
+        const ParamGeometry& g = geometry_[static_cast<size_t>(p)];
+        b.copy_layout.add(p, role_.shared_owned[static_cast<size_t>(g.space)][q], g);
+      }
+      b.copy_counts[static_cast<size_t>(c)] = static_cast<size_t>(b.copy_layout.size() - before);
+    }
+    b.copy_buf.resize(static_cast<size_t>(b.copy_layout.size()));
+    b.copy_mine.resize(b.copy_counts[static_cast<size_t>(my_comm_rank())]);
+  }
+}
+
+Status SyncExecutor::copy_to_holders(Bucket& b, Target target) {
+  if (!b.copy) return ok_status();
+  int64_t mine_begin = 0;
+  for (int c = 0; c < my_comm_rank(); ++c) {
+    mine_begin += static_cast<int64_t>(b.copy_counts[static_cast<size_t>(c)]);
+  }
+  const int64_t mine_end = mine_begin + static_cast<int64_t>(b.copy_mine.size());
+  for (const Block& block : b.copy_layout.blocks()) {
+    if (block.offset < mine_begin || block.offset >= mine_end) continue;
+    Block shifted = block;
+    shifted.offset -= mine_begin;
+    copy_shared_units(geometry_[static_cast<size_t>(block.param)],
+                      local_block(block.param, local_units(block.param)),
+                      storage(block.param, target), shifted, b.copy_mine.data());
+  }
+  NTP_RETURN_IF_ERROR(comms_.replica->allgather(comm::const_view(b.copy_mine),
+                                                comm::view(b.copy_buf), b.copy_counts));
+  for (const Block& block : b.copy_layout.blocks()) {
+    copy_shared_units(geometry_[static_cast<size_t>(block.param)], block, b.copy_buf.data(),
+                      local_block(block.param, local_units(block.param)),
+                      storage(block.param, target));
+  }
+  return ok_status();
 }
 
 Status SyncExecutor::collect(Bucket& b, Target source) {
@@ -320,6 +376,8 @@ Status SyncExecutor::sync_bucket(Bucket& b) {
   NTP_RETURN_IF_ERROR(reduce(b));
   if (options_.sharding == OptimizerSharding::kReplicated) {
     NTP_RETURN_IF_ERROR(distribute(b, Target::kGrad));
+    // Copies then step their optimizer state with the owner's gradient: the same bits.
+    NTP_RETURN_IF_ERROR(copy_to_holders(b, Target::kGrad));
   }
   return ok_status();
 }
@@ -371,6 +429,7 @@ Status SyncExecutor::publish_values(const std::vector<std::vector<float>>& value
       }
     }
     NTP_RETURN_IF_ERROR(distribute(b, Target::kValue));
+    NTP_RETURN_IF_ERROR(copy_to_holders(b, Target::kValue));
   }
   return ok_status();
 }

@@ -11,9 +11,14 @@
 //             sharded optimizer (ZeRO-1) a reduce-scatter that leaves each member its own chunk;
 //   distribute (replicated optimizer) write the sums back: own units directly, folded units to
 //             their owners (the reverse alltoallv), replicated parts by an all-gather in the
-//             replica.
-// With a sharded optimizer, publish_values() runs the same distribute on the updated weights after
-// an all-gather of every member's chunk.
+//             replica;
+//   copy      units of a derived space held by several ranks of the replica (grouped-query KV
+//             groups, WorkerRole::held): the model already summed their gradient inside the
+//             replica, the plan reduces the owner's copy only, and afterwards the owner's result
+//             is all-gathered to the other holders (replicated optimizer: the gradient, which
+//             steps every holder's optimizer state alike; ZeRO-1: the published weights).
+// With a sharded optimizer, publish_values() runs the same distribute (and copy) on the updated
+// weights after an all-gather of every member's chunk.
 //
 // Buckets are consecutive groups of `ready_order` (the model's backward order) holding at least
 // `bucket_bytes` of logical fp32 parameters, so every rank of the job cuts the same buckets. A
@@ -21,7 +26,7 @@
 // member walks buckets in order and, within one, its DP sets in the job-wide order: collectives on
 // several communicators never wait on each other in a cycle.
 //
-// Gradients accumulate loss_scale-weighted sample means (model/gpt_model.h), so the DP reductions
+// Gradients accumulate loss_scale-weighted sample means (model/model.h), so the DP reductions
 // are plain sums and the result is the global batch's sample-weighted mean gradient.
 // On any failure every communicator is aborted (peers fail fast) and wait() returns the error.
 #pragma once
@@ -117,6 +122,9 @@ class SyncExecutor {
   Status collect(Bucket& b, Target source);
   Status reduce(Bucket& b);
   Status distribute(Bucket& b, Target target);
+  // Writes the owners' data of shared derived-space units into the other holders' copies
+  // (collective over the replica when the bucket has such units).
+  Status copy_to_holders(Bucket& b, Target target);
   Status sync_bucket(Bucket& b);
   void fail(const Status& status);
   void run();

@@ -1,9 +1,11 @@
 #include "train/train_checkpoint.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/model_pieces.h"
+#include "core/check.h"
 #include "train/unit_blocks.h"
 
 namespace ntp::train {
@@ -24,10 +26,44 @@ checkpoint::PieceSpec block_piece(const model::Param& p, const shard::IntervalSe
   return spec;
 }
 
-nlohmann::json model_json(const model::GptConfig& m) {
-  return {{"n_layer", m.n_layer},  {"n_head", m.n_head}, {"n_embd", m.n_embd},
-          {"n_ffn", m.n_ffn},      {"n_ctx", m.n_ctx},   {"vocab_size", m.vocab_size},
-          {"ffn_unit", m.ffn_unit}};
+// Appends the pieces of `data` (param's local storage, or its moments) that this rank counts:
+// all of it, or for a parameter with copies of units another rank owns (Param::unit_copy, Llama's
+// KV groups) one piece per owned unit, so every logical element is written exactly once. A
+// unit's storage is contiguous there (unit_outer = 1: k_proj / v_proj rows).
+void add_counted(std::vector<checkpoint::PieceView>& out, const model::Param& p,
+                 std::span<const float> data, const char* kind) {
+  const bool copies =
+      std::any_of(p.unit_copy.begin(), p.unit_copy.end(), [](uint8_t c) { return c != 0; });
+  if (!copies) {
+    out.push_back({checkpoint::param_piece(p, kind), data});
+    return;
+  }
+  NTP_CHECK(p.unit_outer == 1);
+  const int64_t units = p.local_units();
+  const auto slices_per_unit = static_cast<int64_t>(p.logical_index.size()) / units;
+  for (int64_t u = 0; u < units; ++u) {
+    if (p.unit_copy[static_cast<size_t>(u)] != 0) continue;
+    const int64_t id = p.logical_index[static_cast<size_t>(u * slices_per_unit)] / slices_per_unit;
+    out.push_back(
+        {block_piece(p, shard::IntervalSet::range(id, id + 1), kind),
+         data.subspan(static_cast<size_t>(u * p.unit_inner), static_cast<size_t>(p.unit_inner))});
+  }
+}
+
+// GPT-2's keys are the ones checkpoints had before other families existed (no "family" key: a
+// GPT-2 checkpoint's model_config is unchanged); other families add theirs.
+nlohmann::json model_json(const model::ModelConfig& m) {
+  nlohmann::json j = {{"n_layer", m.n_layer},  {"n_head", m.n_head}, {"n_embd", m.n_embd},
+                      {"n_ffn", m.n_ffn},      {"n_ctx", m.n_ctx},   {"vocab_size", m.vocab_size},
+                      {"ffn_unit", m.ffn_unit}};
+  if (m.family != model::ModelFamily::kGpt2) {
+    j["family"] = model::model_family_name(m.family);
+    j["n_kv_head"] = m.n_kv_head;
+    j["head_dim"] = m.head_dim;
+    j["rms_norm_eps"] = m.rms_norm_eps;
+    j["rope_theta"] = m.rope_theta;
+  }
+  return j;
 }
 
 // Gathers every rank's string to every rank.
@@ -53,10 +89,10 @@ std::vector<checkpoint::PieceView> checkpoint_pieces(WorkerState& s) {
     for (size_t i = 0; i < s.params.size(); ++i) {
       const model::Param& p = s.params[i];
       if (p.replicated() && s.role.tp_rank != 0) continue;
-      out.push_back({checkpoint::param_piece(p, "value"), p.value.span()});
+      add_counted(out, p, p.value.span(), "value");
       if (s.adamw == nullptr) continue;
-      out.push_back({checkpoint::param_piece(p, kMoments[0]), s.adamw->exp_avg(i)});
-      out.push_back({checkpoint::param_piece(p, kMoments[1]), s.adamw->exp_avg_sq(i)});
+      add_counted(out, p, s.adamw->exp_avg(i), kMoments[0]);
+      add_counted(out, p, s.adamw->exp_avg_sq(i), kMoments[1]);
     }
   }
   if (s.sharded != nullptr) {
@@ -115,6 +151,13 @@ checkpoint::CheckpointMeta checkpoint_meta(const TrainConfig& c, int64_t step,
 Result<int64_t> load_checkpoint(const checkpoint::CheckpointReader& reader, const TrainConfig& c,
                                 WorkerState& s) {
   const checkpoint::Manifest& manifest = reader.manifest();
+  const std::string family = manifest.meta.model_config.value("family", std::string("gpt2"));
+  if (family != model::model_family_name(c.model.family)) {
+    return invalid_argument("--resume " + reader.step_dir().string() +
+                            ": the checkpoint's model is " + family + " but this run's is " +
+                            model::model_family_name(c.model.family) + "; resume with --model " +
+                            family);
+  }
   const nlohmann::json want = model_json(c.model);
   for (const auto& [key, value] : want.items()) {
     if (!manifest.meta.model_config.contains(key) || manifest.meta.model_config[key] != value) {

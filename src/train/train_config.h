@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/gpt_config.h"
+#include "model/model_config.h"
 #include "shard/cluster_spec.h"
 #include "train/batch_split.h"
 #include "train/sync_executor.h"
@@ -22,7 +22,7 @@ struct TrainConfig {
   std::string strategy = "fold";  // "fold" or "native" (shard/)
 
   // Model.
-  model::GptConfig model;
+  model::ModelConfig model;
   int64_t vocab_multiple = 1;  // vocabulary padded to a multiple of this
   uint64_t seed = 1234;
 

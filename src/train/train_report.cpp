@@ -8,7 +8,7 @@
 
 #include "core/wall_clock.h"
 #include "kernels/cpu/blas_select.h"
-#include "model/gpt_model.h"
+#include "model/model_config.h"
 #include "train/worker_role.h"
 
 namespace ntp::train {

@@ -6,7 +6,7 @@
 // increasing order. A BlockLayout is a sequence of blocks in one flat buffer. Ranks that lay out
 // the same blocks in the same order agree element for element on a buffer's meaning, which is
 // what fold exchanges, DP reductions and ZeRO shards rely on; a rank's own storage of a parameter
-// is the block of the units it holds (its TpShard lists them in increasing order).
+// is the block of the units it holds (its model shard lists them in increasing order).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +22,10 @@ struct ParamGeometry {
   int64_t outer = 1;
   int64_t inner = 1;
   int64_t units = 0;  // logical units (or rows) in the tensor
-  int space = -1;     // unit space, -1 for replicated tensors (units are rows)
+  // The layout's unit space (an index into ClusterSpec::spaces, ReplicaLayout::units), -1 for
+  // replicated tensors (units are rows). It is the parameter's model::UnitSpaceId: layouts list
+  // the spaces in that numbering (shard/unit_space.h; WorkerRoleTest checks it for each family).
+  int space = -1;
   static ParamGeometry of(const model::Param& param);
 };
 

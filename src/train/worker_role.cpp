@@ -6,7 +6,7 @@
 
 namespace ntp::train {
 
-shard::ModelShape model_shape(const model::GptConfig& config) {
+shard::ModelShape model_shape(const model::ModelConfig& config) {
   shard::ModelShape shape;
   shape.heads = config.n_head;
   shape.hidden = config.n_embd;
@@ -14,6 +14,8 @@ shard::ModelShape model_shape(const model::GptConfig& config) {
   shape.ffn_block = config.ffn_unit;
   shape.vocab = config.vocab_size;
   shape.layers = config.n_layer;
+  shape.kv_heads = config.grouped_kv_heads();
+  shape.head_dim = config.grouped_kv_heads() > 0 ? config.head_size() : 0;
   return shape;
 }
 
@@ -71,6 +73,41 @@ std::vector<DpSet> job_dp_sets(const shard::ClusterLayout& layout,
   return out;
 }
 
+// held and shared_owned (worker_role.h): group g of a derived space is read by source units
+// [g * stride, (g + 1) * stride); it is held by every rank with one of them.
+void fill_copies(const std::vector<shard::UnitSpace>& spaces, const shard::RankUnits& units,
+                 WorkerRole& role) {
+  const auto degree = static_cast<size_t>(role.degree);
+  for (size_t sp = 0; sp < spaces.size(); ++sp) {
+    const shard::UnitSpace& space = spaces[sp];
+    role.shared_owned.emplace_back(degree);
+    if (!space.derived()) {
+      role.held.push_back(role.units[sp]);
+      continue;
+    }
+    const auto& source = units[static_cast<size_t>(space.derived_from)];
+    shard::IntervalSet held;
+    for (int64_t g = 0; g < space.units; ++g) {
+      const shard::IntervalSet reads =
+          shard::IntervalSet::range(g * space.source_stride, (g + 1) * space.source_stride);
+      std::vector<size_t> holders;
+      for (size_t r = 0; r < degree; ++r) {
+        if (intersection_count(source[r], reads) > 0) holders.push_back(r);
+      }
+      if (std::find(holders.begin(), holders.end(), static_cast<size_t>(role.tp_rank)) !=
+          holders.end()) {
+        held.append(g, g + 1);
+      }
+      if (holders.size() < 2) continue;
+      for (size_t r = 0; r < degree; ++r) {
+        if (units[sp][r].contains(g)) role.shared_owned[sp][r].append(g, g + 1);
+      }
+      role.replica_shares = true;
+    }
+    role.held.push_back(std::move(held));
+  }
+}
+
 }  // namespace
 
 std::vector<int> WorkerRole::replica_members() const {
@@ -122,9 +159,13 @@ Result<WorkerRole> worker_role(const shard::ClusterLayout& layout, shard::SlotRe
   for (const auto& per_rank : replica.units) {
     role.units.push_back(per_rank[static_cast<size_t>(role.tp_rank)]);
   }
-  role.shard.heads = role.units[0].ids();
-  role.shard.ffn_units = role.units[1].ids();
-  if (role.units.size() > 2) role.shard.vocab_rows = role.units[2].ids();
+  fill_copies(spec.spaces, replica.units, role);
+  // Layout space i is model::UnitSpaceId i (shard/unit_space.h); KV groups are derived by the
+  // model from its query heads, so the shard does not list them.
+  for (size_t sp = 0; sp < role.units.size(); ++sp) {
+    const auto id = static_cast<model::UnitSpaceId>(sp);
+    if (id != model::UnitSpaceId::kKvGroups) role.shard.units(id) = role.units[sp].ids();
+  }
 
   for (const shard::FoldTransfer& f : layout.sync.folds) {
     if (f.domain != slot.domain) continue;

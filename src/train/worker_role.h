@@ -15,14 +15,15 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/gpt_config.h"
-#include "model/tp_shard.h"
+#include "model/model_config.h"
+#include "model/model_factory.h"
 #include "shard/cluster_layout.h"
 
 namespace ntp::train {
 
-// The unit spaces of a GPT-2 config, as the layout algebra counts them (heads, ffn, vocab).
-shard::ModelShape model_shape(const model::GptConfig& config);
+// The model shape the layout algebra counts a config's unit spaces from (shard/unit_space.h: heads,
+// ffn, vocab, and for grouped-query families kv and head_rows).
+shard::ModelShape model_shape(const model::ModelConfig& config);
 
 // One fold exchange of this rank: `units` of `space` go to (fold_out) or come from (fold_in) TP
 // rank `peer` of the same replica.
@@ -65,7 +66,16 @@ struct WorkerRole {
   std::vector<int> replica_members() const;  // replica_world_ranks, increasing
   std::vector<int> replica_degrees;          // [domain]
   std::vector<shard::IntervalSet> units;     // [space]: what this rank computes
-  model::TpShard shard;                      // the same units as ascending id lists
+  // What this rank stores, [space]: its units, plus for a derived space (shard/unit_space.h, the
+  // KV groups of grouped-query attention) copies of units another rank owns, every one its source
+  // units need. Equal to `units` for the other spaces.
+  std::vector<shard::IntervalSet> held;
+  // [space][tp rank]: the units of a derived space that rank owns and another rank of the replica
+  // holds a copy of (empty for other spaces). After every update of such a unit (the reduced
+  // gradient, a ZeRO-1 publication) the owner's data is copied to the holders.
+  std::vector<std::vector<shard::IntervalSet>> shared_owned;
+  bool replica_shares = false;  // some shared_owned set is non-empty
+  model::ModelShard shard;      // the same units as ascending id lists
   std::vector<FoldLink> fold_out, fold_in;
   // Whether any rank of this replica folds (then every rank of it joins the fold exchanges).
   bool replica_folds = false;

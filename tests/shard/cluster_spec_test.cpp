@@ -97,5 +97,48 @@ TEST(ModelUnitSpaces, CountsParametersPerUnit) {
       3 * per_layer);
 }
 
+// A grouped-query shape (the Llama family): 8 query heads of size 12 (not hidden / heads) in 2 KV
+// groups, gated FFN, untied head.
+TEST(ModelUnitSpaces, GroupedQueryShapeHasADerivedKvSpace) {
+  const ModelShape shape{.heads = 8,
+                         .hidden = 64,
+                         .ffn = 96,
+                         .ffn_block = 4,
+                         .vocab = 100,
+                         .layers = 3,
+                         .kv_heads = 2,
+                         .head_dim = 12};
+  ASSERT_TRUE(validate_model_shape(shape).ok());
+  const auto spaces = model_unit_spaces(shape);
+  ASSERT_EQ(spaces.size(), 5u);
+  EXPECT_EQ(spaces[0].params_per_unit, 3 * 2 * 12 * 64);  // q rows + o columns
+  EXPECT_EQ(spaces[1].params_per_unit, 3 * 4 * 3 * 64);   // gate, up rows + down columns
+  EXPECT_EQ(spaces[2].params_per_unit, 64);
+  EXPECT_EQ(spaces[3].units, 2);
+  EXPECT_EQ(spaces[3].params_per_unit, 3 * 2 * 12 * 64);  // k and v rows
+  EXPECT_TRUE(spaces[3].derived());
+  EXPECT_EQ(spaces[3].derived_from, 0);
+  EXPECT_EQ(spaces[3].source_stride, 4);
+  EXPECT_EQ(spaces[4].name, "head_rows");
+  EXPECT_FALSE(spaces[4].derived());
+  // Together: every matrix of the model once (q 96x64, k, v 24x64, o 64x96, gate, up 96x64, down
+  // 64x96 per layer; embedding and head 100x64).
+  const std::int64_t per_layer = 96 * 64 + 2 * 24 * 64 + 64 * 96 + 3 * 96 * 64;
+  std::int64_t total = 0;
+  for (const UnitSpace& s : spaces) total += s.units * s.params_per_unit;
+  EXPECT_EQ(total, 3 * per_layer + 2 * 100 * 64);
+
+  // A derived space may have fewer units than ranks: degree 4 over 2 KV groups is valid.
+  ClusterSpec spec;
+  spec.domains = 2;
+  spec.domain_size = 4;
+  spec.spaces = spaces;
+  EXPECT_TRUE(validate_cluster_spec(spec).ok());
+
+  ModelShape bad = shape;
+  bad.kv_heads = 3;
+  EXPECT_NE(validate_model_shape(bad).message().find("--kv-heads 3"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ntp::shard

@@ -6,8 +6,11 @@
 
 #include <map>
 
+#include "model/llama_shard.h"
+#include "model/model_factory.h"
 #include "shard/fold_sync_strategy.h"
 #include "shard/native_sync_strategy.h"
+#include "train/unit_blocks.h"
 
 namespace ntp::train {
 namespace {
@@ -110,6 +113,110 @@ TEST(WorkerRoleTest, FailedSlotsHaveNoRole) {
   ASSERT_TRUE(role.ok());
   EXPECT_EQ(role->degree, 3);
   EXPECT_EQ(role->world_rank, 6);  // slots 0:0-3, 1:0, 1:1, then 1:3
+}
+
+// Llama with 8 query heads in 2 KV groups (4 query heads each), as issue 21's parity asks.
+model::ModelConfig llama_config() {
+  model::LlamaConfig c;
+  c.n_head = 8;
+  c.n_kv_head = 2;
+  c.n_embd = 32;
+  c.n_ffn = 48;
+  c.ffn_unit = 4;
+  c.vocab_size = 259;
+  return c;
+}
+
+shard::ClusterLayout plan_llama(int domains, int tp, std::vector<shard::SlotRef> failed,
+                                bool native, std::vector<std::vector<double>> speeds = {}) {
+  shard::ClusterSpec spec;
+  spec.domains = domains;
+  spec.domain_size = tp;
+  spec.failed = std::move(failed);
+  spec.speeds = std::move(speeds);
+  spec.spaces = shard::model_unit_spaces(model_shape(llama_config()));
+  shard::FoldSyncStrategy fold;
+  shard::NativeSyncStrategy nat(tp);
+  auto layout = shard::plan_cluster(spec, native ? static_cast<const shard::SyncStrategy&>(nat)
+                                                 : static_cast<const shard::SyncStrategy&>(fold));
+  EXPECT_TRUE(layout.ok()) << layout.status().to_string();
+  return *layout;
+}
+
+TEST(WorkerRoleTest, LlamaSpacesAreTheModelsInUnitSpaceIdOrder) {
+  const model::ModelConfig c = llama_config();
+  const std::vector<shard::UnitSpace> spaces = shard::model_unit_spaces(model_shape(c));
+  ASSERT_EQ(spaces.size(), 5u);
+  const char* names[] = {"heads", "ffn", "vocab", "kv", "head_rows"};
+  for (size_t i = 0; i < spaces.size(); ++i) EXPECT_EQ(spaces[i].name, names[i]);
+  EXPECT_EQ(spaces[3].derived_from, 0);
+  EXPECT_EQ(spaces[3].source_stride, 4);  // group g goes with query head 4 g
+  // Every parameter of the model lies in the layout space its UnitSpaceId numbers, with that
+  // space's unit count, and the spaces' parameter counts add up to the model's (the RMSNorm
+  // weights, 2 C per layer + C, being the replicated rest).
+  Result<std::unique_ptr<model::Model>> m = model::create_model(
+      c,
+      [&] {
+        const model::LlamaShard f = model::full_shard(c.llama());
+        return model::ModelShard{f.heads, f.ffn_units, f.vocab_rows, f.head_rows};
+      }(),
+      1);
+  ASSERT_TRUE(m.ok());
+  int64_t replicated = 0;
+  for (const model::Param& p : (*m)->params()) {
+    const ParamGeometry g = ParamGeometry::of(p);
+    if (g.space < 0) {
+      replicated += shape_numel(p.logical_shape);
+      continue;
+    }
+    ASSERT_LT(g.space, 5) << p.name;
+    EXPECT_EQ(g.units, spaces[static_cast<size_t>(g.space)].units) << p.name;
+  }
+  int64_t sharded = 0;
+  for (const shard::UnitSpace& s : spaces) sharded += s.units * s.params_per_unit;
+  EXPECT_EQ(replicated, 2 * c.n_embd * c.n_layer + c.n_embd);
+  EXPECT_EQ(sharded + replicated, c.num_params());
+}
+
+// Mixed degrees {4, 3, 2} (and speed-weighted replicas): in every replica the KV space's owners
+// are the ranks of each group's first query head, the same ranks the model marks as owners
+// (Param::unit_copy clear), every worker agrees on the sync plan and it reduces each unit of each
+// space exactly once.
+TEST(WorkerRoleTest, LlamaKvOwnersFollowTheQueryHeadsAtMixedDegrees) {
+  const model::ModelConfig c = llama_config();
+  for (bool native : {false, true}) {
+    for (bool weighted : {false, true}) {
+      std::vector<std::vector<double>> speeds;
+      if (weighted) speeds = {{1, 1, 1, 1}, {1, 0.5, 1, 1}, {0.4, 1, 1, 1}};
+      const shard::ClusterLayout layout =
+          plan_llama(3, 4, {{1, 3}, {2, 2}, {2, 3}}, native, speeds);
+      check_roles(layout);
+      for (const shard::SlotRef& slot : active_slots(layout)) {
+        Result<WorkerRole> role = worker_role(layout, slot);
+        ASSERT_TRUE(role.ok());
+        const model::LlamaShard shard{role->shard.heads, role->shard.ffn_units,
+                                      role->shard.vocab_rows, role->shard.head_rows};
+        std::vector<int64_t> owned;
+        for (int64_t g : model::kv_groups(c.llama(), shard)) {
+          if (model::owns_kv_group(c.llama(), shard, g)) owned.push_back(g);
+        }
+        EXPECT_EQ(role->units[3].ids(), owned) << slot.domain << ":" << slot.slot;
+        EXPECT_EQ(role->units[4].ids(), role->shard.head_rows);
+        Result<std::unique_ptr<model::Model>> m = model::create_model(c, role->shard, 1);
+        ASSERT_TRUE(m.ok()) << m.status().to_string();
+        const model::Param* k = (*m)->find("model.layers.0.self_attn.k_proj.weight");
+        ASSERT_NE(k, nullptr);
+        std::vector<int64_t> counted;
+        for (size_t u = 0; u < k->logical_index.size() / static_cast<size_t>(c.head_size()); ++u) {
+          if (k->unit_copy.empty() || k->unit_copy[u] == 0) {
+            counted.push_back(k->logical_index[u * static_cast<size_t>(c.head_size())] /
+                              c.head_size());
+          }
+        }
+        EXPECT_EQ(counted, owned);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+// Model: what the trainer, the sync executor, ZeRO-1, checkpoints and reshards need of one TP
+// rank of a model replica, whatever its family (DESIGN 2.6). GptModel and LlamaModel implement
+// it; model/model_factory.h makes one from a ModelConfig.
+//
+// The contract every family keeps:
+//   - params(): the rank's tensors in a fixed order (the same on every rank and at every layout),
+//     each with its map to the logical tensor (model/param.h). Sharded parameters hold whole units
+//     of a unit space; units marked in Param::unit_copy duplicate another rank's owner copy and
+//     are counted once (by the owner).
+//   - forward_backward accumulates loss_scale * d(mean loss)/d(param) into Param::grad, calling
+//     BackwardOptions::on_grads_ready with the groups of grads_ready_order() as they finish.
+//     Replicated parameters end with identical gradients on every rank of the replica, and so do
+//     the copies of a duplicated unit.
+//   - forward_backward, loss and grad_norm are collective over the replica's TpGroup.
+// Tokens and targets are int32 [B, T] row-major, T <= n_ctx; losses are the mean over B*T tokens
+// in nats.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "model/backward_options.h"
+#include "model/param.h"
+
+namespace ntp::model {
+
+class Model {
+ public:
+  Model() = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+  virtual ~Model() = default;
+
+  virtual std::vector<Param>& params() = 0;
+  virtual const std::vector<Param>& params() const = 0;
+  // Null when no parameter has that name.
+  Param* find(std::string_view name);
+
+  virtual void zero_grad() = 0;
+  // Forward and backward; returns the mean loss and accumulates gradients (see BackwardOptions).
+  virtual Result<double> forward_backward(std::span<const int32_t> tokens,
+                                          std::span<const int32_t> targets, int64_t b, int64_t t,
+                                          const BackwardOptions& options = {}) = 0;
+  // Forward only (evaluation).
+  virtual Result<double> loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                              int64_t b, int64_t t) = 0;
+  // The groups of parameter indices on_grads_ready reports, in the order it reports them; every
+  // parameter appears exactly once.
+  virtual const std::vector<std::vector<int>>& grads_ready_order() const = 0;
+  // Global gradient L2 norm of the replica: sharded gradients summed over ranks, copies skipped,
+  // replicated ones counted once.
+  virtual Result<double> grad_norm() = 0;
+
+ protected:
+  Model(Model&&) = default;
+  Model& operator=(Model&&) = default;
+};
+
+}  // namespace ntp::model

@@ -1,0 +1,96 @@
+#include "model/model_config.h"
+
+namespace ntp::model {
+
+ModelConfig::ModelConfig(const GptConfig& gpt)
+    : family(ModelFamily::kGpt2),
+      n_layer(gpt.n_layer),
+      n_head(gpt.n_head),
+      n_embd(gpt.n_embd),
+      n_ffn(gpt.n_ffn),
+      n_ctx(gpt.n_ctx),
+      vocab_size(gpt.vocab_size),
+      ffn_unit(gpt.ffn_unit) {}
+
+ModelConfig::ModelConfig(const LlamaConfig& llama)
+    : family(ModelFamily::kLlama),
+      n_layer(llama.n_layer),
+      n_head(llama.n_head),
+      n_kv_head(llama.n_kv_head),
+      n_embd(llama.n_embd),
+      head_dim(llama.head_dim),
+      n_ffn(llama.n_ffn),
+      n_ctx(llama.n_ctx),
+      vocab_size(llama.vocab_size),
+      ffn_unit(llama.ffn_unit),
+      rms_norm_eps(llama.rms_norm_eps),
+      rope_theta(llama.rope_theta) {}
+
+GptConfig ModelConfig::gpt() const {
+  GptConfig c;
+  c.n_layer = n_layer;
+  c.n_head = n_head;
+  c.n_embd = n_embd;
+  c.n_ffn = n_ffn;
+  c.n_ctx = n_ctx;
+  c.vocab_size = vocab_size;
+  c.ffn_unit = ffn_unit;
+  return c;
+}
+
+LlamaConfig ModelConfig::llama() const {
+  LlamaConfig c;
+  c.n_layer = n_layer;
+  c.n_head = n_head;
+  c.n_kv_head = n_kv_head == 0 ? n_head : n_kv_head;
+  c.n_embd = n_embd;
+  c.head_dim = head_dim;
+  c.n_ffn = n_ffn;
+  c.n_ctx = n_ctx;
+  c.vocab_size = vocab_size;
+  c.ffn_unit = ffn_unit;
+  c.rms_norm_eps = rms_norm_eps;
+  c.rope_theta = rope_theta;
+  return c;
+}
+
+Status ModelConfig::validate() const {
+  if (family == ModelFamily::kLlama) return llama().validate();
+  const ModelConfig defaults;
+  if (n_kv_head != 0 && n_kv_head != n_head) {
+    return invalid_argument("n_kv_head = " + std::to_string(n_kv_head) +
+                            " is for Llama; GPT-2 has one KV head per query head");
+  }
+  if (head_dim != 0 && head_dim * n_head != n_embd) {
+    return invalid_argument("head_dim = " + std::to_string(head_dim) +
+                            " is for Llama; GPT-2's head size is n_embd / n_head");
+  }
+  if (rms_norm_eps != defaults.rms_norm_eps || rope_theta != defaults.rope_theta) {
+    return invalid_argument("rms_norm_eps and rope_theta are for Llama; GPT-2 has neither");
+  }
+  return gpt().validate();
+}
+
+int64_t ModelConfig::grouped_kv_heads() const {
+  return family == ModelFamily::kLlama ? llama().n_kv_head : 0;
+}
+
+int64_t ModelConfig::head_size() const {
+  return family == ModelFamily::kLlama ? llama().dim() : n_embd / n_head;
+}
+
+int64_t ModelConfig::num_params() const {
+  return family == ModelFamily::kLlama ? llama().num_params() : gpt().num_params();
+}
+
+const char* model_family_name(ModelFamily family) {
+  return family == ModelFamily::kLlama ? "llama" : "gpt2";
+}
+
+Result<ModelFamily> parse_model_family(const std::string& text) {
+  if (text == "gpt2") return ModelFamily::kGpt2;
+  if (text == "llama") return ModelFamily::kLlama;
+  return invalid_argument("--model '" + text + "' is unknown; use gpt2 or llama");
+}
+
+}  // namespace ntp::model

@@ -1,0 +1,49 @@
+#include "model/model_factory.h"
+
+#include "core/check.h"
+#include "model/gpt_model.h"
+#include "model/llama_model.h"
+
+namespace ntp::model {
+
+std::vector<int64_t>& ModelShard::units(UnitSpaceId space) {
+  switch (space) {
+    case UnitSpaceId::kHeads:
+      return heads;
+    case UnitSpaceId::kFfn:
+      return ffn_units;
+    case UnitSpaceId::kVocab:
+      return vocab_rows;
+    case UnitSpaceId::kHeadRows:
+      return head_rows;
+    default:
+      break;
+  }
+  NTP_CHECK_MSG(false, "ModelShard lists no units of this space (KV groups are derived)");
+  return heads;
+}
+
+Result<std::unique_ptr<Model>> create_model(const ModelConfig& config, const ModelShard& shard,
+                                            uint64_t seed, TpGroup* group, bool initialize) {
+  NTP_RETURN_IF_ERROR(config.validate());
+  if (config.family == ModelFamily::kLlama) {
+    LlamaShard s{shard.heads, shard.ffn_units, shard.vocab_rows, shard.head_rows};
+    NTP_ASSIGN_OR_RETURN(LlamaModel m,
+                         LlamaModel::create(config.llama(), std::move(s), seed, group, initialize));
+    return std::unique_ptr<Model>(std::make_unique<LlamaModel>(std::move(m)));
+  }
+  if (!shard.head_rows.empty()) {
+    return invalid_argument("GPT-2's LM head is tied to the embedding: the shard lists head rows");
+  }
+  TpShard s{shard.heads, shard.ffn_units, shard.vocab_rows};
+  NTP_ASSIGN_OR_RETURN(GptModel m,
+                       GptModel::create(config.gpt(), std::move(s), seed, group, initialize));
+  return std::unique_ptr<Model>(std::make_unique<GptModel>(std::move(m)));
+}
+
+double training_flops(const ModelConfig& config, int64_t b, int64_t t) {
+  return config.family == ModelFamily::kLlama ? LlamaModel::training_flops(config.llama(), b, t)
+                                              : GptModel::training_flops(config.gpt(), b, t);
+}
+
+}  // namespace ntp::model

@@ -1,0 +1,61 @@
+// ntp train's config check for a model family whose layout holds copies (Llama's KV groups): what
+// the trainer supports passes, what it does not yet (live re-formation) is refused with the flag
+// to change, and model errors name the field.
+#include "train/train_config.h"
+
+#include <gtest/gtest.h>
+
+namespace ntp::train {
+namespace {
+
+TrainConfig llama_job() {
+  TrainConfig c;
+  c.domains = 3;
+  c.tp = 4;
+  c.failed = {{1, 3}, {2, 2}, {2, 3}};
+  c.model.family = model::ModelFamily::kLlama;
+  c.model.n_head = 8;
+  c.model.n_kv_head = 2;
+  c.model.n_embd = 32;
+  c.model.ffn_unit = 4;
+  c.live_recovery = false;
+  return c;
+}
+
+std::string error_of(TrainConfig c) {
+  const Status s = validate_train_config(c);
+  if (s.ok()) return "";
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  return s.message();
+}
+
+TEST(TrainConfigTest, LlamaJobsAtMixedDegreesPassAndUnsupportedFlagsNameThemselves) {
+  EXPECT_EQ(error_of(llama_job()), "");
+  TrainConfig c = llama_job();
+  c.save_dir = "/tmp/x";  // checkpoints: owners write the KV groups, every holder reads them
+  EXPECT_EQ(error_of(c), "");
+  c = llama_job();
+  c.live_recovery = true;
+  EXPECT_NE(error_of(c).find("pass --no-live-recovery"), std::string::npos);
+  c = llama_job();
+  c.rebalance = true;
+  EXPECT_NE(error_of(c).find("--rebalance"), std::string::npos);
+  c = llama_job();
+  c.model.n_kv_head = 3;
+  EXPECT_NE(error_of(c).find("n_kv_head = 3"), std::string::npos);
+  EXPECT_NE(error_of(c).find("--kv-heads"), std::string::npos);
+}
+
+TEST(TrainConfigTest, GptRefusesLlamaOnlyFieldsAndKeepsItsFlags) {
+  TrainConfig c;
+  c.model.n_head = 8;
+  c.model.n_embd = 32;
+  EXPECT_EQ(error_of(c), "");
+  c.save_dir = "/tmp/x";  // GPT-2 checkpoints: fine
+  EXPECT_EQ(error_of(c), "");
+  c.model.n_kv_head = 2;
+  EXPECT_NE(error_of(c).find("n_kv_head = 2 is for Llama"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ntp::train
