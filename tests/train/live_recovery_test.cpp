@@ -281,13 +281,14 @@ TEST(LiveRecoveryTest, ZeroOneStateRecoversLiveFromTheCopiesOnDpPeers) {
 // Ranks 2 and 6 are the first two members of one DP set, and 6 holds the copy of 2's moments:
 // losing both at once loses those moments, so the survivors reload the latest checkpoint (every
 // member decides the same from the same descriptions) and recompute the steps since. Without a
-// checkpoint the job stops with one message.
+// checkpoint the job stops with one message. Both die at the optimizer point, right after the
+// step's world all-reduce, so neither can be aborted before it gets there (see below).
 TEST(LiveRecoveryTest, ZeroOneStateFallsBackToTheLatestCheckpointWhenBothCopiesAreLost) {
   const std::vector<std::string> zero1 = {"--optimizer", "sharded"};
   const JobRun clean = train("zero1-clean2", 10, {}, {}, zero1);
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
   const JobRun run =
-      train("zero1-both", 10, {}, {"NTP_FAULT_POINT=forward:5:2,forward:5:6"}, zero1);
+      train("zero1-both", 10, {}, {"NTP_FAULT_POINT=optimizer:5:2,optimizer:5:6"}, zero1);
   ASSERT_EQ(run.exit_code, 0) << run.log;
   expect_same_trajectory(run, clean, 10, kDegradedTolerance);
   EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 10) << run.log;
@@ -303,7 +304,7 @@ TEST(LiveRecoveryTest, ZeroOneStateFallsBackToTheLatestCheckpointWhenBothCopiesA
       test_jobs::small_job(8, {},
                            {"--domains", "2", "--tp", "4", "--optimizer", "sharded", "--steps",
                             "10", "--out", out.string(), "--timeout-ms", "2000"}),
-      {"NTP_FAULT_POINT=forward:3:2,forward:3:6"}, std::chrono::seconds(120));
+      {"NTP_FAULT_POINT=optimizer:3:2,optimizer:3:6"}, std::chrono::seconds(120));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(r.timed_out);
   const std::string says = "has no live copy and --save-dir holds no checkpoint";
@@ -314,12 +315,16 @@ TEST(LiveRecoveryTest, ZeroOneStateFallsBackToTheLatestCheckpointWhenBothCopiesA
 
 // Ranks 2, 6 and 10 hold the same units in the three replicas and die in one step: those units
 // have no live copy anywhere. Every member finds that alike before anything moves, and the job
-// reloads the latest checkpoint at TP 3,3,3 instead of re-forming without end.
+// reloads the latest checkpoint at TP 3,3,3 instead of re-forming without end. They die at the
+// optimizer point, right after the step's world all-reduce, which none of the 12 leaves before
+// all entered it: so all three die before any survivor can see a death. (At the forward point a
+// rank still receiving the step boundary's broadcast was aborted there by the others' deaths,
+// and died only at its retry of the step: two re-formations, the second with live copies.)
 TEST(LiveRecoveryTest, EveryCopyOfSomeUnitsLostFallsBackToTheLatestCheckpoint) {
   const JobRun clean = train("all-copies-clean", 10, {});
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
-  const JobRun run =
-      train("all-copies-lost", 10, {}, {"NTP_FAULT_POINT=forward:5:2,forward:5:6,forward:5:10"});
+  const JobRun run = train("all-copies-lost", 10, {},
+                           {"NTP_FAULT_POINT=optimizer:5:2,optimizer:5:6,optimizer:5:10"});
   ASSERT_EQ(run.exit_code, 0) << run.log;
   expect_same_trajectory(run, clean, 10, kDegradedTolerance);
   EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 9) << run.log;
