@@ -126,8 +126,7 @@ TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
 // step 3 on, on an emulated device (--emulate-device-gflops: the small model's 8 samples take
 // about 60 ms of sleep, 20 times their real compute, so the throttle's stretch of both is what
 // the estimator measures, and it does not depend on how the host's cores are shared). The rebalance
-// gives the slow rank fewer units and its replica fewer samples (a 24-sample batch over paces
-// 1, ~0.875, 1: 7 samples for replica 1, where 8 would finish last), the others the rest.
+// gives the slow rank fewer units and its replica fewer samples of the 24, the others the rest.
 TEST(RebalanceTest, UnderBatchPolicyScaleTheSlowReplicaAlsoTakesFewerSamples) {
   const std::vector<std::string> flags = {
       "--rebalance", "--batch-policy", "scale", "--emulate-device-gflops", "0.1", "--batch",
@@ -148,16 +147,25 @@ TEST(RebalanceTest, UnderBatchPolicyScaleTheSlowReplicaAlsoTakesFewerSamples) {
   const std::vector<double> speeds =
       rebalanced[0]["replicas"][1]["speeds"].get<std::vector<double>>();
   EXPECT_NEAR(speeds[1], 0.5, 0.1) << rebalanced[0].dump();
+  // From the re-formed step on, one split throughout: replica 1 below its equal share of 8, the
+  // others above it. How far below depends on the measured speed and on how the 8 heads fall to
+  // the slow rank (runs: 7 and 6), so only the direction is asserted.
+  std::vector<int64_t> shared;
   for (const nlohmann::json& step : lines_of(run, "step")) {
     std::vector<int64_t> samples;
     for (const nlohmann::json& r : step["replicas"]) samples.push_back(r["samples"].get<int64_t>());
     ASSERT_EQ(sum(samples), 24);
     if (step["step"].get<int64_t>() < at) {  // the re-formed job runs step `at` on
       EXPECT_EQ(samples, (std::vector<int64_t>{8, 8, 8})) << step.dump();
-    } else {
-      EXPECT_EQ(samples[1], 7) << step.dump();
+      continue;
     }
+    if (shared.empty()) shared = samples;
+    EXPECT_EQ(samples, shared) << step.dump();
   }
+  ASSERT_EQ(shared.size(), 3u);
+  EXPECT_LT(shared[1], 8);
+  EXPECT_GT(shared[0], 8);
+  EXPECT_GE(shared[2], 8);
 }
 
 }  // namespace
