@@ -54,6 +54,7 @@ EpochView Agreement::view(int epoch) {
   if (std::optional<std::string> text = read(*c_.store, epoch_key(c_.group, epoch, "list"))) {
     Result<MemberList> list = decode_member_list(*text);
     v.has_me = list.ok() && list->has(c_.me);
+    v.parks_me = list.ok() && list->parks(c_.me);
   }
   return v;
 }
@@ -80,6 +81,8 @@ Result<std::optional<MemberList>> Agreement::decide_epoch(
   in.epoch = epoch;
   in.last = &last;
   in.expected = expected;
+  in.domain_size = c_.domain_size;
+  in.min_tp = c_.min_tp;
   in.gone = [&](int id) {
     if (c_.exited && c_.exited(id, last)) return true;
     if (still_silent(*c_.store, c_.group, id)) return true;
@@ -158,6 +161,10 @@ Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, 
     if (target == kFenced) {
       return Status(StatusCode::kAborted, "fenced at epoch " + std::to_string(newest));
     }
+    if (target == kParked) {  // a list this member missed parked it
+      NTP_ASSIGN_OR_RETURN(std::string text, c_.store->get(epoch_key(c_.group, newest, "list")));
+      return decode_member_list(text);
+    }
     if (newest != last.epoch) {  // catch up: adopt the newest list that names this member
       NTP_ASSIGN_OR_RETURN(std::string text, c_.store->get(epoch_key(c_.group, newest, "list")));
       NTP_ASSIGN_OR_RETURN(last, decode_member_list(text));
@@ -189,6 +196,7 @@ Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, 
       report_failure(target);
       continue;
     }
+    if (list->parks(c_.me)) return std::move(*list);  // `last` stays: this member sits out
     if (!list->has(c_.me)) {
       return Status(StatusCode::kAborted, "fenced at epoch " + std::to_string(target));
     }

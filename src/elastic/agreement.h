@@ -34,6 +34,9 @@ struct AgreementConfig {
   Progress* progress = nullptr;
   std::chrono::milliseconds hang_detect{1000};
   std::chrono::milliseconds window{10000};
+  // The decider parks the candidates of a domain below min_tp (DecisionInput); 0: never.
+  int domain_size = 0;
+  int min_tp = 1;
   // Whether the launcher reported the current incarnation of `id` gone (the restarts of `list`).
   std::function<bool(int id, const MemberList& list)> exited;
   // Null, or called by this member on its own thread as the decider of `epoch` at `phase`:
@@ -58,7 +61,8 @@ class Agreement {
   // newest list this member received; it is replaced by newer published lists that name this
   // member (catching up) and finally by the agreed one. `mine` is what it announces; a joiner
   // (holds no state) never decides. `encode_layout` encodes the layout of `last` (the decider's
-  // base when `last` is complete). kAborted: fenced (a list was published without it).
+  // base when `last` is complete). kAborted: fenced (a list was published without it). A list
+  // that parks this member (MemberList::parked) is returned without replacing `last`.
   Result<MemberList> agree(MemberList& last, const Announcement& mine, bool joiner,
                            const std::vector<int>& joiners,
                            const std::function<std::string()>& encode_layout);

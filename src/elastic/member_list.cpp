@@ -14,6 +14,10 @@ bool MemberList::holds(int id) const {
   return std::binary_search(holders.begin(), holders.end(), id);
 }
 
+bool MemberList::parks(int id) const {
+  return std::binary_search(parked.begin(), parked.end(), id);
+}
+
 std::string encode(const MemberList& list) {
   return nlohmann::json{{"epoch", list.epoch},
                         {"members", list.members},
@@ -23,7 +27,8 @@ std::string encode(const MemberList& list) {
                         {"base_members", list.base_members},
                         {"base_layout", list.base_layout},
                         {"restarts", list.restarts},
-                        {"decider", list.decider}}
+                        {"decider", list.decider},
+                        {"parked", list.parked}}
       .dump();
 }
 
@@ -40,6 +45,7 @@ Result<MemberList> decode_member_list(const std::string& text) {
     list.base_layout = j.at("base_layout").get<std::string>();
     list.restarts = j.at("restarts").get<std::vector<int>>();
     list.decider = j.at("decider").get<int>();
+    list.parked = j.at("parked").get<std::vector<int>>();
     return list;
   } catch (const std::exception& e) {
     return internal_error(std::string("corrupt member list: ") + e.what());
@@ -68,6 +74,24 @@ MemberList initial_list(const std::vector<int>& members, int slots) {
   return list;
 }
 
+namespace {
+
+// The announced ids whose domain would have fewer than min_tp of them; none when that is every
+// announced id.
+std::vector<int> short_domain_ids(const DecisionInput& in) {
+  std::vector<int> out;
+  if (in.domain_size <= 0 || in.min_tp <= 1) return out;
+  std::map<int, int> per_domain;
+  for (const auto& entry : in.announced) ++per_domain[entry.first / in.domain_size];
+  for (const auto& entry : in.announced) {
+    if (per_domain[entry.first / in.domain_size] < in.min_tp) out.push_back(entry.first);
+  }
+  if (out.size() == in.announced.size()) out.clear();
+  return out;
+}
+
+}  // namespace
+
 std::optional<MemberList> decide(const DecisionInput& in) {
   for (int id : in.expected) {
     if (in.announced.count(id) == 0 && !in.gone(id) && !in.window_over) return std::nullopt;
@@ -85,8 +109,10 @@ std::optional<MemberList> decide(const DecisionInput& in) {
     out.base_members = last.base_members;
     out.base_layout = last.base_layout;
   }
+  out.parked = short_domain_ids(in);
   bool any_holder = false;
   for (const auto& [id, a] : in.announced) {
+    if (out.parks(id)) continue;
     out.members.push_back(id);
     if (static_cast<size_t>(id) < out.restarts.size()) {
       out.restarts[static_cast<size_t>(id)] = a.restart;
@@ -135,7 +161,7 @@ int next_target(int received, const std::function<EpochView(int epoch)>& view, i
     const EpochView v = view(target);
     if (v.has_me.has_value() && !*v.has_me) {
       *newest = target;
-      return kFenced;
+      return v.parks_me ? kParked : kFenced;
     }
     if (v.has_me.has_value()) *newest = target;
     if (!v.failed) return target;

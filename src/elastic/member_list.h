@@ -46,9 +46,13 @@ struct MemberList {
   std::string base_layout;        // the base epoch's layout, encoded (for members without it)
   std::vector<int> restarts;      // [id]: every slot's incarnation
   int decider = -1;               // who published it (for logs and fault points)
+  // Candidates that announced but sit out this epoch: their domain would have fewer than min_tp
+  // members, so its replica leaves the job until repairs bring it back (they ask to join again).
+  std::vector<int> parked;
 
   bool has(int id) const;
   bool holds(int id) const;
+  bool parks(int id) const;
 };
 
 std::string encode(const MemberList& list);
@@ -69,11 +73,16 @@ struct DecisionInput {
   std::map<int, Announcement> announced;
   std::function<bool(int id)> gone;  // exit notice, or progress still (the decider's view)
   bool window_over = false;          // waited the longest it may for a silent candidate
+  // Ids are domain * domain_size + slot. With min_tp > 1, the candidates of a domain that would
+  // have fewer than min_tp members are parked instead of listed, unless that parks everyone
+  // (then the list is published whole, and the job stops: no replica could run).
+  int domain_size = 0;
+  int min_tp = 1;
 };
 
 // The decider's rule: nullopt while some expected candidate has neither announced nor is gone
-// (and the window is not over); else the list: the announced, with the base and agreed step.
-// Invariant: every holder of the result holds base_epoch's state.
+// (and the window is not over); else the list: the announced (less the parked), with the base
+// and the agreed step. Invariant: every holder of the result holds base_epoch's state.
 std::optional<MemberList> decide(const DecisionInput& in);
 
 // The states a member holds: the epoch of its current job (the last re-formation it completed)
@@ -102,13 +111,16 @@ HeldEpochs after_reform(const MemberList& list, const ReformPlan& plan);
 struct EpochView {
   bool failed = false;         // its failure notice exists
   std::optional<bool> has_me;  // nullopt: no list published; else whether it names this member
+  bool parks_me = false;       // the published list parks this member
 };
 // The epoch a member enters after a failure, having last received the list of `received`: the
 // first later epoch not known failed. kFenced when a later list was published without it (it
-// was declared dead while away and must leave; `newest` is then that epoch). `newest` is set to
+// was declared dead while away and must leave; `newest` is then that epoch), kParked when such a
+// list parks it (its replica left the job: it asks to join again). `newest` is set to
 // the newest such epoch whose list names it (the member adopts that list as its last received
 // one, without acting on it).
 constexpr int kFenced = -1;
+constexpr int kParked = -2;
 int next_target(int received, const std::function<EpochView(int epoch)>& view, int* newest);
 
 }  // namespace ntp::elastic

@@ -65,6 +65,29 @@ bool same_slot_set(const std::vector<int>& slots, const std::vector<int>& health
          std::is_permutation(slots.begin(), slots.end(), healthy.begin());
 }
 
+// The strategies plan replicas of degree >= 1 only: they see the domains still in the job
+// (`present`, ascending) as domains 0..n-1, and expand_plan names them by their own domain again,
+// giving every domain that left no ranks, no units and no sync cost.
+StrategyPlan expand_plan(StrategyPlan compact, const std::vector<int>& present, int domains,
+                         std::size_t spaces) {
+  auto domain_of = [&present](int d) { return present[static_cast<std::size_t>(d)]; };
+  StrategyPlan out;
+  out.units.assign(static_cast<std::size_t>(domains), RankUnits(spaces));
+  std::vector<std::vector<RankSyncCost>> costs = std::move(compact.sync.costs);
+  out.sync = std::move(compact.sync);
+  out.sync.costs.assign(static_cast<std::size_t>(domains), {});
+  for (std::size_t k = 0; k < present.size(); ++k) {
+    const auto d = static_cast<std::size_t>(present[k]);
+    out.units[d] = std::move(compact.units[k]);
+    out.sync.costs[d] = std::move(costs[k]);
+  }
+  for (FoldTransfer& f : out.sync.folds) f.domain = domain_of(f.domain);
+  for (DpGroup& g : out.sync.groups) {
+    for (RankRef& m : g.members) m.domain = domain_of(m.domain);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<ClusterLayout> plan_cluster(ClusterSpec spec, const SyncStrategy& strategy,
@@ -75,9 +98,14 @@ Result<ClusterLayout> plan_cluster(ClusterSpec spec, const SyncStrategy& strateg
        previous->spec.spaces.size() != spec.spaces.size())) {
     return invalid_argument("the previous layout has a different cluster or model shape");
   }
-  std::vector<int> degrees(static_cast<std::size_t>(spec.domains));
-  for (int d = 0; d < spec.domains; ++d) degrees[static_cast<std::size_t>(d)] = spec.degree(d);
-  StrategyPlan plan = strategy.plan(degrees, spec.spaces, spec.bytes);
+  std::vector<int> present, degrees;  // the domains still in the job, and their degrees
+  for (int d = 0; d < spec.domains; ++d) {
+    if (spec.has_left(d)) continue;
+    present.push_back(d);
+    degrees.push_back(spec.degree(d));
+  }
+  StrategyPlan plan = expand_plan(strategy.plan(degrees, spec.spaces, spec.bytes), present,
+                                  spec.domains, spec.spaces.size());
 
   ClusterLayout layout;
   layout.replicas.reserve(static_cast<std::size_t>(spec.domains));
@@ -111,9 +139,12 @@ Result<ClusterLayout> plan_cluster(ClusterSpec spec, const SyncStrategy& strateg
   }
   if (any_weighted) {
     std::vector<RankUnits> units;
-    units.reserve(layout.replicas.size());
-    for (const ReplicaLayout& r : layout.replicas) units.push_back(r.units);
-    layout.sync = strategy.plan_units(degrees, std::move(units), spec.spaces, spec.bytes).sync;
+    units.reserve(present.size());
+    for (int d : present) units.push_back(layout.replicas[static_cast<std::size_t>(d)].units);
+    layout.sync =
+        expand_plan(strategy.plan_units(degrees, std::move(units), spec.spaces, spec.bytes),
+                    present, spec.domains, spec.spaces.size())
+            .sync;
   } else {
     layout.sync = std::move(plan.sync);
   }

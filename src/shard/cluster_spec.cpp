@@ -20,6 +20,27 @@ Result<int> parse_int(std::string_view text) {
   return value;
 }
 
+Status validate_left(ClusterSpec& spec) {
+  std::sort(spec.left.begin(), spec.left.end());
+  for (std::size_t i = 0; i < spec.left.size(); ++i) {
+    const int d = spec.left[i];
+    if (d < 0 || d >= spec.domains) {
+      return invalid_argument("left domain " + std::to_string(d) +
+                              " is out of range; domains are 0.." +
+                              std::to_string(spec.domains - 1));
+    }
+    if (i > 0 && spec.left[i - 1] == d) {
+      return invalid_argument("left domain " + std::to_string(d) +
+                              " is listed twice; list each once");
+    }
+  }
+  if (spec.left.size() == static_cast<std::size_t>(spec.domains)) {
+    return invalid_argument("every one of the " + std::to_string(spec.domains) +
+                            " domains left the job; at least one replica must run");
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<std::vector<SlotRef>> parse_slot_list(std::string_view text, std::string_view flag) {
@@ -47,6 +68,7 @@ Result<std::vector<SlotRef>> parse_slot_list(std::string_view text, std::string_
 
 std::vector<int> ClusterSpec::healthy_slots(int domain) const {
   std::vector<int> out;
+  if (has_left(domain)) return out;
   out.reserve(static_cast<std::size_t>(domain_size));
   auto it = std::lower_bound(failed.begin(), failed.end(), SlotRef{domain, 0});
   for (int l = 0; l < domain_size; ++l) {
@@ -63,7 +85,12 @@ bool ClusterSpec::is_failed(SlotRef slot) const {
   return std::binary_search(failed.begin(), failed.end(), slot);
 }
 
+bool ClusterSpec::has_left(int domain) const {
+  return std::binary_search(left.begin(), left.end(), domain);
+}
+
 int ClusterSpec::degree(int domain) const {
+  if (has_left(domain)) return 0;
   auto lo = std::lower_bound(failed.begin(), failed.end(), SlotRef{domain, 0});
   auto hi = std::lower_bound(failed.begin(), failed.end(), SlotRef{domain + 1, 0});
   return domain_size - static_cast<int>(hi - lo);
@@ -111,8 +138,10 @@ Status validate_cluster_spec(ClusterSpec& spec) {
     return invalid_argument("failed slot " + slot_name(*dup) +
                             " is listed twice; list each slot once");
   }
+  NTP_RETURN_IF_ERROR(validate_left(spec));
   int max_degree = 0;
   for (int d = 0; d < spec.domains; ++d) {
+    if (spec.has_left(d)) continue;
     const int t = spec.degree(d);
     if (t == 0) {
       return invalid_argument("domain " + std::to_string(d) + " has every one of its " +

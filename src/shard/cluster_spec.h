@@ -37,19 +37,26 @@ struct ClusterSpec {
   // list empty, means all equal; only the ratios among a domain's healthy slots matter. A domain
   // whose healthy slots differ in speed gets a speed-weighted layout (shard/weighted_layout.h).
   std::vector<std::vector<double>> speeds;
+  // Domains whose replica left the job (live recovery parks a replica that would run below
+  // min_tp until its domain is repaired): sorted, unique; such a domain has no healthy slots,
+  // TP degree 0, no units and no samples, whatever `failed` says of its slots. At least one
+  // domain stays in.
+  std::vector<int> left;
 
-  // Healthy slots of `domain`, ascending.
+  // Healthy slots of `domain`, ascending (none for a domain that left).
   std::vector<int> healthy_slots(int domain) const;
   bool is_failed(SlotRef slot) const;
-  // TP degree of the replica in `domain`: its number of healthy slots.
+  // TP degree of the replica in `domain`: its number of healthy slots (0: it left).
   int degree(int domain) const;
+  bool has_left(int domain) const;
   // Speed of slot `slot` of `domain`; 1.0 where no speeds are given.
   double speed(int domain, int slot) const;
   // True when the healthy slots of `domain` do not all have the same speed.
   bool weighted(int domain) const;
 };
 
-// Checks sizes, slot ranges, duplicates, degrees against min_tp, that every space has at least
+// Checks sizes, slot ranges, duplicates, the left domains, degrees against min_tp (a domain that
+// left is exempt), that every space has at least
 // as many units as the largest degree, and the speeds' shape and values (finite, > 0). Sorts
 // `failed`. Errors name the bad value and the fix.
 Status validate_cluster_spec(ClusterSpec& spec);

@@ -10,7 +10,8 @@ namespace {
 using TransferKey =
     std::tuple<int, int, int, int>;  // (destination slot, space, source domain, slot)
 
-// Owner maps of every domain of a layout, for one space, keeping only slots alive in `alive_spec`.
+// Owner maps of every domain of a layout, for one space, keeping only slots alive in `alive_spec`
+// (a domain that left it holds nothing).
 std::vector<std::vector<OwnedRange>> live_owner_maps(const ClusterLayout& layout, int space,
                                                      const ClusterSpec& alive_spec) {
   std::vector<std::vector<OwnedRange>> maps;
@@ -18,7 +19,7 @@ std::vector<std::vector<OwnedRange>> live_owner_maps(const ClusterLayout& layout
   for (const ReplicaLayout& replica : layout.replicas) {
     std::vector<OwnedRange> owners = replica.owner_map(space);
     std::erase_if(owners, [&](const OwnedRange& o) {
-      return alive_spec.is_failed({replica.domain, o.slot});
+      return alive_spec.is_failed({replica.domain, o.slot}) || alive_spec.has_left(replica.domain);
     });
     maps.push_back(std::move(owners));
   }

@@ -12,8 +12,27 @@ std::string join_key(const std::string& group, int rank) {
 
 std::string join_requests_key(const std::string& group) { return group + "/join_requests"; }
 
+std::string stopped_key(const std::string& group) { return group + "/stopped"; }
+
+namespace {
+
+// Drops the joiners of domains that left the job while fewer than min_tp of them ask.
+std::vector<int> admissible(std::vector<int> asking, const shard::ClusterLayout& layout,
+                            int min_tp) {
+  const int tp = layout.spec.domain_size;
+  std::vector<int> per_domain(static_cast<size_t>(layout.spec.domains), 0);
+  for (int r : asking) ++per_domain[static_cast<size_t>(r / tp)];
+  std::erase_if(asking, [&](int r) {
+    const int d = r / tp;
+    return layout.spec.has_left(d) && per_domain[static_cast<size_t>(d)] < min_tp;
+  });
+  return asking;
+}
+
+}  // namespace
+
 std::vector<int> joiners_asking(const WorkerContext& ctx, const std::string& group, const Job& job,
-                                int64_t& seen) {
+                                int min_tp, int64_t& seen) {
   // One read when nothing changed: the count of join requests ever made in this group.
   const Result<int64_t> requests = ctx.store->add(join_requests_key(group), 0);
   if (requests.ok() && *requests == seen) return {};
@@ -29,9 +48,10 @@ std::vector<int> joiners_asking(const WorkerContext& ctx, const std::string& gro
     if (taken.ok() && *taken == *asked) continue;
     out.push_back(r);
   }
-  // Seen only once none is pending: an admission that did not complete is looked for again.
+  // Seen only once none is pending: an admission that did not complete, or one held back until
+  // its domain can run again, is looked for again.
   if (requests.ok() && out.empty()) seen = *requests;
-  return out;
+  return admissible(std::move(out), job.layout, min_tp);
 }
 
 Status admit(const WorkerContext& ctx, const std::string& group, const std::vector<int>& joiners,
@@ -47,11 +67,12 @@ Status admit(const WorkerContext& ctx, const std::string& group, const std::vect
 }
 
 Result<elastic::MemberList> wait_for_admission(const WorkerContext& ctx, const std::string& group,
-                                               elastic::Progress& progress) {
-  const std::string restart = std::to_string(ctx.restart_count);
-  NTP_RETURN_IF_ERROR(ctx.store->set(join_key(group, ctx.slot_rank), restart));
+                                               const std::string& ticket,
+                                               elastic::Progress& progress,
+                                               std::chrono::seconds patience) {
+  NTP_RETURN_IF_ERROR(ctx.store->set(join_key(group, ctx.slot_rank), ticket));
   NTP_RETURN_IF_ERROR(ctx.store->add(join_requests_key(group), 1).status());  // after the key
-  const std::string key = group + "/admit/" + std::to_string(ctx.slot_rank) + "/" + restart;
+  const std::string key = group + "/admit/" + std::to_string(ctx.slot_rank) + "/" + ticket;
   const Clock::time_point start = Clock::now();
   while (true) {
     progress.mark(elastic::Phase::kJoin, -1);
@@ -59,9 +80,14 @@ Result<elastic::MemberList> wait_for_admission(const WorkerContext& ctx, const s
     if (text.ok()) return elastic::decode_member_list(*text);
     if (Result<bool> finished = ctx.store->exists(group + "/finished");
         finished.ok() && *finished) {
-      return Status(StatusCode::kAborted, "the job finished before this repair was admitted");
+      return Status(StatusCode::kAborted, "the job finished before this worker was admitted");
     }
-    if (seconds_since(start) > 600) return unavailable("not admitted within 10 minutes");
+    if (Result<bool> stopped = ctx.store->exists(stopped_key(group)); stopped.ok() && *stopped) {
+      return Status(StatusCode::kAborted, "the job stopped before this worker was admitted");
+    }
+    if (seconds_since(start) > static_cast<double>(patience.count())) {
+      return unavailable("not admitted within " + std::to_string(patience.count()) + " s");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }

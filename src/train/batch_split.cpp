@@ -67,9 +67,11 @@ int64_t ReplicaBatch::micro_size(int64_t k, int64_t micro_batch) const {
   return std::min(micro_batch, samples - k * micro_batch);
 }
 
-Result<std::vector<ReplicaBatch>> split_global_batch(BatchPolicy policy,
-                                                     const std::vector<double>& pace,
-                                                     int64_t global_batch, int64_t micro_batch) {
+namespace {
+
+// The split among replicas that are all in the job (every pace > 0).
+Result<std::vector<ReplicaBatch>> split_present(BatchPolicy policy, const std::vector<double>& pace,
+                                                int64_t global_batch, int64_t micro_batch) {
   const auto replicas = static_cast<int64_t>(pace.size());
   if (micro_batch < 1) {
     return invalid_argument("--micro-batch must be at least 1, got " + std::to_string(micro_batch));
@@ -101,6 +103,30 @@ Result<std::vector<ReplicaBatch>> split_global_batch(BatchPolicy policy,
     samples[static_cast<size_t>(d)] = shard::balanced_count(micro_total, replicas, d) * micro_batch;
   }
   return consecutive(samples, micro_batch);
+}
+
+}  // namespace
+
+Result<std::vector<ReplicaBatch>> split_global_batch(BatchPolicy policy,
+                                                     const std::vector<double>& pace,
+                                                     int64_t global_batch, int64_t micro_batch) {
+  std::vector<double> present;
+  for (double p : pace) {
+    if (p > 0.0) present.push_back(p);
+  }
+  NTP_ASSIGN_OR_RETURN(std::vector<ReplicaBatch> split,
+                       split_present(policy, present, global_batch, micro_batch));
+  // A replica that left takes no samples; the others' shares cover the whole global batch.
+  std::vector<ReplicaBatch> out;
+  size_t next = 0;
+  for (double p : pace) {
+    if (p > 0.0) {
+      out.push_back(split[next++]);
+    } else {
+      out.push_back({out.empty() ? 0 : out.back().begin + out.back().samples, 0, 0});
+    }
+  }
+  return out;
 }
 
 }  // namespace ntp::train

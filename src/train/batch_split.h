@@ -34,17 +34,19 @@ const char* batch_policy_name(BatchPolicy policy);
 
 struct ReplicaBatch {
   int64_t begin = 0;          // first sample of the global batch
-  int64_t samples = 0;        // >= 1
+  int64_t samples = 0;        // >= 1, or 0 for a replica that left the job
   int64_t micro_batches = 0;  // gradient-accumulation steps: ceil(samples / micro_batch)
 
   // The size of micro-batch k (all micro_batch but the last).
   int64_t micro_size(int64_t k, int64_t micro_batch) const;
 };
 
-// pace[d] in (0, 1]: replica d's pace (1: healthy). Every replica at full pace: keep's split
-// under any policy, unless the batch has fewer micro-batches than replicas (scale and boost then
-// split samples). kInvalidArgument (naming --batch / --micro-batch) when the batch is not a whole
-// number of micro-batches, has fewer micro-batches than replicas (keep) or fewer samples.
+// pace[d] in (0, 1]: replica d's pace (1: healthy); 0: the replica left the job, takes no
+// samples, and the others split the whole global batch as if it were not there. Every replica at
+// full pace: keep's split under any policy, unless the batch has fewer micro-batches than replicas
+// (scale and boost then split samples). kInvalidArgument (naming --batch / --micro-batch) when the
+// batch is not a whole number of micro-batches, has fewer micro-batches than replicas (keep) or
+// fewer samples.
 Result<std::vector<ReplicaBatch>> split_global_batch(BatchPolicy policy,
                                                      const std::vector<double>& pace,
                                                      int64_t global_batch, int64_t micro_batch);

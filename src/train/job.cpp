@@ -50,10 +50,17 @@ Result<shard::ClusterLayout> next_layout(const TrainConfig& c, const shard::Sync
     spec.speeds.clear();  // other members: equal shares, until their speeds are measured anew
   }
   spec.failed.clear();
+  spec.left.clear();
   for (int r = 0; r < c.world_slots(); ++r) {
     if (!std::binary_search(members.begin(), members.end(), r)) {
       spec.failed.push_back({r / c.tp, r % c.tp});
     }
+  }
+  // A domain without members left the job (all its devices lost, or its survivors parked below
+  // --min-tp): the other replicas take its samples.
+  for (int d = 0; d < c.domains; ++d) {
+    const auto first = std::lower_bound(members.begin(), members.end(), d * c.tp);
+    if (first == members.end() || *first >= (d + 1) * c.tp) spec.left.push_back(d);
   }
   Result<shard::ClusterLayout> layout = shard::plan_cluster(spec, strategy, &previous);
   if (!layout.ok()) {
@@ -159,8 +166,8 @@ Status dump_logical(const std::string& path, Job& job, bool grads) {
 
 Result<double> evaluate(const TrainConfig& c, Job& job, const Batcher& val) {
   const WorkerRole& role = job.role;
-  const int64_t n = shard::balanced_count(c.eval_samples, role.replicas, role.replica);
-  const int64_t begin = shard::balanced_offset(c.eval_samples, role.replicas, role.replica);
+  const int64_t n = shard::balanced_count(c.eval_samples, role.replicas, role.replica_index);
+  const int64_t begin = shard::balanced_offset(c.eval_samples, role.replicas, role.replica_index);
   double weighted = 0.0;
   for (int64_t k = 0; k < n; k += c.micro_batch) {
     const int64_t m = std::min(c.micro_batch, n - k);

@@ -95,8 +95,10 @@ std::vector<std::string> incarnations(int attempt, const elastic::MemberList& li
 
 // The layout of the job whose active slots are `members` (global ranks), keeping units where they
 // are: with the slots' `speeds` (a rebalance; empty: equal shares) when given, else previous's
-// speeds for the same members and equal shares for others. failed_precondition, naming the
-// replica, when one would run below --min-tp.
+// speeds for the same members and equal shares for others. A domain without members has left the
+// job (ClusterSpec::left). failed_precondition, naming the replica, when one would run below
+// --min-tp (the agreement parks such a replica's members unless no other replica is left), or
+// none is left.
 Result<shard::ClusterLayout> next_layout(const TrainConfig& c, const shard::SyncStrategy& strategy,
                                          const shard::ClusterLayout& previous,
                                          const std::vector<int>& members,

@@ -13,6 +13,7 @@ std::string encode_layout(const shard::ClusterLayout& layout) {
   for (const shard::ReplicaLayout& r : layout.replicas) slots.push_back(r.slots);
   nlohmann::json out{{"failed", failed}, {"slots", slots}};
   if (!layout.spec.speeds.empty()) out["speeds"] = layout.spec.speeds;
+  if (!layout.spec.left.empty()) out["left"] = layout.spec.left;
   return out.dump();
 }
 
@@ -27,6 +28,7 @@ Result<shard::ClusterLayout> decode_layout(const std::string& text, shard::Clust
     }
     slots = j.at("slots").get<std::vector<std::vector<int>>>();
     spec.speeds = j.value("speeds", std::vector<std::vector<double>>{});
+    spec.left = j.value("left", std::vector<int>{});
   } catch (const std::exception& e) {
     return internal_error(std::string("corrupt layout: ") + e.what());
   }

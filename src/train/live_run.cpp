@@ -23,6 +23,8 @@ elastic::AgreementConfig agreement_config(const TrainConfig& c, const WorkerCont
   a.progress = progress;
   a.hang_detect = std::chrono::milliseconds(c.hang_detect_ms);
   a.window = 10 * a.hang_detect;
+  a.domain_size = c.tp;  // a replica below --min-tp is parked, not listed (MemberList::parked)
+  a.min_tp = c.min_tp;
   // A member's incarnation is the list's; a joiner's is the one its join request names (its
   // predecessor's exit notice must not mark it gone).
   a.exited = [&ctx, group](int id, const elastic::MemberList& list) {
@@ -130,7 +132,7 @@ Result<LiveRun::StepBoundary> LiveRun::step_boundary() {
   // speeds, domain-major.
   std::vector<double> words(2 * slots + 1, 0.0);
   if (job->role.world_rank == 0) {
-    for (int r : joiners_asking(ctx, group, *job, join_requests_seen)) {
+    for (int r : joiners_asking(ctx, group, *job, c.min_tp, join_requests_seen)) {
       words[static_cast<size_t>(r)] = 1.0;
     }
     if (proposal) {
@@ -177,9 +179,11 @@ Status LiveRun::start_rebalancer(bool same_members) {
   return ok_status();
 }
 
-// Live recovery cannot go on: every survivor stops, one says why (kFailedPrecondition).
+// Live recovery cannot go on: every survivor stops, one says why (kFailedPrecondition), and the
+// workers parked outside the job leave too.
 Status LiveRun::stop_job(const std::string& why, bool speaks) {
   stop_speaks = speaks;
+  (void)ctx.store->set(stopped_key(group), "1");  // best effort: they also leave at a deadline
   return failed_precondition(why);
 }
 
@@ -187,7 +191,8 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
   if (ctx.restart_count > 0) {
     // ---- a repair: wait to be admitted at a step boundary, then join through the same
     //      re-formation as any member, holding nothing ----
-    Result<elastic::MemberList> admitted = wait_for_admission(ctx, group, progress);
+    Result<elastic::MemberList> admitted = wait_for_admission(
+        ctx, group, std::to_string(ctx.restart_count), progress, kRepairPatience);
     if (!admitted.ok()) {
       if (admitted.status().code() != StatusCode::kAborted) return admitted.status();
       summary.took_part = false;
@@ -245,9 +250,14 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
 }
 
 // Ends the job as the re-formation said: fenced (this worker leaves, writing nothing), or
-// stopped (live recovery cannot go on; every survivor stops, one says why).
+// stopped (live recovery cannot go on; every survivor stops, one says why), or, for a worker
+// parked outside the job, the job ended before its replica came back.
 TrainSummary LiveRun::left_job(const Status& why) {
-  if (why.code() == StatusCode::kAborted) {
+  if (parked && why.code() == StatusCode::kAborted) {
+    summary.took_part = false;
+    summary.left = "its replica left the job (below --min-tp) and " + why.message();
+    events.log("left", {{"reason", summary.left}});
+  } else if (why.code() == StatusCode::kAborted) {
     summary.took_part = false;
     summary.fenced = true;
     summary.left = why.message();

@@ -33,6 +33,10 @@ inline constexpr std::chrono::milliseconds kHeartbeatPeriod{100};
 inline constexpr std::chrono::milliseconds kWatchPoll{20};
 // Store errors one re-formation's agreement may meet before the job gives up on the store.
 inline constexpr int kAgreementStoreRetries = 5;
+// How long a repair waits to be admitted, and a worker parked outside the job (its replica below
+// --min-tp) for its domain's repair: the parked one leaves when the job ends, not before.
+inline constexpr std::chrono::seconds kRepairPatience{600};
+inline constexpr std::chrono::seconds kParkedPatience{30 * 24 * 3600};
 
 // The whole job's reshard (every member calls it, joiners too): bytes moved between slots, and
 // the slowest rank's time.
@@ -115,6 +119,7 @@ struct LiveRun {
                          const shard::ClusterLayout& before, bool same_members,
                          Clock::time_point t0, RecoveryEvent& event);
   void reform_fault_point(const char* phase, const elastic::MemberList& list);
+  Status sit_out(const elastic::MemberList& list);
   TrainSummary left_job(const Status& why);
   static bool ends_job(const Status& s) {
     return s.code() == StatusCode::kAborted || s.code() == StatusCode::kFailedPrecondition;
@@ -161,6 +166,7 @@ struct LiveRun {
   double timed_seconds = 0.0;
   int64_t timed_steps = 0;
   bool stop_speaks = false;
+  bool parked = false;  // its replica left the job: it waits, holding nothing, to join again
 };
 
 }  // namespace ntp::train

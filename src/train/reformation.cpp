@@ -60,6 +60,10 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
   for (;;) {
     progress.mark(elastic::Phase::kReform, committed);
     NTP_ASSIGN_OR_RETURN(const elastic::MemberList list, agree_epoch(joiners, store_errors));
+    if (list.parks(ctx.slot_rank)) {  // its replica left the job: wait outside, then join
+      NTP_RETURN_IF_ERROR(sit_out(list));
+      continue;
+    }
     event.agree_s = seconds_since(t0);
     events.log("agreed", {{"epoch", list.epoch},
                           {"members", list.members},
@@ -122,6 +126,14 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
     if (source == nullptr) base.reset();
     job = std::move(next);
     NTP_CHECK(job->epoch == elastic::after_reform(list, plan).current);
+    if (parked) {  // back in the job: its first step here touches new buffers, as a repair's
+      parked = false;
+      first_step = list.step;
+      events.log("rejoined", {{"step", list.step}, {"epoch", list.epoch}});
+      std::printf("slot %s: its replica is back in the job at step %lld (epoch %d)\n",
+                  slot_name(slot).c_str(), static_cast<long long>(list.step + 1), list.epoch);
+      std::fflush(stdout);
+    }
     NTP_RETURN_IF_ERROR(report_reformed(list, *state, from_layout,
                                         slot_ranks(job->layout) == old_members, t0, event));
     return state->step;
@@ -292,6 +304,30 @@ Status LiveRun::report_reformed(const elastic::MemberList& list, const MovedStat
   rebalance_raw_speeds.clear();
   if (boost && report) apply_power(job->paces, job->layout, power_control, report);
   return start_rebalancer(same_members);
+}
+
+// `list` parked this worker: its domain would run below --min-tp, so its replica left the job.
+// It drops every state it holds (it will receive all of it when it joins again), asks to join
+// under a ticket of its own, and waits until world rank 0 admits it with enough of its domain
+// (admission.h), or the job ends (kAborted). Then it re-forms as a joiner.
+Status LiveRun::sit_out(const elastic::MemberList& list) {
+  events.log("parked", {{"step", committed}, {"epoch", list.epoch}});
+  std::printf(
+      "slot %s: its replica would run below --min-tp %d; it leaves the job at step %lld "
+      "(epoch %d) until repairs bring it back\n",
+      slot_name(slot).c_str(), c.min_tp, static_cast<long long>(committed + 1), list.epoch);
+  std::fflush(stdout);
+  parked = true;
+  watch.disarm();
+  job.reset();
+  base.reset();
+  report.reset();
+  rebalancer.reset();
+  proposal.reset();
+  state_ahead = false;
+  const std::string ticket = std::to_string(ctx.restart_count) + ".p" + std::to_string(list.epoch);
+  NTP_ASSIGN_OR_RETURN(last, wait_for_admission(ctx, group, ticket, progress, kParkedPatience));
+  return ok_status();
 }
 
 // A fault point of a re-formation, for this worker's rank or its role in `list`.

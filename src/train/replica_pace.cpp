@@ -44,6 +44,13 @@ std::vector<ReplicaPace> plan_replica_paces(const shard::ClusterLayout& layout, 
   std::vector<ReplicaPace> out;
   for (const shard::ReplicaLayout& replica : layout.replicas) {
     ReplicaPace p;
+    if (replica.degree() == 0) {  // the replica left the job: no pace, no samples, no boost
+      p.unboosted = 0.0;
+      p.boost = power::BoostPlan{
+          .power_factor = 1.0, .speed = 0.0, .keeps_pace = false, .batch_share = 0.0};
+      out.push_back(p);
+      continue;
+    }
     p.unboosted = std::min(1.0, healthy / replica_time(layout.spec, replica));
     power::DomainPowerSpec spec;
     spec.surviving_gpus = replica.degree();

@@ -85,7 +85,7 @@ int64_t WorkerState::optimizer_steps() const {
 
 std::vector<checkpoint::PieceView> checkpoint_pieces(WorkerState& s) {
   std::vector<checkpoint::PieceView> out;
-  if (s.role.replica == 0) {
+  if (s.role.replica_index == 0) {  // the first replica in the job writes the replicated state
     for (size_t i = 0; i < s.params.size(); ++i) {
       const model::Param& p = s.params[i];
       if (p.replicated() && s.role.tp_rank != 0) continue;

@@ -53,7 +53,9 @@ std::vector<DpSet> job_dp_sets(const shard::ClusterLayout& layout,
   const int spaces = static_cast<int>(layout.spec.spaces.size());
   for (int p = 0; p < replicated_parts; ++p) {
     std::vector<int> members;
-    for (int d = 0; d < layout.spec.domains; ++d) members.push_back(world_rank(d, p));
+    for (int d = 0; d < layout.spec.domains; ++d) {
+      if (!layout.spec.has_left(d)) members.push_back(world_rank(d, p));
+    }
     add(std::move(members), {spaces, p}, DpSlice{DpSlice::kReplicated, {}, p});
   }
   std::vector<std::pair<Key, DpSet>> sets;
@@ -123,9 +125,10 @@ Result<WorkerRole> worker_role(const shard::ClusterLayout& layout, shard::SlotRe
     return invalid_argument("slot " + std::to_string(slot.domain) + ":" +
                             std::to_string(slot.slot) + " is outside the cluster");
   }
-  if (spec.is_failed(slot)) {
-    return invalid_argument("slot " + std::to_string(slot.domain) + ":" +
-                            std::to_string(slot.slot) + " is failed and has no role");
+  if (spec.is_failed(slot) || spec.has_left(slot.domain)) {
+    return invalid_argument(
+        "slot " + std::to_string(slot.domain) + ":" + std::to_string(slot.slot) +
+        (spec.is_failed(slot) ? " is failed" : "'s replica left the job") + " and has no role");
   }
   const std::vector<shard::SlotRef> world = active_slots(layout);
   WorkerRole role;
@@ -134,7 +137,11 @@ Result<WorkerRole> worker_role(const shard::ClusterLayout& layout, shard::SlotRe
   role.world_rank =
       static_cast<int>(std::lower_bound(world.begin(), world.end(), slot) - world.begin());
   role.replica = slot.domain;
-  role.replicas = spec.domains;
+  for (int d = 0; d < spec.domains; ++d) {
+    if (spec.has_left(d)) continue;
+    if (d < slot.domain) ++role.replica_index;
+    ++role.replicas;
+  }
   const shard::ReplicaLayout& replica = layout.replicas[static_cast<size_t>(slot.domain)];
   role.degree = replica.degree();
   role.tp_rank = static_cast<int>(std::find(replica.slots.begin(), replica.slots.end(), slot.slot) -
@@ -152,7 +159,7 @@ Result<WorkerRole> worker_role(const shard::ClusterLayout& layout, shard::SlotRe
   int min_degree = spec.domain_size;
   for (const shard::ReplicaLayout& r : layout.replicas) {
     role.replica_degrees.push_back(r.degree());
-    min_degree = std::min(min_degree, r.degree());
+    if (r.degree() > 0) min_degree = std::min(min_degree, r.degree());  // 0: the replica left
   }
   role.replicated_parts = min_degree;
 

@@ -54,8 +54,9 @@ struct WorkerRole {
   shard::SlotRef slot;
   int world_rank = 0;
   int world_size = 0;
-  int replica = 0;  // = domain
-  int replicas = 0;
+  int replica = 0;        // = domain
+  int replicas = 0;       // replicas in the job (domains that left the job are not counted)
+  int replica_index = 0;  // this replica's place among them
   int tp_rank = 0;
   int degree = 0;
   std::vector<int> replica_world_ranks;  // [tp rank]

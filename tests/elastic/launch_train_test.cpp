@@ -133,12 +133,14 @@ TEST(LaunchTrainTest, AJobThatLostWorkersButTrainedAllStepsExitsZeroAndNamesThem
       << run.err;
 }
 
-// A job that cannot go on (below --min-tp after the kill) exits non-zero and says why.
+// A job that cannot go on (both replicas below --min-tp after the kills: no replica is left to
+// carry on) exits non-zero and says why.
 TEST(LaunchTrainTest, AJobThatCouldNotFinishExitsNonZeroWithTheReason) {
   const Job job = make_job("could-not-finish");
   const ntp::testing::CommandOutput run = ntp::testing::run_command(
-      train::test_jobs::small_job(4, job.launch({"--inject", "kill:rank=1,at=3"}),
-                                  train_flags(job.dir / "out", 40, /*min_tp=*/2)),
+      train::test_jobs::small_job(
+          4, job.launch({"--inject", "kill:rank=1,at=3", "--inject", "kill:rank=3,at=3"}),
+          train_flags(job.dir / "out", 40, /*min_tp=*/2)),
       {}, std::chrono::seconds(180));
   ASSERT_FALSE(run.timed_out) << run.out << run.err;
   EXPECT_NE(run.exit_code, 0) << run.out << run.err;

@@ -93,6 +93,46 @@ TEST(MemberListTest, NextTargetSkipsFailedEpochsAndFencesOnAListWithoutIt) {
   store[6] = EpochView{false, false};  // published without us: fenced
   EXPECT_EQ(next_target(3, view, &newest), kFenced);
   EXPECT_EQ(newest, 6);
+  store[6] = EpochView{false, false, true};  // published parking us: parked, not fenced
+  EXPECT_EQ(next_target(3, view, &newest), kParked);
+  EXPECT_EQ(newest, 6);
+}
+
+// Ids are domain * 4 + slot; domains 0, 1, 2 keep 3, 2 and 3 candidates. With --min-tp 3, domain 1
+// is parked (its replica leaves the job): its candidates neither listed nor holders, their
+// committed steps not counted. With --min-tp 4 every domain is short: parking everyone publishes
+// the list whole (the job then stops: no replica could run).
+TEST(MemberListTest, TheCandidatesOfADomainBelowMinTpAreParked) {
+  const MemberList last =
+      list_of(2, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 2, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  DecisionInput in;
+  in.epoch = 3;
+  in.last = &last;
+  in.last_complete = true;
+  in.expected = last.members;
+  in.gone = [](int id) { return id == 3 || id == 6 || id == 7 || id == 11; };
+  for (int id : last.members) {
+    if (!in.gone(id)) in.announced[id] = {id == 5 ? 9 : 10, 0};  // 5 is a step behind
+  }
+  in.domain_size = 4;
+  in.min_tp = 3;
+  std::optional<MemberList> out = decide(in);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->members, (std::vector<int>{0, 1, 2, 8, 9, 10}));
+  EXPECT_EQ(out->holders, out->members);
+  EXPECT_EQ(out->parked, (std::vector<int>{4, 5}));
+  EXPECT_TRUE(out->parks(4) && !out->has(4));
+  EXPECT_EQ(out->step, 10);  // parked 5's step does not hold the others back
+  Result<MemberList> back = decode_member_list(encode(*out));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->parked, out->parked);
+
+  in.min_tp = 1;  // no parking below 1
+  EXPECT_TRUE(decide(in)->parked.empty());
+  in.min_tp = 4;  // every domain short: nobody parked, the list stays whole
+  out = decide(in);
+  EXPECT_TRUE(out->parked.empty());
+  EXPECT_EQ(out->members.size(), 8u);
 }
 
 TEST(MemberListTest, AMemberReformsFromTheBaseItHolds) {

@@ -107,6 +107,99 @@ TEST(ClusterLayout, CostsMatchTheSyncPlan) {
   }
 }
 
+// `spec` without its left domains, the others renumbered 0..n-1.
+ClusterSpec without_left(const ClusterSpec& spec, std::vector<int>& present) {
+  ClusterSpec out = spec;
+  out.left.clear();
+  out.failed.clear();
+  out.speeds.clear();
+  present.clear();
+  for (int d = 0; d < spec.domains; ++d) {
+    if (spec.has_left(d)) continue;
+    for (const SlotRef& f : spec.failed) {
+      if (f.domain == d) out.failed.push_back({static_cast<int>(present.size()), f.slot});
+    }
+    present.push_back(d);
+  }
+  out.domains = static_cast<int>(present.size());
+  return out;
+}
+
+// A domain that left the job (below --min-tp) has no ranks, units or sync costs; the others are
+// laid out and synchronized exactly as a cluster without it, their own domain numbers kept.
+TEST(ClusterLayout, ADomainThatLeftIsLaidOutAsIfTheClusterHadNone) {
+  Rng rng(4242);
+  int cases = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    ClusterSpec spec = random_cluster_spec(rng);
+    if (spec.domains < 2) continue;
+    const int leaving =
+        1 + static_cast<int>(rng.below(static_cast<std::uint64_t>(spec.domains - 1)));
+    std::vector<int> order(static_cast<std::size_t>(spec.domains));
+    for (int d = 0; d < spec.domains; ++d) order[static_cast<std::size_t>(d)] = d;
+    for (int i = 0; i < leaving; ++i) {
+      std::swap(order[static_cast<std::size_t>(i)],
+                order[static_cast<std::size_t>(i) +
+                      rng.below(static_cast<std::uint64_t>(spec.domains - i))]);
+      spec.left.push_back(order[static_cast<std::size_t>(i)]);
+    }
+    std::sort(spec.left.begin(), spec.left.end());  // as validation leaves it
+    std::vector<int> present;
+    const ClusterSpec compact = without_left(spec, present);
+    for (const auto& strategy : testing::all_strategies(compact)) {
+      SCOPED_TRACE(std::string(strategy->name()) + " " + describe(spec));
+      auto layout = plan_cluster(spec, *strategy);
+      auto reference = plan_cluster(compact, *strategy);
+      ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+      ASSERT_TRUE(reference.ok()) << reference.status().to_string();
+      for (int d = 0; d < spec.domains; ++d) {
+        const ReplicaLayout& r = layout->replicas[static_cast<std::size_t>(d)];
+        EXPECT_EQ(r.domain, d);
+        if (!spec.has_left(d)) continue;
+        EXPECT_EQ(r.degree(), 0);
+        for (const auto& per_rank : r.units) EXPECT_TRUE(per_rank.empty());
+        EXPECT_TRUE(layout->sync.costs[static_cast<std::size_t>(d)].empty());
+      }
+      for (std::size_t k = 0; k < present.size(); ++k) {
+        const ReplicaLayout& got = layout->replicas[static_cast<std::size_t>(present[k])];
+        EXPECT_EQ(got.slots, reference->replicas[k].slots);
+        EXPECT_EQ(got.units, reference->replicas[k].units);
+      }
+      ASSERT_EQ(layout->sync.folds.size(), reference->sync.folds.size());
+      for (std::size_t i = 0; i < layout->sync.folds.size(); ++i) {
+        const FoldTransfer& f = layout->sync.folds[i];
+        EXPECT_EQ(f.domain, present[static_cast<std::size_t>(reference->sync.folds[i].domain)]);
+        EXPECT_EQ(f.units, reference->sync.folds[i].units);
+      }
+      ASSERT_EQ(layout->sync.groups.size(), reference->sync.groups.size());
+      for (std::size_t i = 0; i < layout->sync.groups.size(); ++i) {
+        const DpGroup& g = layout->sync.groups[i];
+        ASSERT_EQ(g.members.size(), present.size());
+        for (std::size_t m = 0; m < g.members.size(); ++m) {
+          EXPECT_EQ(g.members[m].domain,
+                    present[static_cast<std::size_t>(reference->sync.groups[i].members[m].domain)]);
+          EXPECT_EQ(g.members[m].rank, reference->sync.groups[i].members[m].rank);
+        }
+      }
+      ++cases;
+    }
+  }
+  EXPECT_GT(cases, 100);  // the random specs gave enough multi-domain cases to mean something
+}
+
+TEST(ClusterLayout, EveryDomainLeavingIsAnError) {
+  ClusterSpec spec;
+  spec.domains = 2;
+  spec.domain_size = 4;
+  spec.spaces = model_unit_spaces({.heads = 8, .hidden = 32, .ffn = 64, .vocab = 0});
+  spec.left = {0, 1};
+  EXPECT_FALSE(plan_cluster(spec, FoldSyncStrategy()).ok());
+  spec.left = {2};
+  EXPECT_FALSE(plan_cluster(spec, FoldSyncStrategy()).ok());
+  spec.left = {1, 1};
+  EXPECT_FALSE(plan_cluster(spec, FoldSyncStrategy()).ok());
+}
+
 TEST(ClusterLayout, UniformClusterNeedsNoFolds) {
   ClusterSpec spec;
   spec.domains = 4;

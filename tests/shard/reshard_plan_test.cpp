@@ -121,6 +121,50 @@ TEST(ReshardPlan, FailureAndRepairTransitionsReachTheNewLayout) {
   EXPECT_LT(lost, 50) << "most random cases must exercise a successful reshard";
 }
 
+// A replica leaving the job (below --min-tp) and coming back: the survivors reach their layout
+// without any unit from the domain that left (its survivors sit out), and on its return every one
+// of its units comes from DP peers (it held nothing while out).
+TEST(ReshardPlan, AReplicaLeavesAndReturnsFedByItsDpPeers) {
+  Rng rng(777);
+  int cases = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    const ClusterSpec spec = testing::random_cluster_spec(rng);
+    if (spec.domains < 2) continue;
+    const auto strategies = testing::all_strategies(spec);
+    const SyncStrategy& strategy = *strategies[trial % strategies.size()];
+    SCOPED_TRACE(std::string(strategy.name()));
+    auto healthy = plan_cluster(spec, strategy);
+    ASSERT_TRUE(healthy.ok());
+    ClusterSpec out_spec = spec;
+    const int leaving = static_cast<int>(rng.below(static_cast<std::uint64_t>(spec.domains)));
+    out_spec.left = {leaving};
+    auto out = plan_cluster(out_spec, strategy, &*healthy);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    auto on_leave = plan_reshard(*healthy, *out);
+    ASSERT_TRUE(on_leave.ok()) << on_leave.status().to_string();
+    check_plan_reaches_layout(*healthy, *out, *on_leave);
+    for (const ShardTransfer& t : on_leave->transfers) EXPECT_NE(t.source.domain, leaving);
+
+    auto back = plan_cluster(spec, strategy, &*out);
+    ASSERT_TRUE(back.ok());
+    auto on_return = plan_reshard(*out, *back);
+    ASSERT_TRUE(on_return.ok()) << on_return.status().to_string();
+    check_plan_reaches_layout(*out, *back, *on_return);
+    std::int64_t into_returning = 0, needed = 0;
+    for (const ShardTransfer& t : on_return->transfers) {
+      if (t.destination.domain != leaving) continue;
+      EXPECT_NE(t.source.domain, leaving);
+      into_returning += t.bytes;
+    }
+    for (const UnitSpace& space : spec.spaces) {
+      needed += space.units * space.params_per_unit * spec.bytes.state_bytes;
+    }
+    EXPECT_EQ(into_returning, needed);  // the whole model, once, from its DP peers
+    ++cases;
+  }
+  EXPECT_GT(cases, 50);
+}
+
 TEST(ReshardPlan, NoChangeMovesNothing) {
   Rng rng(5);
   for (int trial = 0; trial < 50; ++trial) {

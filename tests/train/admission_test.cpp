@@ -69,23 +69,61 @@ TEST(AdmissionTest, TheLeadersLookIsOneStoreReadWhileNoJoinRequestArrives) {
 
   int64_t seen = -1;
   store->ops = 0;
-  EXPECT_TRUE(joiners_asking(ctx, group, job, seen).empty());
+  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, seen).empty());
   EXPECT_EQ(store->ops, 1 + 2);  // the count, then each slot out of the job: one read when absent
   store->ops = 0;
-  EXPECT_TRUE(joiners_asking(ctx, group, job, seen).empty());
+  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, seen).empty());
   EXPECT_EQ(store->ops, 1);  // nothing new: the count alone
 
   // Slot 6's replacement asks (what wait_for_admission writes: its request, then the count).
   ASSERT_TRUE(store->set(join_key(group, 6), "1").ok());
   ASSERT_TRUE(store->add(join_requests_key(group), 1).ok());
-  EXPECT_EQ(joiners_asking(ctx, group, job, seen), (std::vector<int>{6}));
+  EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/1, seen), (std::vector<int>{6}));
   // Not admitted yet (say the re-formation failed before admit): found again.
-  EXPECT_EQ(joiners_asking(ctx, group, job, seen), (std::vector<int>{6}));
+  EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/1, seen), (std::vector<int>{6}));
   ASSERT_TRUE(store->set(join_key(group, 6) + "/taken", "1").ok());
-  EXPECT_TRUE(joiners_asking(ctx, group, job, seen).empty());
+  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, seen).empty());
   store->ops = 0;
-  EXPECT_TRUE(joiners_asking(ctx, group, job, seen).empty());
+  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, seen).empty());
   EXPECT_EQ(store->ops, 1);
+  std::filesystem::remove_all(dir);
+}
+
+// A domain that left the job (its survivors parked below --min-tp) comes back only whole enough:
+// its joiners are held back while fewer than min_tp of them ask, and admitted together after.
+TEST(AdmissionTest, JoinersOfADomainThatLeftAreHeldBackUntilMinTpOfThemAsk) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("ntp-admission-left-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto store = comm::open_store("file:" + dir.string(), "admission");
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  WorkerContext ctx;
+  ctx.store = *store;
+  TrainConfig c;
+  c.domains = 2;
+  c.tp = 4;
+  c.model.n_head = 8;
+  c.model.n_embd = 32;
+  c.model.ffn_unit = 4;
+  shard::ClusterSpec spec = cluster_spec(c);
+  spec.left = {1};  // slots 4..7 are out of the job
+  auto layout = shard::plan_cluster(spec, shard::FoldSyncStrategy());
+  ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+  Job job;
+  job.layout = *layout;
+  const std::string group = "train/a0";
+  auto ask = [&](int rank, const std::string& ticket) {
+    ASSERT_TRUE((*store)->set(join_key(group, rank), ticket).ok());
+    ASSERT_TRUE((*store)->add(join_requests_key(group), 1).ok());
+  };
+  int64_t seen = -1;
+  ask(4, "0.p3");  // three parked survivors ask at once
+  ask(5, "0.p3");
+  ask(7, "0.p3");
+  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/4, seen).empty());
+  EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/3, seen), (std::vector<int>{4, 5, 7}));
+  ask(6, "1");  // the repaired slot's replacement
+  EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/4, seen), (std::vector<int>{4, 5, 6, 7}));
   std::filesystem::remove_all(dir);
 }
 

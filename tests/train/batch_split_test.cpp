@@ -36,6 +36,25 @@ TEST(BatchSplitTest, KeepGivesEveryReplicaTheSameShare) {
   EXPECT_EQ((*uneven)[2].micro_batches, 1);
 }
 
+// A replica that left the job (pace 0) takes nothing; the others split the whole batch exactly as
+// they would without it, under every policy.
+TEST(BatchSplitTest, AReplicaThatLeftTakesNoSamplesAndTheOthersSplitTheBatch) {
+  for (BatchPolicy policy : {BatchPolicy::kKeep, BatchPolicy::kScale, BatchPolicy::kBoost}) {
+    auto with = split_global_batch(policy, {1, 0, 0.5}, 24, 2);
+    auto without = split_global_batch(policy, {1, 0.5}, 24, 2);
+    ASSERT_TRUE(with.ok() && without.ok());
+    ASSERT_EQ(with->size(), 3u);
+    EXPECT_EQ((*with)[1].samples, 0);
+    EXPECT_EQ((*with)[1].micro_batches, 0);
+    for (size_t k : {0u, 1u}) {
+      const ReplicaBatch& a = (*with)[k == 0 ? 0 : 2];
+      EXPECT_EQ(a.begin, (*without)[k].begin);
+      EXPECT_EQ(a.samples, (*without)[k].samples);
+      EXPECT_EQ(a.micro_batches, (*without)[k].micro_batches);
+    }
+  }
+}
+
 TEST(BatchSplitTest, ScaleIsProportionalToPaceAndKeepsTheGlobalBatch) {
   // 72 samples over paces 1 + 0.75 + 0.5 = 2.25: 32, 24, 16 (16, 12, 8 micro-batches of 2).
   auto split = split_global_batch(BatchPolicy::kScale, {1, 0.75, 0.5}, 72, 2);

@@ -32,6 +32,17 @@ std::vector<nlohmann::json> read_metrics(const fs::path& file) {
   return ntp::testing::read_json_lines(file);
 }
 
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 TEST(LiveRecoveryTest, KillHangAndRepairsKeepTheRunOnTheFailureFreeTrajectory) {
   const JobRun clean = train("clean20", 20, {});
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
@@ -235,19 +246,60 @@ TEST(LiveRecoveryTest, AStalledTrainingThreadIsTakenAsHungWithinTheBound) {
   expect_same_trajectory(run, train("stall-clean", 12, {}), 12, kDegradedTolerance);
 }
 
-// A fault that leaves a replica below --min-tp cannot be survived live: the job stops with one
-// clear reason on every survivor and its last checkpoint intact (it verifies), never hangs.
-TEST(LiveRecoveryTest, FallingBelowMinTpStopsTheJobWithItsCheckpointIntact) {
+// Below --min-tp a replica leaves the job and comes back when repaired: rank 6 of replica 1 (3 x 4,
+// --min-tp 4) is killed at step 5; its survivors 4, 5 and 7 are parked (they drop their state and
+// wait outside the job), replicas 0 and 2 take all 12 samples of every step, and once slot 6 is
+// repaired (at step 9) the four rejoin together, fed by their DP peers, at TP 4. The global batch
+// never changes, so the losses stay on the failure-free trajectory (kDegradedTolerance: only the
+// order of float additions differs).
+TEST(LiveRecoveryTest, AReplicaBelowMinTpLeavesTheJobAndRejoinsWhenRepaired) {
+  const JobRun clean = train("park-clean", 14, {});
+  ASSERT_EQ(clean.exit_code, 0) << clean.log;
+  const JobRun run =
+      train("park", 14, {"kill:rank=6,at=5", "repair:rank=6,at=9"}, {}, {"--min-tp", "4"});
+  expect_same_trajectory(run, clean, 14, kDegradedTolerance);
+  EXPECT_EQ(expect_each_update_applied_once(run.out, 14), 12) << run.log;
+  ASSERT_EQ(run.recoveries.size(), 2u) << run.log;
+  EXPECT_EQ(run.recoveries[0]["degrees"], nlohmann::json({4, 0, 4})) << run.recoveries[0].dump();
+  EXPECT_EQ(run.recoveries[1]["degrees"], nlohmann::json({4, 4, 4})) << run.recoveries[1].dump();
+  EXPECT_EQ(run.recoveries[1]["state_from"], "live");
+  // Every step while it was out: replica 1 took no sample, the other two 6 each.
+  int out_steps = 0;
+  std::ifstream metrics(run.out / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] != "step" || j["replicas"][1]["degree"] != 0) continue;
+    ++out_steps;
+    EXPECT_EQ(j["replicas"][1]["samples"], 0) << line;
+    EXPECT_EQ(j["replicas"][0]["samples"], 6) << line;
+    EXPECT_EQ(j["replicas"][2]["samples"], 6) << line;
+  }
+  EXPECT_GE(out_steps, 1);
+  EXPECT_LE(out_steps, 14 - 5);
+  // Exactly the three survivors of replica 1 were parked, once, and rejoined, once.
+  for (int rank = 0; rank < 12; ++rank) {
+    const std::string events =
+        read_text(run.out / "events" / ("rank_" + std::to_string(rank) + ".jsonl"));
+    const int expected = rank == 4 || rank == 5 || rank == 7 ? 1 : 0;
+    EXPECT_EQ(count_of(events, "\"event\":\"parked\""), expected) << "rank " << rank;
+    EXPECT_EQ(count_of(events, "\"event\":\"rejoined\""), expected) << "rank " << rank;
+  }
+}
+
+// With no other replica to carry on, a fault that leaves the only replica below --min-tp cannot
+// be survived live: the job stops with one clear reason on every survivor and its last checkpoint
+// intact (it verifies), never hangs.
+TEST(LiveRecoveryTest, FallingBelowMinTpWithNoOtherReplicaStopsTheJobWithItsCheckpointIntact) {
   const fs::path out = scratch_dir() / "min-tp";
   const ntp::testing::CommandOutput r = ntp::testing::run_command(
       test_jobs::small_job(
-          8, {"--inject", "kill:rank=6,at=5"},
-          {"--domains", "2", "--tp", "4", "--min-tp", "4", "--steps", "20", "--out", out.string(),
+          4, {"--inject", "kill:rank=2,at=5"},
+          {"--domains", "1", "--tp", "4", "--min-tp", "4", "--steps", "20", "--out", out.string(),
            "--timeout-ms", "2000", "--save-dir", (out / "ckpt").string(), "--save-every", "2"}),
       {}, std::chrono::seconds(120));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(r.timed_out);
-  const std::string says = "domain 1 would run at TP degree 3, below --min-tp 4";
+  const std::string says = "domain 0 would run at TP degree 3, below --min-tp 4";
   const size_t first = r.err.find(says);
   ASSERT_NE(first, std::string::npos) << r.out << r.err;
   EXPECT_EQ(r.err.find(says, first + 1), std::string::npos) << "said more than once:\n" << r.err;

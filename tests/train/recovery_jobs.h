@@ -90,8 +90,8 @@ inline JobRun train(const std::string& name, int steps, const std::vector<std::s
 }
 
 // Each worker whose process finished the job (its event log ends its last lineage, from the start
-// or its join, with "finished") applied the update of every step from the one it joined at to the
-// last exactly once, net of the updates it took back (`applied`, `rolled_back` lines, and
+// or its join or rejoin, with "finished") applied the update of every step from the one it joined
+// at to the last exactly once, net of the updates it took back (`applied`, `rolled_back` lines, and
 // `restored` from a checkpoint, which drops every later update). Returns
 // how many workers it checked.
 inline int expect_each_update_applied_once(const std::filesystem::path& out, int64_t steps) {
@@ -106,7 +106,9 @@ inline int expect_each_update_applied_once(const std::filesystem::path& out, int
     for (std::string line; std::getline(in, line);) {
       const nlohmann::json e = nlohmann::json::parse(line);
       const std::string what = e["event"].get<std::string>();
-      if (what == "joined") {  // a new process of this slot: its own lineage starts here
+      // A new process of this slot, or one whose replica left the job and came back holding
+      // nothing (it dropped its state when parked): its own lineage starts here.
+      if (what == "joined" || what == "rejoined") {
         net.clear();
         from = e["step"].get<int64_t>();
         finished = false;
