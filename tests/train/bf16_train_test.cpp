@@ -248,7 +248,9 @@ JobResult run_job(const JobSpec& spec, const std::string& name) {
   std::ifstream metrics(dir / "out" / "metrics.jsonl");
   for (std::string line; std::getline(metrics, line);) {
     const nlohmann::json j = nlohmann::json::parse(line);
-    if (j["type"] == "start") EXPECT_EQ(j["dtype"], spec.dtype);
+    if (j["type"] == "start") {
+      EXPECT_EQ(j["dtype"], spec.dtype);
+    }
     if (j["type"] == "step") result.losses.push_back(j["loss"].get<double>());
   }
   const std::unique_ptr<model::Model> model = full_model(m, 1);

@@ -118,7 +118,11 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_avx512_bf16(const uint32
 void gemm_packed(bool native, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                  float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                  float* c, int64_t ldc) {
-  thread_local Packed p;
+  // Per calling thread (attention calls from several parallel_for ranges at once). The worker
+  // threads below must read the caller's buffers, so they see them through this reference (a
+  // thread_local named inside the lambda would be each worker's own).
+  thread_local Packed buffers;
+  Packed& p = buffers;
   pack(trans_a, trans_b, m, n, k, a, lda, b, ldb, p);
   const int64_t tiles = p.row_blocks * p.col_panels;
   // Column panel outer (its B stays in cache over the row blocks); each C element is computed
