@@ -19,8 +19,9 @@
 //    backward's few products in a row. Limits: step-0 gradient 1e-2 relative L2 per tensor, loss
 //    1e-3 at each step (as step 0 above), weight change after 10 AdamW steps 1e-1 (the normalized
 //    update magnifies gradient differences of near-zero gradients: the fp32 parity runs show
-//    ~10x). Every worker of a job must agree bit for bit, as in fp32. A control checks the flag
-//    reached the workers: bf16 and fp32 uniform jobs differ by more than fp32 layouts do (1e-5).
+//    ~10x; GPT-2's key bias, whose exact gradient is 0, is left out: see is_key_bias). Every worker
+//    of a job must agree bit for bit, as in fp32. A control checks the flag reached the workers:
+//    bf16 and fp32 uniform jobs differ by more than fp32 layouts do (1e-5).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -276,7 +277,17 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
 
 struct Worst {
   double grad = 0, loss = 0, update = 0;
+  std::string update_of;  // the tensor of the worst weight change
 };
+
+// GPT-2's key bias (the K third of c_attn.bias, [3C] = Q|K|V) adds q . b_k to every score of a
+// row, which softmax ignores: its exact gradient is 0 and what the arithmetic leaves is rounding
+// noise, of bf16's size once dS is rounded, different at every layout. AdamW normalizes that
+// noise to steps of ~lr of random sign, so its weight change has no value to agree on (measured:
+// 0.37 relative between layouts, 0.40 between bf16 and fp32) and is left out of the comparison.
+bool is_key_bias(const std::string& name, int64_t element, int64_t c) {
+  return name.ends_with("attn.c_attn.bias") && element >= c && element < 2 * c;
+}
 
 // Worst differences of `got` from `want`; the limits are checked by the caller.
 Worst compare(const JobResult& got, const JobResult& want, model::ModelFamily family) {
@@ -292,12 +303,17 @@ Worst compare(const JobResult& got, const JobResult& want, model::ModelFamily fa
   for (size_t i = 0; i < params.size(); ++i) {
     w.grad = std::max(w.grad, rel_l2(got.grads[i], want.grads[i]));
     const std::vector<float> start(params[i].value.span().begin(), params[i].value.span().end());
-    std::vector<float> d_got(start.size()), d_want(start.size());
+    std::vector<float> d_got, d_want;
+    const int64_t c = parity_model(family).n_embd;
     for (size_t e = 0; e < start.size(); ++e) {
-      d_got[e] = got.weights[i][e] - start[e];
-      d_want[e] = want.weights[i][e] - start[e];
+      if (is_key_bias(params[i].name, static_cast<int64_t>(e), c)) continue;
+      d_got.push_back(got.weights[i][e] - start[e]);
+      d_want.push_back(want.weights[i][e] - start[e]);
     }
-    w.update = std::max(w.update, rel_l2(d_got, d_want));
+    if (const double u = rel_l2(d_got, d_want); u > w.update) {
+      w.update = u;
+      w.update_of = params[i].name;
+    }
   }
   return w;
 }
@@ -310,16 +326,18 @@ void check_mixed_against_uniform(model::ModelFamily family,
   EXPECT_EQ(uniform.mismatches, 0);
   const JobResult fp32 = run_job({family, "", "fold", "replicated", "fp32"}, f + "-fp32");
   const Worst control = compare(fp32, uniform, family);
-  std::printf("%s 2x2 fp32 vs 2x2 bf16 (control): gradient %.2e, loss %.2e, update %.2e\n",
-              f.c_str(), control.grad, control.loss, control.update);
+  std::printf("%s 2x2 fp32 vs 2x2 bf16 (control): gradient %.2e, loss %.2e, update %.2e (%s)\n",
+              f.c_str(), control.grad, control.loss, control.update, control.update_of.c_str());
   EXPECT_GT(control.grad, 1e-5) << "--dtype bf16 did not reach the workers";
   for (const auto& [strategy, optimizer] : plans) {
     const JobSpec spec{family, "1:1", strategy, optimizer, "bf16"};
     const JobResult mixed = run_job(spec, f + "-mixed-" + strategy + "-" + optimizer);
     EXPECT_EQ(mixed.mismatches, 0) << describe(spec) << ": workers disagree";
     const Worst w = compare(mixed, uniform, family);
-    std::printf("%s {2,1} %-6s %-10s bf16 vs 2x2 bf16: gradient %.2e, loss %.2e, update %.2e\n",
-                f.c_str(), strategy.c_str(), optimizer.c_str(), w.grad, w.loss, w.update);
+    std::printf(
+        "%s {2,1} %-6s %-10s bf16 vs 2x2 bf16: gradient %.2e, loss %.2e, update %.2e (%s)\n",
+        f.c_str(), strategy.c_str(), optimizer.c_str(), w.grad, w.loss, w.update,
+        w.update_of.c_str());
     EXPECT_LE(w.grad, 1e-2) << describe(spec);
     EXPECT_LE(w.loss, 1e-3) << describe(spec);
     EXPECT_LE(w.update, 1e-1) << describe(spec);
