@@ -114,6 +114,21 @@ void time_sgemm(int64_t m, int64_t n, int64_t k, int reps, Via via, Best& best) 
   for (int r = 0; r < reps; ++r) time_into(best, product);
 }
 
+// Best-of-`reps` seconds of the same product through gemm_bf16 (its default path on this host).
+void time_gemm_bf16(int64_t m, int64_t n, int64_t k, int reps, Best& best) {
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)),
+      c(static_cast<size_t>(m * n));
+  ntp::Rng rng(1);
+  for (float& v : a) v = static_cast<float>(rng.uniform() - 0.5);
+  for (float& v : b) v = static_cast<float>(rng.uniform() - 0.5);
+  auto product = [&] {
+    ntp::kernels::cpu::gemm_bf16(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
+                                 c.data(), n);
+  };
+  product();
+  for (int r = 0; r < reps; ++r) time_into(best, product);
+}
+
 // Float32 FLOP/s of one core's FMA units: 8 independent chains of 256-bit FMAs (enough to cover
 // the FMA latency on the pipes of current x86 cores), best of 5 runs of 2^24 FMAs each. 0 when the
 // host has no AVX2+FMA.
@@ -283,10 +298,16 @@ int main(int argc, char** argv) {
     refs.push_back({fc_m, fc_n, fc_k, 3, via, {}});
     refs.push_back({1024, 1024, 1024, 2, via, {}});
   }
+  // The bf16 product at the largest shape, when a bf16 model is timed (not a reference).
+  const bool any_bf16 = std::any_of(entries.begin(), entries.end(), [](const Entry& e) {
+    return e.dtype == ntp::kernels::cpu::MatmulDtype::kBf16;
+  });
+  Best bf16_gemm;
   for (int r = 0; r < rounds; ++r) {
     // Interleaved so that all see the same machine load.
     if (with_sgemm) {
       for (Reference& ref : refs) time_sgemm(ref.m, ref.n, ref.k, ref.reps, ref.via, ref.time);
+      if (any_bf16) time_gemm_bf16(fc_m, fc_n, fc_k, 3, bf16_gemm);
     }
     for (Entry& e : entries) time_into(e.time, [&] { step(e); });
   }
@@ -336,6 +357,15 @@ int main(int argc, char** argv) {
                   refs[i + 1].flops() / refs[i + 1].time.wall / 1e9,
                   refs[i].via == Via::kNtpSplit ? "ntp's split over its threads"
                                                 : "one OpenBLAS call, OpenBLAS's threads");
+    }
+    if (any_bf16) {
+      const double flops = 2.0 * static_cast<double>(fc_m * fc_n * fc_k);
+      std::printf(
+          "gemm_bf16 %s (%lldx%lld)*(%lldx%lld): %.2f GFLOP/s, %.3f of sgemm's\n",
+          ntp::kernels::cpu::bf16_gemm_path_name(ntp::kernels::cpu::default_bf16_gemm_path()),
+          static_cast<long long>(fc_m), static_cast<long long>(fc_k), static_cast<long long>(fc_k),
+          static_cast<long long>(fc_n), flops / bf16_gemm.wall / 1e9,
+          refs[0].time.wall / bf16_gemm.wall);
     }
   }
   for (const Entry& e : entries) {
