@@ -11,7 +11,8 @@
 // so that the bf16 / fp32 step-time ratio printed per model is measured side by side. The core's
 // FMA peak (a register-only loop of independent 256-bit FMAs on one thread, float32) is printed
 // with it: the ceiling of the float32 path on an AVX2 host; vdpbf16ps would double it per
-// instruction on an AVX-512 BF16 host.
+// instruction on an AVX-512 BF16 host. With a bf16 model the largest product is also timed
+// through gemm_bf16 beside sgemm.
 // --sgemm 0 times the step alone (no sgemm reference buffers), so that the peak resident memory
 // printed last is the step's own (bench/model/compare_torch.sh compares it with PyTorch's).
 // Model FLOPs per step = GptModel::training_flops (6 per matmul parameter per token + 12 L T C

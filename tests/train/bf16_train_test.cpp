@@ -9,7 +9,8 @@
 //    run the gradient differs by ~1e-2 relative, far below the gradient's own batch-to-batch noise
 //    at 8 x 32 tokens (relative O(1)), so the two runs are the same SGD on the same data up to a
 //    perturbation the optimizer already tolerates: the mean loss of the last 50 steps within 2%
-//    (a twentieth of the ~0.5-nat drop below the unigram entropy it must also reach).
+//    (~0.06 nats, a fortieth of the drop from ln 256 = 5.55 that both runs must make: at least 2
+//    nats).
 // 2. Mixed degrees: real `ntp launch` jobs, bf16 in all: GPT-2 {2,1} (2 x 2 with slot 1:1
 //    failed) against 2 x 2 under fold/replicated and native/sharded, Llama {3,2} against 2 x 3
 //    (KV groups held by several ranks) under fold/sharded and native/replicated. The
