@@ -3,7 +3,16 @@
 //
 //   build/bench/model/model_train_step_bench [--threads N] [--layers L] [--batch B] [--rounds R]
 //       [--width C] [--heads H] [--context T] [--sgemm 0|1]
-// Defaults: width 512, context 256, 8 heads, 2 layers, vocabulary 256, batch 4, 1 thread.
+//       [--model gpt2|llama|both] [--dtype fp32|bf16|both]
+// Defaults: width 512, context 256, 8 heads, 2 layers, vocabulary 256, batch 4, 1 thread, GPT-2,
+// fp32. --model llama is the Llama of the same width, heads and FFN width (4 x width), KV heads =
+// heads / 2; --dtype bf16 sets the model's matmul inputs to bf16 (kernels/cpu/matmul.h). With
+// `both`, every combination is built (same seed) and their steps are interleaved in each round,
+// so that the bf16 / fp32 step-time ratio printed per model is measured side by side. The core's
+// FMA peak (a register-only loop of independent 256-bit FMAs on one thread, float32) is printed
+// with it: the ceiling of the float32 path on an AVX2 host; vdpbf16ps would double it per
+// instruction on an AVX-512 BF16 host. With a bf16 model the largest product is also timed
+// through gemm_bf16 beside sgemm.
 // --sgemm 0 times the step alone (no sgemm reference buffers), so that the peak resident memory
 // printed last is the step's own (bench/model/compare_torch.sh compares it with PyTorch's).
 // Model FLOPs per step = GptModel::training_flops (6 per matmul parameter per token + 12 L T C
@@ -15,6 +24,7 @@
 // excludes the time other jobs held the core (the 1-thread CPU-time ratio moves by ~0.01 where the
 // wall one moves by 0.1).
 #include <cblas.h>
+#include <immintrin.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -26,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,8 +44,12 @@
 #include "kernels/cpu/blas_select.h"
 #include "kernels/cpu/clip.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/matmul.h"
 #include "machine_info.h"
 #include "model/gpt_model.h"
+#include "model/llama_model.h"
+#include "model/model_factory.h"
 #include "train/adamw_optimizer.h"
 
 namespace {
@@ -100,14 +115,95 @@ void time_sgemm(int64_t m, int64_t n, int64_t k, int reps, Via via, Best& best) 
   for (int r = 0; r < reps; ++r) time_into(best, product);
 }
 
+// Best-of-`reps` seconds of the same product through gemm_bf16 (its default path on this host).
+void time_gemm_bf16(int64_t m, int64_t n, int64_t k, int reps, Best& best) {
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)),
+      c(static_cast<size_t>(m * n));
+  ntp::Rng rng(1);
+  for (float& v : a) v = static_cast<float>(rng.uniform() - 0.5);
+  for (float& v : b) v = static_cast<float>(rng.uniform() - 0.5);
+  auto product = [&] {
+    ntp::kernels::cpu::gemm_bf16(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
+                                 c.data(), n);
+  };
+  product();
+  for (int r = 0; r < reps; ++r) time_into(best, product);
+}
+
+// Float32 FLOP/s of one core's FMA units: 8 independent chains of 256-bit FMAs (enough to cover
+// the FMA latency on the pipes of current x86 cores), best of 5 runs of 2^24 FMAs each. 0 when the
+// host has no AVX2+FMA.
+__attribute__((target("avx2,fma"))) double fma_peak_kernel(int64_t iters) {
+  __m256 acc[8];
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+  }
+  __m256 sum = acc[0];
+  for (int i = 1; i < 8; ++i) sum = _mm256_add_ps(sum, acc[i]);
+  float out[8];
+  _mm256_storeu_ps(out, sum);
+  return static_cast<double>(out[0]);
+}
+
+double fma_peak_flops() {
+  const auto& f = ntp::kernels::cpu::host_cpu_features();
+  if (!f.avx2 || !f.fma) return 0.0;
+  const int64_t iters = int64_t{1} << 21;  // x 8 chains x 8 lanes x 2 FLOPs
+  double best = 1e30, sink = 0.0;
+  for (int r = 0; r < 5; ++r) {
+    const auto t = Clock::now();
+    sink += fma_peak_kernel(iters);
+    best = std::min(best, seconds_since(t));
+  }
+  if (sink == 12345.0) std::printf(" ");  // keeps the loop
+  return static_cast<double>(iters) * 8 * 8 * 2 / best;
+}
+
+// One model of the comparison: its family, matmul dtype, optimizer and best step time.
+struct Entry {
+  ntp::model::ModelConfig config;
+  ntp::kernels::cpu::MatmulDtype dtype;
+  std::unique_ptr<ntp::model::Model> model;
+  std::unique_ptr<ntp::train::AdamWOptimizer> opt;
+  Best time;
+  std::string label() const {
+    return std::string(ntp::model::model_family_name(config.family)) + " " +
+           ntp::kernels::cpu::matmul_dtype_name(dtype);
+  }
+};
+
+std::unique_ptr<ntp::model::Model> make_model(const ntp::model::ModelConfig& c) {
+  if (c.family == ntp::model::ModelFamily::kLlama) {
+    auto m = ntp::model::LlamaModel::create(c.llama(), ntp::model::full_shard(c.llama()), 1);
+    return m.ok() ? std::make_unique<ntp::model::LlamaModel>(std::move(*m)) : nullptr;
+  }
+  auto m = ntp::model::GptModel::create(c.gpt(), ntp::model::full_shard(c.gpt()), 1);
+  return m.ok() ? std::make_unique<ntp::model::GptModel>(std::move(*m)) : nullptr;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 1, rounds = 8;
   int64_t layers = 2, batch = 4, width = 512, heads = 8, context = 256;
   bool with_sgemm = true;
+  std::string model_flag = "gpt2", dtype_flag = "fp32";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
+    if (flag == "--model" || flag == "--dtype") {
+      const std::string v = argv[i + 1];
+      const bool ok = flag == "--model" ? (v == "gpt2" || v == "llama" || v == "both")
+                                        : (v == "fp32" || v == "bf16" || v == "both");
+      if (!ok) {
+        std::fprintf(stderr, "error: %s '%s' is unknown; use %s\n", flag.c_str(), v.c_str(),
+                     flag == "--model" ? "gpt2, llama or both" : "fp32, bf16 or both");
+        return 2;
+      }
+      (flag == "--model" ? model_flag : dtype_flag) = v;
+      continue;
+    }
     const long value = std::strtol(argv[i + 1], nullptr, 10);
     if (value <= 0 && !(flag == "--sgemm" && value == 0)) {
       std::fprintf(stderr, "error: %s needs a positive integer, got '%s'\n", flag.c_str(),
@@ -133,45 +229,63 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "error: unknown flag %s (use --threads, --layers, --batch, --rounds, --width, "
-                   "--heads, --context, --sgemm)\n",
+                   "--heads, --context, --sgemm, --model, --dtype)\n",
                    flag.c_str());
       return 2;
     }
   }
   const int used_threads = ntp::kernels::cpu::set_blas_threads(threads);
 
-  ntp::model::GptConfig config;
+  ntp::model::ModelConfig config;
   config.n_layer = layers;
   config.n_head = heads;
   config.n_embd = width;
   config.n_ctx = context;
   config.vocab_size = 256;
   const int64_t t = config.n_ctx;
-  auto created = ntp::model::GptModel::create(config, ntp::model::full_shard(config), 1);
-  if (!created.ok()) {
-    std::fprintf(stderr, "error: %s\n", created.status().to_string().c_str());
-    return 1;
+  std::vector<Entry> entries;
+  for (const char* family : {"gpt2", "llama"}) {
+    if (model_flag != "both" && model_flag != family) continue;
+    for (const char* dtype : {"fp32", "bf16"}) {
+      if (dtype_flag != "both" && dtype_flag != dtype) continue;
+      Entry e;
+      e.config = config;
+      if (std::string(family) == "llama") {
+        e.config.family = ntp::model::ModelFamily::kLlama;
+        e.config.n_kv_head = std::max<int64_t>(1, heads / 2);
+      }
+      e.dtype = std::string(dtype) == "bf16" ? ntp::kernels::cpu::MatmulDtype::kBf16
+                                             : ntp::kernels::cpu::MatmulDtype::kFp32;
+      e.model = make_model(e.config);
+      if (e.model == nullptr) {
+        std::fprintf(stderr, "error: invalid %s model shape\n", family);
+        return 2;
+      }
+      e.model->set_matmul_dtype(e.dtype);
+      e.opt = std::make_unique<ntp::train::AdamWOptimizer>(
+          e.model->params(), ntp::kernels::cpu::AdamWHyper{.lr = 1e-4f});
+      entries.push_back(std::move(e));
+    }
   }
-  ntp::model::GptModel& model = *created;
-  ntp::train::AdamWOptimizer opt(model.params(), {.lr = 1e-4f});
   std::vector<int32_t> tokens(static_cast<size_t>(batch * t)), targets(tokens.size());
   ntp::Rng rng(3);
   for (size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<int32_t>(rng.below(256));
     targets[i] = static_cast<int32_t>(rng.below(256));
   }
-  auto step = [&]() {
-    model.zero_grad();
-    const double loss = model.forward_backward(tokens, targets, batch, t).value();
-    const double norm = model.grad_norm().value();
-    opt.step(model.params(), 1e-4f, ntp::kernels::cpu::clip_coefficient(norm, 1.0));
+  auto step = [&](Entry& e) {
+    e.model->zero_grad();
+    const double loss = e.model->forward_backward(tokens, targets, batch, t).value();
+    const double norm = e.model->grad_norm().value();
+    e.opt->step(e.model->params(), 1e-4f, ntp::kernels::cpu::clip_coefficient(norm, 1.0));
     return loss;
   };
-  step();  // warm-up: allocates activations
+  for (Entry& e : entries) step(e);  // warm-up: allocates activations
 
-  const double step_flops = ntp::model::GptModel::training_flops(config, batch, t);
+  auto flops_of = [&](const Entry& e) { return ntp::model::training_flops(e.config, batch, t); };
   // References: two shapes, each run both ways (at one thread both ways are one OpenBLAS call).
   const int64_t fc_m = batch * t, fc_n = 4 * config.n_embd, fc_k = config.n_embd;
+  const double fma_peak = fma_peak_flops();
   struct Reference {
     int64_t m, n, k;
     int reps;  // per round
@@ -185,16 +299,19 @@ int main(int argc, char** argv) {
     refs.push_back({fc_m, fc_n, fc_k, 3, via, {}});
     refs.push_back({1024, 1024, 1024, 2, via, {}});
   }
-  Best step_time;
+  // The bf16 product at the largest shape, when a bf16 model is timed (not a reference).
+  const bool any_bf16 = std::any_of(entries.begin(), entries.end(), [](const Entry& e) {
+    return e.dtype == ntp::kernels::cpu::MatmulDtype::kBf16;
+  });
+  Best bf16_gemm;
   for (int r = 0; r < rounds; ++r) {
     // Interleaved so that all see the same machine load.
     if (with_sgemm) {
       for (Reference& ref : refs) time_sgemm(ref.m, ref.n, ref.k, ref.reps, ref.via, ref.time);
+      if (any_bf16) time_gemm_bf16(fc_m, fc_n, fc_k, 3, bf16_gemm);
     }
-    time_into(step_time, step);
+    for (Entry& e : entries) time_into(e.time, [&] { step(e); });
   }
-  const double best_step = step_time.wall;
-  const double model_flops = step_flops / best_step;
   double reference = 0.0, cpu_reference = 0.0;
   for (const Reference& ref : refs) {
     reference = std::max(reference, ref.flops() / ref.time.wall);
@@ -206,20 +323,30 @@ int main(int argc, char** argv) {
   std::printf("machine: %s, %ld online CPUs, %s %s\n", ntp::bench::cpu_model().c_str(),
               sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release);
   std::printf(
-      "config: GPT-2 width %lld, context %lld, %lld heads, %lld layers, vocab %lld, "
-      "batch %lld (%lld tokens/step), %lld params; BLAS threads %d; best of %d rounds\n",
+      "config: width %lld, context %lld, %lld heads, %lld layers, vocab %lld, "
+      "batch %lld (%lld tokens/step); BLAS threads %d; best of %d rounds\n",
       static_cast<long long>(config.n_embd), static_cast<long long>(t),
       static_cast<long long>(config.n_head), static_cast<long long>(layers),
       static_cast<long long>(config.vocab_size), static_cast<long long>(batch),
-      static_cast<long long>(batch * t), static_cast<long long>(config.num_params()), used_threads,
-      rounds);
+      static_cast<long long>(batch * t), used_threads, rounds);
+  for (const Entry& e : entries) {
+    std::printf("model %s: %lld params\n", e.label().c_str(),
+                static_cast<long long>(e.config.num_params()));
+  }
   std::printf("blas: %s\n", ntp::kernels::cpu::blas_description().c_str());
+  std::printf("bf16 GEMM path: %s (host avx512_bf16: %s)\n",
+              ntp::kernels::cpu::bf16_gemm_path_name(ntp::kernels::cpu::default_bf16_gemm_path()),
+              ntp::kernels::cpu::host_has_avx512_bf16() ? "yes" : "no");
   std::printf(
       "reproduce: %s --threads %d --layers %lld --batch %lld --rounds %d --width %lld --heads %lld "
-      "--context %lld --sgemm %d\n",
+      "--context %lld --sgemm %d --model %s --dtype %s\n",
       argv[0], threads, static_cast<long long>(layers), static_cast<long long>(batch), rounds,
       static_cast<long long>(width), static_cast<long long>(heads), static_cast<long long>(t),
-      with_sgemm ? 1 : 0);
+      with_sgemm ? 1 : 0, model_flag.c_str(), dtype_flag.c_str());
+  if (fma_peak > 0) {
+    std::printf("core FMA peak (float32, one thread, register-only loop): %.2f GFLOP/s\n",
+                fma_peak / 1e9);
+  }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   if (with_sgemm) {
@@ -232,18 +359,44 @@ int main(int argc, char** argv) {
                   refs[i].via == Via::kNtpSplit ? "ntp's split over its threads"
                                                 : "one OpenBLAS call, OpenBLAS's threads");
     }
+    if (any_bf16) {
+      const double flops = 2.0 * static_cast<double>(fc_m * fc_n * fc_k);
+      std::printf(
+          "gemm_bf16 %s (%lldx%lld)*(%lldx%lld): %.2f GFLOP/s, %.3f of sgemm's\n",
+          ntp::kernels::cpu::bf16_gemm_path_name(ntp::kernels::cpu::default_bf16_gemm_path()),
+          static_cast<long long>(fc_m), static_cast<long long>(fc_k), static_cast<long long>(fc_k),
+          static_cast<long long>(fc_n), flops / bf16_gemm.wall / 1e9,
+          refs[0].time.wall / bf16_gemm.wall);
+    }
   }
-  std::printf("training step: %.1f ms, %.2f model GFLOP/step, %.2f model GFLOP/s\n",
-              best_step * 1e3, step_flops / 1e9, model_flops / 1e9);
-  if (with_sgemm) {
-    std::printf("ratio model FLOP/s / best sgemm FLOP/s = %.3f (goal >= 0.8)\n",
-                model_flops / reference);
-    // Same ratio from process CPU time, at one thread only: with more, CPU time also counts the
-    // time idle threads spin, and the ratio would no longer compare with the one above.
-    if (used_threads == 1) {
-      std::printf("by CPU time: step %.1f ms, sgemm %.2f GFLOP/s, ratio %.3f\n",
-                  step_time.cpu * 1e3, cpu_reference / 1e9,
-                  step_flops / step_time.cpu / cpu_reference);
+  for (const Entry& e : entries) {
+    const double step_flops = flops_of(e), best_step = e.time.wall;
+    const double model_flops = step_flops / best_step;
+    // The plain "training step:" line for a single model keeps compare_torch.py's format.
+    const std::string tag = entries.size() == 1 ? "" : " [" + e.label() + "]";
+    std::printf("training step%s: %.1f ms, %.2f model GFLOP/step, %.2f model GFLOP/s", tag.c_str(),
+                best_step * 1e3, step_flops / 1e9, model_flops / 1e9);
+    if (fma_peak > 0) std::printf(", %.3f of the FMA peak", model_flops / fma_peak);
+    std::printf("\n");
+    if (with_sgemm) {
+      std::printf("ratio%s model FLOP/s / best sgemm FLOP/s = %.3f (goal >= 0.8)\n", tag.c_str(),
+                  model_flops / reference);
+      // Same ratio from process CPU time, at one thread only: with more, CPU time also counts
+      // the time idle threads spin, and the ratio would no longer compare with the one above.
+      if (used_threads == 1) {
+        std::printf("by CPU time%s: step %.1f ms, sgemm %.2f GFLOP/s, ratio %.3f\n", tag.c_str(),
+                    e.time.cpu * 1e3, cpu_reference / 1e9, step_flops / e.time.cpu / cpu_reference);
+      }
+    }
+  }
+  for (const Entry& a : entries) {  // bf16 against fp32 of the same family, same rounds
+    if (a.dtype != ntp::kernels::cpu::MatmulDtype::kBf16) continue;
+    for (const Entry& b : entries) {
+      if (b.dtype == ntp::kernels::cpu::MatmulDtype::kFp32 && b.config.family == a.config.family) {
+        std::printf("%s: bf16 step / fp32 step = %.3f (wall), %.3f (CPU time)\n",
+                    ntp::model::model_family_name(a.config.family), a.time.wall / b.time.wall,
+                    a.time.cpu / b.time.cpu);
+      }
     }
   }
   std::printf("peak resident memory: %.1f MiB\n", static_cast<double>(usage.ru_maxrss) / 1024.0);

@@ -24,6 +24,7 @@ struct TrainArgs {
   std::string model = "gpt2";
   std::string batch_policy = "keep";
   std::string optimizer = "replicated";
+  std::string dtype = "fp32";
   int64_t bucket_kb = 128;
 };
 
@@ -100,6 +101,9 @@ int run(TrainArgs& args) {
   Result<train::OptimizerSharding> sharding = train::parse_optimizer_sharding(args.optimizer);
   if (!sharding.ok()) return bad(sharding.status());
   config.optimizer = *sharding;
+  Result<kernels::cpu::MatmulDtype> dtype = train::parse_matmul_dtype(args.dtype);
+  if (!dtype.ok()) return bad(dtype.status());
+  config.dtype = *dtype;
   config.bucket_bytes = args.bucket_kb * 1024;
   if (Status s = train::validate_train_config(config); !s.ok()) return bad(s);
 
@@ -191,6 +195,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "Pad the 256-byte vocabulary to a multiple of this")
       ->group(model);
   cmd->add_option("--seed", c.seed, "Initialization seed (same weights at any layout)")
+      ->group(model);
+  cmd->add_option("--dtype", args->dtype,
+                  "Matrix-product inputs: fp32, or bf16 (weights and activations rounded to "
+                  "bf16 as products read them, float32 sums; master weights, gradients and "
+                  "AdamW state stay float32)")
       ->group(model);
 
   auto data = "Data";

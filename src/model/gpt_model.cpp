@@ -170,6 +170,7 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   const int64_t n = b * t, c = config_.n_embd, d = config_.head_dim();
   const int64_t hl = static_cast<int64_t>(shard_.heads.size());
   const int64_t cl = hl * d;
+  const k::MatmulDtype dtype = matmul_dtype();
   const int64_t fl = static_cast<int64_t>(shard_.ffn_units.size()) * config_.ffn_unit;
   const int64_t vl = static_cast<int64_t>(shard_.vocab_rows.size());
 
@@ -187,12 +188,12 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   auto row_parallel_residual = [&](const float* xin, int weight, int bias, const float* residual,
                                    int64_t n_rows, int64_t in, int64_t out, float* z) -> Status {
     if (group->size() == 1) {
-      k::linear_forward_residual(xin, w(weight), w(bias), residual, n_rows, in, out, z);
+      k::linear_forward_residual(xin, w(weight), w(bias), residual, n_rows, in, out, z, dtype);
       return ok_status();
     }
     std::vector<float>& y = scratch_.y;
     resize(y, n_rows * out);
-    k::linear_forward(xin, w(weight), nullptr, n_rows, in, out, y.data());
+    k::linear_forward(xin, w(weight), nullptr, n_rows, in, out, y.data(), dtype);
     NTP_RETURN_IF_ERROR(all_reduce(y));
     k::add_bias_residual(residual, y.data(), w(bias), n_rows, out, z);
     return ok_status();
@@ -209,14 +210,14 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
 
     k::layernorm_forward(a.x_in.data(), w(p.ln1_w), w(p.ln1_b), n, c, a.h1.data(), a.mean1.data(),
                          a.rstd1.data());
-    k::linear_forward(a.h1.data(), w(p.attn_w), w(p.attn_b), n, c, 3 * cl, a.qkv.data());
-    k::attention_forward(a.qkv.data(), b, t, hl, d, a.att.data(), a.lse.data());
+    k::linear_forward(a.h1.data(), w(p.attn_w), w(p.attn_b), n, c, 3 * cl, a.qkv.data(), dtype);
+    k::attention_forward(a.qkv.data(), b, t, hl, d, a.att.data(), a.lse.data(), dtype);
     NTP_RETURN_IF_ERROR(row_parallel_residual(a.att.data(), p.proj_w, p.proj_b, a.x_in.data(), n,
                                               cl, c, a.x_mid.data()));
 
     k::layernorm_forward(a.x_mid.data(), w(p.ln2_w), w(p.ln2_b), n, c, a.h2.data(), a.mean2.data(),
                          a.rstd2.data());
-    k::linear_forward(a.h2.data(), w(p.fc_w), w(p.fc_b), n, c, fl, a.f.data());
+    k::linear_forward(a.h2.data(), w(p.fc_w), w(p.fc_b), n, c, fl, a.f.data(), dtype);
     k::gelu_forward(a.f.data(), n * fl, a.g.data());
     NTP_RETURN_IF_ERROR(row_parallel_residual(a.g.data(), p.fc2_w, p.fc2_b, a.x_mid.data(), n, fl,
                                               c, x_out.data()));
@@ -226,7 +227,8 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   k::layernorm_forward(x.data(), w(lnf_w_), w(lnf_b_), n, c, hf_.data(), meanf_.data(),
                        rstdf_.data());
   // logits[n, vl] = hf[n, c] * wte_local[vl, c]^T
-  k::gemm(false, true, n, vl, c, 1.0f, hf_.data(), c, w(wte_), c, 0.0f, logits_.data(), vl);
+  k::matmul(dtype, false, true, n, vl, c, 1.0f, hf_.data(), c, w(wte_), c, 0.0f, logits_.data(),
+            vl);
 
   // Parallel cross-entropy: global row max, then global exp-sum and target logit.
   std::vector<float> local_max(static_cast<size_t>(n));
@@ -262,10 +264,12 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
                             stats.data(), backward->loss_scale / static_cast<float>(n),
                             dlogits.data());
   // Tied head: dwte_local += dlogits^T hf; dhf = dlogits wte_local (partial over vocabulary).
-  k::gemm(true, false, vl, c, n, 1.0f, dlogits.data(), vl, hf_.data(), c, 1.0f, dw(wte_), c);
+  k::matmul(dtype, true, false, vl, c, n, 1.0f, dlogits.data(), vl, hf_.data(), c, 1.0f, dw(wte_),
+            c);
   std::vector<float>& dh = scratch_.dh;
   resize(dh, n * c);
-  k::gemm(false, false, n, c, vl, 1.0f, dlogits.data(), vl, w(wte_), c, 0.0f, dh.data(), c);
+  k::matmul(dtype, false, false, n, c, vl, 1.0f, dlogits.data(), vl, w(wte_), c, 0.0f, dh.data(),
+            c);
   NTP_RETURN_IF_ERROR(all_reduce(dh));
   std::vector<float>& dx = scratch_.dx;
   resize(dx, n * c);
@@ -283,19 +287,20 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
     // MLP: dx is the gradient of the block output (and of x_mid through the residual).
     resize(dg, n * fl), resize(df, n * fl);
     k::linear_backward(a.g.data(), w(p.fc2_w), dx.data(), n, fl, c, dg.data(), dw(p.fc2_w),
-                       dw(p.fc2_b));
+                       dw(p.fc2_b), dtype);
     k::gelu_backward_column_sums(a.f.data(), dg.data(), n, fl, df.data(), dw(p.fc_b));
-    k::linear_backward(a.h2.data(), w(p.fc_w), df.data(), n, c, fl, dh.data(), dw(p.fc_w), nullptr);
+    k::linear_backward(a.h2.data(), w(p.fc_w), df.data(), n, c, fl, dh.data(), dw(p.fc_w), nullptr,
+                       dtype);
     NTP_RETURN_IF_ERROR(all_reduce(dh));
     k::layernorm_backward(a.x_mid.data(), w(p.ln2_w), a.mean2.data(), a.rstd2.data(), dh.data(), n,
                           c, dx.data(), dw(p.ln2_w), dw(p.ln2_b), /*accumulate_dx=*/true);
     // Attention.
     resize(datt, n * cl), resize(dqkv, n * 3 * cl);
     k::linear_backward(a.att.data(), w(p.proj_w), dx.data(), n, cl, c, datt.data(), dw(p.proj_w),
-                       dw(p.proj_b));
-    k::attention_backward(a.qkv.data(), a.lse.data(), datt.data(), b, t, hl, d, dqkv.data());
+                       dw(p.proj_b), dtype);
+    k::attention_backward(a.qkv.data(), a.lse.data(), datt.data(), b, t, hl, d, dqkv.data(), dtype);
     k::linear_backward(a.h1.data(), w(p.attn_w), dqkv.data(), n, c, 3 * cl, dh.data(), dw(p.attn_w),
-                       dw(p.attn_b));
+                       dw(p.attn_b), dtype);
     NTP_RETURN_IF_ERROR(all_reduce(dh));
     k::layernorm_backward(a.x_in.data(), w(p.ln1_w), a.mean1.data(), a.rstd1.data(), dh.data(), n,
                           c, dx.data(), dw(p.ln1_w), dw(p.ln1_b), /*accumulate_dx=*/true);

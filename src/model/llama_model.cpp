@@ -38,19 +38,19 @@ InitRule llama_init_rule(std::string_view name) {
 }
 
 // c[m, n] (+)= a[m, k] * b[n, k]^T: nn.Linear's y = x W^T with W stored [out, in].
-void matmul_nt(int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float beta, float* c, int64_t ldc) {
-  k::gemm(false, true, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
+void matmul_nt(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  k::matmul(dtype, false, true, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 // c[m, n] (+)= a[m, k] * b[k, n]
-void matmul_nn(int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float beta, float* c, int64_t ldc) {
-  k::gemm(false, false, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
+void matmul_nn(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  k::matmul(dtype, false, false, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 // c[m, n] (+)= a[k, m]^T * b[k, n]: weight gradients dW[out, in] += dy^T x.
-void matmul_tn(int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float beta, float* c, int64_t ldc) {
-  k::gemm(true, false, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
+void matmul_tn(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  k::matmul(dtype, true, false, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace
@@ -227,6 +227,7 @@ LlamaModel::Dims LlamaModel::dims(int64_t b, int64_t t) const {
   m.fl = static_cast<int64_t>(shard_.ffn_units.size()) * config_.ffn_unit;
   m.vl = static_cast<int64_t>(shard_.vocab_rows.size());
   m.vh = static_cast<int64_t>(shard_.head_rows.size());
+  m.dtype = matmul_dtype();
   return m;
 }
 
@@ -235,12 +236,12 @@ Status LlamaModel::row_parallel_residual(const Dims& m, const float* xin, int64_
                                          std::vector<float>& z) {
   z = residual;
   if (group().size() == 1) {
-    matmul_nt(m.n, m.c, in, xin, in, w(weight), in, 1.0f, z.data(), m.c);
+    matmul_nt(m.dtype, m.n, m.c, in, xin, in, w(weight), in, 1.0f, z.data(), m.c);
     return ok_status();
   }
   std::vector<float>& y = scratch_.y;
   resize(y, m.n * m.c);
-  matmul_nt(m.n, m.c, in, xin, in, w(weight), in, 0.0f, y.data(), m.c);
+  matmul_nt(m.dtype, m.n, m.c, in, xin, in, w(weight), in, 0.0f, y.data(), m.c);
   NTP_RETURN_IF_ERROR(all_reduce(y));
   for (int64_t i = 0; i < m.n * m.c; ++i) z[i] += y[i];
   return ok_status();
@@ -255,9 +256,9 @@ Status LlamaModel::forward_attention(size_t l, const Dims& m) {
   resize(a.att, n * qd), resize(kv, n * 2 * kd);
   k::rmsnorm_forward(a.x_in.data(), w(p.ln1), n, c, static_cast<float>(config_.rms_norm_eps),
                      a.h1.data(), a.rstd1.data());
-  matmul_nt(n, qd, c, a.h1.data(), c, w(p.q), c, 0.0f, a.qkv.data(), row);
-  matmul_nt(n, kd, c, a.h1.data(), c, w(p.k), c, 0.0f, kv.data(), 2 * kd);
-  matmul_nt(n, kd, c, a.h1.data(), c, w(p.v), c, 0.0f, kv.data() + kd, 2 * kd);
+  matmul_nt(m.dtype, n, qd, c, a.h1.data(), c, w(p.q), c, 0.0f, a.qkv.data(), row);
+  matmul_nt(m.dtype, n, kd, c, a.h1.data(), c, w(p.k), c, 0.0f, kv.data(), 2 * kd);
+  matmul_nt(m.dtype, n, kd, c, a.h1.data(), c, w(p.v), c, 0.0f, kv.data() + kd, 2 * kd);
   k::rope_forward(a.qkv.data(), m.b, m.t, m.hl, d, row, rope_cos_.data(), rope_sin_.data());
   k::rope_forward(kv.data(), m.b, m.t, m.gl, d, 2 * kd, rope_cos_.data(), rope_sin_.data());
   // Each local query head reads its group's K and V (Hugging Face's repeat_kv).
@@ -268,7 +269,7 @@ Status LlamaModel::forward_attention(size_t l, const Dims& m) {
       std::copy(src + kd, src + kd + d, a.qkv.data() + i * row + 2 * qd + j * d);
     }
   }
-  k::attention_forward(a.qkv.data(), m.b, m.t, m.hl, d, a.att.data(), a.lse.data());
+  k::attention_forward(a.qkv.data(), m.b, m.t, m.hl, d, a.att.data(), a.lse.data(), m.dtype);
   return row_parallel_residual(m, a.att.data(), qd, p.o, a.x_in, a.x_mid);
 }
 
@@ -279,8 +280,8 @@ Status LlamaModel::forward_ffn(size_t l, const Dims& m, std::vector<float>& x_ou
   resize(a.h2, n * c), resize(a.rstd2, n), resize(a.gu, n * 2 * fl), resize(a.s, n * fl);
   k::rmsnorm_forward(a.x_mid.data(), w(p.ln2), n, c, static_cast<float>(config_.rms_norm_eps),
                      a.h2.data(), a.rstd2.data());
-  matmul_nt(n, fl, c, a.h2.data(), c, w(p.gate), c, 0.0f, a.gu.data(), 2 * fl);
-  matmul_nt(n, fl, c, a.h2.data(), c, w(p.up), c, 0.0f, a.gu.data() + fl, 2 * fl);
+  matmul_nt(m.dtype, n, fl, c, a.h2.data(), c, w(p.gate), c, 0.0f, a.gu.data(), 2 * fl);
+  matmul_nt(m.dtype, n, fl, c, a.h2.data(), c, w(p.up), c, 0.0f, a.gu.data() + fl, 2 * fl);
   k::swiglu_forward(a.gu.data(), n, fl, a.s.data());
   return row_parallel_residual(m, a.s.data(), fl, p.down, a.x_mid, x_out);
 }
@@ -294,13 +295,13 @@ Status LlamaModel::backward_ffn(size_t l, const Dims& m) {
   std::vector<float>& dgu = scratch_.dgu;
   float* dh = scratch_.reduce.data();
   resize(ds, n * fl), resize(dgu, n * 2 * fl);
-  matmul_nn(n, fl, c, dx.data(), c, w(p.down), fl, 0.0f, ds.data(), fl);
-  matmul_tn(c, fl, n, dx.data(), c, a.s.data(), fl, 1.0f, dw(p.down), fl);
+  matmul_nn(m.dtype, n, fl, c, dx.data(), c, w(p.down), fl, 0.0f, ds.data(), fl);
+  matmul_tn(m.dtype, c, fl, n, dx.data(), c, a.s.data(), fl, 1.0f, dw(p.down), fl);
   k::swiglu_backward(a.gu.data(), ds.data(), n, fl, dgu.data());
-  matmul_tn(fl, c, n, dgu.data(), 2 * fl, a.h2.data(), c, 1.0f, dw(p.gate), c);
-  matmul_tn(fl, c, n, dgu.data() + fl, 2 * fl, a.h2.data(), c, 1.0f, dw(p.up), c);
-  matmul_nn(n, c, fl, dgu.data(), 2 * fl, w(p.gate), c, 0.0f, dh, c);
-  matmul_nn(n, c, fl, dgu.data() + fl, 2 * fl, w(p.up), c, 1.0f, dh, c);
+  matmul_tn(m.dtype, fl, c, n, dgu.data(), 2 * fl, a.h2.data(), c, 1.0f, dw(p.gate), c);
+  matmul_tn(m.dtype, fl, c, n, dgu.data() + fl, 2 * fl, a.h2.data(), c, 1.0f, dw(p.up), c);
+  matmul_nn(m.dtype, n, c, fl, dgu.data(), 2 * fl, w(p.gate), c, 0.0f, dh, c);
+  matmul_nn(m.dtype, n, c, fl, dgu.data() + fl, 2 * fl, w(p.up), c, 1.0f, dh, c);
   NTP_RETURN_IF_ERROR(all_reduce(std::span<float>(dh, static_cast<size_t>(n * c))));
   k::rmsnorm_backward(a.x_mid.data(), w(p.ln2), a.rstd2.data(), dh, n, c, dx.data(), dw(p.ln2),
                       /*accumulate_dx=*/true);
@@ -318,9 +319,10 @@ Status LlamaModel::backward_attention(size_t l, const Dims& m) {
   std::vector<float>& red = scratch_.reduce;  // [dh | shared K/V weight gradients], see run()
   float* dh = red.data();
   resize(datt, n * qd), resize(dqkv, n * row), resize(dkv, n * 2 * kd);
-  matmul_nn(n, qd, c, dx.data(), c, w(p.o), qd, 0.0f, datt.data(), qd);
-  matmul_tn(c, qd, n, dx.data(), c, a.att.data(), qd, 1.0f, dw(p.o), qd);
-  k::attention_backward(a.qkv.data(), a.lse.data(), datt.data(), m.b, m.t, m.hl, d, dqkv.data());
+  matmul_nn(m.dtype, n, qd, c, dx.data(), c, w(p.o), qd, 0.0f, datt.data(), qd);
+  matmul_tn(m.dtype, c, qd, n, dx.data(), c, a.att.data(), qd, 1.0f, dw(p.o), qd);
+  k::attention_backward(a.qkv.data(), a.lse.data(), datt.data(), m.b, m.t, m.hl, d, dqkv.data(),
+                        m.dtype);
   // A group's K/V gradient is the sum over the local query heads reading it.
   std::fill(dkv.begin(), dkv.end(), 0.0f);
   for (int64_t i = 0; i < n; ++i) {
@@ -334,7 +336,7 @@ Status LlamaModel::backward_attention(size_t l, const Dims& m) {
   }
   k::rope_backward(dqkv.data(), m.b, m.t, m.hl, d, row, rope_cos_.data(), rope_sin_.data());
   k::rope_backward(dkv.data(), m.b, m.t, m.gl, d, 2 * kd, rope_cos_.data(), rope_sin_.data());
-  matmul_tn(qd, c, n, dqkv.data(), row, a.h1.data(), c, 1.0f, dw(p.q), c);
+  matmul_tn(m.dtype, qd, c, n, dqkv.data(), row, a.h1.data(), c, 1.0f, dw(p.q), c);
   // K/V weight gradients: straight into Param::grad for groups only this rank holds; into the
   // reduction buffer (this call's part only, so accumulation over calls stays exact) for shared
   // ones.
@@ -345,17 +347,17 @@ Status LlamaModel::backward_attention(size_t l, const Dims& m) {
       const float* dy = dkv.data() + part * kd + gi * d;
       if (slot < 0) {
         float* g = dw(part == 0 ? p.k : p.v) + gi * d * c;
-        matmul_tn(d, c, n, dy, 2 * kd, a.h1.data(), c, 1.0f, g, c);
+        matmul_tn(m.dtype, d, c, n, dy, 2 * kd, a.h1.data(), c, 1.0f, g, c);
       } else {
         float* g = red.data() + n * c + (slot * 2 + part) * d * c;
-        matmul_tn(d, c, n, dy, 2 * kd, a.h1.data(), c, 0.0f, g, c);
+        matmul_tn(m.dtype, d, c, n, dy, 2 * kd, a.h1.data(), c, 0.0f, g, c);
       }
     }
   }
   // Input gradient: the partial dK/dV of shared groups are summed by this same all-reduce.
-  matmul_nn(n, c, qd, dqkv.data(), row, w(p.q), c, 0.0f, dh, c);
-  matmul_nn(n, c, kd, dkv.data(), 2 * kd, w(p.k), c, 1.0f, dh, c);
-  matmul_nn(n, c, kd, dkv.data() + kd, 2 * kd, w(p.v), c, 1.0f, dh, c);
+  matmul_nn(m.dtype, n, c, qd, dqkv.data(), row, w(p.q), c, 0.0f, dh, c);
+  matmul_nn(m.dtype, n, c, kd, dkv.data(), 2 * kd, w(p.k), c, 1.0f, dh, c);
+  matmul_nn(m.dtype, n, c, kd, dkv.data() + kd, 2 * kd, w(p.v), c, 1.0f, dh, c);
   NTP_RETURN_IF_ERROR(all_reduce(red));
   for (int64_t gi = 0; gi < m.gl; ++gi) {
     const int64_t slot = shared_slot_[static_cast<size_t>(gi)];
@@ -394,7 +396,7 @@ Result<double> LlamaModel::run(std::span<const int32_t> tokens, std::span<const 
   resize(hf_, n * c), resize(rstdf_, n), resize(logits_, n * vh);
   k::rmsnorm_forward(x_final_.data(), w(norm_), n, c, eps, hf_.data(), rstdf_.data());
   // logits[n, vh] = hf[n, c] * lm_head_local[vh, c]^T
-  matmul_nt(n, vh, c, hf_.data(), c, w(lm_head_), c, 0.0f, logits_.data(), vh);
+  matmul_nt(m.dtype, n, vh, c, hf_.data(), c, w(lm_head_), c, 0.0f, logits_.data(), vh);
 
   // Parallel cross-entropy: global row max, then global exp-sum and target logit. A rank holding
   // no lm_head row contributes -inf to the max (row_max needs at least one column).
@@ -433,8 +435,8 @@ Result<double> LlamaModel::run(std::span<const int32_t> tokens, std::span<const 
   k::cross_entropy_backward(logits_.data(), n, vh, targets.data(), head_local_, gmax.data(),
                             stats.data(), backward->loss_scale / static_cast<float>(n),
                             dlogits.data());
-  matmul_tn(vh, c, n, dlogits.data(), vh, hf_.data(), c, 1.0f, dw(lm_head_), c);
-  matmul_nn(n, c, vh, dlogits.data(), vh, w(lm_head_), c, 0.0f, dh, c);
+  matmul_tn(m.dtype, vh, c, n, dlogits.data(), vh, hf_.data(), c, 1.0f, dw(lm_head_), c);
+  matmul_nn(m.dtype, n, c, vh, dlogits.data(), vh, w(lm_head_), c, 0.0f, dh, c);
   NTP_RETURN_IF_ERROR(all_reduce(std::span<float>(dh, static_cast<size_t>(n * c))));
   std::vector<float>& dx = scratch_.dx;
   resize(dx, n * c);

@@ -124,6 +124,7 @@ class LlamaModel final : public Model {
   // embedding and lm_head rows.
   struct Dims {
     int64_t b, t, n, c, d, hl, gl, qd, kd, row, fl, vl, vh;
+    kernels::cpu::MatmulDtype dtype;  // matmul_dtype() of the call
   };
   Dims dims(int64_t b, int64_t t) const;
   // z[n, c] = residual + the all-reduced xin[n, in] weight[c, in]^T of a row-parallel layer (a

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/cpu/matmul.h"
 #include "model/backward_options.h"
 #include "model/param.h"
 
@@ -54,9 +55,18 @@ class Model {
   // replicated ones counted once.
   virtual Result<double> grad_norm() = 0;
 
+  // The input precision of every matrix product of forward_backward and loss (kernels/cpu/
+  // matmul.h): kFp32 (the default) or kBf16 (weights and activations rounded to bf16 as the
+  // products read them, float32 sums). Parameters, gradients and everything else stay float32.
+  void set_matmul_dtype(kernels::cpu::MatmulDtype dtype) { matmul_dtype_ = dtype; }
+  kernels::cpu::MatmulDtype matmul_dtype() const { return matmul_dtype_; }
+
  protected:
   Model(Model&&) = default;
   Model& operator=(Model&&) = default;
+
+ private:
+  kernels::cpu::MatmulDtype matmul_dtype_ = kernels::cpu::MatmulDtype::kFp32;
 };
 
 }  // namespace ntp::model

@@ -111,6 +111,7 @@ Status build_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
   NTP_ASSIGN_OR_RETURN(job->model,
                        model::create_model(c.model, role.shard, c.seed, job->tp_group.get(),
                                            state == InitialState::kDrawn));
+  job->model->set_matmul_dtype(c.dtype);
   job->sync =
       std::make_unique<SyncExecutor>(role, job->model->params(), job->model->grads_ready_order(),
                                      comms, SyncOptions{c.bucket_bytes, c.optimizer});

@@ -17,6 +17,12 @@ Result<OptimizerSharding> parse_optimizer_sharding(const std::string& text) {
   return invalid_argument("--optimizer '" + text + "' is unknown; use replicated or sharded");
 }
 
+Result<kernels::cpu::MatmulDtype> parse_matmul_dtype(const std::string& text) {
+  if (text == "fp32") return kernels::cpu::MatmulDtype::kFp32;
+  if (text == "bf16") return kernels::cpu::MatmulDtype::kBf16;
+  return invalid_argument("--dtype '" + text + "' is unknown; use fp32 or bf16");
+}
+
 const char* optimizer_sharding_name(OptimizerSharding sharding) {
   return sharding == OptimizerSharding::kReplicated ? "replicated" : "sharded";
 }

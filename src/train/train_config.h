@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/cpu/matmul.h"
 #include "model/model_config.h"
 #include "shard/cluster_spec.h"
 #include "train/batch_split.h"
@@ -25,6 +26,9 @@ struct TrainConfig {
   model::ModelConfig model;
   int64_t vocab_multiple = 1;  // vocabulary padded to a multiple of this
   uint64_t seed = 1234;
+  // Input precision of the model's matrix products (kernels/cpu/matmul.h); master weights,
+  // gradients, their reductions and the optimizer state are float32 under either.
+  kernels::cpu::MatmulDtype dtype = kernels::cpu::MatmulDtype::kFp32;
 
   // Data: llm.c .bin token files (train/token_file.h).
   std::string train_data = "data/fortunes_train.bin";
@@ -96,6 +100,8 @@ Status validate_train_config(TrainConfig& config);
 
 // Parses "fold"/"native" and "replicated"/"sharded" (errors name the flag).
 Result<OptimizerSharding> parse_optimizer_sharding(const std::string& text);
+// Parses --dtype: "fp32" or "bf16" (the error names the value and the choices).
+Result<kernels::cpu::MatmulDtype> parse_matmul_dtype(const std::string& text);
 const char* optimizer_sharding_name(OptimizerSharding sharding);
 
 // The cluster spec (failed slots, unit spaces of the model) the layout is planned from.

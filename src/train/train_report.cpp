@@ -8,6 +8,8 @@
 
 #include "core/wall_clock.h"
 #include "kernels/cpu/blas_select.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/matmul.h"
 #include "model/model_config.h"
 #include "train/worker_role.h"
 
@@ -83,7 +85,13 @@ Result<TrainReport> TrainReport::open(const TrainConfig& c, const shard::Cluster
                static_cast<long long>(c.global_batch()), static_cast<long long>(c.model.n_ctx),
                batch_policy_name(c.batch_policy), join(samples).c_str(),
                static_cast<long long>(c.micro_batch), join(micro).c_str());
-  std::fprintf(out, "  BLAS: %s\n", kernels::cpu::blas_description().c_str());
+  std::string dtype = kernels::cpu::matmul_dtype_name(c.dtype);
+  if (c.dtype == kernels::cpu::MatmulDtype::kBf16) {
+    dtype += std::string(" (") +
+             kernels::cpu::bf16_gemm_path_name(kernels::cpu::default_bf16_gemm_path()) + ")";
+  }
+  std::fprintf(out, "  BLAS: %s; matmul inputs %s\n", kernels::cpu::blas_description().c_str(),
+               dtype.c_str());
   std::fprintf(out, "  sync plan: %zu DP groups, %zu fold transfers; metrics: %s\n",
                layout.sync.groups.size(), layout.sync.folds.size(), c.metrics_file.c_str());
   std::fflush(out);
@@ -94,6 +102,7 @@ Result<TrainReport> TrainReport::open(const TrainConfig& c, const shard::Cluster
                           {"strategy", c.strategy},
                           {"optimizer", optimizer_sharding_name(c.optimizer)},
                           {"batch_policy", batch_policy_name(c.batch_policy)},
+                          {"dtype", kernels::cpu::matmul_dtype_name(c.dtype)},
                           {"global_batch", c.global_batch()},
                           {"seq_len", c.model.n_ctx},
                           {"params", c.model.num_params()},

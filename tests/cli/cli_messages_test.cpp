@@ -66,5 +66,16 @@ TEST(CliMessages, BadBatchPolicyPowerLimitAndDeviceRateNameTheValue) {
   }
 }
 
+// --dtype takes fp32 or bf16 only (fp16 has no path: its 5-bit exponent would need loss scaling).
+TEST(CliMessages, BadDtypeNamesTheValueAndTheChoices) {
+  for (const char* value : {"fp16", "float32", "BF16"}) {
+    const auto run = ntp({"train", "--out", "/nonexistent/ntp-cli-test", "--dtype", value});
+    expect_one_line_bad_input(run);
+    EXPECT_NE(run.err.find(std::string("--dtype '") + value + "' is unknown; use fp32 or bf16"),
+              std::string::npos)
+        << run.err;
+  }
+}
+
 }  // namespace
 }  // namespace ntp

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "kernels/cpu/fast_exp.h"
-#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/lane_sum.h"
 #include "kernels/cpu/parallel.h"
@@ -66,7 +65,7 @@ NTP_ISA_VARIANTS(softmax_backward_rows, softmax_backward_rows_body)
 }  // namespace
 
 void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t h, int64_t d, float* out,
-                       float* lse) {
+                       float* lse, MatmulDtype dtype) {
   const int64_t hd = h * d;
   const int64_t row = 3 * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -86,16 +85,16 @@ void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t h, int64_
       for (int64_t i0 = 0; i0 < t; i0 += kBlock) {
         const int64_t i1 = std::min(t, i0 + kBlock);
         const int64_t rows = i1 - i0;
-        gemm(false, true, rows, i1, d, scale, q + i0 * row, row, k, row, 0.0f, s, i1);
+        matmul(dtype, false, true, rows, i1, d, scale, q + i0 * row, row, k, row, 0.0f, s, i1);
         softmax_rows(s, rows, i1, i1, i0, l + i0);
-        gemm(false, false, rows, d, i1, 1.0f, s, i1, v, row, 0.0f, o + i0 * hd, hd);
+        matmul(dtype, false, false, rows, d, i1, 1.0f, s, i1, v, row, 0.0f, o + i0 * hd, hd);
       }
     }
   });
 }
 
 void attention_backward(const float* qkv, const float* lse, const float* dout, int64_t b, int64_t t,
-                        int64_t h, int64_t d, float* dqkv) {
+                        int64_t h, int64_t d, float* dqkv, MatmulDtype dtype) {
   const int64_t hd = h * d;
   const int64_t row = 3 * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -123,13 +122,13 @@ void attention_backward(const float* qkv, const float* lse, const float* dout, i
         const int64_t rows = i1 - i0;
         const float* q_blk = q + i0 * row;
         const float* dout_blk = dout_bh + i0 * hd;
-        gemm(false, true, rows, i1, d, scale, q_blk, row, k, row, 0.0f, s, i1);    // S
-        gemm(false, true, rows, i1, d, 1.0f, dout_blk, hd, v, row, 0.0f, dp, i1);  // dP
+        matmul(dtype, false, true, rows, i1, d, scale, q_blk, row, k, row, 0.0f, s, i1);    // S
+        matmul(dtype, false, true, rows, i1, d, 1.0f, dout_blk, hd, v, row, 0.0f, dp, i1);  // dP
         softmax_backward_rows(s, dp, rows, i1, i1, i0, l + i0);
         // dV[0:i1] += P^T dO;  dQ = scale dS K[0:i1];  dK[0:i1] += scale dS^T Q
-        gemm(true, false, i1, d, rows, 1.0f, s, i1, dout_blk, hd, 1.0f, dv, row);
-        gemm(false, false, rows, d, i1, scale, dp, i1, k, row, 0.0f, dq + i0 * row, row);
-        gemm(true, false, i1, d, rows, scale, dp, i1, q_blk, row, 1.0f, dk, row);
+        matmul(dtype, true, false, i1, d, rows, 1.0f, s, i1, dout_blk, hd, 1.0f, dv, row);
+        matmul(dtype, false, false, rows, d, i1, scale, dp, i1, k, row, 0.0f, dq + i0 * row, row);
+        matmul(dtype, true, false, i1, d, rows, scale, dp, i1, q_blk, row, 1.0f, dk, row);
       }
     }
   });

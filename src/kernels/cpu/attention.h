@@ -14,16 +14,21 @@
 // Queries go in blocks of 64 rows; a block's scores against its keys [0, i1) live in a per-thread
 // scratch of 64 x T floats (128 KiB at T = 512), and the products are sgemm calls on strided
 // views of qkv (no copies). The masked triangle past each block is skipped.
+// `dtype` is the products' input precision (matmul.h): under kBf16 the five products (S = Q K^T,
+// P V, and backward's dP = dO V^T, P^T dO, dS K, dS^T Q) read Q, K, V, P, dO and dS rounded to
+// bf16; softmax, lse and every output stay float32.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/cpu/matmul.h"
+
 namespace ntp::kernels::cpu {
 
 void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t h, int64_t d, float* out,
-                       float* lse);
+                       float* lse, MatmulDtype dtype = MatmulDtype::kFp32);
 
 void attention_backward(const float* qkv, const float* lse, const float* dout, int64_t b, int64_t t,
-                        int64_t h, int64_t d, float* dqkv);
+                        int64_t h, int64_t d, float* dqkv, MatmulDtype dtype = MatmulDtype::kFp32);
 
 }  // namespace ntp::kernels::cpu

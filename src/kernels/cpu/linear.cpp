@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/parallel.h"
 
@@ -67,9 +66,9 @@ void add_column_sums(const float* dy, int64_t n, int64_t out, float* db) {
 }
 
 void linear_forward(const float* x, const float* w, const float* b, int64_t n, int64_t in,
-                    int64_t out, float* y) {
+                    int64_t out, float* y, MatmulDtype dtype) {
   if (b == nullptr) {
-    gemm(false, false, n, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
+    matmul(dtype, false, false, n, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
     return;
   }
   // y = b broadcast, then y += x w: OpenBLAS clears C in a pass of its own when beta = 0, so
@@ -78,24 +77,24 @@ void linear_forward(const float* x, const float* w, const float* b, int64_t n, i
                [=](int64_t r0, int64_t r1) {
                  for (int64_t i = r0; i < r1; ++i) std::copy(b, b + out, y + i * out);
                });
-  gemm(false, false, n, out, in, 1.0f, x, in, w, out, 1.0f, y, out);
+  matmul(dtype, false, false, n, out, in, 1.0f, x, in, w, out, 1.0f, y, out);
 }
 
 void linear_forward_residual(const float* x, const float* w, const float* b, const float* residual,
-                             int64_t n, int64_t in, int64_t out, float* y) {
+                             int64_t n, int64_t in, int64_t out, float* y, MatmulDtype dtype) {
   // y = residual + b, then y += x w by sgemm with beta = 1 (no clearing pass, no add pass).
   parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, out)),
                [=](int64_t r0, int64_t r1) {
                  const int64_t o = r0 * out;
                  add_bias_rows_isa(residual + o, b, r1 - r0, out, y + o);
                });
-  gemm(false, false, n, out, in, 1.0f, x, in, w, out, 1.0f, y, out);
+  matmul(dtype, false, false, n, out, in, 1.0f, x, in, w, out, 1.0f, y, out);
 }
 
 void linear_backward(const float* x, const float* w, const float* dy, int64_t n, int64_t in,
-                     int64_t out, float* dx, float* dw, float* db) {
-  if (dx != nullptr) gemm(false, true, n, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
-  gemm(true, false, in, out, n, 1.0f, x, in, dy, out, 1.0f, dw, out);
+                     int64_t out, float* dx, float* dw, float* db, MatmulDtype dtype) {
+  if (dx != nullptr) matmul(dtype, false, true, n, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
+  matmul(dtype, true, false, in, out, n, 1.0f, x, in, dy, out, 1.0f, dw, out);
   if (db != nullptr) add_column_sums(dy, n, out, db);
 }
 

@@ -1,0 +1,21 @@
+// The input precision of the model's matrix products, chosen per job (`ntp train --dtype`):
+// kFp32 calls gemm (gemm.h, OpenBLAS sgemm: the default, unchanged bit for bit), kBf16 calls
+// gemm_bf16 (gemm_bf16.h: inputs rounded to bf16, float32 accumulation). Everything else of a
+// step (element-wise ops, reductions, gradients, the optimizer) is float32 under either.
+#pragma once
+
+#include <cstdint>
+
+namespace ntp::kernels::cpu {
+
+enum class MatmulDtype { kFp32, kBf16 };
+
+// "fp32" / "bf16".
+const char* matmul_dtype_name(MatmulDtype dtype);
+
+// gemm (kFp32) or gemm_bf16 (kBf16), same arguments.
+void matmul(MatmulDtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+            float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+            float* c, int64_t ldc);
+
+}  // namespace ntp::kernels::cpu
