@@ -21,13 +21,14 @@ std::atomic<int64_t> current_step{-1};
 
 constexpr int64_t kAnyStep = -2;
 
-enum class Action { kKill, kStop, kFail };
+enum class Action { kKill, kStop, kFail, kKillTogether };
 
 struct Target {
   std::string phase;
   std::string role;  // empty: this worker's rank
   int64_t step = -1;
   Action action = Action::kKill;
+  std::vector<std::string> together;  // kKillTogether: every rank of its group (this one too)
   // Set by the one firing of a once-only action (stop, fail): a fired target matches no more.
   std::unique_ptr<std::atomic<bool>> fired = std::make_unique<std::atomic<bool>>(false);
 };
@@ -37,7 +38,45 @@ std::optional<Action> parse_action(const std::vector<std::string>& parts) {
   if (parts.size() < 4) return Action::kKill;
   if (parts[3] == "fail") return Action::kFail;
   if (parts[3] == "stop") return Action::kStop;
+  if (parts[3] == "together") return Action::kKillTogether;
   return std::nullopt;
+}
+
+// The ranks of the `together` items of `text` with this phase and step.
+std::vector<std::string> together_group(const char* text, const std::string& phase,
+                                        const std::string& step) {
+  std::vector<std::string> ranks;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    std::vector<std::string> parts;
+    std::stringstream fields(item);
+    for (std::string f; std::getline(fields, f, ':');) parts.push_back(f);
+    if (parts.size() == 4 && parts[3] == "together" && parts[0] == phase && parts[1] == step) {
+      ranks.push_back(parts[2]);
+    }
+  }
+  return ranks;
+}
+
+// kKillTogether: this rank's marker in NTP_FAULT_DIR, then a wait (at most 30 s) for the markers
+// of the rest of its group, so that all of them die before any survivor can see one death.
+void await_group(const Target& t, const char* rank) {
+  const char* dir = std::getenv("NTP_FAULT_DIR");
+  if (dir == nullptr) return;  // no rendezvous possible: each dies on arrival
+  auto marker = [&](const std::string& r) {
+    return std::string(dir) + "/" + t.phase + "." + std::to_string(t.step) + "." + r;
+  };
+  if (std::FILE* f = std::fopen(marker(rank).c_str(), "w")) std::fclose(f);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (const std::string& r : t.together) {
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (std::FILE* f = std::fopen(marker(r).c_str(), "r")) {
+        std::fclose(f);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
 }
 
 // This worker's targets, parsed once from NTP_FAULT_POINT.
@@ -67,6 +106,7 @@ const std::vector<Target>& targets() {
       if (!is_rank) t.role = parts[2];
       t.step = parts[1] == "*" ? kAnyStep : std::strtoll(parts[1].c_str(), nullptr, 10);
       t.action = *action;
+      if (t.action == Action::kKillTogether) t.together = together_group(text, parts[0], parts[1]);
       out.push_back(std::move(t));
     }
     return out;
@@ -97,6 +137,7 @@ void fault_point(const char* phase, const char* role) {
   if (t == nullptr) return;
   const bool stop = t->action == Action::kStop;
   if (stop && t->fired->exchange(true)) return;  // another thread took it
+  if (t->action == Action::kKillTogether) await_group(*t, std::getenv("NTP_RANK"));
   // The moment of the fault, on the same clock as the metrics' "time" fields (benchmarks put
   // detection and recovery on one timeline with it).
   std::fprintf(stderr, "ntp fault point: %s in %s of step %lld%s%s at %.6f\n",

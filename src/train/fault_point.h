@@ -4,13 +4,17 @@
 // (`ntp launch --inject` only fires between steps).
 //
 //   NTP_FAULT_POINT=PHASE:STEP:RANK[:ACTION][,PHASE:STEP:RANK[:ACTION]...]   (in the job's
-//   environment; ACTION is fail or stop, none kills)
+//   environment; ACTION is fail, stop or together, none kills)
 // Each target kills the worker whose NTP_RANK is RANK when it reaches PHASE while the trainer is at
 // step STEP (a re-formation counts as the step it re-forms before; `*` is any step). RANK may also
 // name a role the worker holds at that point (`decider@E`: it is epoch E's decider: it drew the
 // epoch's first ticket).
 // With `:fail` the worker instead fails its operation there, once, and lives on
 // (fault_point_fails): the rollback test's split.
+// With `:together` every rank named with the same PHASE:STEP and `together` dies there only once
+// all of them have reached it (each writes a marker file into NTP_FAULT_DIR and waits, at most
+// 30 s, for the others'): deaths that no survivor can see one at a time, which a plain kill cannot
+// promise when some members are still finishing a collective the dying ones already left.
 // With `:stop` the worker SIGSTOPs itself there, once: its whole process stops, heartbeat thread
 // and failure watch included, so its peers take it as hung after --hang-detect-ms (a hang placed
 // inside a phase). It stays stopped until someone sends SIGCONT (then it goes on from that point)

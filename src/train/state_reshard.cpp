@@ -1,6 +1,7 @@
 #include "train/state_reshard.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/check.h"
 #include "shard/reshard_plan.h"
@@ -18,21 +19,65 @@ std::vector<float*> state_tensors(HeldState& state, size_t i) {
   return {p.value.data(), state.adamw->exp_avg(i).data(), state.adamw->exp_avg_sq(i).data()};
 }
 
-// What `slot` holds of a tensor in `layout`: its units of the tensor's space, or every row of a
-// replicated tensor.
+// What `slot` stores of a tensor in `layout`: its units of the tensor's space (with the copies of
+// a derived space's groups, WorkerRole::held), or every row of a replicated tensor.
 shard::IntervalSet held_units(const shard::ClusterLayout& layout, shard::SlotRef slot,
                               const ParamGeometry& g) {
   if (g.space < 0) return shard::IntervalSet::range(0, g.units);
-  const shard::ReplicaLayout& r = layout.replicas[static_cast<size_t>(slot.domain)];
-  for (size_t k = 0; k < r.slots.size(); ++k) {
-    if (r.slots[k] == slot.slot) return r.units[static_cast<size_t>(g.space)][k];
-  }
-  return {};
+  return held_units_of(layout, slot, g.space);
 }
 
 bool active_in(const shard::ClusterLayout& layout, shard::SlotRef slot) {
   const auto& slots = layout.replicas[static_cast<size_t>(slot.domain)].slots;
   return std::find(slots.begin(), slots.end(), slot.slot) != slots.end();
+}
+
+// The moves of a derived space's groups (shard::plan_reshard moves owned units only; a derived
+// group is stored by every rank its source units read, WorkerRole::held): each slot of the new
+// layout receives what it stores there and did not store before, each group from the first
+// survivor that stores it, its own domain's slots first, then the next domains' (every member
+// computes the same list).
+std::vector<shard::ShardTransfer> derived_transfers(const shard::ClusterLayout& from,
+                                                    const shard::ClusterLayout& to,
+                                                    const std::vector<shard::SlotRef>& world) {
+  std::vector<shard::SlotRef> survivors;
+  for (const shard::SlotRef& s : world) {
+    if (active_in(from, s)) survivors.push_back(s);
+  }
+  const int domains = to.spec.domains;
+  std::vector<shard::ShardTransfer> out;
+  for (size_t sp = 0; sp < to.spec.spaces.size(); ++sp) {
+    const shard::UnitSpace& space = to.spec.spaces[sp];
+    if (!space.derived()) continue;
+    std::vector<shard::IntervalSet> stored_before;
+    for (const shard::SlotRef& s : survivors) {
+      stored_before.push_back(held_units_of(from, s, static_cast<int>(sp)));
+    }
+    for (const shard::SlotRef& dst : world) {
+      const shard::IntervalSet had = active_in(from, dst)
+                                         ? held_units_of(from, dst, static_cast<int>(sp))
+                                         : shard::IntervalSet{};
+      const shard::IntervalSet wanted = subtract(held_units_of(to, dst, static_cast<int>(sp)), had);
+      std::map<size_t, shard::IntervalSet> by_source;  // survivor index -> groups
+      for (int64_t g : wanted.ids()) {
+        for (int step = 0; step < domains; ++step) {
+          const int domain = (dst.domain + step) % domains;
+          size_t k = 0;
+          while (k < survivors.size() &&
+                 (survivors[k].domain != domain || !stored_before[k].contains(g))) {
+            ++k;
+          }
+          if (k == survivors.size()) continue;
+          by_source[k].append(g, g + 1);
+          break;
+        }
+      }
+      for (auto& [k, units] : by_source) {
+        out.push_back({static_cast<int>(sp), survivors[k], dst, std::move(units), 0});
+      }
+    }
+  }
+  return out;
 }
 
 // What one transfer carries: for each tensor of the space (or each replicated tensor), the
@@ -62,7 +107,14 @@ Result<ReshardStats> execute_state_reshard(const shard::ClusterLayout& from_layo
   std::vector<ParamGeometry> geometry;
   for (const model::Param& p : *to.params) geometry.push_back(ParamGeometry::of(p));
 
-  // Payloads this worker sends to / receives from each world rank, in the plan's order.
+  // Payloads this worker sends to / receives from each world rank, in the plan's order (a derived
+  // space's groups by derived_transfers instead).
+  std::erase_if(plan.transfers, [&](const shard::ShardTransfer& t) {
+    return to_layout.spec.spaces[static_cast<size_t>(t.space)].derived();
+  });
+  for (shard::ShardTransfer& t : derived_transfers(from_layout, to_layout, world_slots)) {
+    plan.transfers.push_back(std::move(t));
+  }
   std::vector<Payload> send(n), recv(n);
   for (const shard::ShardTransfer& t : plan.transfers) {
     const bool sending = t.source == me, receiving = t.destination == me;

@@ -37,26 +37,6 @@ shard::ClusterSpec cluster_spec(const TrainConfig& config) {
   return spec;
 }
 
-namespace {
-
-// Units held by several ranks (a derived space: grouped-query KV groups) are handled by the
-// gradient sync, both optimizers and checkpoints (owners write, every holder reads); re-formations
-// do not refill the copies yet (docs/model.md, "What is left for integration").
-Status check_copies_supported(const TrainConfig& c, const shard::ClusterSpec& spec) {
-  const bool copies = std::any_of(spec.spaces.begin(), spec.spaces.end(),
-                                  [](const shard::UnitSpace& s) { return s.derived(); });
-  if (!copies) return ok_status();
-  const std::string model = std::string("--model ") + model::model_family_name(c.model.family);
-  if (c.live_recovery || c.rebalance) {
-    return invalid_argument(model +
-                            " cannot re-form live yet: pass --no-live-recovery and leave out "
-                            "--rebalance");
-  }
-  return ok_status();
-}
-
-}  // namespace
-
 Status validate_train_config(TrainConfig& c) {
   auto at_least = [](const char* flag, int64_t value, int64_t min) -> Status {
     if (value >= min) return ok_status();
@@ -99,7 +79,6 @@ Status validate_train_config(TrainConfig& c) {
   }
   shard::ClusterSpec spec = cluster_spec(c);
   NTP_RETURN_IF_ERROR(shard::validate_cluster_spec(spec));
-  NTP_RETURN_IF_ERROR(check_copies_supported(c, spec));
   c.failed = spec.failed;
   if (c.batch > 0 && c.grad_accum != 1) {
     return invalid_argument("give --batch or --grad-accum, not both (--batch " +

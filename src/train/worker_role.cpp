@@ -19,6 +19,28 @@ shard::ModelShape model_shape(const model::ModelConfig& config) {
   return shape;
 }
 
+shard::IntervalSet held_derived_units(const shard::UnitSpace& space,
+                                      const shard::IntervalSet& source) {
+  shard::IntervalSet held;
+  for (int64_t g = 0; g < space.units; ++g) {
+    const shard::IntervalSet reads =
+        shard::IntervalSet::range(g * space.source_stride, (g + 1) * space.source_stride);
+    if (intersection_count(source, reads) > 0) held.append(g, g + 1);
+  }
+  return held;
+}
+
+shard::IntervalSet held_units_of(const shard::ClusterLayout& layout, shard::SlotRef slot,
+                                 int space) {
+  const shard::ReplicaLayout& r = layout.replicas[static_cast<size_t>(slot.domain)];
+  const auto k =
+      static_cast<size_t>(std::find(r.slots.begin(), r.slots.end(), slot.slot) - r.slots.begin());
+  if (k == r.slots.size()) return {};
+  const shard::UnitSpace& s = layout.spec.spaces[static_cast<size_t>(space)];
+  if (!s.derived()) return r.units[static_cast<size_t>(space)][k];
+  return held_derived_units(s, r.units[static_cast<size_t>(s.derived_from)][k]);
+}
+
 std::vector<shard::SlotRef> active_slots(const shard::ClusterLayout& layout) {
   std::vector<shard::SlotRef> out;
   for (int d = 0; d < layout.spec.domains; ++d) {
@@ -88,7 +110,6 @@ void fill_copies(const std::vector<shard::UnitSpace>& spaces, const shard::RankU
       continue;
     }
     const auto& source = units[static_cast<size_t>(space.derived_from)];
-    shard::IntervalSet held;
     for (int64_t g = 0; g < space.units; ++g) {
       const shard::IntervalSet reads =
           shard::IntervalSet::range(g * space.source_stride, (g + 1) * space.source_stride);
@@ -96,17 +117,13 @@ void fill_copies(const std::vector<shard::UnitSpace>& spaces, const shard::RankU
       for (size_t r = 0; r < degree; ++r) {
         if (intersection_count(source[r], reads) > 0) holders.push_back(r);
       }
-      if (std::find(holders.begin(), holders.end(), static_cast<size_t>(role.tp_rank)) !=
-          holders.end()) {
-        held.append(g, g + 1);
-      }
       if (holders.size() < 2) continue;
       for (size_t r = 0; r < degree; ++r) {
         if (units[sp][r].contains(g)) role.shared_owned[sp][r].append(g, g + 1);
       }
       role.replica_shares = true;
     }
-    role.held.push_back(std::move(held));
+    role.held.push_back(held_derived_units(space, source[static_cast<size_t>(role.tp_rank)]));
   }
 }
 

@@ -86,6 +86,17 @@ struct WorkerRole {
   std::vector<DpSet> dp_sets;
 };
 
+// The units of derived `space` (shard/unit_space.h: grouped-query KV groups) that a rank whose
+// units of the source space are `source` stores: every group one of its source units reads (it
+// owns some of them, and holds copies of the others).
+shard::IntervalSet held_derived_units(const shard::UnitSpace& space,
+                                      const shard::IntervalSet& source);
+
+// What `slot` stores of `space` in `layout` (WorkerRole::held): its units, and for a derived space
+// the groups its source units read; empty for a slot without a role there.
+shard::IntervalSet held_units_of(const shard::ClusterLayout& layout, shard::SlotRef slot,
+                                 int space);
+
 // The active slots in world-rank order.
 std::vector<shard::SlotRef> active_slots(const shard::ClusterLayout& layout);
 

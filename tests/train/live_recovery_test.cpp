@@ -37,6 +37,13 @@ std::string read_text(const fs::path& file) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// A fresh folder for the markers of `:together` fault points (train/fault_point.h).
+fs::path fault_dir(const std::string& name) {
+  const fs::path dir = scratch_dir() / (name + "-faults");
+  fs::create_directories(dir);
+  return dir;
+}
+
 int count_of(const std::string& text, const std::string& what) {
   int n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -333,14 +340,17 @@ TEST(LiveRecoveryTest, ZeroOneStateRecoversLiveFromTheCopiesOnDpPeers) {
 // Ranks 2 and 6 are the first two members of one DP set, and 6 holds the copy of 2's moments:
 // losing both at once loses those moments, so the survivors reload the latest checkpoint (every
 // member decides the same from the same descriptions) and recompute the steps since. Without a
-// checkpoint the job stops with one message. Both die at the optimizer point, right after the
-// step's world all-reduce, so neither can be aborted before it gets there (see below).
+// checkpoint the job stops with one message. Both die together at the optimizer point (right
+// after the step's world all-reduce), each once the other is there too (`:together`), so neither
+// can be aborted before it gets there (see below).
 TEST(LiveRecoveryTest, ZeroOneStateFallsBackToTheLatestCheckpointWhenBothCopiesAreLost) {
   const std::vector<std::string> zero1 = {"--optimizer", "sharded"};
   const JobRun clean = train("zero1-clean2", 10, {}, {}, zero1);
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
-  const JobRun run =
-      train("zero1-both", 10, {}, {"NTP_FAULT_POINT=optimizer:5:2,optimizer:5:6"}, zero1);
+  const JobRun run = train("zero1-both", 10, {},
+                           {"NTP_FAULT_POINT=optimizer:5:2:together,optimizer:5:6:together",
+                            "NTP_FAULT_DIR=" + fault_dir("zero1-both").string()},
+                           zero1);
   ASSERT_EQ(run.exit_code, 0) << run.log;
   expect_same_trajectory(run, clean, 10, kDegradedTolerance);
   EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 10) << run.log;
@@ -356,7 +366,9 @@ TEST(LiveRecoveryTest, ZeroOneStateFallsBackToTheLatestCheckpointWhenBothCopiesA
       test_jobs::small_job(8, {},
                            {"--domains", "2", "--tp", "4", "--optimizer", "sharded", "--steps",
                             "10", "--out", out.string(), "--timeout-ms", "2000"}),
-      {"NTP_FAULT_POINT=optimizer:3:2,optimizer:3:6"}, std::chrono::seconds(120));
+      {"NTP_FAULT_POINT=optimizer:3:2:together,optimizer:3:6:together",
+       "NTP_FAULT_DIR=" + fault_dir("zero1-no-ckpt").string()},
+      std::chrono::seconds(120));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(r.timed_out);
   const std::string says = "has no live copy and --save-dir holds no checkpoint";
@@ -367,16 +379,19 @@ TEST(LiveRecoveryTest, ZeroOneStateFallsBackToTheLatestCheckpointWhenBothCopiesA
 
 // Ranks 2, 6 and 10 hold the same units in the three replicas and die in one step: those units
 // have no live copy anywhere. Every member finds that alike before anything moves, and the job
-// reloads the latest checkpoint at TP 3,3,3 instead of re-forming without end. They die at the
-// optimizer point, right after the step's world all-reduce, which none of the 12 leaves before
-// all entered it: so all three die before any survivor can see a death. (At the forward point a
-// rank still receiving the step boundary's broadcast was aborted there by the others' deaths,
-// and died only at its retry of the step: two re-formations, the second with live copies.)
+// reloads the latest checkpoint at TP 3,3,3 instead of re-forming without end. They die
+// together at the optimizer point, right after the step's world all-reduce, each only once all
+// three are there (`:together`): so all three die before any survivor can see a death. (Killed
+// one by one, a rank still finishing a collective the others had left was aborted by their
+// deaths and died only at its retry of the step: two re-formations, the second with live copies;
+// CI saw it at the forward point, and under load at the optimizer point too.)
 TEST(LiveRecoveryTest, EveryCopyOfSomeUnitsLostFallsBackToTheLatestCheckpoint) {
   const JobRun clean = train("all-copies-clean", 10, {});
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
-  const JobRun run = train("all-copies-lost", 10, {},
-                           {"NTP_FAULT_POINT=optimizer:5:2,optimizer:5:6,optimizer:5:10"});
+  const JobRun run = train(
+      "all-copies-lost", 10, {},
+      {"NTP_FAULT_POINT=optimizer:5:2:together,optimizer:5:6:together,optimizer:5:10:together",
+       "NTP_FAULT_DIR=" + fault_dir("all-copies-lost").string()});
   ASSERT_EQ(run.exit_code, 0) << run.log;
   expect_same_trajectory(run, clean, 10, kDegradedTolerance);
   EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 9) << run.log;
@@ -384,6 +399,33 @@ TEST(LiveRecoveryTest, EveryCopyOfSomeUnitsLostFallsBackToTheLatestCheckpoint) {
   EXPECT_EQ(run.recoveries[0]["state_from"], "checkpoint") << run.recoveries[0].dump();
   EXPECT_EQ(run.recoveries[0]["step"].get<int>(), 3) << run.recoveries[0].dump();
   EXPECT_EQ(run.degrees_at_end, (std::vector<int>{3, 3, 3}));
+}
+
+// Llama with grouped-query attention (8 query heads, 2 KV groups): at TP 4 each KV group is
+// stored by the two ranks of its query heads, at TP 3 (heads 3, 3, 2) group 0 by ranks 0 and 1 and
+// group 1 by ranks 1 and 2. Losing rank 6 and getting it back re-forms replica 1 at 4 -> 3 -> 4,
+// and every rank must end up storing each group its heads read, copies included (moved by
+// state_reshard's derived transfers), under both optimizers: the losses stay on the failure-free
+// trajectory (kDegradedTolerance) and every update is applied once.
+TEST(LiveRecoveryTest, LlamaKvGroupsSpanningRanksRecoverLiveUnderBothOptimizers) {
+  const std::vector<std::string> llama = {
+      "--model", "llama",   "--layers", "2",         "--heads", "8",          "--kv-heads",
+      "2",       "--width", "32",       "--context", "16",      "--ffn-unit", "4"};
+  for (const char* optimizer : {"replicated", "sharded"}) {
+    SCOPED_TRACE(optimizer);
+    const std::vector<std::string> extra = {"--optimizer", optimizer};
+    const std::string name = std::string("llama-") + optimizer;
+    const JobRun clean = train(name + "-clean", 12, {}, {}, extra, llama);
+    ASSERT_EQ(clean.exit_code, 0) << clean.log;
+    const JobRun run =
+        train(name, 12, {"kill:rank=6,at=4", "repair:rank=6,at=8"}, {}, extra, llama);
+    expect_same_trajectory(run, clean, 12, kDegradedTolerance);
+    EXPECT_EQ(expect_each_update_applied_once(run.out, 12), 12) << run.log;
+    ASSERT_EQ(run.recoveries.size(), 2u) << run.log;
+    EXPECT_EQ(run.recoveries[0]["degrees"], nlohmann::json({4, 3, 4}));
+    EXPECT_EQ(run.recoveries[1]["degrees"], nlohmann::json({4, 4, 4}));
+    for (const nlohmann::json& r : run.recoveries) EXPECT_EQ(r["state_from"], "live") << r.dump();
+  }
 }
 
 // Chaos: 200 steps with 10 SIGKILLs and 2 SIGSTOPs at random workers and moments, each repaired
