@@ -1,0 +1,103 @@
+#include "train/weight_source.h"
+
+#include <memory>
+
+#include "checkpoint/hf_import.h"
+#include "checkpoint/model_pieces.h"
+#include "checkpoint/reader.h"
+
+namespace ntp::train {
+namespace {
+
+using nlohmann::json;
+
+Status read_int(const json& j, const char* key, int64_t& field, bool required) {
+  if (!j.contains(key)) {
+    if (!required) return ok_status();
+    return invalid_argument(std::string("model_config.") + key + " is missing");
+  }
+  if (!j[key].is_number_integer()) {
+    return invalid_argument(std::string("model_config.") + key + " is " + j[key].dump() +
+                            "; it must be an integer");
+  }
+  field = j[key].get<int64_t>();
+  return ok_status();
+}
+
+Status read_number(const json& j, const char* key, double& field) {
+  if (!j.contains(key) || !j[key].is_number()) {
+    return invalid_argument(std::string("model_config.") + key + " must be a number");
+  }
+  field = j[key].get<double>();
+  return ok_status();
+}
+
+}  // namespace
+
+Result<model::ModelConfig> model_config_from_json(const json& j) {
+  if (!j.is_object()) return invalid_argument("model_config must be a JSON object");
+  model::ModelConfig m;
+  const json family = j.value("family", json("gpt2"));
+  if (family == "llama") {
+    m.family = model::ModelFamily::kLlama;
+  } else if (family != "gpt2") {
+    return invalid_argument("model_config.family " + family.dump() + " is unknown (gpt2, llama)");
+  }
+  for (const auto& [key, field] :
+       {std::pair{"n_layer", &m.n_layer}, std::pair{"n_head", &m.n_head},
+        std::pair{"n_embd", &m.n_embd}, std::pair{"n_ffn", &m.n_ffn}, std::pair{"n_ctx", &m.n_ctx},
+        std::pair{"vocab_size", &m.vocab_size}}) {
+    NTP_RETURN_IF_ERROR(read_int(j, key, *field, /*required=*/true));
+  }
+  m.ffn_unit = 1;
+  NTP_RETURN_IF_ERROR(read_int(j, "ffn_unit", m.ffn_unit, /*required=*/false));
+  if (m.family != model::ModelFamily::kGpt2) {
+    NTP_RETURN_IF_ERROR(read_int(j, "n_kv_head", m.n_kv_head, true));
+    NTP_RETURN_IF_ERROR(read_int(j, "head_dim", m.head_dim, true));
+    NTP_RETURN_IF_ERROR(read_number(j, "rms_norm_eps", m.rms_norm_eps));
+    NTP_RETURN_IF_ERROR(read_number(j, "rope_theta", m.rope_theta));
+  }
+  NTP_RETURN_IF_ERROR(m.validate());
+  return m;
+}
+
+Result<WeightSource> open_weight_source(const std::string& path) {
+  WeightSource source;
+  if (checkpoint::HfModel::is_hf_dir(path)) {
+    NTP_ASSIGN_OR_RETURN(checkpoint::HfModel hf, checkpoint::HfModel::open(path));
+    Result<model::ModelConfig> config = model_config_from_json(hf.model_config());
+    if (!config.ok()) {
+      return invalid_argument(path + "/config.json: " + config.status().message());
+    }
+    source.dir = path;
+    source.hugging_face = true;
+    source.config = *config;
+    auto shared = std::make_shared<checkpoint::HfModel>(std::move(hf));
+    source.read = [shared](const checkpoint::PieceSpec& piece, std::span<float> out) {
+      return shared->read(piece, out);
+    };
+    return source;
+  }
+  NTP_ASSIGN_OR_RETURN(checkpoint::CheckpointReader reader,
+                       checkpoint::CheckpointReader::open(path));
+  const std::string manifest = (reader.step_dir() / "manifest.json").string();
+  Result<model::ModelConfig> config = model_config_from_json(reader.manifest().meta.model_config);
+  if (!config.ok()) return invalid_argument(manifest + ": " + config.status().message());
+  source.dir = reader.step_dir().string();
+  source.step = reader.manifest().meta.step;
+  source.config = *config;
+  auto shared = std::make_shared<checkpoint::CheckpointReader>(std::move(reader));
+  source.read = [shared](const checkpoint::PieceSpec& piece, std::span<float> out) {
+    return shared->read(piece, out);
+  };
+  return source;
+}
+
+Status read_param_values(const WeightSource& source, std::span<model::Param> params) {
+  for (model::Param& p : params) {
+    NTP_RETURN_IF_ERROR(source.read(checkpoint::param_piece(p, "value"), p.value.span()));
+  }
+  return ok_status();
+}
+
+}  // namespace ntp::train
