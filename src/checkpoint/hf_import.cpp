@@ -171,8 +171,8 @@ Result<json> model_config_from_hf(const json& c) {
 
 bool HfModel::is_hf_dir(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir / "config.json", ec) &&
-         fs::is_regular_file(dir / "model.safetensors", ec);
+  return fs::is_regular_file(dir / "config.json", ec) && !fs::exists(dir / "manifest.json", ec) &&
+         !fs::exists(dir / "latest", ec);
 }
 
 Result<HfModel> HfModel::open(const fs::path& dir) {

@@ -30,8 +30,8 @@ Result<nlohmann::json> model_config_from_hf(const nlohmann::json& hf_config);
 
 class HfModel {
  public:
-  // True when `dir` holds config.json and model.safetensors (then it is read as a Hugging Face
-  // directory, not as an ntp checkpoint).
+  // True when `dir` holds a config.json and is not an ntp checkpoint (no manifest.json or
+  // latest): then it is read as a Hugging Face directory.
   static bool is_hf_dir(const std::filesystem::path& dir);
   // Parses config.json and model.safetensors' header; errors name the file (kInvalidArgument for
   // bad content, kNotFound for a missing file).

@@ -10,6 +10,7 @@
 #include "train/admission.h"
 #include "train/fault_point.h"
 #include "train/layout_codec.h"
+#include "train/weight_source.h"
 
 namespace ntp::train {
 namespace {
@@ -236,6 +237,16 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
     NTP_ASSIGN_OR_RETURN(first_step, load_checkpoint(*reader, c, state));
     events.log("restored", {{"step", first_step}, {"epoch", 0}});
     if (report) report->resumed(first_step, reader->step_dir().string());
+  } else if (!c.init_from.empty()) {
+    // ---- or a new run from another model's weights (Hugging Face or ntp), at step 0 ----
+    Result<WeightSource> source = open_weight_source(c.init_from);
+    if (!source.ok()) {
+      return invalid_argument("--init-from " + c.init_from + ": " + source.status().message());
+    }
+    WorkerState state = worker_state();
+    NTP_RETURN_IF_ERROR(load_values(source->read, state));
+    events.log("initialized", {{"dir", source->dir}});
+    if (report) report->initialized(source->dir);
   }
   if (job->sharded && c.live_recovery) NTP_RETURN_IF_ERROR(mirror_moments(*job));
   committed = first_step;

@@ -1,5 +1,7 @@
 #include "train/weight_source.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <memory>
 
 #include "checkpoint/hf_import.h"
@@ -61,7 +63,9 @@ Result<model::ModelConfig> model_config_from_json(const json& j) {
   return m;
 }
 
-Result<WeightSource> open_weight_source(const std::string& path) {
+namespace {
+
+Result<WeightSource> open_source(const std::string& path) {
   WeightSource source;
   if (checkpoint::HfModel::is_hf_dir(path)) {
     NTP_ASSIGN_OR_RETURN(checkpoint::HfModel hf, checkpoint::HfModel::open(path));
@@ -91,6 +95,58 @@ Result<WeightSource> open_weight_source(const std::string& path) {
     return shared->read(piece, out);
   };
   return source;
+}
+
+}  // namespace
+
+Result<WeightSource> open_weight_source(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return invalid_argument(path +
+                            " does not exist; give an ntp checkpoint (a step or save directory) "
+                            "or a Hugging Face directory (config.json + model.safetensors)");
+  }
+  Result<WeightSource> source = open_source(path);
+  // A missing directory or file is the user's to fix, like bad content.
+  if (source.status().code() == StatusCode::kNotFound) {
+    return invalid_argument(source.status().message());
+  }
+  return source;
+}
+
+namespace {
+
+// The model flags of `ntp train` and their values (0-means-default flags resolved).
+std::vector<std::pair<std::string, json>> model_flag_values(const model::ModelConfig& m) {
+  return {{"--model", model::model_family_name(m.family)},
+          {"--layers", m.n_layer},
+          {"--heads", m.n_head},
+          {"--kv-heads", m.grouped_kv_heads()},
+          {"--width", m.n_embd},
+          {"--context", m.n_ctx},
+          {"--ffn", m.ffn()},
+          {"--rope-theta", m.rope_theta}};
+}
+
+}  // namespace
+
+Status adopt_source_model(model::ModelConfig& config, const WeightSource& source,
+                          const std::vector<std::string>& given) {
+  const auto mine = model_flag_values(config);
+  const auto theirs = model_flag_values(source.config);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const std::string& flag = mine[i].first;
+    if (std::find(given.begin(), given.end(), flag) == given.end()) continue;
+    if (mine[i].second == theirs[i].second) continue;
+    return invalid_argument(flag + " " + mine[i].second.dump() + " conflicts with --init-from " +
+                            source.dir + ", whose model has " + flag + " " +
+                            theirs[i].second.dump() + "; drop " + flag +
+                            " (the model comes from the source)");
+  }
+  const int64_t ffn_unit = config.ffn_unit;
+  config = source.config;
+  config.ffn_unit = ffn_unit;
+  return ok_status();
 }
 
 Status read_param_values(const WeightSource& source, std::span<model::Param> params) {

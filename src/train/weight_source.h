@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "checkpoint/piece.h"
 #include "core/status.h"
@@ -32,6 +33,14 @@ Result<WeightSource> open_weight_source(const std::string& path);
 // checkpoint::model_config_from_hf returns); ffn_unit 1 when absent. kInvalidArgument naming the
 // field.
 Result<model::ModelConfig> model_config_from_json(const nlohmann::json& model_config);
+
+// `ntp train --init-from`: the run's model becomes the source's, every field but ffn_unit (a TP
+// granularity, not part of the weights, which stays config's). `given` lists the model flags the
+// user set, with the value they set (--model, --layers, --heads, --kv-heads, --width, --context,
+// --ffn, --rope-theta as model_flag_values writes them): one that differs from the source's is
+// kInvalidArgument naming both values.
+Status adopt_source_model(model::ModelConfig& config, const WeightSource& source,
+                          const std::vector<std::string>& given);
 
 // Reads every param's local value (its own slices, copies of shared units included).
 Status read_param_values(const WeightSource& source, std::span<model::Param> params);
