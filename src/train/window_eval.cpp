@@ -34,13 +34,14 @@ Result<WindowEvalOptions> resolve_windows(const WindowEvalOptions& o,
   WindowEvalOptions r = o;
   if (r.windows == 0) r.windows = fit;
   if (fit == 0 || r.windows > fit) {
-    return invalid_argument(
-        data + " holds " + std::to_string(n) + " tokens, but " + std::to_string(r.windows) +
-        " windows of --context " + std::to_string(o.context) + " from --offset " +
-        std::to_string(o.offset) + " need " +
-        std::to_string(o.offset + std::max<int64_t>(r.windows, 1) * o.context + 1) +
-        (fit == 0 ? "; use a smaller --offset or --context"
-                  : "; ask for at most --windows " + std::to_string(fit)));
+    const int64_t asked = std::max<int64_t>(r.windows, 1);
+    return invalid_argument(data + " holds " + std::to_string(n) + " tokens, but " +
+                            std::to_string(asked) + (asked == 1 ? " window" : " windows") +
+                            " of --context " + std::to_string(o.context) + " from --offset " +
+                            std::to_string(o.offset) + " need " +
+                            std::to_string(o.offset + asked * o.context + 1) +
+                            (fit == 0 ? "; use a smaller --offset or --context"
+                                      : "; ask for at most --windows " + std::to_string(fit)));
   }
   const auto end = static_cast<size_t>(r.offset + r.windows * r.context + 1);
   for (size_t i = static_cast<size_t>(r.offset); i < end; ++i) {
