@@ -55,6 +55,10 @@ Status adopt_init_model(TrainArgs& args) {
                             std::to_string(vocab) + ") to " +
                             std::to_string(config.model.vocab_size) + "; drop --vocab-multiple");
   }
+  // Missing tensors and wrong shapes are found here, before any worker writes anything.
+  if (Status s = train::check_weight_source(*source, config.model); !s.ok()) {
+    return invalid_argument("--init-from " + config.init_from + ": " + s.message());
+  }
   return ok_status();
 }
 

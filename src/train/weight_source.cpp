@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <numeric>
 
 #include "checkpoint/hf_import.h"
 #include "checkpoint/model_pieces.h"
 #include "checkpoint/reader.h"
+#include "shard/unit_space.h"
+#include "train/worker_role.h"
 
 namespace ntp::train {
 namespace {
@@ -154,6 +157,29 @@ Status read_param_values(const WeightSource& source, std::span<model::Param> par
     NTP_RETURN_IF_ERROR(source.read(checkpoint::param_piece(p, "value"), p.value.span()));
   }
   return ok_status();
+}
+
+}  // namespace ntp::train
+
+namespace ntp::train {
+
+model::ModelShard one_rank_shard(const model::ModelConfig& config, bool whole) {
+  model::ModelShard shard;
+  const std::vector<shard::UnitSpace> spaces = shard::model_unit_spaces(model_shape(config));
+  for (size_t s = 0; s < spaces.size(); ++s) {
+    if (spaces[s].derived()) continue;  // follows from the query heads (model/llama_shard.h)
+    std::vector<int64_t>& ids = shard.units(static_cast<model::UnitSpaceId>(s));
+    ids.resize(whole ? static_cast<size_t>(spaces[s].units) : 1);
+    std::iota(ids.begin(), ids.end(), int64_t{0});
+  }
+  return shard;
+}
+
+Status check_weight_source(const WeightSource& source, const model::ModelConfig& config) {
+  NTP_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> m,
+                       model::create_model(config, one_rank_shard(config, /*whole=*/false),
+                                           /*seed=*/0, /*group=*/nullptr, /*initialize=*/false));
+  return read_param_values(source, m->params());
 }
 
 }  // namespace ntp::train

@@ -13,6 +13,7 @@
 #include "checkpoint/piece.h"
 #include "core/status.h"
 #include "model/model_config.h"
+#include "model/model_factory.h"
 #include "model/param.h"
 
 namespace ntp::train {
@@ -41,6 +42,16 @@ Result<model::ModelConfig> model_config_from_json(const nlohmann::json& model_co
 // kInvalidArgument naming both values.
 Status adopt_source_model(model::ModelConfig& config, const WeightSource& source,
                           const std::vector<std::string>& given);
+
+// The units of one rank of a model of `config`: every unit of every space (`whole`, a model in one
+// process) or the first unit of each (a small model whose params still name every logical tensor
+// with its full logical shape).
+model::ModelShard one_rank_shard(const model::ModelConfig& config, bool whole);
+
+// Checks before a job starts that `source` holds every logical tensor a model of `config` needs,
+// with its shape, by reading them into a model of one_rank_shard(config, false): the errors
+// read_param_values would give on any rank, at little memory.
+Status check_weight_source(const WeightSource& source, const model::ModelConfig& config);
 
 // Reads every param's local value (its own slices, copies of shared units included).
 Status read_param_values(const WeightSource& source, std::span<model::Param> params);

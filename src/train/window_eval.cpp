@@ -1,12 +1,9 @@
 #include "train/window_eval.h"
 
 #include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "model/model_factory.h"
-#include "shard/unit_space.h"
-#include "train/worker_role.h"
 
 namespace ntp::train {
 
@@ -84,17 +81,11 @@ Result<WindowEvalResult> evaluate_windows(model::Model& model, std::span<const u
 }
 
 Result<std::unique_ptr<model::Model>> load_whole_model(const WeightSource& source) {
-  model::ModelShard whole;
-  const std::vector<shard::UnitSpace> spaces = shard::model_unit_spaces(model_shape(source.config));
-  for (size_t s = 0; s < spaces.size(); ++s) {
-    if (spaces[s].derived()) continue;  // follows from the query heads (model/llama_shard.h)
-    std::vector<int64_t>& ids = whole.units(static_cast<model::UnitSpaceId>(s));
-    ids.resize(static_cast<size_t>(spaces[s].units));
-    std::iota(ids.begin(), ids.end(), int64_t{0});
-  }
-  NTP_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> m,
-                       model::create_model(source.config, whole, /*seed=*/0, /*group=*/nullptr,
-                                           /*initialize=*/false));
+  NTP_ASSIGN_OR_RETURN(
+      std::unique_ptr<model::Model> m,
+      model::create_model(source.config, one_rank_shard(source.config, /*whole=*/true), /*seed=*/0,
+                          /*group=*/nullptr,
+                          /*initialize=*/false));
   NTP_RETURN_IF_ERROR(read_param_values(source, m->params()));
   return m;
 }
