@@ -29,9 +29,12 @@ Status read_int(const json& j, const char* key, int64_t& field, bool required) {
   return ok_status();
 }
 
+// Optional: an absent key leaves `field` as it is.
 Status read_number(const json& j, const char* key, double& field) {
-  if (!j.contains(key) || !j[key].is_number()) {
-    return invalid_argument(std::string("model_config.") + key + " must be a number");
+  if (!j.contains(key)) return ok_status();
+  if (!j[key].is_number()) {
+    return invalid_argument(std::string("model_config.") + key + " is " + j[key].dump() +
+                            "; it must be a number");
   }
   field = j[key].get<double>();
   return ok_status();
@@ -42,12 +45,14 @@ Status read_number(const json& j, const char* key, double& field) {
 Result<model::ModelConfig> model_config_from_json(const json& j) {
   if (!j.is_object()) return invalid_argument("model_config must be a JSON object");
   model::ModelConfig m;
-  const json family = j.value("family", json("gpt2"));
-  if (family == "llama") {
-    m.family = model::ModelFamily::kLlama;
-  } else if (family != "gpt2") {
+  const json family = j.value("family", json(model::model_family_name(m.family)));
+  Result<model::ModelFamily> parsed = family.is_string()
+                                          ? model::parse_model_family(family.get<std::string>())
+                                          : invalid_argument("");
+  if (!parsed.ok()) {
     return invalid_argument("model_config.family " + family.dump() + " is unknown (gpt2, llama)");
   }
+  m.family = *parsed;
   for (const auto& [key, field] :
        {std::pair{"n_layer", &m.n_layer}, std::pair{"n_head", &m.n_head},
         std::pair{"n_embd", &m.n_embd}, std::pair{"n_ffn", &m.n_ffn}, std::pair{"n_ctx", &m.n_ctx},
@@ -56,12 +61,12 @@ Result<model::ModelConfig> model_config_from_json(const json& j) {
   }
   m.ffn_unit = 1;
   NTP_RETURN_IF_ERROR(read_int(j, "ffn_unit", m.ffn_unit, /*required=*/false));
-  if (m.family != model::ModelFamily::kGpt2) {
-    NTP_RETURN_IF_ERROR(read_int(j, "n_kv_head", m.n_kv_head, true));
-    NTP_RETURN_IF_ERROR(read_int(j, "head_dim", m.head_dim, true));
-    NTP_RETURN_IF_ERROR(read_number(j, "rms_norm_eps", m.rms_norm_eps));
-    NTP_RETURN_IF_ERROR(read_number(j, "rope_theta", m.rope_theta));
-  }
+  // The fields only some families have (absent: ModelConfig's defaults, which validate() wants
+  // for a family without them).
+  NTP_RETURN_IF_ERROR(read_int(j, "n_kv_head", m.n_kv_head, /*required=*/false));
+  NTP_RETURN_IF_ERROR(read_int(j, "head_dim", m.head_dim, /*required=*/false));
+  NTP_RETURN_IF_ERROR(read_number(j, "rms_norm_eps", m.rms_norm_eps));
+  NTP_RETURN_IF_ERROR(read_number(j, "rope_theta", m.rope_theta));
   NTP_RETURN_IF_ERROR(m.validate());
   return m;
 }
