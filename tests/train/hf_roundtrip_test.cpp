@@ -9,7 +9,8 @@
 //   `ntp train --init-from` the export at another layout ({3,2}: 2 x 3 with slot 1:2 failed)
 //   gives the losses of `--init-from` the ntp checkpoint at that layout bit for bit (the same
 //   weights reach the same ranks), and those of one process within 1e-6 relative, the limit of
-//   LlamaTrainParityTest: TP only reorders float32 sums (runs there: <= 5.1e-9).
+//   LlamaTrainParityTest: TP only reorders float32 sums (runs there: <= 5.1e-9); so does
+//   --optimizer sharded (ZeRO-1), whose fp32 master chunks are loaded from the source too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -128,6 +129,12 @@ void round_trip(const std::string& family, const std::vector<std::string>& model
       run_job(second, family + "-init-ckpt", granularity, with(save.string()));
   const std::vector<double> single =
       run_job({1, 1, ""}, family + "-init-single", granularity, with(hf.string()));
+  // ZeRO-1: the owned fp32 master chunks are loaded too (else the first update would start from
+  // the drawn initialization).
+  std::vector<std::string> zero = with(hf.string());
+  zero.insert(zero.end(), {"--optimizer", "sharded"});
+  const std::vector<double> sharded = run_job(second, family + "-init-zero", granularity, zero);
+  ASSERT_EQ(sharded.size(), 6u) << family;
   ASSERT_EQ(hf_run.size(), 6u) << family;
   ASSERT_EQ(ckpt_run.size(), 6u) << family;
   ASSERT_EQ(single.size(), 6u) << family;
@@ -137,13 +144,16 @@ void round_trip(const std::string& family, const std::vector<std::string>& model
     const double rel = std::abs(hf_run[s] - single[s]) / std::abs(single[s]);
     worst = std::max(worst, rel);
     EXPECT_LE(rel, 1e-6) << family << " step " << s;
+    const double rel_zero = std::abs(sharded[s] - single[s]) / std::abs(single[s]);
+    worst = std::max(worst, rel_zero);
+    EXPECT_LE(rel_zero, 1e-6) << family << " ZeRO-1, step " << s;
   }
   // A new run from the trained weights starts near where training left them, far below the
   // fresh initialization's first loss (ln 256 = 5.55 for these models).
   EXPECT_LT(hf_run[0], trained.front()) << family;
   std::printf(
       "%s: eval checkpoint %.17g, export %.17g; --init-from export vs checkpoint at the "
-      "second layout bit for bit, vs one process worst %.2e\n",
+      "second layout bit for bit, it and ZeRO-1 vs one process worst %.2e\n",
       family.c_str(), from_ckpt["loss"].get<double>(), from_hf["loss"].get<double>(), worst);
 }
 
