@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -175,28 +176,88 @@ bool HfModel::is_hf_dir(const fs::path& dir) {
          !fs::exists(dir / "latest", ec);
 }
 
-Result<HfModel> HfModel::open(const fs::path& dir) {
-  std::ifstream in(dir / "config.json");
-  if (!in) return not_found((dir / "config.json").string() + " does not exist");
+namespace {
+
+Result<json> read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return not_found(path.string() + " does not exist");
   std::stringstream text;
   text << in.rdbuf();
-  const json config = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  return json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+}
+
+// The safetensors files of DIR: model.safetensors, or those model.safetensors.index.json's
+// weight_map names (each once, in name order).
+Result<std::vector<SafetensorsFile>> open_weights(const fs::path& dir, std::string& weights) {
+  std::vector<SafetensorsFile> files;
+  std::error_code ec;
+  weights = "model.safetensors";
+  if (fs::exists(dir / weights, ec) || !fs::exists(dir / "model.safetensors.index.json", ec)) {
+    NTP_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(dir / weights));
+    files.push_back(std::move(file));
+    return files;
+  }
+  weights = "model.safetensors.index.json";
+  NTP_ASSIGN_OR_RETURN(const json index, read_json(dir / weights));
+  const json map = index.is_object() ? index.value("weight_map", json()) : json();
+  if (!map.is_object() || map.empty()) {
+    return invalid_argument((dir / weights).string() +
+                            ": no \"weight_map\" object of tensor names to file names");
+  }
+  std::set<std::string> names;
+  for (const auto& [tensor, file] : map.items()) {
+    if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos) {
+      return invalid_argument((dir / weights).string() + ": weight_map[\"" + tensor + "\"] is " +
+                              file.dump() + "; it must name a file in " + dir.string());
+    }
+    names.insert(file.get<std::string>());
+  }
+  for (const std::string& name : names) {
+    NTP_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(dir / name));
+    files.push_back(std::move(file));
+  }
+  return files;
+}
+
+}  // namespace
+
+Result<HfModel> HfModel::open(const fs::path& dir) {
+  NTP_ASSIGN_OR_RETURN(const json config, read_json(dir / "config.json"));
   Result<json> model = model_config_from_hf(config);
   if (!model.ok()) {
     return invalid_argument(dir.string() + "/" + model.status().message());  // DIR/config.json: ..
   }
-  NTP_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(dir / "model.safetensors"));
+  std::string weights;
+  NTP_ASSIGN_OR_RETURN(std::vector<SafetensorsFile> files, open_weights(dir, weights));
   const bool tied = model->contains("family") && config.value("tie_word_embeddings", false);
-  return HfModel(dir, std::move(*model), std::move(file), tied);
+  return HfModel(dir, std::move(*model), std::move(weights), std::move(files), tied);
 }
 
-const SafetensorsEntry* HfModel::find(const std::string& tensor) const {
-  const SafetensorsHeader& h = file_.header();
-  if (const SafetensorsEntry* e = h.find(tensor)) return e;
-  if (tied_head_ && tensor == "lm_head.weight") return h.find("model.embed_tokens.weight");
+HfModel::Found HfModel::find_stored(std::string_view name) const {
+  for (const SafetensorsFile& f : files_) {
+    if (const SafetensorsEntry* e = f.header().find(name)) return {&f, e};
+  }
+  return {};
+}
+
+HfModel::Found HfModel::find(const std::string& tensor) const {
+  if (Found f = find_stored(tensor); f.entry != nullptr) return f;
+  if (tied_head_ && tensor == "lm_head.weight") return find_stored("model.embed_tokens.weight");
   constexpr std::string_view kPrefix = "transformer.";
-  if (tensor.starts_with(kPrefix)) return h.find(std::string_view(tensor).substr(kPrefix.size()));
-  return nullptr;
+  if (tensor.starts_with(kPrefix))
+    return find_stored(std::string_view(tensor).substr(kPrefix.size()));
+  return {};
+}
+
+Result<const std::vector<float>*> HfModel::load(const Found& found) const {
+  if (cached_.entry == found.entry && cached_.file == found.file) return &cached_values_;
+  const SafetensorsEntry& e = *found.entry;
+  std::vector<std::byte> bytes(e.end - e.begin);
+  NTP_RETURN_IF_ERROR(found.file->read(e.begin, bytes));
+  cached_ = {};
+  cached_values_ = to_floats(e.dtype, bytes);
+  cached_ = found;
+  return &cached_values_;
 }
 
 Status HfModel::read(const PieceSpec& request, std::span<float> out) const {
@@ -205,13 +266,14 @@ Status HfModel::read(const PieceSpec& request, std::span<float> out) const {
     return invalid_argument(piece_name(request) + ": output holds " + std::to_string(out.size()) +
                             " values, the piece " + std::to_string(local_numel(request)));
   }
-  const std::string file = file_.path().string();
-  const SafetensorsEntry* e = find(request.tensor);
-  if (e == nullptr) {
-    return invalid_argument(file + " has no tensor " + request.tensor + ", which the model of " +
-                            (dir_ / "config.json").string() +
+  const Found found = find(request.tensor);
+  if (found.entry == nullptr) {
+    return invalid_argument((dir_ / weights_).string() + " has no tensor " + request.tensor +
+                            ", which the model of " + (dir_ / "config.json").string() +
                             " needs; fix config.json or export the model again");
   }
+  const SafetensorsEntry* e = found.entry;
+  const std::string file = found.file->path().string();
   if (e->shape != request.logical_shape) {
     return invalid_argument(file + ": tensor " + e->name + " has shape " + shape_text(e->shape) +
                             " but the model of config.json needs " +
@@ -221,9 +283,8 @@ Status HfModel::read(const PieceSpec& request, std::span<float> out) const {
     return invalid_argument(file + ": tensor " + e->name + " has dtype " + e->dtype +
                             "; ntp reads F32, BF16 or F16");
   }
-  std::vector<std::byte> bytes(e->end - e->begin);
-  NTP_RETURN_IF_ERROR(file_.read(e->begin, bytes));
-  const std::vector<float> whole = to_floats(e->dtype, bytes);
+  NTP_ASSIGN_OR_RETURN(const std::vector<float>* loaded, load(found));
+  const std::vector<float>& whole = *loaded;
   if (request.whole()) {
     std::copy(whole.begin(), whole.end(), out.begin());
     return ok_status();

@@ -8,12 +8,17 @@
 // layout), so a tensor is read as stored: no transpose and no q/k permutation, exactly as the
 // export writes it. Differences handled here: a tied Llama head (tie_word_embeddings true, no
 // lm_head.weight) reads model.embed_tokens.weight; GPT-2 names without the "transformer." prefix
-// (the layout of OpenAI's original upload) are accepted; F32, BF16 and F16 data are read as float.
+// (the layout of OpenAI's original upload) are accepted; F32, BF16 and F16 data are read as float;
+// the weights may be one model.safetensors or several files listed by model.safetensors.index.json
+// (transformers' sharded save).
 #pragma once
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <span>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "checkpoint/piece.h"
 #include "checkpoint/safetensors.h"
@@ -33,30 +38,43 @@ class HfModel {
   // True when `dir` holds a config.json and is not an ntp checkpoint (no manifest.json or
   // latest): then it is read as a Hugging Face directory.
   static bool is_hf_dir(const std::filesystem::path& dir);
-  // Parses config.json and model.safetensors' header; errors name the file (kInvalidArgument for
-  // bad content, kNotFound for a missing file).
+  // Parses config.json and the safetensors headers (model.safetensors, or the files of
+  // model.safetensors.index.json's weight_map); errors name the file (kInvalidArgument for bad
+  // content, kNotFound for a missing file).
   static Result<HfModel> open(const std::filesystem::path& dir);
 
   const std::filesystem::path& dir() const { return dir_; }
   const nlohmann::json& model_config() const { return model_config_; }
   // Reads `request` (any kind; the "value" is all there is) of the logical tensor
   // request.tensor, whose shape must be request.logical_shape. kInvalidArgument naming the
-  // tensor for a missing tensor, another shape or an unsupported dtype.
+  // tensor for a missing tensor, another shape or an unsupported dtype. Not thread-safe: the last
+  // tensor read is kept, so that the pieces of one tensor (ZeRO-1 blocks) read it once.
   Status read(const PieceSpec& request, std::span<float> out) const;
 
  private:
-  HfModel(std::filesystem::path dir, nlohmann::json model_config, SafetensorsFile file,
-          bool tied_head)
+  struct Found {
+    const SafetensorsFile* file = nullptr;
+    const SafetensorsEntry* entry = nullptr;
+  };
+  HfModel(std::filesystem::path dir, nlohmann::json model_config, std::string weights,
+          std::vector<SafetensorsFile> files, bool tied_head)
       : dir_(std::move(dir)),
         model_config_(std::move(model_config)),
-        file_(std::move(file)),
+        weights_(std::move(weights)),
+        files_(std::move(files)),
         tied_head_(tied_head) {}
-  const SafetensorsEntry* find(const std::string& tensor) const;
+  Found find(const std::string& tensor) const;
+  Found find_stored(std::string_view name) const;
+  // The whole tensor as float32 (cached: see read).
+  Result<const std::vector<float>*> load(const Found& found) const;
 
   std::filesystem::path dir_;
   nlohmann::json model_config_;
-  SafetensorsFile file_;
+  std::string weights_;  // "model.safetensors" or "model.safetensors.index.json" (for messages)
+  std::vector<SafetensorsFile> files_;
   bool tied_head_ = false;  // Llama: lm_head.weight is model.embed_tokens.weight
+  mutable Found cached_;
+  mutable std::vector<float> cached_values_;
 };
 
 }  // namespace ntp::checkpoint

@@ -191,3 +191,46 @@ TEST(HfImportTest, GptNamesWithoutTheTransformerPrefixAreRead) {
 
 }  // namespace
 }  // namespace ntp::checkpoint
+
+namespace ntp::checkpoint {
+namespace {
+
+// transformers' sharded save: model.safetensors.index.json maps each tensor to its file.
+TEST(HfImportTest, ShardedSavesAreReadThroughTheirIndex) {
+  TempDir tmp;
+  const json config = *hf_config(llama_model_config());
+  const auto dir = tmp.path() / "hf";
+  write_hf_dir(tmp.path() / "a", config, {{"model.norm.weight", {6}, iota_values(6)}}, "F32");
+  write_hf_dir(tmp.path() / "b", config, {{"lm_head.weight", {2, 3}, iota_values(6, -1.0f)}},
+               "BF16");
+  std::filesystem::create_directories(dir);
+  std::filesystem::rename(tmp.path() / "a" / "model.safetensors",
+                          dir / "model-00001-of-00002.safetensors");
+  std::filesystem::rename(tmp.path() / "b" / "model.safetensors",
+                          dir / "model-00002-of-00002.safetensors");
+  std::filesystem::rename(tmp.path() / "a" / "config.json", dir / "config.json");
+  const json index = {{"metadata", {{"total_size", 36}}},
+                      {"weight_map",
+                       {{"model.norm.weight", "model-00001-of-00002.safetensors"},
+                        {"lm_head.weight", "model-00002-of-00002.safetensors"}}}};
+  std::ofstream(dir / "model.safetensors.index.json") << index.dump();
+  Result<HfModel> hf = HfModel::open(dir);
+  ASSERT_TRUE(hf.ok()) << hf.status().to_string();
+  std::vector<float> norm(6), head(3);
+  ASSERT_TRUE(hf->read({"model.norm.weight", "value", {6}, -1, {}}, norm).ok());
+  EXPECT_EQ(norm, iota_values(6));
+  ASSERT_TRUE(hf->read({"lm_head.weight", "value", {2, 3}, 0, {1}}, head).ok());
+  EXPECT_EQ(head, (std::vector<float>{-4, -5, -6}));
+  const Status missing = hf->read({"model.embed_tokens.weight", "value", {2, 3}, 0, {1}}, head);
+  EXPECT_NE(missing.message().find("model.safetensors.index.json has no tensor "
+                                   "model.embed_tokens.weight"),
+            std::string::npos)
+      << missing.message();
+  // An index naming a file that is not there is named by the file.
+  std::ofstream(dir / "model.safetensors.index.json")
+      << json{{"weight_map", {{"x", "model-9.safetensors"}}}}.dump();
+  EXPECT_NE(HfModel::open(dir).status().message().find("model-9.safetensors"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ntp::checkpoint
