@@ -155,29 +155,6 @@ std::vector<float> to_floats(const std::string& dtype, const std::vector<std::by
   return out;
 }
 
-}  // namespace
-
-Result<json> model_config_from_hf(const json& c) {
-  if (!c.is_object()) return config_error("is not a JSON object");
-  const json archs = c.value("architectures", json::array());
-  const std::string arch = archs.is_array() && archs.size() == 1 && archs[0].is_string()
-                               ? archs[0].get<std::string>()
-                               : std::string();
-  if (arch == "GPT2LMHeadModel") return gpt2_model_config(c);
-  if (arch == "LlamaForCausalLM") return llama_model_config(c);
-  return config_error("\"architectures\" " + archs.dump() +
-                      " is not supported; ntp reads [\"GPT2LMHeadModel\"] or "
-                      "[\"LlamaForCausalLM\"]");
-}
-
-bool HfModel::is_hf_dir(const fs::path& dir) {
-  std::error_code ec;
-  return fs::is_regular_file(dir / "config.json", ec) && !fs::exists(dir / "manifest.json", ec) &&
-         !fs::exists(dir / "latest", ec);
-}
-
-namespace {
-
 Result<json> read_json(const fs::path& path) {
   std::ifstream in(path);
   if (!in) return not_found(path.string() + " does not exist");
@@ -220,6 +197,25 @@ Result<std::vector<SafetensorsFile>> open_weights(const fs::path& dir, std::stri
 }
 
 }  // namespace
+
+Result<json> model_config_from_hf(const json& c) {
+  if (!c.is_object()) return config_error("is not a JSON object");
+  const json archs = c.value("architectures", json::array());
+  const std::string arch = archs.is_array() && archs.size() == 1 && archs[0].is_string()
+                               ? archs[0].get<std::string>()
+                               : std::string();
+  if (arch == "GPT2LMHeadModel") return gpt2_model_config(c);
+  if (arch == "LlamaForCausalLM") return llama_model_config(c);
+  return config_error("\"architectures\" " + archs.dump() +
+                      " is not supported; ntp reads [\"GPT2LMHeadModel\"] or "
+                      "[\"LlamaForCausalLM\"]");
+}
+
+bool HfModel::is_hf_dir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "config.json", ec) && !fs::exists(dir / "manifest.json", ec) &&
+         !fs::exists(dir / "latest", ec);
+}
 
 Result<HfModel> HfModel::open(const fs::path& dir) {
   NTP_ASSIGN_OR_RETURN(const json config, read_json(dir / "config.json"));
