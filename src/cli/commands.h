@@ -15,5 +15,6 @@ void add_launch_command(CLI::App& app, int& exit_code);  // elastic/
 void add_train_command(CLI::App& app, int& exit_code);   // train/
 void add_demo_command(CLI::App& app, int& exit_code);    // runs ntp launch + ntp train
 void add_ckpt_command(CLI::App& app, int& exit_code);    // checkpoint/
+void add_eval_command(CLI::App& app, int& exit_code);    // train/ (weights, windows)
 
 }  // namespace ntp::cli

@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
 #ifdef NTP_CLI_CKPT
   ntp::cli::add_ckpt_command(app, exit_code);
 #endif
+#ifdef NTP_CLI_EVAL
+  ntp::cli::add_eval_command(app, exit_code);
+#endif
 
   try {
     app.parse(argc, argv);

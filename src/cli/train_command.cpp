@@ -14,6 +14,7 @@
 #include "elastic/step_report.h"
 #include "elastic/throttle.h"
 #include "train/trainer.h"
+#include "train/weight_source.h"
 
 namespace ntp::cli {
 namespace {
@@ -26,7 +27,41 @@ struct TrainArgs {
   std::string optimizer = "replicated";
   std::string dtype = "fp32";
   int64_t bucket_kb = 128;
+  // The model flags, to tell which the user set (--init-from takes the model from its source).
+  std::vector<std::pair<std::string, CLI::Option*>> model_options;
 };
+
+// --init-from: the model comes from the source's config; explicit model flags must agree with
+// it, and --vocab-multiple must not pad its vocabulary.
+Status adopt_init_model(TrainArgs& args) {
+  train::TrainConfig& config = args.config;
+  if (!config.resume.empty()) {
+    return invalid_argument("--init-from " + config.init_from + " starts a new run and --resume " +
+                            config.resume + " continues one; give only one of them");
+  }
+  Result<train::WeightSource> source = train::open_weight_source(config.init_from);
+  if (!source.ok()) {
+    return invalid_argument("--init-from " + config.init_from + ": " + source.status().message());
+  }
+  std::vector<std::string> given;
+  for (const auto& [name, option] : args.model_options) {
+    if (option->count() > 0) given.push_back(name);
+  }
+  NTP_RETURN_IF_ERROR(train::adopt_source_model(config.model, *source, given));
+  const int64_t vocab = config.model.vocab_size;
+  NTP_RETURN_IF_ERROR(train::validate_train_config(config));
+  if (config.model.vocab_size != vocab) {
+    return invalid_argument("--vocab-multiple " + std::to_string(config.vocab_multiple) +
+                            " pads the vocabulary of --init-from " + source->dir + " (" +
+                            std::to_string(vocab) + ") to " +
+                            std::to_string(config.model.vocab_size) + "; drop --vocab-multiple");
+  }
+  // Missing tensors and wrong shapes are found here, before any worker writes anything.
+  if (Status s = train::check_weight_source(*source, config.model); !s.ok()) {
+    return invalid_argument("--init-from " + config.init_from + ": " + s.message());
+  }
+  return ok_status();
+}
 
 // The worker's identity: from `ntp launch`, or a one-worker job run directly. After a restart by
 // `ntp launch --restart-on-failure` (NTP_ATTEMPT > 0) the lost slots join --failed and the job
@@ -105,6 +140,9 @@ int run(TrainArgs& args) {
   if (!dtype.ok()) return bad(dtype.status());
   config.dtype = *dtype;
   config.bucket_bytes = args.bucket_kb * 1024;
+  if (!config.init_from.empty()) {
+    if (Status s = adopt_init_model(args); !s.ok()) return bad(s);
+  }
   if (Status s = train::validate_train_config(config); !s.ok()) return bad(s);
 
   std::string temporary_store;
@@ -177,19 +215,37 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->group(cluster);
 
   auto model = "Model";
-  cmd->add_option("--model", args->model,
-                  "Model family: gpt2 or llama (RMSNorm, RoPE, SwiGLU, grouped-query attention, "
-                  "untied LM head; docs/model.md)")
-      ->group(model);
-  cmd->add_option("--layers", c.model.n_layer, "Transformer blocks")->group(model);
-  cmd->add_option("--heads", c.model.n_head, "Attention heads (a TP unit each)")->group(model);
-  cmd->add_option("--kv-heads", c.model.n_kv_head,
-                  "Llama: key/value heads, dividing --heads (0: one per query head)")
-      ->group(model);
-  cmd->add_option("--rope-theta", c.model.rope_theta, "Llama: RoPE base")->group(model);
-  cmd->add_option("--width", c.model.n_embd, "Model width (a multiple of --heads)")->group(model);
-  cmd->add_option("--context", c.model.n_ctx, "Sequence length")->group(model);
-  cmd->add_option("--ffn", c.model.n_ffn, "FFN width; 0 means 4 x width")->group(model);
+  args->model_options.emplace_back("--model", nullptr);
+  args->model_options.back().second =
+      cmd->add_option(
+             "--model", args->model,
+             "Model family: gpt2 or llama (RMSNorm, RoPE, SwiGLU, grouped-query attention, "
+             "untied LM head; docs/model.md)")
+          ->group(model);
+  args->model_options.emplace_back("--layers", nullptr);
+  args->model_options.back().second =
+      cmd->add_option("--layers", c.model.n_layer, "Transformer blocks")->group(model);
+  args->model_options.emplace_back("--heads", nullptr);
+  args->model_options.back().second =
+      cmd->add_option("--heads", c.model.n_head, "Attention heads (a TP unit each)")->group(model);
+  args->model_options.emplace_back("--kv-heads", nullptr);
+  args->model_options.back().second =
+      cmd->add_option("--kv-heads", c.model.n_kv_head,
+                      "Llama: key/value heads, dividing --heads (0: one per query head)")
+          ->group(model);
+  args->model_options.emplace_back("--rope-theta", nullptr);
+  args->model_options.back().second =
+      cmd->add_option("--rope-theta", c.model.rope_theta, "Llama: RoPE base")->group(model);
+  args->model_options.emplace_back("--width", nullptr);
+  args->model_options.back().second =
+      cmd->add_option("--width", c.model.n_embd, "Model width (a multiple of --heads)")
+          ->group(model);
+  args->model_options.emplace_back("--context", nullptr);
+  args->model_options.back().second =
+      cmd->add_option("--context", c.model.n_ctx, "Sequence length")->group(model);
+  args->model_options.emplace_back("--ffn", nullptr);
+  args->model_options.back().second =
+      cmd->add_option("--ffn", c.model.n_ffn, "FFN width; 0 means 4 x width")->group(model);
   cmd->add_option("--ffn-unit", c.model.ffn_unit, "FFN columns per TP unit")->group(model);
   cmd->add_option("--vocab-multiple", c.vocab_multiple,
                   "Pad the 256-byte vocabulary to a multiple of this")
@@ -273,6 +329,14 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--resume", c.resume,
                   "Continue from a checkpoint (a step or save directory) written at any layout; "
                   "'auto': --save-dir's latest if there is one")
+      ->group(ckpt);
+  cmd->add_option("--init-from", c.init_from,
+                  "Start a new run (step 0, fresh optimizer) from these weights, at any layout: a "
+                  "Hugging Face directory (config.json + model.safetensors, GPT2LMHeadModel or "
+                  "LlamaForCausalLM) or an ntp checkpoint. The model (family, layers, heads, KV "
+                  "heads, width, FFN, vocabulary, context, RoPE theta) comes from it; a model flag "
+                  "that disagrees is an error. --resume's checkpoint, when there is one, wins "
+                  "(restarts)")
       ->group(ckpt);
   cmd->add_option("--stop-after", c.stop_after,
                   "Stop after this many steps of this run (the schedule still spans --steps); "

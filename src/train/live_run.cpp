@@ -10,6 +10,7 @@
 #include "train/admission.h"
 #include "train/fault_point.h"
 #include "train/layout_codec.h"
+#include "train/weight_source.h"
 
 namespace ntp::train {
 namespace {
@@ -223,15 +224,31 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
   job = std::make_unique<Job>();
   watch_job(*job, last);
   NTP_RETURN_IF_ERROR(build_job(*job, c, ctx, std::move(layout), slot, 0, InitialState::kDrawn));
-  NTP_RETURN_IF_ERROR(open_report(!c.resume.empty()));
-  if (boost && report) apply_power(job->paces, job->layout, power_control, report);
-  if (!c.dump_dir.empty()) std::filesystem::create_directories(c.dump_dir);
-
-  // ---- resume: weights, moments and the step from a checkpoint written at any layout ----
   std::string resume_dir = c.resume;
   if (resume_dir == "auto") {
     resume_dir = checkpoint::latest_step_dir(c.save_dir).ok() ? c.save_dir : "";
   }
+  // ---- or a new run from another model's weights (Hugging Face or ntp), at step 0: read before
+  //      anything is written, so that a bad source leaves no trace ----
+  std::string initialized_from;
+  if (resume_dir.empty() && !c.init_from.empty()) {
+    Result<WeightSource> source = open_weight_source(c.init_from);
+    WorkerState state = worker_state();
+    const Status loaded = source.ok() ? load_values(source->read, state) : source.status();
+    if (!loaded.ok()) {
+      return invalid_argument("--init-from " + c.init_from + ": " + loaded.message());
+    }
+    initialized_from = source->dir;
+  }
+  NTP_RETURN_IF_ERROR(open_report(!c.resume.empty()));
+  if (boost && report) apply_power(job->paces, job->layout, power_control, report);
+  if (!c.dump_dir.empty()) std::filesystem::create_directories(c.dump_dir);
+  if (!initialized_from.empty()) {
+    events.log("initialized", {{"dir", initialized_from}});
+    if (report) report->initialized(initialized_from);
+  }
+
+  // ---- resume: weights, moments and the step from a checkpoint written at any layout ----
   if (!resume_dir.empty()) {
     Result<checkpoint::CheckpointReader> reader = checkpoint::CheckpointReader::open(resume_dir);
     if (!reader.ok()) {

@@ -77,6 +77,25 @@ Result<std::vector<std::string>> all_gather_strings(comm::Communicator& world,
   return out;
 }
 
+// Calls fn(param, units, chunk, begin, n) for every block of this worker's owned ZeRO-1 chunks
+// (none with the replicated optimizer): the block's units of param are elements [begin, begin +
+// n) of the chunk's state.
+template <typename Fn>
+Status for_each_owned_block(WorkerState& s, Fn&& fn) {
+  if (s.sharded == nullptr) return ok_status();
+  const std::vector<OwnedChunk>& chunks = s.sync->owned_chunks();
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const auto& blocks = chunks[c].layout.blocks();
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      const int64_t begin = blocks[b].offset;
+      const auto n = static_cast<size_t>(chunks[c].layout.block_end(b) - begin);
+      const model::Param& p = s.params[static_cast<size_t>(blocks[b].param)];
+      NTP_RETURN_IF_ERROR(fn(p, blocks[b].units, c, begin, n));
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 int64_t WorkerState::optimizer_steps() const {
@@ -95,23 +114,18 @@ std::vector<checkpoint::PieceView> checkpoint_pieces(WorkerState& s) {
       add_counted(out, p, s.adamw->exp_avg_sq(i), kMoments[1]);
     }
   }
-  if (s.sharded != nullptr) {
-    const std::vector<OwnedChunk>& chunks = s.sync->owned_chunks();
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      const auto& blocks = chunks[c].layout.blocks();
-      for (size_t b = 0; b < blocks.size(); ++b) {
-        const int64_t begin = blocks[b].offset;
-        const int64_t end = chunks[c].layout.block_end(b);
-        const model::Param& p = s.params[static_cast<size_t>(blocks[b].param)];
-        for (int k = 0; k < 2; ++k) {
-          std::vector<float>& state = k == 0 ? s.sharded->exp_avg(c) : s.sharded->exp_avg_sq(c);
-          out.push_back(
-              {block_piece(p, blocks[b].units, kMoments[k]),
-               std::span<const float>(state.data() + begin, static_cast<size_t>(end - begin))});
-        }
-      }
-    }
-  }
+  (void)for_each_owned_block(s,
+                             [&](const model::Param& p, const shard::IntervalSet& units,
+                                 size_t chunk, int64_t begin, size_t n) -> Status {
+                               for (int k = 0; k < 2; ++k) {
+                                 const std::vector<float>& state =
+                                     k == 0 ? s.sharded->exp_avg(chunk)
+                                            : s.sharded->exp_avg_sq(chunk);
+                                 out.push_back({block_piece(p, units, kMoments[k]),
+                                                std::span<const float>(state.data() + begin, n)});
+                               }
+                               return ok_status();
+                             });
   return out;
 }
 
@@ -148,6 +162,19 @@ checkpoint::CheckpointMeta checkpoint_meta(const TrainConfig& c, int64_t step,
   return meta;
 }
 
+Status load_values(const PieceRead& read, WorkerState& s) {
+  for (model::Param& p : s.params) {
+    NTP_RETURN_IF_ERROR(read(checkpoint::param_piece(p, "value"), p.value.span()));
+  }
+  return for_each_owned_block(s,
+                              [&](const model::Param& p, const shard::IntervalSet& units,
+                                  size_t chunk, int64_t begin, size_t n) -> Status {
+                                return read(
+                                    block_piece(p, units, "value"),
+                                    std::span<float>(s.sharded->master(chunk).data() + begin, n));
+                              });
+}
+
 Result<int64_t> load_checkpoint(const checkpoint::CheckpointReader& reader, const TrainConfig& c,
                                 WorkerState& s) {
   const checkpoint::Manifest& manifest = reader.manifest();
@@ -167,34 +194,27 @@ Result<int64_t> load_checkpoint(const checkpoint::CheckpointReader& reader, cons
           value.dump() + "; resume with the model flags it was written with");
     }
   }
-  for (size_t i = 0; i < s.params.size(); ++i) {
-    model::Param& p = s.params[i];
-    NTP_RETURN_IF_ERROR(reader.read(checkpoint::param_piece(p, "value"), p.value.span()));
-    if (s.adamw == nullptr) continue;
-    NTP_RETURN_IF_ERROR(reader.read(checkpoint::param_piece(p, kMoments[0]), s.adamw->exp_avg(i)));
-    NTP_RETURN_IF_ERROR(
-        reader.read(checkpoint::param_piece(p, kMoments[1]), s.adamw->exp_avg_sq(i)));
-  }
-  if (s.sharded != nullptr) {
-    const std::vector<OwnedChunk>& chunks = s.sync->owned_chunks();
-    for (size_t c2 = 0; c2 < chunks.size(); ++c2) {
-      const auto& blocks = chunks[c2].layout.blocks();
-      for (size_t b = 0; b < blocks.size(); ++b) {
-        const int64_t begin = blocks[b].offset;
-        const int64_t end = chunks[c2].layout.block_end(b);
-        const model::Param& p = s.params[static_cast<size_t>(blocks[b].param)];
-        const auto n = static_cast<size_t>(end - begin);
-        NTP_RETURN_IF_ERROR(reader.read(block_piece(p, blocks[b].units, "value"),
-                                        std::span<float>(s.sharded->master(c2).data() + begin, n)));
-        NTP_RETURN_IF_ERROR(
-            reader.read(block_piece(p, blocks[b].units, kMoments[0]),
-                        std::span<float>(s.sharded->exp_avg(c2).data() + begin, n)));
-        NTP_RETURN_IF_ERROR(
-            reader.read(block_piece(p, blocks[b].units, kMoments[1]),
-                        std::span<float>(s.sharded->exp_avg_sq(c2).data() + begin, n)));
-      }
+  NTP_RETURN_IF_ERROR(
+      load_values([&reader](const checkpoint::PieceSpec& piece,
+                            std::span<float> out) { return reader.read(piece, out); },
+                  s));
+  if (s.adamw != nullptr) {
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      const model::Param& p = s.params[i];
+      NTP_RETURN_IF_ERROR(
+          reader.read(checkpoint::param_piece(p, kMoments[0]), s.adamw->exp_avg(i)));
+      NTP_RETURN_IF_ERROR(
+          reader.read(checkpoint::param_piece(p, kMoments[1]), s.adamw->exp_avg_sq(i)));
     }
   }
+  auto read_moments = [&](const model::Param& p, const shard::IntervalSet& units, size_t chunk,
+                          int64_t begin, size_t n) -> Status {
+    NTP_RETURN_IF_ERROR(reader.read(block_piece(p, units, kMoments[0]),
+                                    std::span<float>(s.sharded->exp_avg(chunk).data() + begin, n)));
+    return reader.read(block_piece(p, units, kMoments[1]),
+                       std::span<float>(s.sharded->exp_avg_sq(chunk).data() + begin, n));
+  };
+  NTP_RETURN_IF_ERROR(for_each_owned_block(s, read_moments));
   const int64_t optimizer_steps = manifest.meta.train_config.value("optimizer_steps", int64_t{0});
   if (s.adamw != nullptr) s.adamw->set_steps_taken(optimizer_steps);
   if (s.sharded != nullptr) s.sharded->set_steps_taken(optimizer_steps);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,13 @@ std::vector<checkpoint::PieceView> checkpoint_pieces(WorkerState& state);
 checkpoint::CheckpointMeta checkpoint_meta(const TrainConfig& config, int64_t step,
                                            int64_t optimizer_steps,
                                            const std::vector<shard::SlotRef>& failed);
+
+// Reads a piece of a logical tensor (checkpoint::CheckpointReader::read, train/weight_source.h).
+using PieceRead = std::function<Status(const checkpoint::PieceSpec&, std::span<float>)>;
+
+// Loads only the weights ("value" pieces) into this worker's params and, with ZeRO-1, its owned
+// fp32 master chunks; the optimizer state is left as it is (fresh at the start of a run).
+Status load_values(const PieceRead& read, WorkerState& state);
 
 // Loads weights, moments and the optimizer's step count from `reader` into this worker's state,
 // whatever layout wrote them. kInvalidArgument (naming the field) when the checkpoint's model

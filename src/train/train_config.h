@@ -71,6 +71,9 @@ struct TrainConfig {
   int64_t save_every = 0;  // save after every N steps (0: only at the end, when save_dir is set)
   int keep_last = 3;       // complete checkpoints kept (0: all)
   std::string resume;      // a step or save directory; "auto": save_dir's latest if any
+  // Start the run (step 0, fresh optimizer) from these weights: a Hugging Face directory or an
+  // ntp checkpoint (train/weight_source.h); a checkpoint to --resume from takes precedence.
+  std::string init_from;
   int64_t stop_after = 0;  // stop after this many steps of this run (0: run to --steps)
 
   bool live_recovery = true;  // false: a failure ends the job (for --restart-on-failure baselines)

@@ -174,6 +174,13 @@ void TrainReport::eval(int64_t step, double loss) {
   std::fflush(out_);
 }
 
+void TrainReport::initialized(const std::string& dir) {
+  write(nlohmann::json{{"type", "init"}, {"time", unix_seconds()}, {"dir", dir}}.dump());
+  std::fprintf(out_, "initialized from %s: starting at step 1 with a fresh optimizer\n",
+               dir.c_str());
+  std::fflush(out_);
+}
+
 void TrainReport::resumed(int64_t step, const std::string& dir) {
   write(nlohmann::json{{"type", "resume"}, {"time", unix_seconds()}, {"step", step}, {"dir", dir}}
             .dump());

@@ -72,6 +72,8 @@ class TrainReport {
   void step(const StepFigures& figures, const std::vector<double>& ranks);
   void eval(int64_t step, double loss);
   void resumed(int64_t step, const std::string& dir);
+  // The run starts at step 0 from the weights in `dir` (--init-from).
+  void initialized(const std::string& dir);
   // A power setting for a replica at `degree` running at `speed` of a healthy one.
   void power(int domain, int degree, double speed, const power::BoostPlan& plan);
   // Logs the event and switches to the new layout.

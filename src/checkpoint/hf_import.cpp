@@ -1,0 +1,306 @@
+#include "checkpoint/hf_import.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <vector>
+
+namespace ntp::checkpoint {
+namespace fs = std::filesystem;
+namespace {
+
+using nlohmann::json;
+
+Status config_error(const std::string& what) { return invalid_argument("config.json: " + what); }
+
+// A positive integer field; `fallback` (when > 0) when the field is absent or null.
+Result<int64_t> int_field(const json& c, const char* name, int64_t fallback = 0) {
+  if (!c.contains(name) || c[name].is_null()) {
+    if (fallback > 0) return fallback;
+    return config_error(std::string("\"") + name + "\" is missing; it must be a positive integer");
+  }
+  if (!c[name].is_number_integer() || c[name].get<int64_t>() < 1) {
+    return config_error(std::string("\"") + name + "\" is " + c[name].dump() +
+                        "; it must be a positive integer");
+  }
+  return c[name].get<int64_t>();
+}
+
+Result<double> positive_number(const json& c, const char* name, double fallback) {
+  if (!c.contains(name) || c[name].is_null()) return fallback;
+  if (!c[name].is_number() || !(c[name].get<double>() > 0.0)) {
+    return config_error(std::string("\"") + name + "\" is " + c[name].dump() +
+                        "; it must be a positive number");
+  }
+  return c[name].get<double>();
+}
+
+// kInvalidArgument unless field `name` is absent, null or one of `allowed`.
+Status expect_field(const json& c, const char* name, const std::vector<json>& allowed,
+                    const char* why) {
+  if (!c.contains(name) || c[name].is_null()) return ok_status();
+  for (const json& a : allowed) {
+    if (c[name] == a) return ok_status();
+  }
+  return config_error(std::string("\"") + name + "\" is " + c[name].dump() + ", but " + why);
+}
+
+Result<json> gpt2_model_config(const json& c) {
+  NTP_RETURN_IF_ERROR(expect_field(c, "activation_function", {"gelu_new", "gelu_pytorch_tanh"},
+                                   "ntp's GPT-2 uses the tanh GELU (gelu_new)"));
+  NTP_RETURN_IF_ERROR(expect_field(c, "layer_norm_epsilon", {1e-5}, "ntp's LayerNorm uses 1e-5"));
+  NTP_RETURN_IF_ERROR(
+      expect_field(c, "tie_word_embeddings", {true}, "ntp's GPT-2 ties lm_head to wte"));
+  for (const char* flag : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"}) {
+    NTP_RETURN_IF_ERROR(expect_field(c, flag, {false}, "ntp's GPT-2 attention has no such option"));
+  }
+  NTP_RETURN_IF_ERROR(expect_field(c, "scale_attn_weights", {true},
+                                   "ntp's GPT-2 scales attention by 1/sqrt(head size)"));
+  NTP_ASSIGN_OR_RETURN(const int64_t n_embd, int_field(c, "n_embd"));
+  NTP_ASSIGN_OR_RETURN(const int64_t n_positions, int_field(c, "n_positions"));
+  json m = {{"n_layer", 0},         {"n_head", 0},     {"n_embd", n_embd}, {"n_ffn", 0},
+            {"n_ctx", n_positions}, {"vocab_size", 0}, {"ffn_unit", 1}};
+  for (const char* name : {"n_layer", "n_head", "vocab_size"}) {
+    NTP_ASSIGN_OR_RETURN(m[name], int_field(c, name));
+  }
+  NTP_ASSIGN_OR_RETURN(m["n_ffn"], int_field(c, "n_inner", 4 * n_embd));
+  return m;
+}
+
+Result<json> llama_model_config(const json& c) {
+  NTP_RETURN_IF_ERROR(expect_field(c, "hidden_act", {"silu"}, "ntp's Llama FFN is SwiGLU (silu)"));
+  NTP_RETURN_IF_ERROR(
+      expect_field(c, "rope_scaling", {}, "ntp's RoPE has no scaling; only plain RoPE is read"));
+  for (const char* bias : {"attention_bias", "mlp_bias"}) {
+    NTP_RETURN_IF_ERROR(expect_field(c, bias, {false}, "ntp's Llama has no biases"));
+  }
+  NTP_ASSIGN_OR_RETURN(const int64_t n_embd, int_field(c, "hidden_size"));
+  NTP_ASSIGN_OR_RETURN(const int64_t n_head, int_field(c, "num_attention_heads"));
+  NTP_ASSIGN_OR_RETURN(const int64_t n_kv, int_field(c, "num_key_value_heads", n_head));
+  if (n_head % n_kv != 0) {
+    return config_error("\"num_attention_heads\" " + std::to_string(n_head) +
+                        " is not a multiple of \"num_key_value_heads\" " + std::to_string(n_kv) +
+                        "; grouped-query attention needs whole groups of query heads");
+  }
+  json m = {{"family", "llama"},
+            {"n_head", n_head},
+            {"n_kv_head", n_kv},
+            {"n_embd", n_embd},
+            {"ffn_unit", 1}};
+  NTP_ASSIGN_OR_RETURN(m["n_layer"], int_field(c, "num_hidden_layers"));
+  NTP_ASSIGN_OR_RETURN(m["head_dim"], int_field(c, "head_dim", n_embd / n_head));
+  NTP_ASSIGN_OR_RETURN(m["n_ffn"], int_field(c, "intermediate_size"));
+  NTP_ASSIGN_OR_RETURN(m["n_ctx"], int_field(c, "max_position_embeddings"));
+  NTP_ASSIGN_OR_RETURN(m["vocab_size"], int_field(c, "vocab_size"));
+  // transformers' defaults for a LlamaConfig that leaves them out.
+  NTP_ASSIGN_OR_RETURN(m["rms_norm_eps"], positive_number(c, "rms_norm_eps", 1e-6));
+  NTP_ASSIGN_OR_RETURN(m["rope_theta"], positive_number(c, "rope_theta", 1e4));
+  return m;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// IEEE half / bfloat16 bit patterns to float.
+float bf16_to_float(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+float f16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const int exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits = 0;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);  // inf / nan
+  } else if (exp != 0) {
+    bits = sign | (static_cast<uint32_t>(exp + 112) << 23) | (mant << 13);
+  } else if (mant != 0) {  // subnormal: normalize
+    int e = 113;
+    while ((mant & 0x400u) == 0) {
+      mant <<= 1;
+      --e;
+    }
+    bits = sign | (static_cast<uint32_t>(e) << 23) | ((mant & 0x3ffu) << 13);
+  } else {
+    bits = sign;
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// The stored bytes of one tensor as float32 values.
+std::vector<float> to_floats(const std::string& dtype, const std::vector<std::byte>& bytes) {
+  std::vector<float> out;
+  if (dtype == "F32") {
+    out.resize(bytes.size() / 4);
+    std::memcpy(out.data(), bytes.data(), out.size() * 4);
+    return out;
+  }
+  out.resize(bytes.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, bytes.data() + 2 * i, 2);
+    out[i] = dtype == "BF16" ? bf16_to_float(h) : f16_to_float(h);
+  }
+  return out;
+}
+
+Result<json> read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return not_found(path.string() + " does not exist");
+  std::stringstream text;
+  text << in.rdbuf();
+  return json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+}
+
+// The safetensors files of DIR: model.safetensors, or those model.safetensors.index.json's
+// weight_map names (each once, in name order).
+Result<std::vector<SafetensorsFile>> open_weights(const fs::path& dir, std::string& weights) {
+  std::vector<SafetensorsFile> files;
+  std::error_code ec;
+  weights = "model.safetensors";
+  if (fs::exists(dir / weights, ec) || !fs::exists(dir / "model.safetensors.index.json", ec)) {
+    NTP_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(dir / weights));
+    files.push_back(std::move(file));
+    return files;
+  }
+  weights = "model.safetensors.index.json";
+  NTP_ASSIGN_OR_RETURN(const json index, read_json(dir / weights));
+  const json map = index.is_object() ? index.value("weight_map", json()) : json();
+  if (!map.is_object() || map.empty()) {
+    return invalid_argument((dir / weights).string() +
+                            ": no \"weight_map\" object of tensor names to file names");
+  }
+  std::set<std::string> names;
+  for (const auto& [tensor, file] : map.items()) {
+    if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos) {
+      return invalid_argument((dir / weights).string() + ": weight_map[\"" + tensor + "\"] is " +
+                              file.dump() + "; it must name a file in " + dir.string());
+    }
+    names.insert(file.get<std::string>());
+  }
+  for (const std::string& name : names) {
+    NTP_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(dir / name));
+    files.push_back(std::move(file));
+  }
+  return files;
+}
+
+}  // namespace
+
+Result<json> model_config_from_hf(const json& c) {
+  if (!c.is_object()) return config_error("is not a JSON object");
+  const json archs = c.value("architectures", json::array());
+  const std::string arch = archs.is_array() && archs.size() == 1 && archs[0].is_string()
+                               ? archs[0].get<std::string>()
+                               : std::string();
+  if (arch == "GPT2LMHeadModel") return gpt2_model_config(c);
+  if (arch == "LlamaForCausalLM") return llama_model_config(c);
+  return config_error("\"architectures\" " + archs.dump() +
+                      " is not supported; ntp reads [\"GPT2LMHeadModel\"] or "
+                      "[\"LlamaForCausalLM\"]");
+}
+
+bool HfModel::is_hf_dir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "config.json", ec) && !fs::exists(dir / "manifest.json", ec) &&
+         !fs::exists(dir / "latest", ec);
+}
+
+Result<HfModel> HfModel::open(const fs::path& dir) {
+  NTP_ASSIGN_OR_RETURN(const json config, read_json(dir / "config.json"));
+  Result<json> model = model_config_from_hf(config);
+  if (!model.ok()) {
+    return invalid_argument(dir.string() + "/" + model.status().message());  // DIR/config.json: ..
+  }
+  std::string weights;
+  NTP_ASSIGN_OR_RETURN(std::vector<SafetensorsFile> files, open_weights(dir, weights));
+  const bool tied = model->contains("family") && config.value("tie_word_embeddings", false);
+  return HfModel(dir, std::move(*model), std::move(weights), std::move(files), tied);
+}
+
+HfModel::Found HfModel::find_stored(std::string_view name) const {
+  for (const SafetensorsFile& f : files_) {
+    if (const SafetensorsEntry* e = f.header().find(name)) return {&f, e};
+  }
+  return {};
+}
+
+HfModel::Found HfModel::find(const std::string& tensor) const {
+  if (Found f = find_stored(tensor); f.entry != nullptr) return f;
+  if (tied_head_ && tensor == "lm_head.weight") return find_stored("model.embed_tokens.weight");
+  constexpr std::string_view kPrefix = "transformer.";
+  if (tensor.starts_with(kPrefix))
+    return find_stored(std::string_view(tensor).substr(kPrefix.size()));
+  return {};
+}
+
+Result<const std::vector<float>*> HfModel::load(const Found& found) const {
+  if (cached_.entry == found.entry && cached_.file == found.file) return &cached_values_;
+  const SafetensorsEntry& e = *found.entry;
+  std::vector<std::byte> bytes(e.end - e.begin);
+  NTP_RETURN_IF_ERROR(found.file->read(e.begin, bytes));
+  cached_ = {};
+  cached_values_ = to_floats(e.dtype, bytes);
+  cached_ = found;
+  return &cached_values_;
+}
+
+Status HfModel::read(const PieceSpec& request, std::span<float> out) const {
+  NTP_RETURN_IF_ERROR(validate_piece_spec(request));
+  if (static_cast<int64_t>(out.size()) != local_numel(request)) {
+    return invalid_argument(piece_name(request) + ": output holds " + std::to_string(out.size()) +
+                            " values, the piece " + std::to_string(local_numel(request)));
+  }
+  const Found found = find(request.tensor);
+  if (found.entry == nullptr) {
+    return invalid_argument((dir_ / weights_).string() + " has no tensor " + request.tensor +
+                            ", which the model of " + (dir_ / "config.json").string() +
+                            " needs; fix config.json or export the model again");
+  }
+  const SafetensorsEntry* e = found.entry;
+  const std::string file = found.file->path().string();
+  if (e->shape != request.logical_shape) {
+    return invalid_argument(file + ": tensor " + e->name + " has shape " + shape_text(e->shape) +
+                            " but the model of config.json needs " +
+                            shape_text(request.logical_shape) + "; fix config.json or the tensor");
+  }
+  if (e->dtype != "F32" && e->dtype != "BF16" && e->dtype != "F16") {
+    return invalid_argument(file + ": tensor " + e->name + " has dtype " + e->dtype +
+                            "; ntp reads F32, BF16 or F16");
+  }
+  NTP_ASSIGN_OR_RETURN(const std::vector<float>* loaded, load(found));
+  const std::vector<float>& whole = *loaded;
+  if (request.whole()) {
+    std::copy(whole.begin(), whole.end(), out.begin());
+    return ok_status();
+  }
+  // Logical [outer, dim, inner] -> local [outer, index.size(), inner].
+  const auto axis = static_cast<size_t>(request.axis);
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= request.logical_shape[d];
+  for (size_t d = axis + 1; d < request.logical_shape.size(); ++d) {
+    inner *= request.logical_shape[d];
+  }
+  const int64_t dim = request.logical_shape[axis];
+  const auto n = static_cast<int64_t>(request.index.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float* src = whole.data() + (o * dim + request.index[static_cast<size_t>(i)]) * inner;
+      std::copy(src, src + inner, out.data() + (o * n + i) * inner);
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace ntp::checkpoint

@@ -1,0 +1,236 @@
+// Importing Hugging Face directories (checkpoint/hf_import.h): config.json back to the
+// manifest-form model_config (the inverse of hf_config, defaults resolved), rejections named by
+// field, and pieces of a model.safetensors read at any slicing, F32 / BF16 / F16, a tied Llama
+// head and GPT-2 names without the "transformer." prefix.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "checkpoint/hf_export.h"
+#include "checkpoint/hf_import.h"
+#include "temp_dir.h"
+
+namespace ntp::checkpoint {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+json llama_model_config() {
+  return {{"family", "llama"}, {"n_layer", 2},  {"n_head", 8},          {"n_embd", 32},
+          {"n_ffn", 96},       {"n_ctx", 16},   {"vocab_size", 260},    {"ffn_unit", 1},
+          {"n_kv_head", 2},    {"head_dim", 4}, {"rms_norm_eps", 1e-5}, {"rope_theta", 5e5}};
+}
+
+json gpt2_model_config() {
+  return {{"n_layer", 3}, {"n_head", 4},       {"n_embd", 32}, {"n_ffn", 128},
+          {"n_ctx", 16},  {"vocab_size", 256}, {"ffn_unit", 1}};
+}
+
+TEST(HfImportTest, ConfigJsonIsTheInverseOfTheExport) {
+  for (const json& m : {llama_model_config(), gpt2_model_config()}) {
+    Result<json> hf = hf_config(m);
+    ASSERT_TRUE(hf.ok()) << hf.status().to_string();
+    Result<json> back = model_config_from_hf(*hf);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, m);
+  }
+  // transformers' defaults: no head_dim (width / heads), no num_key_value_heads (= heads), no
+  // rms_norm_eps (1e-6) or rope_theta (1e4); GPT-2's n_inner null (4 x width).
+  json hf = *hf_config(llama_model_config());
+  for (const char* key : {"head_dim", "num_key_value_heads", "rms_norm_eps", "rope_theta"}) {
+    hf.erase(key);
+  }
+  const json llama = *model_config_from_hf(hf);
+  EXPECT_EQ(llama["head_dim"], 4);
+  EXPECT_EQ(llama["n_kv_head"], 8);
+  EXPECT_EQ(llama["rms_norm_eps"], 1e-6);
+  EXPECT_EQ(llama["rope_theta"], 1e4);
+  json gpt = *hf_config(gpt2_model_config());
+  gpt["n_inner"] = nullptr;
+  EXPECT_EQ((*model_config_from_hf(gpt))["n_ffn"], 128);
+}
+
+TEST(HfImportTest, UnsupportedConfigsAreNamed) {
+  const json llama = *hf_config(llama_model_config());
+  const json gpt = *hf_config(gpt2_model_config());
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"architectures", {"BertModel"}}},
+       "\"architectures\" [\"BertModel\"] is not supported; ntp reads [\"GPT2LMHeadModel\"] or "
+       "[\"LlamaForCausalLM\"]"},
+      {json{{"num_key_value_heads", 3}},
+       "\"num_attention_heads\" 8 is not a multiple of \"num_key_value_heads\" 3"},
+      {json{{"rope_scaling", {{"type", "linear"}}}}, "\"rope_scaling\" is {\"type\":\"linear\"}"},
+      {json{{"attention_bias", true}}, "\"attention_bias\" is true, but ntp's Llama has no biases"},
+      {json{{"hidden_act", "gelu"}}, "\"hidden_act\" is \"gelu\""},
+      {json{{"hidden_size", 0}}, "\"hidden_size\" is 0; it must be a positive integer"},
+      {json{{"vocab_size", nullptr}}, "\"vocab_size\" is missing"}};
+  for (const auto& [patch, message] : cases) {
+    json c = llama;
+    c.update(patch);
+    Result<json> r = model_config_from_hf(c);
+    ASSERT_FALSE(r.ok()) << patch.dump();
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status().message();
+  }
+  json untied = gpt;
+  untied["tie_word_embeddings"] = false;
+  EXPECT_NE(model_config_from_hf(untied).status().message().find("ties lm_head to wte"),
+            std::string::npos);
+  json act = gpt;
+  act["activation_function"] = "relu";
+  EXPECT_NE(model_config_from_hf(act).status().message().find("\"activation_function\" is"),
+            std::string::npos);
+}
+
+// Writes DIR/config.json and DIR/model.safetensors holding `tensors` of dtype `dtype` (F32 data
+// converted: BF16 by truncation, F16 by the exact values used below).
+struct HfFixture {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+void write_hf_dir(const std::filesystem::path& dir, const json& config,
+                  const std::vector<HfFixture>& tensors, const std::string& dtype) {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << config.dump();
+  json header = json::object();
+  std::string data;
+  for (const HfFixture& t : tensors) {
+    const size_t begin = data.size();
+    for (float v : t.values) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      if (dtype == "F32") {
+        data.append(reinterpret_cast<const char*>(&bits), 4);
+      } else {
+        // BF16: the high half; F16 of the small integers used here: sign, exponent + 15, mantissa.
+        uint16_t h = static_cast<uint16_t>(bits >> 16);
+        if (dtype == "F16") {
+          const uint32_t exp = (bits >> 23) & 0xff;
+          h = v == 0.0f ? 0
+                        : static_cast<uint16_t>(((bits >> 16) & 0x8000u) | ((exp - 112) << 10) |
+                                                ((bits >> 13) & 0x3ffu));
+        }
+        data.append(reinterpret_cast<const char*>(&h), 2);
+      }
+    }
+    header[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+  }
+  std::string text = header.dump();
+  while (text.size() % 8 != 0) text += ' ';
+  std::ofstream out(dir / "model.safetensors", std::ios::binary);
+  const uint64_t n = text.size();
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << text << data;
+}
+
+std::vector<float> iota_values(int64_t n, float sign = 1.0f) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = sign * static_cast<float>(i + 1);
+  return v;
+}
+
+TEST(HfImportTest, ReadsPiecesAtAnySlicingInEveryDtype) {
+  TempDir tmp;
+  json config = *hf_config(llama_model_config());
+  config["tie_word_embeddings"] = true;  // no lm_head.weight: the embedding is read instead
+  for (const char* dtype : {"F32", "BF16", "F16"}) {
+    const auto dir = tmp.path() / dtype;
+    // [260, 32] would need 8320 values; small integers are exact in every dtype.
+    write_hf_dir(dir, config,
+                 {{"model.embed_tokens.weight", {4, 6}, iota_values(24, -1.0f)},
+                  {"model.norm.weight", {6}, iota_values(6)}},
+                 dtype);
+    Result<HfModel> hf = HfModel::open(dir);
+    ASSERT_TRUE(hf.ok()) << hf.status().to_string();
+    EXPECT_EQ(hf->model_config(), llama_model_config());
+    std::vector<float> rows(12);  // rows 3 and 1 of the tied head
+    ASSERT_TRUE(hf->read({"lm_head.weight", "value", {4, 6}, 0, {3, 1}}, rows).ok());
+    for (int j = 0; j < 6; ++j) {
+      EXPECT_EQ(rows[static_cast<size_t>(j)], -static_cast<float>(18 + j + 1)) << dtype;
+      EXPECT_EQ(rows[static_cast<size_t>(6 + j)], -static_cast<float>(6 + j + 1)) << dtype;
+    }
+    std::vector<float> cols(8);  // columns 5 and 0 of every row
+    ASSERT_TRUE(hf->read({"model.embed_tokens.weight", "value", {4, 6}, 1, {5, 0}}, cols).ok());
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(cols[static_cast<size_t>(2 * r)], -static_cast<float>(6 * r + 6)) << dtype;
+      EXPECT_EQ(cols[static_cast<size_t>(2 * r + 1)], -static_cast<float>(6 * r + 1)) << dtype;
+    }
+    std::vector<float> whole(6);
+    ASSERT_TRUE(hf->read({"model.norm.weight", "value", {6}, -1, {}}, whole).ok());
+    EXPECT_EQ(whole, iota_values(6)) << dtype;
+    // The wrong shape and a missing tensor are named.
+    std::vector<float> seven(7);
+    Status bad = hf->read({"model.norm.weight", "value", {7}, -1, {}}, seven);
+    EXPECT_NE(bad.message().find("tensor model.norm.weight has shape [6] but the model of "
+                                 "config.json needs [7]"),
+              std::string::npos)
+        << bad.message();
+    bad = hf->read({"model.layers.0.mlp.up_proj.weight", "value", {6}, -1, {}}, whole);
+    EXPECT_NE(bad.message().find("has no tensor model.layers.0.mlp.up_proj.weight"),
+              std::string::npos)
+        << bad.message();
+  }
+}
+
+TEST(HfImportTest, GptNamesWithoutTheTransformerPrefixAreRead) {
+  TempDir tmp;
+  write_hf_dir(tmp.path(), *hf_config(gpt2_model_config()),
+               {{"wte.weight", {2, 3}, iota_values(6)}}, "F32");
+  Result<HfModel> hf = HfModel::open(tmp.path());
+  ASSERT_TRUE(hf.ok()) << hf.status().to_string();
+  std::vector<float> out(6);
+  ASSERT_TRUE(hf->read({"transformer.wte.weight", "value", {2, 3}, -1, {}}, out).ok());
+  EXPECT_EQ(out, iota_values(6));
+  EXPECT_TRUE(HfModel::is_hf_dir(tmp.path()));
+}
+
+}  // namespace
+}  // namespace ntp::checkpoint
+
+namespace ntp::checkpoint {
+namespace {
+
+// transformers' sharded save: model.safetensors.index.json maps each tensor to its file.
+TEST(HfImportTest, ShardedSavesAreReadThroughTheirIndex) {
+  TempDir tmp;
+  const json config = *hf_config(llama_model_config());
+  const auto dir = tmp.path() / "hf";
+  write_hf_dir(tmp.path() / "a", config, {{"model.norm.weight", {6}, iota_values(6)}}, "F32");
+  write_hf_dir(tmp.path() / "b", config, {{"lm_head.weight", {2, 3}, iota_values(6, -1.0f)}},
+               "BF16");
+  std::filesystem::create_directories(dir);
+  std::filesystem::rename(tmp.path() / "a" / "model.safetensors",
+                          dir / "model-00001-of-00002.safetensors");
+  std::filesystem::rename(tmp.path() / "b" / "model.safetensors",
+                          dir / "model-00002-of-00002.safetensors");
+  std::filesystem::rename(tmp.path() / "a" / "config.json", dir / "config.json");
+  const json index = {{"metadata", {{"total_size", 36}}},
+                      {"weight_map",
+                       {{"model.norm.weight", "model-00001-of-00002.safetensors"},
+                        {"lm_head.weight", "model-00002-of-00002.safetensors"}}}};
+  std::ofstream(dir / "model.safetensors.index.json") << index.dump();
+  Result<HfModel> hf = HfModel::open(dir);
+  ASSERT_TRUE(hf.ok()) << hf.status().to_string();
+  std::vector<float> norm(6), head(3);
+  ASSERT_TRUE(hf->read({"model.norm.weight", "value", {6}, -1, {}}, norm).ok());
+  EXPECT_EQ(norm, iota_values(6));
+  ASSERT_TRUE(hf->read({"lm_head.weight", "value", {2, 3}, 0, {1}}, head).ok());
+  EXPECT_EQ(head, (std::vector<float>{-4, -5, -6}));
+  const Status missing = hf->read({"model.embed_tokens.weight", "value", {2, 3}, 0, {1}}, head);
+  EXPECT_NE(missing.message().find("model.safetensors.index.json has no tensor "
+                                   "model.embed_tokens.weight"),
+            std::string::npos)
+      << missing.message();
+  // An index naming a file that is not there is named by the file.
+  std::ofstream(dir / "model.safetensors.index.json")
+      << json{{"weight_map", {{"x", "model-9.safetensors"}}}}.dump();
+  EXPECT_NE(HfModel::open(dir).status().message().find("model-9.safetensors"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ntp::checkpoint
