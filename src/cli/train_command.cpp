@@ -354,6 +354,12 @@ void add_train_command(CLI::App& app, int& exit_code) {
                 "slow rank owns fewer units, only units whose owner changes move, and the layout "
                 "goes back to equal shares once it recovers (a rebalanced line in metrics.jsonl)")
       ->group(ckpt);
+  cmd->add_option("--drop-below", c.drop_below,
+                  "With --rebalance: a rank measured slower than this fraction of the job's median "
+                  "speed (e.g. 0.3) for 3 evaluations in a row is treated as failed: it leaves the "
+                  "job, holding nothing, and rejoins as a repair once its own probe finds it back "
+                  "above the bound (0: never)")
+      ->group(ckpt);
 
   auto runtime = "Runtime";
   cmd->add_option("--bucket-kb", args->bucket_kb, "Gradient sync bucket size (KiB of parameters)")

@@ -70,7 +70,7 @@ bool Agreement::complete(const MemberList& list) {
 
 Result<std::optional<MemberList>> Agreement::decide_epoch(
     int epoch, const MemberList& last, const std::vector<int>& joiners,
-    const std::function<std::string()>& encode_layout) {
+    const std::function<std::string()>& encode_layout, const std::vector<int>& dropping) {
   std::vector<int> expected = last.members;
   expected.insert(expected.end(), joiners.begin(), joiners.end());
   std::sort(expected.begin(), expected.end());
@@ -83,6 +83,7 @@ Result<std::optional<MemberList>> Agreement::decide_epoch(
   in.expected = expected;
   in.domain_size = c_.domain_size;
   in.min_tp = c_.min_tp;
+  in.dropped = dropping;
   in.gone = [&](int id) {
     if (c_.exited && c_.exited(id, last)) return true;
     if (still_silent(*c_.store, c_.group, id)) return true;
@@ -153,7 +154,8 @@ Result<std::optional<MemberList>> Agreement::await_list(int epoch, const MemberL
 
 Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, bool joiner,
                                     const std::vector<int>& joiners,
-                                    const std::function<std::string()>& encode_layout) {
+                                    const std::function<std::string()>& encode_layout,
+                                    const std::vector<int>& dropping) {
   for (int tries = 0; tries < kMaxEpochs; ++tries) {
     int newest = last.epoch;
     const int target = next_target(
@@ -183,7 +185,7 @@ Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, 
         NTP_RETURN_IF_ERROR(
             c_.store->set(epoch_key(c_.group, target, "decider"), std::to_string(c_.me)));
         NTP_ASSIGN_OR_RETURN(std::optional<MemberList> decided,
-                             decide_epoch(target, last, joiners, encode_layout));
+                             decide_epoch(target, last, joiners, encode_layout, dropping));
         if (decided) {
           decided->decider = c_.me;
           if (c_.on_phase) c_.on_phase("decider_publish", target);

@@ -63,9 +63,11 @@ class Agreement {
   // (holds no state) never decides. `encode_layout` encodes the layout of `last` (the decider's
   // base when `last` is complete). kAborted: fenced (a list was published without it). A list
   // that parks this member (MemberList::parked) is returned without replacing `last`.
+  // `dropping`: members the decider parks (DecisionInput::dropped).
   Result<MemberList> agree(MemberList& last, const Announcement& mine, bool joiner,
                            const std::vector<int>& joiners,
-                           const std::function<std::string()>& encode_layout);
+                           const std::function<std::string()>& encode_layout,
+                           const std::vector<int>& dropping = {});
 
   // The agreed list's epoch is complete for this member: its state in the new layout is whole.
   Status mark_done(int epoch);
@@ -77,7 +79,8 @@ class Agreement {
   // The decided list, or nullopt when the epoch was given up (its failure notice appeared).
   Result<std::optional<MemberList>> decide_epoch(int epoch, const MemberList& last,
                                                  const std::vector<int>& joiners,
-                                                 const std::function<std::string()>& encode_layout);
+                                                 const std::function<std::string()>& encode_layout,
+                                                 const std::vector<int>& dropping);
   // `drew_ticket`: this member drew a ticket after the decider's, so a decider that never names
   // itself (it died between its draw and writing its id) is given up after --hang-detect-ms.
   Result<std::optional<MemberList>> await_list(int epoch, const MemberList& last, bool drew_ticket);

@@ -76,15 +76,22 @@ MemberList initial_list(const std::vector<int>& members, int slots) {
 
 namespace {
 
-// The announced ids whose domain would have fewer than min_tp of them; none when that is every
-// announced id.
-std::vector<int> short_domain_ids(const DecisionInput& in) {
-  std::vector<int> out;
-  if (in.domain_size <= 0 || in.min_tp <= 1) return out;
+// The announced ids to park: the dropped ones, and those whose domain would have fewer than
+// min_tp of the others; none when that is every announced id. Ascending.
+std::vector<int> parked_ids(const DecisionInput& in) {
+  auto is_dropped = [&in](int id) {
+    return std::find(in.dropped.begin(), in.dropped.end(), id) != in.dropped.end();
+  };
   std::map<int, int> per_domain;
-  for (const auto& entry : in.announced) ++per_domain[entry.first / in.domain_size];
+  const int size = in.domain_size > 0 ? in.domain_size : 1;
   for (const auto& entry : in.announced) {
-    if (per_domain[entry.first / in.domain_size] < in.min_tp) out.push_back(entry.first);
+    if (!is_dropped(entry.first)) ++per_domain[entry.first / size];
+  }
+  std::vector<int> out;
+  for (const auto& entry : in.announced) {
+    const bool short_domain =
+        in.domain_size > 0 && in.min_tp > 1 && per_domain[entry.first / size] < in.min_tp;
+    if (is_dropped(entry.first) || short_domain) out.push_back(entry.first);
   }
   if (out.size() == in.announced.size()) out.clear();
   return out;
@@ -109,7 +116,7 @@ std::optional<MemberList> decide(const DecisionInput& in) {
     out.base_members = last.base_members;
     out.base_layout = last.base_layout;
   }
-  out.parked = short_domain_ids(in);
+  out.parked = parked_ids(in);
   bool any_holder = false;
   for (const auto& [id, a] : in.announced) {
     if (out.parks(id)) continue;

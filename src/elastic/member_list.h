@@ -78,6 +78,9 @@ struct DecisionInput {
   // (then the list is published whole, and the job stops: no replica could run).
   int domain_size = 0;
   int min_tp = 1;
+  // Candidates to park whatever their domain (measured too slow: treated as failed while they
+  // live); their domain is then counted without them.
+  std::vector<int> dropped;
 };
 
 // The decider's rule: nullopt while some expected candidate has neither announced nor is gone

@@ -66,6 +66,16 @@ Status admit(const WorkerContext& ctx, const std::string& group, const std::vect
   return ok_status();
 }
 
+Status job_still_running(const WorkerContext& ctx, const std::string& group) {
+  if (Result<bool> finished = ctx.store->exists(group + "/finished"); finished.ok() && *finished) {
+    return Status(StatusCode::kAborted, "the job finished before this worker was admitted");
+  }
+  if (Result<bool> stopped = ctx.store->exists(stopped_key(group)); stopped.ok() && *stopped) {
+    return Status(StatusCode::kAborted, "the job stopped before this worker was admitted");
+  }
+  return ok_status();
+}
+
 Result<elastic::MemberList> wait_for_admission(const WorkerContext& ctx, const std::string& group,
                                                const std::string& ticket,
                                                elastic::Progress& progress,
@@ -78,13 +88,7 @@ Result<elastic::MemberList> wait_for_admission(const WorkerContext& ctx, const s
     progress.mark(elastic::Phase::kJoin, -1);
     Result<std::string> text = ctx.store->get(key);
     if (text.ok()) return elastic::decode_member_list(*text);
-    if (Result<bool> finished = ctx.store->exists(group + "/finished");
-        finished.ok() && *finished) {
-      return Status(StatusCode::kAborted, "the job finished before this worker was admitted");
-    }
-    if (Result<bool> stopped = ctx.store->exists(stopped_key(group)); stopped.ok() && *stopped) {
-      return Status(StatusCode::kAborted, "the job stopped before this worker was admitted");
-    }
+    NTP_RETURN_IF_ERROR(job_still_running(ctx, group));
     if (seconds_since(start) > static_cast<double>(patience.count())) {
       return unavailable("not admitted within " + std::to_string(patience.count()) + " s");
     }

@@ -39,6 +39,9 @@ std::vector<int> joiners_asking(const WorkerContext& ctx, const std::string& gro
 Status admit(const WorkerContext& ctx, const std::string& group, const std::vector<int>& joiners,
              const elastic::MemberList& last);
 
+// kAborted naming why when the job finished or stopped (a worker outside it then leaves); ok else.
+Status job_still_running(const WorkerContext& ctx, const std::string& group);
+
 // A joiner's wait under `ticket`: the members' last list once world rank 0 admitted it.
 // kAborted when the job finished or stopped first; kUnavailable after `patience`.
 Result<elastic::MemberList> wait_for_admission(const WorkerContext& ctx, const std::string& group,

@@ -10,6 +10,7 @@
 #include "train/admission.h"
 #include "train/fault_point.h"
 #include "train/layout_codec.h"
+#include "train/speed_probe.h"
 #include "train/weight_source.h"
 
 namespace ntp::train {
@@ -129,17 +130,19 @@ Status LiveRun::mirror_moments(Job& j) {
 Result<LiveRun::StepBoundary> LiveRun::step_boundary() {
   const auto slots = static_cast<size_t>(job->layout.spec.domains * job->layout.spec.domain_size);
   const auto tp = static_cast<size_t>(job->layout.spec.domain_size);
-  // [slots] join flags, then 0 (go on), 1 (rebalance) or 2 (equal shares again), then [slots]
-  // speeds, domain-major.
-  std::vector<double> words(2 * slots + 1, 0.0);
+  // [slots] join flags, [slots] drop flags, then 0 (go on), 1 (rebalance) or 2 (equal shares
+  // again), then [slots] speeds, domain-major.
+  const size_t mode = 2 * slots;
+  std::vector<double> words(3 * slots + 1, 0.0);
   if (job->role.world_rank == 0) {
     for (int r : joiners_asking(ctx, group, *job, c.min_tp, join_requests_seen)) {
       words[static_cast<size_t>(r)] = 1.0;
     }
     if (proposal) {
-      words[slots] = proposal->speeds.empty() ? 2.0 : 1.0;
+      for (int r : proposal->drop) words[slots + static_cast<size_t>(r)] = 1.0;
+      if (proposal->drop.empty()) words[mode] = proposal->speeds.empty() ? 2.0 : 1.0;
       for (size_t d = 0; d < proposal->speeds.size(); ++d) {
-        for (size_t l = 0; l < tp; ++l) words[slots + 1 + d * tp + l] = proposal->speeds[d][l];
+        for (size_t l = 0; l < tp; ++l) words[mode + 1 + d * tp + l] = proposal->speeds[d][l];
       }
       rebalance_raw_speeds = proposal->raw_speeds;
       proposal.reset();
@@ -149,13 +152,14 @@ Result<LiveRun::StepBoundary> LiveRun::step_boundary() {
   StepBoundary out;
   for (size_t r = 0; r < slots; ++r) {
     if (words[r] != 0.0) out.joiners.push_back(static_cast<int>(r));
+    if (words[slots + r] != 0.0) out.drops.push_back(static_cast<int>(r));
   }
-  if (words[slots] != 0.0) {
+  if (words[mode] != 0.0) {
     out.speeds.emplace();
-    if (words[slots] == 1.0) {
+    if (words[mode] == 1.0) {
       for (size_t d = 0; d * tp < slots; ++d) {
-        out.speeds->emplace_back(words.begin() + static_cast<long>(slots + 1 + d * tp),
-                                 words.begin() + static_cast<long>(slots + 1 + (d + 1) * tp));
+        out.speeds->emplace_back(words.begin() + static_cast<long>(mode + 1 + d * tp),
+                                 words.begin() + static_cast<long>(mode + 1 + (d + 1) * tp));
       }
     }
   }
@@ -175,7 +179,9 @@ Status LiveRun::start_rebalancer(bool same_members) {
   }
   SpeedEstimatorOptions options;
   options.share_by_pace = c.batch_policy != BatchPolicy::kKeep;
-  NTP_ASSIGN_OR_RETURN(Rebalancer fresh, Rebalancer::create(job->layout, job->batches, options));
+  if (c.drop_below > 0.0) options.drop_below = c.drop_below;
+  NTP_ASSIGN_OR_RETURN(Rebalancer fresh,
+                       Rebalancer::create(job->layout, job->batches, options, c.drop_below > 0.0));
   rebalancer.emplace(std::move(fresh));
   return ok_status();
 }
@@ -189,6 +195,7 @@ Status LiveRun::stop_job(const std::string& why, bool speaks) {
 }
 
 Result<std::optional<TrainSummary>> LiveRun::start() {
+  if (c.drop_below > 0.0) probe_baseline_s = probe_cpu_seconds();  // at full speed, before any
   if (ctx.restart_count > 0) {
     // ---- a repair: wait to be admitted at a step boundary, then join through the same
     //      re-formation as any member, holding nothing ----
@@ -296,10 +303,12 @@ Result<TrainSummary> LiveRun::run() {
     Result<StepBoundary> boundary = step_boundary();
     Status status = boundary.status();
     const bool admitting = status.ok() && !boundary->joiners.empty();
-    const bool rebalancing = status.ok() && !admitting && boundary->speeds.has_value();
+    const bool dropping = status.ok() && !admitting && !boundary->drops.empty();
+    const bool rebalancing = status.ok() && !admitting && !dropping && boundary->speeds.has_value();
+    const bool reforming = admitting || dropping || rebalancing;
     const Clock::time_point step_start = Clock::now();
-    if (status.ok() && !admitting && !rebalancing) status = train_step(step);
-    if (status.ok() && !admitting && !rebalancing) {
+    if (status.ok() && !reforming) status = train_step(step);
+    if (status.ok() && !reforming) {
       ++step;
       continue;
     }
@@ -312,9 +321,14 @@ Result<TrainSummary> LiveRun::run() {
                   static_cast<long long>(step + 1), status.message().c_str());
       std::fflush(stdout);
     }
+    if (dropping) {
+      dropped = boundary->drops;
+      slow_dropped = std::binary_search(dropped.begin(), dropped.end(), ctx.slot_rank);
+    }
     Result<int64_t> next = reform(status, admitting ? boundary->joiners : std::vector<int>{},
                                   status.ok() ? 0.0 : seconds_since(step_start),
                                   rebalancing ? &*boundary->speeds : nullptr);
+    dropped.clear();
     if (!next.ok() && ends_job(next.status())) return left_job(next.status());
     NTP_ASSIGN_OR_RETURN(step, std::move(next));
     summary.steps = committed;

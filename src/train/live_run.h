@@ -99,6 +99,7 @@ struct LiveRun {
   // equal shares again), or go on.
   struct StepBoundary {
     std::vector<int> joiners;
+    std::vector<int> drops;  // slots measured too slow (--drop-below): re-form without them
     std::optional<std::vector<std::vector<double>>> speeds;
   };
   Result<StepBoundary> step_boundary();
@@ -120,6 +121,7 @@ struct LiveRun {
                          Clock::time_point t0, RecoveryEvent& event);
   void reform_fault_point(const char* phase, const elastic::MemberList& list);
   Status sit_out(const elastic::MemberList& list);
+  Status await_recovery();
   TrainSummary left_job(const Status& why);
   static bool ends_job(const Status& s) {
     return s.code() == StatusCode::kAborted || s.code() == StatusCode::kFailedPrecondition;
@@ -167,6 +169,11 @@ struct LiveRun {
   int64_t timed_steps = 0;
   bool stop_speaks = false;
   bool parked = false;  // its replica left the job: it waits, holding nothing, to join again
+  // The slots the re-formation in progress drops as too slow (the decider parks them), and
+  // whether this worker is one of them (then it rejoins only once its probe finds it recovered).
+  std::vector<int> dropped;
+  bool slow_dropped = false;
+  double probe_baseline_s = 0.0;  // its speed probe's CPU seconds at start (speed_probe.h)
 };
 
 }  // namespace ntp::train

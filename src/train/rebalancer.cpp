@@ -16,16 +16,16 @@ std::vector<int> replica_of_rank(const shard::ClusterLayout& layout) {
 
 Result<Rebalancer> Rebalancer::create(const shard::ClusterLayout& layout,
                                       const std::vector<ReplicaBatch>& batches,
-                                      SpeedEstimatorOptions options) {
+                                      SpeedEstimatorOptions options, bool drop_too_slow) {
   NTP_ASSIGN_OR_RETURN(SpeedEstimator estimator,
                        SpeedEstimator::create(replica_of_rank(layout), options));
-  Rebalancer out(std::move(estimator), layout.spec);
+  Rebalancer out(std::move(estimator), layout.spec, drop_too_slow);
   out.relayout(layout, batches);
   return out;
 }
 
-Rebalancer::Rebalancer(SpeedEstimator estimator, shard::ClusterSpec spec)
-    : estimator_(std::move(estimator)), spec_(std::move(spec)) {}
+Rebalancer::Rebalancer(SpeedEstimator estimator, shard::ClusterSpec spec, bool drop_too_slow)
+    : estimator_(std::move(estimator)), spec_(std::move(spec)), drop_too_slow_(drop_too_slow) {}
 
 void Rebalancer::relayout(const shard::ClusterLayout& layout,
                           const std::vector<ReplicaBatch>& batches) {
@@ -50,9 +50,16 @@ void Rebalancer::relayout(const shard::ClusterLayout& layout,
 Result<std::optional<RebalanceTarget>> Rebalancer::observe(
     const std::vector<double>& compute_seconds) {
   NTP_ASSIGN_OR_RETURN(SpeedVerdict verdict, estimator_.observe(compute_seconds, work_));
-  if (verdict.proposal == SpeedProposal::kNone) return std::optional<RebalanceTarget>();
   RebalanceTarget target;
   target.raw_speeds = verdict.raw_speeds;
+  if (drop_too_slow_ && !verdict.too_slow.empty()) {
+    for (int r : verdict.too_slow) {
+      const shard::SlotRef s = slots_[static_cast<size_t>(r)];
+      target.drop.push_back(s.domain * spec_.domain_size + s.slot);
+    }
+    return std::optional<RebalanceTarget>(std::move(target));
+  }
+  if (verdict.proposal == SpeedProposal::kNone) return std::optional<RebalanceTarget>();
   if (verdict.proposal == SpeedProposal::kRebalance) {  // else kEqualize: no speeds
     target.speeds.assign(static_cast<size_t>(spec_.domains),
                          std::vector<double>(static_cast<size_t>(spec_.domain_size), 1.0));

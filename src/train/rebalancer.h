@@ -22,18 +22,23 @@
 namespace ntp::train {
 
 // What a rebalance re-forms with: speeds[domain][slot] (empty: equal speeds again), and what the
-// estimator saw (per world rank of the job that measured it).
+// estimator saw (per world rank of the job that measured it). With `drop` non-empty the job
+// re-forms without those slots instead (global ranks, ascending: too slow to keep, treated as
+// failed), whatever `speeds` say.
 struct RebalanceTarget {
   std::vector<std::vector<double>> speeds;
   std::vector<double> raw_speeds;
+  std::vector<int> drop;
 };
 
 class Rebalancer {
  public:
   // For a job laid out as `layout` with `batches`; a new one after every membership change.
+  // `drop_too_slow`: a rank the estimator reports too slow (SpeedEstimatorOptions::drop_below)
+  // is a target of its own (RebalanceTarget::drop); else too slow is only a slow speed.
   static Result<Rebalancer> create(const shard::ClusterLayout& layout,
                                    const std::vector<ReplicaBatch>& batches,
-                                   SpeedEstimatorOptions options = {});
+                                   SpeedEstimatorOptions options = {}, bool drop_too_slow = false);
   // The same members re-formed with a new weighted layout: their work changes, not their history.
   void relayout(const shard::ClusterLayout& layout, const std::vector<ReplicaBatch>& batches);
 
@@ -41,12 +46,13 @@ class Rebalancer {
   Result<std::optional<RebalanceTarget>> observe(const std::vector<double>& compute_seconds);
 
  private:
-  Rebalancer(SpeedEstimator estimator, shard::ClusterSpec spec);
+  Rebalancer(SpeedEstimator estimator, shard::ClusterSpec spec, bool drop_too_slow);
 
   SpeedEstimator estimator_;
   shard::ClusterSpec spec_;
   std::vector<shard::SlotRef> slots_;  // [world rank]
   std::vector<double> work_;           // [world rank]
+  bool drop_too_slow_ = false;
 };
 
 }  // namespace ntp::train

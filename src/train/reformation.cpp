@@ -1,13 +1,17 @@
 // A LiveRun's re-formation: agree, commit, plan, rebuild, move the state, mark the epoch done
 // (docs/recovery.md, "The protocol").
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
+#include "elastic/step_report.h"
 #include "train/admission.h"
 #include "train/fault_point.h"
 #include "train/layout_codec.h"
 #include "train/live_run.h"
 #include "train/moment_reshard.h"
+#include "train/speed_probe.h"
 #include "train/state_reshard.h"
 
 namespace ntp::train {
@@ -146,11 +150,13 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
 Result<elastic::MemberList> LiveRun::agree_epoch(const std::vector<int>& joiners,
                                                  int& store_errors) {
   for (;;) {
-    Result<elastic::MemberList> agreed =
-        agreement.agree(last, {committed, ctx.restart_count}, job == nullptr, joiners, [this] {
+    Result<elastic::MemberList> agreed = agreement.agree(
+        last, {committed, ctx.restart_count}, job == nullptr, joiners,
+        [this] {
           NTP_CHECK(job && job->epoch == last.epoch);  // `last` complete: this member did it
           return encode_layout(job->layout);
-        });
+        },
+        dropped);
     if (agreed.ok()) return agreed;
     if (agreed.status().code() == StatusCode::kUnavailable &&
         ++store_errors < kAgreementStoreRetries) {
@@ -306,16 +312,19 @@ Status LiveRun::report_reformed(const elastic::MemberList& list, const MovedStat
   return start_rebalancer(same_members);
 }
 
-// `list` parked this worker: its domain would run below --min-tp, so its replica left the job.
-// It drops every state it holds (it will receive all of it when it joins again), asks to join
-// under a ticket of its own, and waits until world rank 0 admits it with enough of its domain
-// (admission.h), or the job ends (kAborted). Then it re-forms as a joiner.
+// `list` parked this worker: it was measured too slow (--drop-below), or its domain would run
+// below --min-tp, so its replica left the job. It drops every state it holds (it will receive all
+// of it when it joins again), asks to join under a ticket of its own (a slow one once it
+// recovered), and waits until world rank 0 admits it with enough of its domain (admission.h), or
+// the job ends (kAborted). Then it re-forms as a joiner.
 Status LiveRun::sit_out(const elastic::MemberList& list) {
-  events.log("parked", {{"step", committed}, {"epoch", list.epoch}});
-  std::printf(
-      "slot %s: its replica would run below --min-tp %d; it leaves the job at step %lld "
-      "(epoch %d) until repairs bring it back\n",
-      slot_name(slot).c_str(), c.min_tp, static_cast<long long>(committed + 1), list.epoch);
+  const std::string why = slow_dropped
+                              ? "it was measured too slow (--drop-below)"
+                              : "its replica would run below --min-tp " + std::to_string(c.min_tp);
+  events.log("parked", {{"step", committed}, {"epoch", list.epoch}, {"reason", why}});
+  std::printf("slot %s: %s; it leaves the job at step %lld (epoch %d) until it can come back\n",
+              slot_name(slot).c_str(), why.c_str(), static_cast<long long>(committed + 1),
+              list.epoch);
   std::fflush(stdout);
   parked = true;
   watch.disarm();
@@ -325,8 +334,37 @@ Status LiveRun::sit_out(const elastic::MemberList& list) {
   rebalancer.reset();
   proposal.reset();
   state_ahead = false;
+  if (slow_dropped) NTP_RETURN_IF_ERROR(await_recovery());
   const std::string ticket = std::to_string(ctx.restart_count) + ".p" + std::to_string(list.epoch);
   NTP_ASSIGN_OR_RETURN(last, wait_for_admission(ctx, group, ticket, progress, kParkedPatience));
+  return ok_status();
+}
+
+// A worker dropped as too slow (--drop-below) asks to rejoin only once its own probe
+// (speed_probe.h, at the compute factor of the job's current step) finds it back halfway from the
+// bound to full speed, three probes in a row 200 ms apart: a rank hovering at the bound does not
+// flap. kAborted when the job ends first.
+Status LiveRun::await_recovery() {
+  const double rejoin_at = 0.5 * (1.0 + c.drop_below);
+  int in_a_row = 0;
+  double speed = 0.0;
+  while (in_a_row < 3) {
+    progress.mark(elastic::Phase::kJoin, -1);
+    NTP_RETURN_IF_ERROR(job_still_running(ctx, group));
+    int64_t step = 0;  // the job's: the latest any worker started
+    for (int r = 0; r < c.world_slots(); ++r) {
+      Result<std::string> s = ctx.store->get(elastic::step_key(r));
+      if (s.ok()) step = std::max<int64_t>(step, std::atoll(s->c_str()));
+    }
+    speed = probe_speed(probe_baseline_s, ctx.compute_factor ? ctx.compute_factor(step) : 1.0);
+    in_a_row = speed >= rejoin_at ? in_a_row + 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  slow_dropped = false;
+  events.log("recovered", {{"speed", speed}});
+  std::printf("slot %s: its probe runs at %.2f of its own full speed again; it asks to rejoin\n",
+              slot_name(slot).c_str(), speed);
+  std::fflush(stdout);
   return ok_status();
 }
 

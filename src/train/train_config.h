@@ -79,6 +79,10 @@ struct TrainConfig {
   bool live_recovery = true;  // false: a failure ends the job (for --restart-on-failure baselines)
   // Re-form with speed-weighted layouts when measured speeds show a slow rank (train/rebalancer.h).
   bool rebalance = false;
+  // With rebalance: a rank whose measured speed stays below this fraction of the job's median is
+  // treated as failed (it sits out, holding nothing, until its own probe finds it recovered, then
+  // rejoins as a repair); 0: never.
+  double drop_below = 0.0;
 
   // Benchmarks on a host with fewer cores than workers: > 0 makes every micro-batch also take
   // the time a device of this many GFLOP/s would (train/replica_pace.h's work model: 6 FLOPs per

@@ -40,6 +40,7 @@
 #include "model/gpt_model.h"
 #include "model/llama_model.h"
 #include "model/model_factory.h"
+#include "parity_jobs.h"
 #include "train/adamw_optimizer.h"
 #include "train/batcher.h"
 #include "train/byte_tokenizer.h"
@@ -155,117 +156,27 @@ std::string describe(const JobSpec& s) {
          " failed[" + s.failed + "] " + s.strategy + "/" + s.optimizer + " " + s.dtype;
 }
 
-struct JobResult {
-  std::vector<double> losses;
-  std::vector<std::vector<float>> grads, weights;  // logical, merged over workers
-  int64_t mismatches = 0;
-};
-
-void merge_dump(const fs::path& file, const std::vector<model::Param>& params,
-                std::vector<std::vector<float>>& merged, int64_t& mismatches) {
-  std::ifstream in(file, std::ios::binary);
-  ASSERT_TRUE(in) << file;
-  for (size_t i = 0; i < params.size(); ++i) {
-    std::vector<float> t(static_cast<size_t>(shape_numel(params[i].logical_shape)));
-    in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size() * 4));
-    ASSERT_TRUE(in) << file;
-    if (merged[i].empty()) merged[i].assign(t.size(), NAN);
-    for (size_t e = 0; e < t.size(); ++e) {
-      if (std::isnan(t[e])) continue;
-      if (std::isnan(merged[i][e])) {
-        merged[i][e] = t[e];
-      } else if (merged[i][e] != t[e]) {
-        ++mismatches;
-      }
-    }
-  }
-}
+using JobResult = parity::DumpedRun;
 
 JobResult run_job(const JobSpec& spec, const std::string& name) {
   const fs::path dir = test_jobs::scratch_dir() / ("bf16-" + name);
   fs::remove_all(dir);
   const model::ModelConfig m = parity_model(spec.family);
-  const fs::path& data = test_jobs::synthetic_corpus();
-  std::vector<std::string> args = {NTP_BINARY,
-                                   "launch",
-                                   "--nproc-per-node",
-                                   std::to_string(2 * spec.tp),
-                                   "--",
-                                   NTP_BINARY,
-                                   "train",
-                                   "--model",
-                                   model::model_family_name(spec.family),
-                                   "--dtype",
-                                   spec.dtype,
-                                   "--domains",
-                                   "2",
-                                   "--tp",
-                                   std::to_string(spec.tp),
-                                   "--strategy",
-                                   spec.strategy,
-                                   "--optimizer",
-                                   spec.optimizer,
-                                   "--layers",
-                                   std::to_string(m.n_layer),
-                                   "--heads",
-                                   std::to_string(m.n_head),
-                                   "--width",
-                                   std::to_string(m.n_embd),
-                                   "--context",
-                                   std::to_string(m.n_ctx),
-                                   "--ffn-unit",
-                                   std::to_string(m.ffn_unit),
-                                   "--batch",
-                                   "8",
-                                   "--micro-batch",
-                                   "2",
-                                   "--steps",
-                                   std::to_string(kSteps),
-                                   "--warmup",
-                                   "3",
-                                   "--lr",
-                                   "3e-3",
-                                   "--grad-clip",
-                                   "1.0",
-                                   "--bucket-kb",
-                                   "16",
-                                   "--no-live-recovery",
-                                   "--train-data",
-                                   (data / "train.bin").string(),
-                                   "--val-data",
-                                   (data / "val.bin").string(),
-                                   "--out",
-                                   (dir / "out").string(),
-                                   "--dump-dir",
-                                   (dir / "dump").string(),
-                                   "--timeout-ms",
-                                   "20000",
-                                   "--quiet"};
+  std::vector<std::string> args = parity::launch_args(2, spec.tp, spec.strategy, spec.optimizer, m);
+  args.insert(args.end(), {"--model", model::model_family_name(spec.family), "--dtype", spec.dtype,
+                           "--no-live-recovery"});
+  const std::vector<std::string> run = parity::run_flags(dir, kSteps, 8, 3);
+  args.insert(args.end(), run.begin(), run.end());
   if (spec.family == model::ModelFamily::kLlama) {
     args.insert(args.end(), {"--kv-heads", std::to_string(m.n_kv_head)});
   }
   if (!spec.failed.empty()) args.insert(args.end(), {"--failed", spec.failed});
-  const testing::CommandOutput run = testing::run_command(args, {}, std::chrono::seconds(240));
-  JobResult result;
-  EXPECT_EQ(run.exit_code, 0) << describe(spec) << "\n" << run.out << run.err;
-  if (run.exit_code != 0) return result;
-  std::ifstream metrics(dir / "out" / "metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line);
-    if (j["type"] == "start") {
-      EXPECT_EQ(j["dtype"], spec.dtype);
-    }
-    if (j["type"] == "step") result.losses.push_back(j["loss"].get<double>());
-  }
+  const testing::CommandOutput done = testing::run_command(args, {}, std::chrono::seconds(240));
+  EXPECT_EQ(done.exit_code, 0) << describe(spec) << "\n" << done.out << done.err;
+  if (done.exit_code != 0) return {};
   const std::unique_ptr<model::Model> model = full_model(m, 1);
-  const std::vector<model::Param>& params = model->params();
-  result.grads.resize(params.size());
-  result.weights.resize(params.size());
-  for (const auto& entry : fs::directory_iterator(dir / "dump")) {
-    const std::string file = entry.path().filename().string();
-    merge_dump(entry.path(), params, file.rfind("grads", 0) == 0 ? result.grads : result.weights,
-               result.mismatches);
-  }
+  JobResult result = parity::read_run(dir, model->params());
+  EXPECT_EQ(result.start["dtype"], spec.dtype);
   return result;
 }
 

@@ -27,6 +27,7 @@
 #include "child_process.h"
 #include "job_scratch.h"
 #include "model/llama_model.h"
+#include "parity_jobs.h"
 
 namespace ntp::train {
 namespace {
@@ -60,33 +61,7 @@ std::string describe(const JobSpec& s) {
          s.strategy + "/" + s.optimizer;
 }
 
-struct JobResult {
-  std::vector<double> losses;               // per step
-  std::vector<std::vector<float>> grads;    // logical, step 0, merged over workers
-  std::vector<std::vector<float>> weights;  // logical, final
-  int64_t mismatches = 0;                   // elements two workers disagree on
-};
-
-// Merges one worker's logical dump into `merged` (NaN = not held), counting disagreements.
-void merge_dump(const fs::path& file, const std::vector<model::Param>& params,
-                std::vector<std::vector<float>>& merged, int64_t& mismatches) {
-  std::ifstream in(file, std::ios::binary);
-  ASSERT_TRUE(in) << file;
-  for (size_t i = 0; i < params.size(); ++i) {
-    std::vector<float> t(static_cast<size_t>(shape_numel(params[i].logical_shape)));
-    in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size() * 4));
-    ASSERT_TRUE(in) << file;
-    if (merged[i].empty()) merged[i].assign(t.size(), NAN);
-    for (size_t e = 0; e < t.size(); ++e) {
-      if (std::isnan(t[e])) continue;
-      if (std::isnan(merged[i][e])) {
-        merged[i][e] = t[e];
-      } else if (merged[i][e] != t[e]) {
-        ++mismatches;
-      }
-    }
-  }
-}
+using JobResult = parity::DumpedRun;
 
 JobResult run_job(const JobSpec& spec, const std::string& name,
                   const std::vector<std::string>& extra = {}) {
@@ -94,95 +69,24 @@ JobResult run_job(const JobSpec& spec, const std::string& name,
   fs::remove_all(dir);
   fs::create_directories(dir);
   const model::LlamaConfig m = parity_model();
-  const fs::path& data = test_jobs::synthetic_corpus();
-  std::vector<std::string> args = {NTP_BINARY,
-                                   "launch",
-                                   "--nproc-per-node",
-                                   std::to_string(spec.domains * spec.tp),
-                                   "--",
-                                   NTP_BINARY,
-                                   "train",
-                                   "--model",
-                                   "llama",
-                                   "--domains",
-                                   std::to_string(spec.domains),
-                                   "--tp",
-                                   std::to_string(spec.tp),
-                                   "--strategy",
-                                   spec.strategy,
-                                   "--optimizer",
-                                   spec.optimizer,
-                                   "--layers",
-                                   std::to_string(m.n_layer),
-                                   "--heads",
-                                   std::to_string(m.n_head),
-                                   "--kv-heads",
-                                   std::to_string(m.n_kv_head),
-                                   "--width",
-                                   std::to_string(m.n_embd),
-                                   "--context",
-                                   std::to_string(m.n_ctx),
-                                   "--ffn-unit",
-                                   std::to_string(m.ffn_unit),
-                                   "--batch",
-                                   "24",
-                                   "--micro-batch",
-                                   "2",
-                                   "--steps",
-                                   std::to_string(kSteps),
-                                   "--warmup",
-                                   "5",
-                                   "--lr",
-                                   "3e-3",
-                                   "--grad-clip",
-                                   "1.0",
-                                   "--bucket-kb",
-                                   "16",
-                                   "--no-live-recovery",
-                                   "--train-data",
-                                   (data / "train.bin").string(),
-                                   "--val-data",
-                                   (data / "val.bin").string(),
-                                   "--out",
-                                   (dir / "out").string(),
-                                   "--dump-dir",
-                                   (dir / "dump").string(),
-                                   "--timeout-ms",
-                                   "20000",
-                                   "--quiet"};
+  std::vector<std::string> args =
+      parity::launch_args(spec.domains, spec.tp, spec.strategy, spec.optimizer, m);
+  args.insert(args.end(), {"--model", "llama", "--kv-heads", std::to_string(m.n_kv_head),
+                           "--no-live-recovery"});
+  const std::vector<std::string> run = parity::run_flags(dir, kSteps, 24, 5);
+  args.insert(args.end(), run.begin(), run.end());
   if (!spec.failed.empty()) {
     args.push_back("--failed");
     args.push_back(spec.failed);
   }
   args.insert(args.end(), extra.begin(), extra.end());
-  const testing::CommandOutput run = testing::run_command(args, {}, std::chrono::seconds(240));
-  JobResult result;
-  EXPECT_EQ(run.exit_code, 0) << describe(spec) << "\n" << run.out << run.err;
-  if (run.exit_code != 0) return result;
-  std::ifstream metrics(dir / "out" / "metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line);
-    if (j["type"] == "step") result.losses.push_back(j["loss"].get<double>());
-  }
+  const testing::CommandOutput done = testing::run_command(args, {}, std::chrono::seconds(240));
+  EXPECT_EQ(done.exit_code, 0) << describe(spec) << "\n" << done.out << done.err;
+  if (done.exit_code != 0) return {};
   auto model = model::LlamaModel::create(m, model::full_shard(m), 1);
   EXPECT_TRUE(model.ok());
-  const std::vector<model::Param>& params = model->params();
-  result.grads.resize(params.size());
-  result.weights.resize(params.size());
-  for (const auto& entry : fs::directory_iterator(dir / "dump")) {
-    const std::string file = entry.path().filename().string();
-    merge_dump(entry.path(), params, file.rfind("grads", 0) == 0 ? result.grads : result.weights,
-               result.mismatches);
-  }
-  for (const auto& set : {result.grads, result.weights}) {
-    for (size_t i = 0; i < set.size(); ++i) {
-      for (float v : set[i]) {
-        EXPECT_FALSE(std::isnan(v))
-            << describe(spec) << ": " << params[i].name << " has an element no worker holds";
-        if (std::isnan(v)) break;
-      }
-    }
-  }
+  JobResult result = parity::read_run(dir, model->params());
+  parity::expect_every_element_held(result, model->params(), describe(spec));
   return result;
 }
 

@@ -168,5 +168,42 @@ TEST(RebalanceTest, UnderBatchPolicyScaleTheSlowReplicaAlsoTakesFewerSamples) {
   EXPECT_GE(shared[2], 8);
 }
 
+// --drop-below: rank 5 computes at 0.1 of its speed from step 3 to step 30 of 50, below the bound
+// 0.5 (a dead-slow device is worth less than its units' share of the replica). The leader drops
+// it as failed: it leaves the job holding nothing, replica 1 goes on at TP 3, and the dropped
+// worker probes its own speed (speed_probe.h) until the throttle ends, then rejoins as a repair.
+// Exactly one drop, one recovery and one rejoin, all on rank 5, the rejoin after step 30; the
+// losses on the failure-free trajectory (only the order of float additions differs).
+TEST(RebalanceTest, ARankBelowDropBelowIsDroppedAndRejoinsOnceItRecovers) {
+  const std::vector<std::string> flags = {"--rebalance", "--drop-below", "0.5"};
+  const JobRun clean = train("drop-clean", 50, {}, {}, flags, kModel);
+  ASSERT_EQ(clean.exit_code, 0) << clean.log;
+  const JobRun run =
+      train("drop-throttled", 50, {"throttle:rank=5,factor=0.1,at=3,until=30"}, {}, flags, kModel);
+  ASSERT_EQ(run.exit_code, 0) << run.log;
+  expect_same_trajectory(run, clean, 50, kDegradedTolerance);
+  EXPECT_EQ(expect_each_update_applied_once(run.out, 50), 12) << run.log;
+  ASSERT_EQ(run.recoveries.size(), 2u) << run.log;
+  EXPECT_EQ(run.recoveries[0]["degrees"], nlohmann::json({4, 3, 4})) << run.recoveries[0].dump();
+  EXPECT_LT(run.recoveries[0]["step"].get<int>(), 30) << run.recoveries[0].dump();
+  EXPECT_EQ(run.recoveries[1]["degrees"], nlohmann::json({4, 4, 4})) << run.recoveries[1].dump();
+  EXPECT_GE(run.recoveries[1]["step"].get<int>(), 30) << run.recoveries[1].dump();
+  std::printf("rank 5 dropped at step %d, rejoined at step %d\n",
+              run.recoveries[0]["step"].get<int>(), run.recoveries[1]["step"].get<int>());
+  for (int rank = 0; rank < 12; ++rank) {
+    int parked = 0, recovered = 0, rejoined = 0;
+    for (const nlohmann::json& e : ntp::testing::read_json_lines(
+             run.out / "events" / ("rank_" + std::to_string(rank) + ".jsonl"))) {
+      parked += e["event"] == "parked" ? 1 : 0;
+      recovered += e["event"] == "recovered" ? 1 : 0;
+      rejoined += e["event"] == "rejoined" ? 1 : 0;
+    }
+    const int expected = rank == 5 ? 1 : 0;
+    EXPECT_EQ(parked, expected) << "rank " << rank;
+    EXPECT_EQ(recovered, expected) << "rank " << rank;
+    EXPECT_EQ(rejoined, expected) << "rank " << rank;
+  }
+}
+
 }  // namespace
 }  // namespace ntp::train

@@ -26,6 +26,7 @@
 #include "dependency.h"
 #include "job_scratch.h"
 #include "model/gpt_model.h"
+#include "parity_jobs.h"
 #include "train/token_file.h"
 
 namespace ntp::train {
@@ -48,9 +49,6 @@ model::GptConfig parity_model() {
   return c;
 }
 
-// Token files with some structure (a noisy repeating text), written once per test binary.
-const fs::path& data_dir() { return test_jobs::synthetic_corpus(); }
-
 struct JobSpec {
   int domains = 3;
   int tp = 4;
@@ -65,33 +63,7 @@ std::string describe(const JobSpec& s) {
          s.strategy + "/" + s.optimizer + "/" + s.policy;
 }
 
-struct JobResult {
-  std::vector<double> losses;               // per step
-  std::vector<std::vector<float>> grads;    // logical, step 0, merged over workers
-  std::vector<std::vector<float>> weights;  // logical, final
-  int64_t replica_mismatches = 0;           // elements two workers disagree on
-};
-
-// Merges one worker's logical dump into `merged` (NaN = not held). Counts disagreements.
-void merge_dump(const fs::path& file, const std::vector<model::Param>& params,
-                std::vector<std::vector<float>>& merged, int64_t& mismatches) {
-  std::ifstream in(file, std::ios::binary);
-  ASSERT_TRUE(in) << file;
-  for (size_t i = 0; i < params.size(); ++i) {
-    std::vector<float> t(static_cast<size_t>(shape_numel(params[i].logical_shape)));
-    in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size() * 4));
-    ASSERT_TRUE(in) << file;
-    if (merged[i].empty()) merged[i].assign(t.size(), NAN);
-    for (size_t e = 0; e < t.size(); ++e) {
-      if (std::isnan(t[e])) continue;
-      if (std::isnan(merged[i][e])) {
-        merged[i][e] = t[e];
-      } else if (merged[i][e] != t[e]) {
-        ++mismatches;
-      }
-    }
-  }
-}
+using JobResult = parity::DumpedRun;
 
 JobResult run_job(const JobSpec& spec, const std::string& name,
                   const std::vector<std::string>& extra = {}) {
@@ -99,93 +71,23 @@ JobResult run_job(const JobSpec& spec, const std::string& name,
   fs::remove_all(dir);
   fs::create_directories(dir);
   const model::GptConfig m = parity_model();
-  const int slots = spec.domains * spec.tp;
-  std::vector<std::string> args = {NTP_BINARY,
-                                   "launch",
-                                   "--nproc-per-node",
-                                   std::to_string(slots),
-                                   "--",
-                                   NTP_BINARY,
-                                   "train",
-                                   "--domains",
-                                   std::to_string(spec.domains),
-                                   "--tp",
-                                   std::to_string(spec.tp),
-                                   "--strategy",
-                                   spec.strategy,
-                                   "--optimizer",
-                                   spec.optimizer,
-                                   "--batch-policy",
-                                   spec.policy,
-                                   "--layers",
-                                   std::to_string(m.n_layer),
-                                   "--heads",
-                                   std::to_string(m.n_head),
-                                   "--width",
-                                   std::to_string(m.n_embd),
-                                   "--context",
-                                   std::to_string(m.n_ctx),
-                                   "--ffn-unit",
-                                   std::to_string(m.ffn_unit),
-                                   "--batch",
-                                   "24",
-                                   "--micro-batch",
-                                   "2",
-                                   "--steps",
-                                   std::to_string(kSteps),
-                                   "--warmup",
-                                   "5",
-                                   "--lr",
-                                   "3e-3",
-                                   "--grad-clip",
-                                   "1.0",
-                                   "--bucket-kb",
-                                   "16",
-                                   "--train-data",
-                                   (data_dir() / "train.bin").string(),
-                                   "--val-data",
-                                   (data_dir() / "val.bin").string(),
-                                   "--out",
-                                   (dir / "out").string(),
-                                   "--dump-dir",
-                                   (dir / "dump").string(),
-                                   "--timeout-ms",
-                                   "20000",
-                                   "--quiet"};
+  std::vector<std::string> args =
+      parity::launch_args(spec.domains, spec.tp, spec.strategy, spec.optimizer, m);
+  args.insert(args.end(), {"--batch-policy", spec.policy});
+  const std::vector<std::string> run = parity::run_flags(dir, kSteps, 24, 5);
+  args.insert(args.end(), run.begin(), run.end());
   if (!spec.failed.empty()) {
     args.push_back("--failed");
     args.push_back(spec.failed);
   }
   args.insert(args.end(), extra.begin(), extra.end());
-  const testing::CommandOutput run = testing::run_command(args, {}, std::chrono::seconds(240));
-  JobResult result;
-  EXPECT_EQ(run.exit_code, 0) << describe(spec) << "\n" << run.out << run.err;
-  if (run.exit_code != 0) return result;
-
-  std::ifstream metrics(dir / "out" / "metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line);
-    if (j["type"] == "step") result.losses.push_back(j["loss"].get<double>());
-  }
+  const testing::CommandOutput done = testing::run_command(args, {}, std::chrono::seconds(240));
+  EXPECT_EQ(done.exit_code, 0) << describe(spec) << "\n" << done.out << done.err;
+  if (done.exit_code != 0) return {};
   auto model = model::GptModel::create(m, model::full_shard(m), 1);
   EXPECT_TRUE(model.ok());
-  const std::vector<model::Param>& params = model->params();
-  result.grads.resize(params.size());
-  result.weights.resize(params.size());
-  for (const auto& entry : fs::directory_iterator(dir / "dump")) {
-    const std::string file = entry.path().filename().string();
-    merge_dump(entry.path(), params, file.rfind("grads", 0) == 0 ? result.grads : result.weights,
-               result.replica_mismatches);
-  }
-  for (const auto& set : {result.grads, result.weights}) {
-    for (size_t i = 0; i < set.size(); ++i) {
-      for (float v : set[i]) {
-        EXPECT_FALSE(std::isnan(v))
-            << describe(spec) << ": " << params[i].name << " has an element no worker holds";
-        if (std::isnan(v)) break;
-      }
-    }
-  }
+  JobResult result = parity::read_run(dir, model->params());
+  parity::expect_every_element_held(result, model->params(), describe(spec));
   return result;
 }
 
@@ -241,13 +143,13 @@ Worst compare(const JobResult& got, const JobResult& want, const std::string& la
 
 TEST(TrainParityTest, MixedDegreesMatchUniformUnderEveryStrategyAndOptimizer) {
   const JobResult uniform = run_job({3, 4, "", "fold", "replicated", "keep"}, "uniform3x4");
-  ASSERT_EQ(uniform.replica_mismatches, 0);
+  ASSERT_EQ(uniform.mismatches, 0);
   ASSERT_EQ(uniform.losses.size(), static_cast<size_t>(kSteps));
   for (const char* strategy : {"fold", "native"}) {
     for (const char* optimizer : {"replicated", "sharded"}) {
       const JobSpec spec{3, 4, "1:3,2:2,2:3", strategy, optimizer, "keep"};
       const JobResult mixed = run_job(spec, std::string("mixed-") + strategy + "-" + optimizer);
-      EXPECT_EQ(mixed.replica_mismatches, 0) << describe(spec) << ": replicas disagree";
+      EXPECT_EQ(mixed.mismatches, 0) << describe(spec) << ": replicas disagree";
       const Worst w = compare(mixed, uniform, describe(spec), true);
       std::printf("{4,3,2} %-6s %-10s vs 3x4: worst gradient %.2e, loss %.2e, update %.2e\n",
                   strategy, optimizer, w.grad, w.loss, w.update);
@@ -259,7 +161,7 @@ TEST(TrainParityTest, EightAndFiveMatchTwoTimesEight) {
   const JobResult uniform = run_job({2, 8, "", "fold", "replicated", "keep"}, "uniform2x8");
   const JobSpec spec{2, 8, "1:5,1:6,1:7", "fold", "sharded", "keep"};
   const JobResult mixed = run_job(spec, "mixed85");
-  EXPECT_EQ(mixed.replica_mismatches, 0);
+  EXPECT_EQ(mixed.mismatches, 0);
   const Worst w = compare(mixed, uniform, describe(spec), true);
   std::printf("{8,5} fold sharded vs 2x8: worst gradient %.2e, loss %.2e, update %.2e\n", w.grad,
               w.loss, w.update);
@@ -270,7 +172,7 @@ TEST(TrainParityTest, ScalePolicyGradientEqualsOneProcessOnTheSameBatch) {
   for (const char* strategy : {"fold", "native"}) {
     const JobSpec spec{3, 4, "1:3,2:2,2:3", strategy, "replicated", "scale"};
     const JobResult scaled = run_job(spec, std::string("scale-") + strategy);
-    EXPECT_EQ(scaled.replica_mismatches, 0);
+    EXPECT_EQ(scaled.mismatches, 0);
     const Worst w = compare(scaled, single, describe(spec), false);
     std::printf("{4,3,2} scale %-6s vs one process: worst gradient %.2e\n", strategy, w.grad);
   }
@@ -310,7 +212,7 @@ TEST(ResumeParityTest, ResumingAtAnyLayoutContinuesTheSameRun) {
     ASSERT_EQ(first.losses.size(), static_cast<size_t>(kSteps / 2)) << c.name;
     const JobResult second = run_job(c.second, "second" + std::to_string(k), {"--resume", save});
     ASSERT_EQ(second.losses.size(), static_cast<size_t>(kSteps / 2)) << c.name;
-    EXPECT_EQ(second.replica_mismatches, 0) << c.name;
+    EXPECT_EQ(second.mismatches, 0) << c.name;
     double worst_loss = 0.0, worst_update = 0.0;
     for (size_t s = 0; s < second.losses.size(); ++s) {
       const double want = full.losses[s + kSteps / 2];

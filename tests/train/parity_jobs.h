@@ -1,0 +1,139 @@
+// What the parity tests of real `ntp launch ... ntp train` jobs share (train_parity_test,
+// llama_train_parity_test, bf16_train_test): the run options every parity job passes, and reading
+// a finished job back: its losses and every worker's logical dump merged, with the elements two
+// workers disagree on counted.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "job_scratch.h"
+#include "model/param.h"
+
+namespace ntp::train::parity {
+
+struct DumpedRun {
+  nlohmann::json start;                     // the metrics' start record
+  std::vector<double> losses;               // per step
+  std::vector<std::vector<float>> grads;    // logical, step 0, merged over workers
+  std::vector<std::vector<float>> weights;  // logical, final
+  int64_t mismatches = 0;                   // elements two workers disagree on
+};
+
+// argv of `ntp launch --nproc-per-node D*T -- ntp train --domains D --tp T --strategy S
+// --optimizer O` with the model shape of `m` (any config with n_layer, n_head, n_embd, n_ctx and
+// ffn_unit); the caller appends the family's own flags and run_flags.
+template <typename Config>
+std::vector<std::string> launch_args(int domains, int tp, const std::string& strategy,
+                                     const std::string& optimizer, const Config& m) {
+  return {NTP_BINARY,
+          "launch",
+          "--nproc-per-node",
+          std::to_string(domains * tp),
+          "--",
+          NTP_BINARY,
+          "train",
+          "--domains",
+          std::to_string(domains),
+          "--tp",
+          std::to_string(tp),
+          "--strategy",
+          strategy,
+          "--optimizer",
+          optimizer,
+          "--layers",
+          std::to_string(m.n_layer),
+          "--heads",
+          std::to_string(m.n_head),
+          "--width",
+          std::to_string(m.n_embd),
+          "--context",
+          std::to_string(m.n_ctx),
+          "--ffn-unit",
+          std::to_string(m.ffn_unit)};
+}
+
+// The `ntp train` flags every parity job passes, for a job writing into `dir`: the synthetic
+// corpus, micro-batches of 2, the learning rate, clipping and buckets the limits were derived for,
+// metrics in dir/out and logical dumps in dir/dump.
+inline std::vector<std::string> run_flags(const std::filesystem::path& dir, int steps, int batch,
+                                          int warmup) {
+  const std::filesystem::path& data = test_jobs::synthetic_corpus();
+  return {"--batch",       std::to_string(batch),
+          "--micro-batch", "2",
+          "--steps",       std::to_string(steps),
+          "--warmup",      std::to_string(warmup),
+          "--lr",          "3e-3",
+          "--grad-clip",   "1.0",
+          "--bucket-kb",   "16",
+          "--train-data",  (data / "train.bin").string(),
+          "--val-data",    (data / "val.bin").string(),
+          "--out",         (dir / "out").string(),
+          "--dump-dir",    (dir / "dump").string(),
+          "--timeout-ms",  "20000",
+          "--quiet"};
+}
+
+// Merges one worker's logical dump into `merged` (NaN = not held), counting disagreements.
+inline void merge_dump(const std::filesystem::path& file, const std::vector<model::Param>& params,
+                       std::vector<std::vector<float>>& merged, int64_t& mismatches) {
+  std::ifstream in(file, std::ios::binary);
+  ASSERT_TRUE(in) << file;
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::vector<float> t(static_cast<size_t>(shape_numel(params[i].logical_shape)));
+    in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size() * 4));
+    ASSERT_TRUE(in) << file;
+    if (merged[i].empty()) merged[i].assign(t.size(), NAN);
+    for (size_t e = 0; e < t.size(); ++e) {
+      if (std::isnan(t[e])) continue;
+      if (std::isnan(merged[i][e])) {
+        merged[i][e] = t[e];
+      } else if (merged[i][e] != t[e]) {
+        ++mismatches;
+      }
+    }
+  }
+}
+
+// The finished job in `dir` (run_flags) of a model whose full parameters are `params`.
+inline DumpedRun read_run(const std::filesystem::path& dir,
+                          const std::vector<model::Param>& params) {
+  DumpedRun out;
+  std::ifstream metrics(dir / "out" / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] == "start") out.start = j;
+    if (j["type"] == "step") out.losses.push_back(j["loss"].get<double>());
+  }
+  out.grads.resize(params.size());
+  out.weights.resize(params.size());
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "dump")) {
+    const std::string file = entry.path().filename().string();
+    merge_dump(entry.path(), params, file.rfind("grads", 0) == 0 ? out.grads : out.weights,
+               out.mismatches);
+  }
+  return out;
+}
+
+// Every element of every tensor is held by some worker (`what` names the job in a failure).
+inline void expect_every_element_held(const DumpedRun& run, const std::vector<model::Param>& params,
+                                      const std::string& what) {
+  for (const auto& set : {run.grads, run.weights}) {
+    for (size_t i = 0; i < set.size(); ++i) {
+      for (float v : set[i]) {
+        EXPECT_FALSE(std::isnan(v))
+            << what << ": " << params[i].name << " has an element no worker holds";
+        if (std::isnan(v)) break;
+      }
+    }
+  }
+}
+
+}  // namespace ntp::train::parity
