@@ -167,13 +167,14 @@ Result<int64_t> load_checkpoint(const checkpoint::CheckpointReader& reader, cons
           value.dump() + "; resume with the model flags it was written with");
     }
   }
+  // One pass: every stored chunk this worker needs is read and CRC-checked once.
+  std::vector<checkpoint::CheckpointReader::Request> requests;
   for (size_t i = 0; i < s.params.size(); ++i) {
     model::Param& p = s.params[i];
-    NTP_RETURN_IF_ERROR(reader.read(checkpoint::param_piece(p, "value"), p.value.span()));
+    requests.push_back({checkpoint::param_piece(p, "value"), p.value.span()});
     if (s.adamw == nullptr) continue;
-    NTP_RETURN_IF_ERROR(reader.read(checkpoint::param_piece(p, kMoments[0]), s.adamw->exp_avg(i)));
-    NTP_RETURN_IF_ERROR(
-        reader.read(checkpoint::param_piece(p, kMoments[1]), s.adamw->exp_avg_sq(i)));
+    requests.push_back({checkpoint::param_piece(p, kMoments[0]), s.adamw->exp_avg(i)});
+    requests.push_back({checkpoint::param_piece(p, kMoments[1]), s.adamw->exp_avg_sq(i)});
   }
   if (s.sharded != nullptr) {
     const std::vector<OwnedChunk>& chunks = s.sync->owned_chunks();
@@ -184,17 +185,16 @@ Result<int64_t> load_checkpoint(const checkpoint::CheckpointReader& reader, cons
         const int64_t end = chunks[c2].layout.block_end(b);
         const model::Param& p = s.params[static_cast<size_t>(blocks[b].param)];
         const auto n = static_cast<size_t>(end - begin);
-        NTP_RETURN_IF_ERROR(reader.read(block_piece(p, blocks[b].units, "value"),
-                                        std::span<float>(s.sharded->master(c2).data() + begin, n)));
-        NTP_RETURN_IF_ERROR(
-            reader.read(block_piece(p, blocks[b].units, kMoments[0]),
-                        std::span<float>(s.sharded->exp_avg(c2).data() + begin, n)));
-        NTP_RETURN_IF_ERROR(
-            reader.read(block_piece(p, blocks[b].units, kMoments[1]),
-                        std::span<float>(s.sharded->exp_avg_sq(c2).data() + begin, n)));
+        requests.push_back({block_piece(p, blocks[b].units, "value"),
+                            std::span<float>(s.sharded->master(c2).data() + begin, n)});
+        requests.push_back({block_piece(p, blocks[b].units, kMoments[0]),
+                            std::span<float>(s.sharded->exp_avg(c2).data() + begin, n)});
+        requests.push_back({block_piece(p, blocks[b].units, kMoments[1]),
+                            std::span<float>(s.sharded->exp_avg_sq(c2).data() + begin, n)});
       }
     }
   }
+  NTP_RETURN_IF_ERROR(reader.read_all(requests));
   const int64_t optimizer_steps = manifest.meta.train_config.value("optimizer_steps", int64_t{0});
   if (s.adamw != nullptr) s.adamw->set_steps_taken(optimizer_steps);
   if (s.sharded != nullptr) s.sharded->set_steps_taken(optimizer_steps);
