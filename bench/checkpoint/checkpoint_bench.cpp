@@ -40,6 +40,7 @@
 #include "checkpoint/crc32c.h"
 #include "checkpoint/model_pieces.h"
 #include "checkpoint/reader.h"
+#include "checkpoint/spread.h"
 #include "machine_info.h"
 #include "model/gpt_model.h"
 
@@ -65,17 +66,67 @@ void die(const ntp::Status& s) {
 
 // One writer rank: its pieces (value + two moments of every param it writes) and their data.
 struct Rank {
+  std::string id;  // writer id
   std::vector<std::vector<float>> data;
   std::vector<ck::PieceView> views;
   int64_t bytes = 0;
 };
 
-std::vector<Rank> make_ranks(const ntp::model::GptConfig& config, int degree, uint64_t seed) {
+// shuffled_layout with each rank's units in increasing order (the trainer's storage order).
+std::vector<ntp::model::TpShard> sorted_shuffle(const ntp::model::GptConfig& config, int degree,
+                                                uint64_t seed) {
+  auto layout = ntp::model::shuffled_layout(config, degree, seed);
+  for (ntp::model::TpShard& shard : layout) {
+    for (auto* ids : {&shard.heads, &shard.ffn_units, &shard.vocab_rows}) {
+      std::sort(ids->begin(), ids->end());
+    }
+  }
+  return layout;
+}
+
+// Every rank of `replicas` replicas of `degree` ranks (replica r: another shuffle, seed 11 + r;
+// replica 0 holds the units of make_ranks(config, degree, 11)) with the views of its share under
+// the spread rule (checkpoint/spread.h, default minimum part), as a job's ranks write them: units
+// stored in increasing order, as the trainer's model shards list them.
+std::vector<Rank> make_spread_ranks(const ntp::model::GptConfig& config, int degree, int replicas) {
+  std::vector<Rank> out;
+  const std::vector<int> degrees(static_cast<size_t>(replicas), degree);
+  for (int rep = 0; rep < replicas; ++rep) {
+    const auto layout = sorted_shuffle(config, degree, 11 + static_cast<uint64_t>(rep));
+    for (int r = 0; r < degree; ++r) {
+      auto model = ntp::model::GptModel::create(config, layout[static_cast<size_t>(r)], 1).value();
+      Rank& rank = out.emplace_back();
+      rank.id = std::to_string(rep) + "_" + std::to_string(r);
+      rank.data.reserve(model.params().size() * 3);
+      const ck::SpreadSlot slot{rep, r, degrees};
+      for (const ntp::model::Param& p : model.params()) {
+        for (const char* kind : {"value", "exp_avg", "exp_avg_sq"}) {
+          std::vector<float>& d =
+              rank.data.emplace_back(p.value.span().begin(), p.value.span().end());
+          if (std::string(kind) != "value") {
+            for (float& v : d) v *= 0.5f;
+          }
+          for (ck::PieceView& v : ck::spread_param_views(p, kind, d, slot)) {
+            rank.bytes += ck::local_numel(v.spec) * 4;
+            rank.views.push_back(std::move(v));
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// `sorted`: units stored in increasing order (as the trainer stores them), else in shuffle order.
+std::vector<Rank> make_ranks(const ntp::model::GptConfig& config, int degree, uint64_t seed,
+                             bool sorted = false) {
   std::vector<Rank> ranks(static_cast<size_t>(degree));
-  const auto layout = ntp::model::shuffled_layout(config, degree, seed);
+  const auto layout = sorted ? sorted_shuffle(config, degree, seed)
+                             : ntp::model::shuffled_layout(config, degree, seed);
   for (int r = 0; r < degree; ++r) {
     auto model = ntp::model::GptModel::create(config, layout[static_cast<size_t>(r)], 1).value();
     Rank& rank = ranks[static_cast<size_t>(r)];
+    rank.id = std::to_string(r);
     std::vector<ck::PieceSpec> specs;
     for (const ntp::model::Param& p : model.params()) {
       if (p.replicated() && r != 0) continue;  // one writer per replicated tensor
@@ -145,7 +196,7 @@ double ntp_save(const fs::path& save_dir, int64_t step, const std::vector<Rank>&
   const fs::path dir = ck::prepare_step_dir(save_dir, step).value();
   std::vector<ck::ShardRecord> records;
   for (size_t r = 0; r < ranks.size(); ++r) {
-    auto rec = ck::write_shard(dir, std::to_string(r), ranks[r].views);
+    auto rec = ck::write_shard(dir, ranks[r].id, ranks[r].views);
     if (!rec.ok()) die(rec.status());
     records.push_back(std::move(rec).value());
   }
@@ -188,7 +239,7 @@ double ntp_load(const fs::path& save_dir, std::vector<Rank>& ranks, Pass pass,
 
 int main(int argc, char** argv) {
   int64_t layers = 4, width = 384;
-  int writers = 4, rounds = 5;
+  int writers = 4, rounds = 5, replicas = 2;
   bool keep = false;
   fs::path dir = "checkpoint_bench.tmp";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -209,6 +260,8 @@ int main(int argc, char** argv) {
       width = value;
     } else if (flag == "--writers") {
       writers = static_cast<int>(value);
+    } else if (flag == "--replicas") {
+      replicas = static_cast<int>(value);
     } else if (flag == "--rounds") {
       rounds = static_cast<int>(value);
     } else if (flag == "--keep") {
@@ -216,7 +269,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "error: unknown flag %s (use --layers, --width, --writers, --rounds, --dir, --keep)\n",
+          "error: unknown flag %s (use --layers, --width, --writers, --replicas, --rounds, --dir, "
+          "--keep)\n",
           flag.c_str());
       return 2;
     }
@@ -230,6 +284,10 @@ int main(int argc, char** argv) {
   std::vector<Rank> ranks = make_ranks(config, writers, 11);
   std::vector<Rank> same = make_ranks(config, writers, 11);
   std::vector<Rank> other = make_ranks(config, writers == 3 ? 5 : 3, 23);
+  std::vector<Rank> same_sorted = make_ranks(config, writers, 11, /*sorted=*/true);
+  const std::vector<Rank> spread = make_spread_ranks(config, writers, replicas);
+  int64_t spread_max = 0;
+  for (const Rank& r : spread) spread_max = std::max(spread_max, r.bytes);
   int64_t bytes = 0, max_rank = 0;
   for (const Rank& r : ranks) {
     bytes += r.bytes;
@@ -246,16 +304,18 @@ int main(int argc, char** argv) {
     async_writers.push_back(std::make_unique<ck::AsyncShardWriter>());
   }
   std::vector<double> open_s, save, psave, load_warm, pload_warm, load_cold, pload_cold,
-      reshard_warm, reshard_ranks, blocked, async_total;
+      reshard_warm, reshard_ranks, spread_save, spread_same, spread_other, blocked, async_total;
   int64_t reshard_bytes = 0, reshard_ranks_bytes = 0;
   for (int round = 0; round < rounds; ++round) {
     // Alternate which side writes first: the disk and the page cache carry state across them.
     if (round % 2 == 0) {
+      spread_save.push_back(ntp_save(dir / "spread", round + 1, spread));
       psave.push_back(plain_write(dir / "plain", ranks));
       save.push_back(ntp_save(save_dir, round + 1, ranks));
     } else {
       save.push_back(ntp_save(save_dir, round + 1, ranks));
       psave.push_back(plain_write(dir / "plain", ranks));
+      spread_save.push_back(ntp_save(dir / "spread", round + 1, spread));
     }
     pload_warm.push_back(plain_read(dir / "plain", ranks.size(), read_buffer));
     open_s.push_back(0.0);
@@ -263,6 +323,8 @@ int main(int argc, char** argv) {
     reshard_warm.push_back(ntp_load(save_dir, other, Pass::kAllRanks, nullptr, &reshard_bytes));
     reshard_ranks.push_back(
         ntp_load(save_dir, other, Pass::kPerRank, nullptr, &reshard_ranks_bytes));
+    spread_same.push_back(ntp_load(dir / "spread", same_sorted, Pass::kPerRank));
+    spread_other.push_back(ntp_load(dir / "spread", other, Pass::kAllRanks));
     evict(dir);
     pload_cold.push_back(plain_read(dir / "plain", ranks.size(), read_buffer));
     evict(dir);
@@ -299,8 +361,8 @@ int main(int argc, char** argv) {
       static_cast<long long>(config.num_params()), writers, mb, rounds, dir.c_str());
   std::printf(
       "# reproduce: build/bench/checkpoint/checkpoint_bench --layers %lld --width %lld "
-      "--writers %d --rounds %d\n",
-      static_cast<long long>(layers), static_cast<long long>(width), writers, rounds);
+      "--writers %d --replicas %d --rounds %d\n",
+      static_cast<long long>(layers), static_cast<long long>(width), writers, replicas, rounds);
   std::printf("%-36s %10s %10s %10s %8s\n", "operation", "ntp MB/s", "plain MB/s", "ntp s",
               "ratio");
   auto row = [&](const char* name, const std::vector<double>& ntp_s,
@@ -313,10 +375,21 @@ int main(int argc, char** argv) {
   row("load, other layout, one pass, warm", reshard_warm, pload_warm);
   row("load, other layout, pass per rank", reshard_ranks, pload_warm);
   row("load, same layout, cold cache", load_cold, pload_cold);
+  row("spread ckpt: load, same layout, warm", spread_same, pload_warm);
+  row("spread ckpt: other layout, one pass", spread_other, pload_warm);
   std::printf(
       "other layout: %.2f x the state read from files in one pass, %.2f x in a pass per rank\n",
       static_cast<double>(reshard_bytes) / static_cast<double>(bytes),
       static_cast<double>(reshard_ranks_bytes) / static_cast<double>(bytes));
+  std::printf(
+      "spread save: %d replicas x %d ranks each write their share: %.3f s vs %.3f s for replica "
+      "0's "
+      "%d ranks alone (ratio %.2f); largest writer %.1f MB vs %.1f MB (%.2fx less: the save time "
+      "of a job whose ranks write in parallel, each at its own bandwidth)\n",
+      replicas, writers, median(spread_save), median(save), writers,
+      median(save) / median(spread_save), static_cast<double>(spread_max) / 1e6,
+      static_cast<double>(max_rank) / 1e6,
+      static_cast<double>(max_rank) / static_cast<double>(spread_max));
   std::printf("open (manifest %lld bytes, headers): %.3f s of each load\n",
               static_cast<long long>(manifest_bytes), median(open_s));
   std::printf("async save: caller blocked %.3f s (snapshot copy) of %.3f s total = %.1f%%\n",
