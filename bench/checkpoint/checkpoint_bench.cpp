@@ -84,15 +84,15 @@ std::vector<ntp::model::TpShard> sorted_shuffle(const ntp::model::GptConfig& con
   return layout;
 }
 
-// Every rank of `replicas` replicas of `degree` ranks (replica r: another shuffle, seed 11 + r;
-// replica 0 holds the units of make_ranks(config, degree, 11)) with the views of its share under
-// the spread rule (checkpoint/spread.h, default minimum part), as a job's ranks write them: units
+// Every rank of `replicas` replicas of `degree` ranks, all at the layout of make_ranks(config,
+// degree, 11) (a healthy job's replicas share one layout), with the views of its share under the
+// spread rule (checkpoint/spread.h, default minimum part), as a job's ranks write them: units
 // stored in increasing order, as the trainer's model shards list them.
 std::vector<Rank> make_spread_ranks(const ntp::model::GptConfig& config, int degree, int replicas) {
   std::vector<Rank> out;
   const std::vector<int> degrees(static_cast<size_t>(replicas), degree);
   for (int rep = 0; rep < replicas; ++rep) {
-    const auto layout = sorted_shuffle(config, degree, 11 + static_cast<uint64_t>(rep));
+    const auto layout = sorted_shuffle(config, degree, 11);
     for (int r = 0; r < degree; ++r) {
       auto model = ntp::model::GptModel::create(config, layout[static_cast<size_t>(r)], 1).value();
       Rank& rank = out.emplace_back();
