@@ -18,6 +18,8 @@ namespace {
 constexpr int64_t kBatchBytes = int64_t{16} << 20;
 // Above this many (row, run) copies, a same-axis read gathers from the whole piece instead.
 constexpr int64_t kMaxCopies = 4096;
+// The pieces of one tensor read whole are held together up to this many floats (256 MiB).
+constexpr int64_t kGroupFloats = int64_t{64} << 20;
 
 int64_t product(const std::vector<int64_t>& shape, size_t begin, size_t end) {
   int64_t n = 1;
@@ -281,10 +283,12 @@ Status CheckpointReader::read_jobs(const std::vector<Job>& jobs) const {
   std::unique_lock<std::mutex> lock(scratch_->mutex, std::try_to_lock);
   std::unique_ptr<Scratch> own = lock.owns_lock() ? nullptr : std::make_unique<Scratch>();
   Scratch& scratch = own ? *own : *scratch_;
+  std::map<std::pair<std::string, std::string>, std::vector<const PiecePlan*>> by_tensor;
   for (auto& [piece, plan] : plans) {
     plan.piece = piece;
-    NTP_RETURN_IF_ERROR(execute(plan, scratch));
+    by_tensor[{piece->spec.tensor, piece->spec.kind}].push_back(&plan);
   }
+  for (const auto& [key, group] : by_tensor) NTP_RETURN_IF_ERROR(execute(group, scratch));
   return ok_status();
 }
 
@@ -422,28 +426,75 @@ void scatter_cross_axis(const PieceSpec& piece, const float* src, const PieceSpe
 
 }  // namespace
 
-Status CheckpointReader::execute(const PiecePlan& plan, Scratch& scratch) const {
-  if (!plan.whole()) return read_piece(*plan.piece, plan.copies, scratch.bytes);
-  const int64_t numel = local_numel(plan.piece->spec);
-  std::vector<float>& buffer = scratch.floats;
-  if (buffer.size() < static_cast<size_t>(numel)) buffer.resize(static_cast<size_t>(numel));
-  NTP_RETURN_IF_ERROR(read_piece(*plan.piece, {Copy{0, buffer.data(), numel}}, scratch.bytes));
-  for (const Copy& c : plan.copies) {
-    std::memcpy(c.dst, buffer.data() + c.src, static_cast<size_t>(c.count) * sizeof(float));
+namespace {
+
+// Row o of a gather from `src` (the whole piece).
+void gather_row(const CheckpointReader::PiecePlan::Gather& g, const float* src, int64_t o) {
+  const float* s = src + o * g.n_p * g.inner;
+  float* d = g.dst + o * g.n_r * g.inner;
+  for (size_t k = 0; k < g.from.size(); ++k) d[g.to[k]] = s[g.from[k]];
+  for (const CheckpointReader::PiecePlan::Run& r : g.runs) {
+    std::memcpy(d + r.i * g.inner, s + r.j * g.inner,
+                static_cast<size_t>(r.n * g.inner) * sizeof(float));
   }
-  for (const PiecePlan::Gather& g : plan.gathers) {
-    for (int64_t o = 0; o < g.outer; ++o) {
-      const float* src = buffer.data() + o * g.n_p * g.inner;
-      float* dst = g.dst + o * g.n_r * g.inner;
-      for (size_t k = 0; k < g.from.size(); ++k) dst[g.to[k]] = src[g.from[k]];
-      for (const PiecePlan::Run& r : g.runs) {
-        std::memcpy(dst + r.i * g.inner, src + r.j * g.inner,
-                    static_cast<size_t>(r.n * g.inner) * sizeof(float));
+}
+
+}  // namespace
+
+Status CheckpointReader::execute(const std::vector<const PiecePlan*>& group,
+                                 Scratch& scratch) const {
+  // The pieces read whole, each into its own region of scratch.floats when they fit together (a
+  // group holds the pieces of one tensor: at most its size), else one at a time.
+  int64_t whole = 0;
+  for (const PiecePlan* plan : group) {
+    if (plan->whole()) whole += local_numel(plan->piece->spec);
+  }
+  const bool together = whole <= kGroupFloats;
+  std::vector<float>& buffer = scratch.floats;
+  if (together && buffer.size() < static_cast<size_t>(whole)) {
+    buffer.resize(static_cast<size_t>(whole));
+  }
+  // Row gathers of every piece, with their piece's data, done below row by row over all pieces:
+  // each destination row is then written while it is in cache (a piece at a time would sweep
+  // every destination once per piece).
+  std::vector<std::pair<const PiecePlan::Gather*, const float*>> gathers;
+  int64_t offset = 0;
+  for (const PiecePlan* plan : group) {
+    if (!plan->whole()) {
+      NTP_RETURN_IF_ERROR(read_piece(*plan->piece, plan->copies, scratch.bytes));
+      continue;
+    }
+    const int64_t numel = local_numel(plan->piece->spec);
+    if (!together && buffer.size() < static_cast<size_t>(numel)) {
+      buffer.resize(static_cast<size_t>(numel));
+    }
+    float* data = buffer.data() + (together ? offset : 0);
+    offset += numel;
+    NTP_RETURN_IF_ERROR(read_piece(*plan->piece, {Copy{0, data, numel}}, scratch.bytes));
+    for (const Copy& c : plan->copies) {
+      std::memcpy(c.dst, data + c.src, static_cast<size_t>(c.count) * sizeof(float));
+    }
+    for (const Job& job : plan->cross) {
+      scatter_cross_axis(plan->piece->spec, data, *job.spec, job.out);
+    }
+    for (const PiecePlan::Gather& g : plan->gathers) {
+      if (together) {
+        gathers.emplace_back(&g, data);
+      } else {
+        for (int64_t o = 0; o < g.outer; ++o) gather_row(g, data, o);
       }
     }
   }
-  for (const Job& job : plan.cross) {
-    scatter_cross_axis(plan.piece->spec, buffer.data(), *job.spec, job.out);
+  // By destination, then row by row over every piece gathering into it.
+  std::sort(gathers.begin(), gathers.end(),
+            [](const auto& a, const auto& b) { return a.first->dst < b.first->dst; });
+  for (size_t i = 0; i < gathers.size();) {
+    size_t j = i;
+    while (j < gathers.size() && gathers[j].first->dst == gathers[i].first->dst) ++j;
+    for (int64_t o = 0; o < gathers[i].first->outer; ++o) {
+      for (size_t k = i; k < j; ++k) gather_row(*gathers[k].first, gathers[k].second, o);
+    }
+    i = j;
   }
   return ok_status();
 }

@@ -79,7 +79,11 @@ class CheckpointReader {
     float* dst = nullptr;
     int64_t count = 0;
   };
-  struct PiecePlan;
+
+ public:
+  struct PiecePlan;  // (in reader.cpp)
+
+ private:
   struct Job {
     const PieceSpec* spec;
     std::span<float> out;
@@ -102,8 +106,9 @@ class CheckpointReader {
     std::vector<std::byte> bytes;
     std::vector<float> floats;
   };
-  // Reads one stored piece once and serves every request of its plan.
-  Status execute(const PiecePlan& plan, Scratch& scratch) const;
+  // Reads the stored pieces of one (tensor, kind) once each and serves every request of their
+  // plans.
+  Status execute(const std::vector<const PiecePlan*>& group, Scratch& scratch) const;
   Status read_jobs(const std::vector<Job>& jobs) const;
 
   std::filesystem::path step_dir_;
