@@ -1,10 +1,11 @@
 // Checkpoint save and load throughput as a fraction of plain sequential file I/O of the same
 // bytes, measured side by side in one run, and how long an asynchronous save blocks its caller.
 //
-//   build/bench/checkpoint/checkpoint_bench [--layers L] [--width C] [--writers W] [--rounds R]
-//                                           [--dir DIR] [--keep 1]
+//   build/bench/checkpoint/checkpoint_bench [--layers L] [--width C] [--writers W] [--replicas P]
+//                                           [--rounds R] [--dir DIR] [--keep 1]
 // Defaults: GPT-2 of 4 layers, width 384, context 256, vocabulary 256 (7.3 M parameters; value +
-// exp_avg + exp_avg_sq = 88 MB), saved by 4 writer ranks of a shuffled TP layout; 5 rounds; DIR
+// exp_avg + exp_avg_sq = 88 MB), saved by 4 writer ranks of a shuffled TP layout; 2 replicas for
+// the spread save; 5 rounds; DIR
 // defaults to ./checkpoint_bench.tmp (use a real disk: fsync on tmpfs is free); --keep 1 leaves the
 // last checkpoint there for `ntp ckpt inspect/verify`.
 //
@@ -13,10 +14,16 @@
 //   save    write_shard for each writer (CRC-32C per 1 MiB chunk, fsync, rename, directory fsync)
 //           + commit_checkpoint (manifest, latest)  vs  plain: for each writer, one file written
 //           with write(2) piece by piece + fsync.
-//   load    CheckpointReader::open + read of every piece of every rank at the same layout, and at
-//           a different layout (3 ranks, another shuffle: a reshard)  vs  plain: pread of every
-//           file in 16 MiB blocks. Warm = files in the page cache (just written); cold = evicted
-//           first with posix_fadvise(DONTNEED) on both sides.
+//   load    CheckpointReader::open + read_all of every piece of every rank (a pass per rank) at
+//           the same layout, and at a different layout (3 ranks, another shuffle: a reshard) in
+//           one pass for the three and in a pass per rank  vs  plain: pread of every file in
+//           16 MiB blocks. Warm = files in the page cache (just written); cold = evicted first
+//           with posix_fadvise(DONTNEED) on both sides.
+//   spread  P replicas x W ranks (one layout) each writing its share (checkpoint/spread.h) vs
+//           replica 0's W ranks alone, one after the other in this process: the cost of the
+//           spread on one disk; the largest writer's bytes say what it gains when a job's ranks
+//           write in parallel. Loads of that checkpoint at the same layout (units in increasing
+//           order, as the trainer stores them) and at the other one (one pass).
 //   async   AsyncShardWriter::snapshot (the copy: the only time the training thread is blocked;
 //           one writer per rank, reusing its previous snapshot's memory) vs the whole save
 //           (snapshots + the ranks' background writes + wait).

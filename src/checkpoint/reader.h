@@ -9,7 +9,8 @@
 //     needed slices are read, adjacent slices coalesced into one pread, straight into the
 //     destination when one request wants a batch of chunks entirely (when the axis is not the
 //     outermost and the wanted slices form thousands of short runs, the piece is read whole and
-//     gathered row by row instead);
+//     gathered row by row instead, the pieces of one tensor together, up to 256 MiB: each
+//     destination row is written once while in cache);
 //   - along different axes: every stored piece that overlaps is read in full, then scattered.
 // A chunk is always read whole so that its checksum can be checked; a mismatch is kInvalidArgument
 // naming the file, the tensor and the chunk.
