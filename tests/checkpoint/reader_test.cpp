@@ -175,8 +175,8 @@ TEST(CheckpointReader, ReadAllReadsEachChunkOnce) {
       }
     }
   }
-  // c_fc.weight [16, 64] is stored along axis 1: ask for rows 3 and 0 (along axis 0), and the
-  // whole of wte, alongside the requests above.
+  // c_fc.weight [16, 64] is stored along axis 1: ask for rows 3 and 0 (along axis 0), alongside
+  // the requests above.
   const auto& params0 = ranks[0].params();
   const model::Param& fc = *std::find_if(params0.begin(), params0.end(), [](const model::Param& p) {
     return p.name == "transformer.h.0.mlp.c_fc.weight";
@@ -192,6 +192,10 @@ TEST(CheckpointReader, ReadAllReadsEachChunkOnce) {
   got.emplace_back(2 * 64);
   want.emplace_back(fc_logical.begin() + 3 * 64, fc_logical.begin() + 4 * 64);
   want.back().insert(want.back().end(), fc_logical.begin(), fc_logical.begin() + 64);
+  // The whole of c_fc.weight too (its logical tensor is the three ranks' values scattered).
+  requests.push_back({{fc.name, "value", fc.logical_shape, -1, {}}, {}});
+  got.emplace_back(fc_logical.size());
+  want.push_back(fc_logical);
   for (size_t i = 0; i < requests.size(); ++i) requests[i].out = got[i];
   ASSERT_TRUE(reader.read_all(requests).ok());
   for (size_t i = 0; i < requests.size(); ++i) {

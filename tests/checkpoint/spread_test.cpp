@@ -4,6 +4,7 @@
 // other layouts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <random>
@@ -82,6 +83,26 @@ TEST(Spread, PartsFollowTheMinimumSize) {
         sharded_share("fc:value", 32, 3000, {static_cast<int>(r), 0, degrees}, o).empty() ? 0 : 1;
   }
   EXPECT_EQ(replicas, 3);
+}
+
+// A strided view: rows of row_floats every row_stride floats; a size that does not match is
+// refused naming the piece, and a good one is written as its gathered rows.
+TEST(Spread, StridedViewsAreCheckedAndGathered) {
+  TempDir dir;
+  const std::vector<float> storage = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};  // [3, 4]
+  // Columns 1-2 of the [3, 4] array: a [3, 2] piece of logical [3, 4] along axis 1.
+  const PieceSpec spec{"w", "value", {3, 4}, 1, {1, 2}};
+  const std::span<const float> from_1(storage.data() + 1, 10);  // ends with the last row's col 2
+  const PieceView good{spec, from_1, 2, 4};
+  const PieceView bad{spec, from_1.first(9), 2, 4};
+  EXPECT_EQ(write_shard(dir.path(), "0", std::span<const PieceView>(&bad, 1)).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Snapshot::copy_of(std::span<const PieceView>(&bad, 1)).status().code(),
+            StatusCode::kInvalidArgument);
+  const Snapshot snap = Snapshot::copy_of(std::span<const PieceView>(&good, 1)).value();
+  const std::vector<float> want = {1, 2, 5, 6, 9, 10};
+  ASSERT_EQ(snap.views()[0].data.size(), want.size());
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), snap.views()[0].data.begin()));
 }
 
 struct Writer {
