@@ -9,6 +9,7 @@
 
 #include "checkpoint/piece.h"
 #include "checkpoint/shard_writer.h"
+#include "checkpoint/spread.h"
 #include "model/param.h"
 
 namespace ntp::checkpoint {
@@ -20,5 +21,16 @@ PieceSpec param_piece(const model::Param& param, std::string kind);
 // replicated params (the trainer lets one rank per replica write those).
 std::vector<PieceView> param_value_views(std::span<const model::Param> params,
                                          bool include_replicated = true);
+
+// The pieces of `data` (param's local storage, or its moments: param's local shape) that writer
+// `slot` writes of kind `kind` under the spread rule (checkpoint/spread.h), as views into `data`
+// (strided when param's unit_outer > 1). Units marked in param.unit_copy are left to the rank
+// that owns them. A replicated tensor's share is one whole piece when it is all rows, else rows
+// along axis 0; a sharded one's is one piece per run of consecutive local units in the share: at
+// most two when the local storage lists its units in increasing order (the trainer's model shards
+// do); any other order is as correct, in more pieces.
+std::vector<PieceView> spread_param_views(const model::Param& param, const std::string& kind,
+                                          std::span<const float> data, const SpreadSlot& slot,
+                                          const SpreadOptions& options = {});
 
 }  // namespace ntp::checkpoint

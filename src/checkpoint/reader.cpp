@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <sstream>
 
@@ -17,6 +18,8 @@ namespace {
 constexpr int64_t kBatchBytes = int64_t{16} << 20;
 // Above this many (row, run) copies, a same-axis read gathers from the whole piece instead.
 constexpr int64_t kMaxCopies = 4096;
+// The pieces of one tensor read whole are held together up to this many floats (256 MiB).
+constexpr int64_t kGroupFloats = int64_t{64} << 20;
 
 int64_t product(const std::vector<int64_t>& shape, size_t begin, size_t end) {
   int64_t n = 1;
@@ -101,8 +104,30 @@ bool CheckpointReader::has(const std::string& tensor, const std::string& kind) c
   return by_tensor_.contains({tensor, kind});
 }
 
+// Everything that one pass over one stored piece serves.
+struct CheckpointReader::PiecePlan {
+  // A run of n consecutive slices: piece position j -> request position i.
+  struct Run {
+    int64_t j, i, n;
+  };
+  // Row-by-row copies of `runs` out of a piece viewed as [outer, n_p, inner] into a request
+  // viewed as [outer, n_r, inner].
+  struct Gather {
+    float* dst;
+    int64_t outer, n_p, n_r, inner;
+    std::vector<Run> runs;  // runs of more than one element (n * inner > 1)
+    // Single elements: piece position from[k] -> request position to[k] within a row.
+    std::vector<int32_t> from, to;
+  };
+  const PieceRecord* piece = nullptr;
+  std::vector<Copy> copies;     // contiguous copies out of the piece
+  std::vector<Gather> gathers;  // need the whole piece
+  std::vector<Job> cross;       // requests along another axis: need the whole piece
+  bool whole() const { return !gathers.empty() || !cross.empty(); }
+};
+
 Status CheckpointReader::read_piece(const PieceRecord& piece, const std::vector<Copy>& copies,
-                                    float* dst, bool all_chunks) const {
+                                    std::vector<std::byte>& buffer, bool all_chunks) const {
   const SafetensorsFile& file = files_.at(piece.file);
   const uint64_t base = file.header().find(piece.key)->begin;
   const int64_t cb = piece.chunk_bytes;
@@ -113,13 +138,18 @@ Status CheckpointReader::read_piece(const PieceRecord& piece, const std::vector<
   } else {
     for (const Copy& c : copies) {
       const int64_t last = ((c.src + c.count) * 4 - 1) / cb;
-      for (int64_t k = c.src * 4 / cb; k <= last; ++k) {
-        if (chunks.empty() || chunks.back() < k) chunks.push_back(k);
+      for (int64_t k = std::max(c.src * 4 / cb, chunks.empty() ? 0 : chunks.back() + 1); k <= last;
+           ++k) {
+        chunks.push_back(k);
       }
     }
   }
-  std::vector<std::byte> buffer;
-  size_t next = 0;  // first copy that may intersect the current batch
+  // reach[m]: the furthest byte any of copies[0..m] ends at (copies may overlap, sorted by src).
+  std::vector<int64_t> reach(copies.size());
+  for (size_t m = 0; m < copies.size(); ++m) {
+    reach[m] = std::max(m > 0 ? reach[m - 1] : 0, (copies[m].src + copies[m].count) * 4);
+  }
+  size_t next = 0;  // copies before it end at or before the current batch
   for (size_t i = 0; i < chunks.size();) {
     size_t j = i + 1;
     while (j < chunks.size() && chunks[j] == chunks[j - 1] + 1 &&
@@ -128,15 +158,22 @@ Status CheckpointReader::read_piece(const PieceRecord& piece, const std::vector<
     }
     const int64_t b0 = chunks[i] * cb;
     const int64_t b1 = std::min((chunks[j - 1] + 1) * cb, piece_bytes);
-    while (next < copies.size() && (copies[next].src + copies[next].count) * 4 <= b0) ++next;
-    // Read straight into the destination when one copy spans the whole batch.
-    const bool direct = dst != nullptr && next < copies.size() && copies[next].src * 4 <= b0 &&
-                        (copies[next].src + copies[next].count) * 4 >= b1;
+    while (next < copies.size() && reach[next] <= b0) ++next;
+    // Read straight into the destination when one copy alone spans the whole batch.
+    size_t hits = 0, hit = 0;
+    for (size_t m = next; m < copies.size() && copies[m].src * 4 < b1 && hits < 2; ++m) {
+      if ((copies[m].src + copies[m].count) * 4 > b0) {
+        ++hits;
+        hit = m;
+      }
+    }
+    const bool direct =
+        hits == 1 && copies[hit].src * 4 <= b0 && (copies[hit].src + copies[hit].count) * 4 >= b1;
     std::byte* target;
     if (direct) {
-      target = reinterpret_cast<std::byte*>(dst + copies[next].dst) + (b0 - copies[next].src * 4);
+      target = reinterpret_cast<std::byte*>(copies[hit].dst) + (b0 - copies[hit].src * 4);
     } else {
-      buffer.resize(static_cast<size_t>(b1 - b0));
+      if (buffer.size() < static_cast<size_t>(b1 - b0)) buffer.resize(static_cast<size_t>(b1 - b0));
       target = buffer.data();
     }
     NTP_RETURN_IF_ERROR(file.read(base + static_cast<uint64_t>(b0),
@@ -157,11 +194,12 @@ Status CheckpointReader::read_piece(const PieceRecord& piece, const std::vector<
       }
     }
     stats_->chunks += static_cast<int64_t>(j - i);
-    if (!direct && dst != nullptr) {
+    if (!direct) {
       for (size_t m = next; m < copies.size() && copies[m].src * 4 < b1; ++m) {
         const int64_t lo = std::max(copies[m].src * 4, b0);
         const int64_t hi = std::min((copies[m].src + copies[m].count) * 4, b1);
-        std::memcpy(dst + copies[m].dst + (lo - copies[m].src * 4) / 4, buffer.data() + (lo - b0),
+        if (lo >= hi) continue;
+        std::memcpy(copies[m].dst + (lo - copies[m].src * 4) / 4, buffer.data() + (lo - b0),
                     static_cast<size_t>(hi - lo));
       }
     }
@@ -170,7 +208,8 @@ Status CheckpointReader::read_piece(const PieceRecord& piece, const std::vector<
   return ok_status();
 }
 
-Status CheckpointReader::read(const PieceSpec& request, std::span<float> out) const {
+Status CheckpointReader::check_request(const PieceSpec& request, std::span<float> out,
+                                       const std::vector<const PieceRecord*>** pieces) const {
   NTP_RETURN_IF_ERROR(validate_piece_spec(request));
   auto it = by_tensor_.find({request.tensor, request.kind});
   if (it == by_tensor_.end()) {
@@ -187,48 +226,98 @@ Status CheckpointReader::read(const PieceSpec& request, std::span<float> out) co
                             std::to_string(out.size()) + " floats, the request's local shape " +
                             std::to_string(local_numel(request)));
   }
-  std::vector<const PieceRecord*> pieces;
-  int stored_axis = -1;
-  for (const PieceRecord* p : it->second) {
-    if (p->spec.whole() || !p->spec.index.empty()) {
-      pieces.push_back(p);
-      stored_axis = p->spec.axis;
-    }
-  }
-  if (shape.empty()) {  // a scalar: one whole piece
-    return read_piece(*pieces.front(), {Copy{0, 0, 1}}, out.data());
-  }
-  if (out.empty()) return ok_status();
-  const int ra = request.axis;
-  if (ra >= 0 && stored_axis >= 0 && ra != stored_axis) {
-    return read_cross_axis(request, pieces, out);
-  }
-  const int axis = ra >= 0 ? ra : (stored_axis >= 0 ? stored_axis : 0);
-  return read_same_axis(request, axis, pieces, out);
+  *pieces = &it->second;
+  return ok_status();
 }
 
-Status CheckpointReader::read_same_axis(const PieceSpec& request, int axis,
-                                        const std::vector<const PieceRecord*>& pieces,
-                                        std::span<float> out) const {
+Status CheckpointReader::read(const PieceSpec& request, std::span<float> out) const {
+  return read_jobs({Job{&request, out}});
+}
+
+Status CheckpointReader::read_all(std::span<const Request> requests) const {
+  std::vector<Job> jobs;
+  jobs.reserve(requests.size());
+  for (const Request& r : requests) jobs.push_back({&r.spec, r.out});
+  return read_jobs(jobs);
+}
+
+Status CheckpointReader::read_jobs(const std::vector<Job>& jobs) const {
+  // Plans keyed by the stored piece, in manifest order (the order the files were written in).
+  std::map<const PieceRecord*, PiecePlan> plans;
+  std::vector<PiecePlan> per_job;
+  for (const Job& job : jobs) {
+    const std::vector<const PieceRecord*>* stored = nullptr;
+    NTP_RETURN_IF_ERROR(check_request(*job.spec, job.out, &stored));
+    std::vector<const PieceRecord*> pieces;
+    int stored_axis = -1;
+    for (const PieceRecord* p : *stored) {
+      if (p->spec.whole() || !p->spec.index.empty()) {
+        pieces.push_back(p);
+        stored_axis = p->spec.axis;
+      }
+    }
+    if (job.spec->logical_shape.empty()) {  // a scalar: one whole piece
+      plans[pieces.front()].copies.push_back({0, job.out.data(), 1});
+      continue;
+    }
+    if (job.out.empty()) continue;
+    const int ra = job.spec->axis;
+    if (ra >= 0 && stored_axis >= 0 && ra != stored_axis) {
+      for (const PieceRecord* p : pieces) {
+        if (local_numel(p->spec) > 0) plans[p].cross.push_back(job);
+      }
+      continue;
+    }
+    per_job.assign(pieces.size(), PiecePlan{});
+    plan_same_axis(job, ra >= 0 ? ra : (stored_axis >= 0 ? stored_axis : 0), pieces, per_job);
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      PiecePlan& plan = plans[pieces[p]];
+      // Each request's copies are sorted by src; keep the plan's sorted as they are appended.
+      const auto middle = static_cast<std::ptrdiff_t>(plan.copies.size());
+      plan.copies.insert(plan.copies.end(), per_job[p].copies.begin(), per_job[p].copies.end());
+      std::inplace_merge(plan.copies.begin(), plan.copies.begin() + middle, plan.copies.end(),
+                         [](const Copy& x, const Copy& y) { return x.src < y.src; });
+      for (PiecePlan::Gather& g : per_job[p].gathers) plan.gathers.push_back(std::move(g));
+    }
+  }
+  std::unique_lock<std::mutex> lock(scratch_->mutex, std::try_to_lock);
+  std::unique_ptr<Scratch> own = lock.owns_lock() ? nullptr : std::make_unique<Scratch>();
+  Scratch& scratch = own ? *own : *scratch_;
+  std::map<std::pair<std::string, std::string>, std::vector<const PiecePlan*>> by_tensor;
+  for (auto& [piece, plan] : plans) {
+    plan.piece = piece;
+    by_tensor[{piece->spec.tensor, piece->spec.kind}].push_back(&plan);
+  }
+  for (const auto& [key, group] : by_tensor) NTP_RETURN_IF_ERROR(execute(group, scratch));
+  return ok_status();
+}
+
+void CheckpointReader::plan_same_axis(const Job& job, int axis,
+                                      const std::vector<const PieceRecord*>& pieces,
+                                      std::vector<PiecePlan>& plans) const {
+  const PieceSpec& request = *job.spec;
   const std::vector<int64_t>& shape = request.logical_shape;
   const auto ax = static_cast<size_t>(axis);
   const int64_t outer = product(shape, 0, ax);
   const int64_t inner = product(shape, ax + 1, shape.size());
   const int64_t dim = shape[ax];
-  const std::vector<int64_t> wanted = request.whole() ? identity(dim) : request.index;
-  const auto n_r = static_cast<int64_t>(wanted.size());
+  const auto n_r = request.whole() ? dim : static_cast<int64_t>(request.index.size());
+  auto wanted = [&](int64_t i) {
+    return request.whole() ? i : request.index[static_cast<size_t>(i)];
+  };
   // Logical slice -> (piece ordinal, local position in that piece).
   std::vector<std::pair<int32_t, int64_t>> where(static_cast<size_t>(dim), {-1, -1});
   for (size_t p = 0; p < pieces.size(); ++p) {
-    const std::vector<int64_t> index =
-        pieces[p]->spec.whole() ? identity(dim) : pieces[p]->spec.index;
-    for (size_t j = 0; j < index.size(); ++j) {
-      where[static_cast<size_t>(index[j])] = {static_cast<int32_t>(p), static_cast<int64_t>(j)};
+    const PieceSpec& spec = pieces[p]->spec;
+    const auto n = spec.whole() ? dim : static_cast<int64_t>(spec.index.size());
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t id = spec.whole() ? j : spec.index[static_cast<size_t>(j)];
+      where[static_cast<size_t>(id)] = {static_cast<int32_t>(p), j};
     }
   }
   std::vector<std::vector<std::pair<int64_t, int64_t>>> wanted_from(pieces.size());  // (j, i)
   for (int64_t i = 0; i < n_r; ++i) {
-    const auto [p, j] = where[static_cast<size_t>(wanted[static_cast<size_t>(i)])];
+    const auto [p, j] = where[static_cast<size_t>(wanted(i))];
     NTP_CHECK(p >= 0);  // coverage was checked when the manifest was read
     wanted_from[static_cast<size_t>(p)].emplace_back(j, i);
   }
@@ -238,10 +327,7 @@ Status CheckpointReader::read_same_axis(const PieceSpec& request, int axis,
     std::sort(pairs.begin(), pairs.end());
     const int64_t n_p =
         pieces[p]->spec.whole() ? dim : static_cast<int64_t>(pieces[p]->spec.index.size());
-    struct Run {
-      int64_t j, i, n;
-    };
-    std::vector<Run> runs;
+    std::vector<PiecePlan::Run> runs;
     for (const auto& [j, i] : pairs) {
       if (!runs.empty() && runs.back().j + runs.back().n == j &&
           runs.back().i + runs.back().n == i) {
@@ -250,30 +336,34 @@ Status CheckpointReader::read_same_axis(const PieceSpec& request, int axis,
         runs.push_back({j, i, 1});
       }
     }
-    const int64_t piece_numel = outer * n_p * inner;
     if (outer > 1 && static_cast<int64_t>(runs.size()) * outer > kMaxCopies) {
       // Many short runs in many rows (a reshard of finely interleaved units): one list entry
       // per (row, run) would cost more than the data. Read the piece whole, then gather rows.
-      std::vector<float> buffer(static_cast<size_t>(piece_numel));
-      NTP_RETURN_IF_ERROR(read_piece(*pieces[p], {Copy{0, 0, piece_numel}}, buffer.data()));
-      for (int64_t o = 0; o < outer; ++o) {
-        const float* src = buffer.data() + o * n_p * inner;
-        float* dst = out.data() + o * n_r * inner;
-        for (const Run& r : runs) {
-          if (r.n * inner == 1) {
-            dst[r.i] = src[r.j];
-          } else {
-            std::memcpy(dst + r.i * inner, src + r.j * inner,
-                        static_cast<size_t>(r.n * inner) * sizeof(float));
-          }
+      PiecePlan::Gather g{job.out.data(), outer, n_p, n_r, inner, {}, {}, {}};
+      for (const PiecePlan::Run& r : runs) {
+        if (r.n * inner == 1) {
+          g.from.push_back(static_cast<int32_t>(r.j));
+          g.to.push_back(static_cast<int32_t>(r.i));
+        } else {
+          g.runs.push_back(r);
         }
       }
+      // Stores in ascending order: the output row is written front to back.
+      std::vector<std::pair<int32_t, int32_t>> by_to;
+      for (size_t k = 0; k < g.to.size(); ++k) by_to.emplace_back(g.to[k], g.from[k]);
+      std::sort(by_to.begin(), by_to.end());
+      for (size_t k = 0; k < by_to.size(); ++k) {
+        g.to[k] = by_to[k].first;
+        g.from[k] = by_to[k].second;
+      }
+      plans[p].gathers.push_back(std::move(g));
       continue;
     }
-    std::vector<Copy> copies;
+    std::vector<Copy>& copies = plans[p].copies;
     for (int64_t o = 0; o < outer; ++o) {
-      for (const Run& r : runs) {
-        const Copy c{(o * n_p + r.j) * inner, (o * n_r + r.i) * inner, r.n * inner};
+      for (const PiecePlan::Run& r : runs) {
+        const Copy c{(o * n_p + r.j) * inner, job.out.data() + (o * n_r + r.i) * inner,
+                     r.n * inner};
         if (!copies.empty() && copies.back().src + copies.back().count == c.src &&
             copies.back().dst + copies.back().count == c.dst) {
           copies.back().count += c.count;
@@ -282,68 +372,137 @@ Status CheckpointReader::read_same_axis(const PieceSpec& request, int axis,
         }
       }
     }
-    NTP_RETURN_IF_ERROR(read_piece(*pieces[p], copies, out.data()));
   }
-  return ok_status();
 }
 
-Status CheckpointReader::read_cross_axis(const PieceSpec& request,
-                                         const std::vector<const PieceRecord*>& pieces,
-                                         std::span<float> out) const {
+namespace {
+
+// Scatters a whole stored piece (`src`, its local shape) that is split along another axis than
+// `request` into the request's destination.
+void scatter_cross_axis(const PieceSpec& piece, const float* src, const PieceSpec& request,
+                        std::span<float> out) {
   const std::vector<int64_t>& shape = request.logical_shape;
   const size_t rank = shape.size();
   const auto r = static_cast<size_t>(request.axis);
+  const auto a = static_cast<size_t>(piece.axis);
   std::vector<int64_t> wanted_pos(static_cast<size_t>(shape[r]), -1);  // logical -> request pos
   for (size_t i = 0; i < request.index.size(); ++i) {
     wanted_pos[static_cast<size_t>(request.index[i])] = static_cast<int64_t>(i);
   }
-  std::vector<int64_t> out_shape = local_shape(request);
+  const std::vector<int64_t> out_shape = local_shape(request);
   std::vector<int64_t> out_stride(rank, 1);
   for (size_t d = rank - 1; d > 0; --d) out_stride[d - 1] = out_stride[d] * out_shape[d];
-  std::vector<float> buffer;
-  for (const PieceRecord* piece : pieces) {
-    const auto a = static_cast<size_t>(piece->spec.axis);
-    const std::vector<int64_t> p_shape = local_shape(piece->spec);
-    const int64_t numel = local_numel(piece->spec);
-    if (numel == 0) continue;
-    buffer.resize(static_cast<size_t>(numel));
-    NTP_RETURN_IF_ERROR(read_piece(*piece, {Copy{0, 0, numel}}, buffer.data()));
-    const int64_t row_len = p_shape[rank - 1];
-    const int64_t rows = numel / row_len;
-    for (int64_t row = 0; row < rows; ++row) {
-      // Coordinates of this row in the piece (all dims but the last), mapped to the output.
-      int64_t rest = row, base = 0;
-      bool wanted = true;
-      for (size_t d = rank - 1; d-- > 0;) {
-        const int64_t c = rest % p_shape[d];
-        rest /= p_shape[d];
-        int64_t oc = c;
-        if (d == a) oc = piece->spec.index[static_cast<size_t>(c)];
-        if (d == r) oc = wanted_pos[static_cast<size_t>(c)];
-        if (oc < 0) wanted = false;
-        base += oc * out_stride[d];
+  const std::vector<int64_t> p_shape = local_shape(piece);
+  const int64_t row_len = p_shape[rank - 1];
+  const int64_t rows = local_numel(piece) / row_len;
+  for (int64_t row = 0; row < rows; ++row) {
+    // Coordinates of this row in the piece (all dims but the last), mapped to the output.
+    int64_t rest = row, base = 0;
+    bool wanted = true;
+    for (size_t d = rank - 1; d-- > 0;) {
+      const int64_t c = rest % p_shape[d];
+      rest /= p_shape[d];
+      int64_t oc = c;
+      if (d == a) oc = piece.index[static_cast<size_t>(c)];
+      if (d == r) oc = wanted_pos[static_cast<size_t>(c)];
+      if (oc < 0) wanted = false;
+      base += oc * out_stride[d];
+    }
+    if (!wanted) continue;
+    const float* s = src + row * row_len;
+    if (rank - 1 == a) {
+      for (int64_t x = 0; x < row_len; ++x)
+        out[static_cast<size_t>(base + piece.index[static_cast<size_t>(x)])] = s[x];
+    } else if (rank - 1 == r) {
+      for (int64_t x = 0; x < row_len; ++x) {
+        const int64_t pos = wanted_pos[static_cast<size_t>(x)];
+        if (pos >= 0) out[static_cast<size_t>(base + pos)] = s[x];
       }
-      if (!wanted) continue;
-      const float* src = buffer.data() + row * row_len;
-      if (rank - 1 == a) {
-        for (int64_t x = 0; x < row_len; ++x)
-          out[static_cast<size_t>(base + piece->spec.index[static_cast<size_t>(x)])] = src[x];
-      } else if (rank - 1 == r) {
-        for (int64_t x = 0; x < row_len; ++x) {
-          const int64_t pos = wanted_pos[static_cast<size_t>(x)];
-          if (pos >= 0) out[static_cast<size_t>(base + pos)] = src[x];
-        }
+    } else {
+      std::memcpy(out.data() + base, s, static_cast<size_t>(row_len) * sizeof(float));
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Row o of a gather from `src` (the whole piece).
+void gather_row(const CheckpointReader::PiecePlan::Gather& g, const float* src, int64_t o) {
+  const float* s = src + o * g.n_p * g.inner;
+  float* d = g.dst + o * g.n_r * g.inner;
+  for (size_t k = 0; k < g.from.size(); ++k) d[g.to[k]] = s[g.from[k]];
+  for (const CheckpointReader::PiecePlan::Run& r : g.runs) {
+    std::memcpy(d + r.i * g.inner, s + r.j * g.inner,
+                static_cast<size_t>(r.n * g.inner) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+Status CheckpointReader::execute(const std::vector<const PiecePlan*>& group,
+                                 Scratch& scratch) const {
+  // The pieces read whole, each into its own region of scratch.floats when they fit together (a
+  // group holds the pieces of one tensor: at most its size), else one at a time.
+  int64_t whole = 0;
+  for (const PiecePlan* plan : group) {
+    if (plan->whole()) whole += local_numel(plan->piece->spec);
+  }
+  const bool together = whole <= kGroupFloats;
+  std::vector<float>& buffer = scratch.floats;
+  if (together && buffer.size() < static_cast<size_t>(whole)) {
+    buffer.resize(static_cast<size_t>(whole));
+  }
+  // Row gathers of every piece, with their piece's data, done below row by row over all pieces:
+  // each destination row is then written while it is in cache (a piece at a time would sweep
+  // every destination once per piece).
+  std::vector<std::pair<const PiecePlan::Gather*, const float*>> gathers;
+  int64_t offset = 0;
+  for (const PiecePlan* plan : group) {
+    if (!plan->whole()) {
+      NTP_RETURN_IF_ERROR(read_piece(*plan->piece, plan->copies, scratch.bytes));
+      continue;
+    }
+    const int64_t numel = local_numel(plan->piece->spec);
+    if (!together && buffer.size() < static_cast<size_t>(numel)) {
+      buffer.resize(static_cast<size_t>(numel));
+    }
+    float* data = buffer.data() + (together ? offset : 0);
+    offset += numel;
+    NTP_RETURN_IF_ERROR(read_piece(*plan->piece, {Copy{0, data, numel}}, scratch.bytes));
+    for (const Copy& c : plan->copies) {
+      std::memcpy(c.dst, data + c.src, static_cast<size_t>(c.count) * sizeof(float));
+    }
+    for (const Job& job : plan->cross) {
+      scatter_cross_axis(plan->piece->spec, data, *job.spec, job.out);
+    }
+    for (const PiecePlan::Gather& g : plan->gathers) {
+      if (together) {
+        gathers.emplace_back(&g, data);
       } else {
-        std::memcpy(out.data() + base, src, static_cast<size_t>(row_len) * sizeof(float));
+        for (int64_t o = 0; o < g.outer; ++o) gather_row(g, data, o);
       }
     }
+  }
+  // By destination, then row by row over every piece gathering into it.
+  std::sort(gathers.begin(), gathers.end(),
+            [](const auto& a, const auto& b) { return a.first->dst < b.first->dst; });
+  for (size_t i = 0; i < gathers.size();) {
+    size_t j = i;
+    while (j < gathers.size() && gathers[j].first->dst == gathers[i].first->dst) ++j;
+    for (int64_t o = 0; o < gathers[i].first->outer; ++o) {
+      for (size_t k = i; k < j; ++k) gather_row(*gathers[k].first, gathers[k].second, o);
+    }
+    i = j;
   }
   return ok_status();
 }
 
 Status CheckpointReader::verify_all() const {
+  std::vector<std::byte> buffer;
   for (const PieceRecord& p : manifest_.pieces) {
-    NTP_RETURN_IF_ERROR(read_piece(p, {}, nullptr, /*all_chunks=*/true));
+    NTP_RETURN_IF_ERROR(read_piece(p, {}, buffer, /*all_chunks=*/true));
   }
   return ok_status();
 }

@@ -2,11 +2,15 @@
 // was written at, verifying the CRC-32C of every chunk it reads.
 //
 // A request is a PieceSpec: the tensor, the kind, and the slices wanted (whole, or `index` along
-// any axis). read() fills the request's local shape from the stored pieces:
+// any axis). read() fills one request's local shape from the stored pieces; read_all() fills many
+// in one pass, reading and CRC-checking each stored chunk once however many requests want parts
+// of it, then scattering to every destination:
 //   - stored and requested along the same axis (or either whole): only the chunks holding the
-//     needed slices are read, adjacent slices coalesced into one pread (when the axis is not the
+//     needed slices are read, adjacent slices coalesced into one pread, straight into the
+//     destination when one request wants a batch of chunks entirely (when the axis is not the
 //     outermost and the wanted slices form thousands of short runs, the piece is read whole and
-//     gathered row by row instead);
+//     gathered row by row instead, the pieces of one tensor together, up to 256 MiB: each
+//     destination row is written once while in cache);
 //   - along different axes: every stored piece that overlaps is read in full, then scattered.
 // A chunk is always read whole so that its checksum can be checked; a mismatch is kInvalidArgument
 // naming the file, the tensor and the chunk.
@@ -16,6 +20,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +53,15 @@ class CheckpointReader {
   // the stored one, `out` of the wrong size, or a checksum mismatch.
   Status read(const PieceSpec& request, std::span<float> out) const;
 
+  // One request of read_all: a piece and its destination (the piece's local shape, row-major).
+  struct Request {
+    PieceSpec spec;
+    std::span<float> out;
+  };
+  // read() of every request, in one pass over the stored pieces they touch (see above). The
+  // destinations must not overlap. On error, destinations may be partly written.
+  Status read_all(std::span<const Request> requests) const;
+
   // Reads every chunk of every piece and checks its checksum.
   Status verify_all() const;
 
@@ -60,27 +74,50 @@ class CheckpointReader {
     std::atomic<int64_t> bytes{0};
     std::atomic<int64_t> chunks{0};
   };
-  // A contiguous copy from a piece's data to the destination, in elements.
+  // A contiguous copy of `count` elements from a piece's data (from element `src`) to `dst`.
   struct Copy {
     int64_t src = 0;
-    int64_t dst = 0;
+    float* dst = nullptr;
     int64_t count = 0;
   };
+
+ public:
+  struct PiecePlan;  // (in reader.cpp)
+
+ private:
+  struct Job {
+    const PieceSpec* spec;
+    std::span<float> out;
+  };
   CheckpointReader() = default;
-  // Reads the chunks of `piece` that `copies` touch (sorted by src, disjoint), verifies them and
-  // copies into `dst`. With `all_chunks`, every chunk is read and verified.
-  Status read_piece(const PieceRecord& piece, const std::vector<Copy>& copies, float* dst,
-                    bool all_chunks = false) const;
-  Status read_same_axis(const PieceSpec& request, int axis,
-                        const std::vector<const PieceRecord*>& pieces, std::span<float> out) const;
-  Status read_cross_axis(const PieceSpec& request, const std::vector<const PieceRecord*>& pieces,
-                         std::span<float> out) const;
+  Status check_request(const PieceSpec& request, std::span<float> out,
+                       const std::vector<const PieceRecord*>** pieces) const;
+  // Adds what `request` needs from each of `pieces` to their plans.
+  void plan_same_axis(const Job& job, int axis, const std::vector<const PieceRecord*>& pieces,
+                      std::vector<PiecePlan>& plans) const;
+  // Reads the chunks of `piece` that `copies` touch (sorted by src; they may overlap), verifies
+  // them and copies. With `all_chunks`, every chunk is read and verified.
+  // `buffer` is scratch memory, kept across calls.
+  Status read_piece(const PieceRecord& piece, const std::vector<Copy>& copies,
+                    std::vector<std::byte>& buffer, bool all_chunks = false) const;
+  // Memory reused across pieces and passes (fresh memory would page-fault on every pass); a
+  // pass that finds it in use by another thread takes its own.
+  struct Scratch {
+    std::mutex mutex;
+    std::vector<std::byte> bytes;
+    std::vector<float> floats;
+  };
+  // Reads the stored pieces of one (tensor, kind) once each and serves every request of their
+  // plans.
+  Status execute(const std::vector<const PiecePlan*>& group, Scratch& scratch) const;
+  Status read_jobs(const std::vector<Job>& jobs) const;
 
   std::filesystem::path step_dir_;
   Manifest manifest_;
   std::map<std::string, SafetensorsFile> files_;
   std::map<std::pair<std::string, std::string>, std::vector<const PieceRecord*>> by_tensor_;
   std::unique_ptr<Stats> stats_ = std::make_unique<Stats>();
+  std::unique_ptr<Scratch> scratch_ = std::make_unique<Scratch>();
 };
 
 }  // namespace ntp::checkpoint

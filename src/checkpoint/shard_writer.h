@@ -23,6 +23,12 @@ namespace ntp::checkpoint {
 struct PieceView {
   PieceSpec spec;
   std::span<const float> data;
+  // 0: `data` is the piece's data. Else the data is local_numel / row_floats rows of row_floats
+  // floats, row r starting at data[r * row_stride] (a block of columns of a larger row-major
+  // array, e.g. some of a rank's units of a tensor viewed as [outer, units, inner]); `data` ends
+  // with the last row.
+  int64_t row_floats = 0;
+  int64_t row_stride = 0;
 };
 
 struct ShardWriteOptions {

@@ -26,30 +26,6 @@ checkpoint::PieceSpec block_piece(const model::Param& p, const shard::IntervalSe
   return spec;
 }
 
-// Appends the pieces of `data` (param's local storage, or its moments) that this rank counts:
-// all of it, or for a parameter with copies of units another rank owns (Param::unit_copy, Llama's
-// KV groups) one piece per owned unit, so every logical element is written exactly once. A
-// unit's storage is contiguous there (unit_outer = 1: k_proj / v_proj rows).
-void add_counted(std::vector<checkpoint::PieceView>& out, const model::Param& p,
-                 std::span<const float> data, const char* kind) {
-  const bool copies =
-      std::any_of(p.unit_copy.begin(), p.unit_copy.end(), [](uint8_t c) { return c != 0; });
-  if (!copies) {
-    out.push_back({checkpoint::param_piece(p, kind), data});
-    return;
-  }
-  NTP_CHECK(p.unit_outer == 1);
-  const int64_t units = p.local_units();
-  const auto slices_per_unit = static_cast<int64_t>(p.logical_index.size()) / units;
-  for (int64_t u = 0; u < units; ++u) {
-    if (p.unit_copy[static_cast<size_t>(u)] != 0) continue;
-    const int64_t id = p.logical_index[static_cast<size_t>(u * slices_per_unit)] / slices_per_unit;
-    out.push_back(
-        {block_piece(p, shard::IntervalSet::range(id, id + 1), kind),
-         data.subspan(static_cast<size_t>(u * p.unit_inner), static_cast<size_t>(p.unit_inner))});
-  }
-}
-
 // GPT-2's keys are the ones checkpoints had before other families existed (no "family" key: a
 // GPT-2 checkpoint's model_config is unchanged); other families add theirs.
 nlohmann::json model_json(const model::ModelConfig& m) {
@@ -102,17 +78,21 @@ int64_t WorkerState::optimizer_steps() const {
   return adamw != nullptr ? adamw->steps_taken() : sharded->steps_taken();
 }
 
-std::vector<checkpoint::PieceView> checkpoint_pieces(WorkerState& s) {
+std::vector<checkpoint::PieceView> checkpoint_pieces(WorkerState& s,
+                                                     const checkpoint::SpreadOptions& spread) {
   std::vector<checkpoint::PieceView> out;
-  if (s.role.replica_index == 0) {  // the first replica in the job writes the replicated state
-    for (size_t i = 0; i < s.params.size(); ++i) {
-      const model::Param& p = s.params[i];
-      if (p.replicated() && s.role.tp_rank != 0) continue;
-      add_counted(out, p, p.value.span(), "value");
-      if (s.adamw == nullptr) continue;
-      add_counted(out, p, s.adamw->exp_avg(i), kMoments[0]);
-      add_counted(out, p, s.adamw->exp_avg_sq(i), kMoments[1]);
+  const checkpoint::SpreadSlot slot{s.role.replica, s.role.tp_rank, s.role.replica_degrees};
+  auto add = [&](const model::Param& p, const char* kind, std::span<const float> data) {
+    for (checkpoint::PieceView& v : checkpoint::spread_param_views(p, kind, data, slot, spread)) {
+      out.push_back(std::move(v));
     }
+  };
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    const model::Param& p = s.params[i];
+    add(p, "value", p.value.span());
+    if (s.adamw == nullptr) continue;
+    add(p, kMoments[0], s.adamw->exp_avg(i));
+    add(p, kMoments[1], s.adamw->exp_avg_sq(i));
   }
   (void)for_each_owned_block(s,
                              [&](const model::Param& p, const shard::IntervalSet& units,
@@ -194,27 +174,32 @@ Result<int64_t> load_checkpoint(const checkpoint::CheckpointReader& reader, cons
           value.dump() + "; resume with the model flags it was written with");
     }
   }
-  NTP_RETURN_IF_ERROR(
-      load_values([&reader](const checkpoint::PieceSpec& piece,
-                            std::span<float> out) { return reader.read(piece, out); },
-                  s));
+  // One pass: every stored chunk this worker needs is read and CRC-checked once
+  // (CheckpointReader::read_all); the values as load_values names them, then the moments.
+  std::vector<checkpoint::CheckpointReader::Request> requests;
+  NTP_RETURN_IF_ERROR(load_values(
+      [&requests](const checkpoint::PieceSpec& piece, std::span<float> out) {
+        requests.push_back({piece, out});
+        return ok_status();
+      },
+      s));
   if (s.adamw != nullptr) {
     for (size_t i = 0; i < s.params.size(); ++i) {
       const model::Param& p = s.params[i];
-      NTP_RETURN_IF_ERROR(
-          reader.read(checkpoint::param_piece(p, kMoments[0]), s.adamw->exp_avg(i)));
-      NTP_RETURN_IF_ERROR(
-          reader.read(checkpoint::param_piece(p, kMoments[1]), s.adamw->exp_avg_sq(i)));
+      requests.push_back({checkpoint::param_piece(p, kMoments[0]), s.adamw->exp_avg(i)});
+      requests.push_back({checkpoint::param_piece(p, kMoments[1]), s.adamw->exp_avg_sq(i)});
     }
   }
-  auto read_moments = [&](const model::Param& p, const shard::IntervalSet& units, size_t chunk,
-                          int64_t begin, size_t n) -> Status {
-    NTP_RETURN_IF_ERROR(reader.read(block_piece(p, units, kMoments[0]),
-                                    std::span<float>(s.sharded->exp_avg(chunk).data() + begin, n)));
-    return reader.read(block_piece(p, units, kMoments[1]),
-                       std::span<float>(s.sharded->exp_avg_sq(chunk).data() + begin, n));
-  };
-  NTP_RETURN_IF_ERROR(for_each_owned_block(s, read_moments));
+  NTP_RETURN_IF_ERROR(for_each_owned_block(
+      s, [&](const model::Param& p, const shard::IntervalSet& units, size_t chunk, int64_t begin,
+             size_t n) -> Status {
+        requests.push_back({block_piece(p, units, kMoments[0]),
+                            std::span<float>(s.sharded->exp_avg(chunk).data() + begin, n)});
+        requests.push_back({block_piece(p, units, kMoments[1]),
+                            std::span<float>(s.sharded->exp_avg_sq(chunk).data() + begin, n)});
+        return ok_status();
+      }));
+  NTP_RETURN_IF_ERROR(reader.read_all(requests));
   const int64_t optimizer_steps = manifest.meta.train_config.value("optimizer_steps", int64_t{0});
   if (s.adamw != nullptr) s.adamw->set_steps_taken(optimizer_steps);
   if (s.sharded != nullptr) s.sharded->set_steps_taken(optimizer_steps);

@@ -1,10 +1,14 @@
 // Checkpoints of a training job (format and guarantees: docs/checkpoint.md).
 //
-// What each worker writes, so that every logical element of every kind is stored exactly once:
-//   value        replica 0's ranks write their units of the sharded tensors, its TP rank 0 the
-//                replicated ones (all replicas hold the same weights);
-//   exp_avg(_sq) replicated optimizer: the same pieces as the values, from replica 0;
+// What each worker writes, so that every logical element of every kind is stored exactly once
+// and every rank of every replica writes a share:
+//   value        the spread rule (checkpoint/spread.h): each tensor's units cut into parts, one
+//                per replica, written by the ranks holding them, replicated tensors' rows cut
+//                among all ranks (all replicas hold the same weights, bit for bit); a unit held
+//                as a copy (Param::unit_copy) is left to its owner;
+//   exp_avg(_sq) replicated optimizer: the spread rule too (all replicas hold the same moments);
 //                ZeRO-1: every rank its owned chunks (each element is owned by exactly one rank).
+// Checkpoints written by replica 0 alone (before the spread) are the same format and load too.
 // Everything is addressed by logical tensor and slice (checkpoint/piece.h), so a checkpoint
 // written at one layout loads at any other: another DP size, any mix of TP degrees, either sync
 // strategy, replicated or sharded optimizer state.
@@ -19,6 +23,7 @@
 #include "checkpoint/async_shard_writer.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/reader.h"
+#include "checkpoint/spread.h"
 #include "comm/communicator.h"
 #include "train/adamw_optimizer.h"
 #include "train/sharded_adamw.h"
@@ -39,7 +44,8 @@ struct WorkerState {
 };
 
 // The pieces this worker writes (see above); views into the live state.
-std::vector<checkpoint::PieceView> checkpoint_pieces(WorkerState& state);
+std::vector<checkpoint::PieceView> checkpoint_pieces(WorkerState& state,
+                                                     const checkpoint::SpreadOptions& spread = {});
 
 // The manifest's metadata for the state after `step` committed steps, written by the live layout
 // whose inactive slots are `failed` (after a re-formation, not the job's start layout).

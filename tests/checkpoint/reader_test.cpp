@@ -148,6 +148,63 @@ TEST(CheckpointReader, ManyShortRunsAcrossRows) {
   EXPECT_TRUE(bitwise_equal(whole, logical));
 }
 
+// read_all of the state of three ranks of another shuffled layout (plus a whole-tensor request
+// and one along another axis) in one pass: every value bit for bit, and each stored chunk read
+// and CRC-checked exactly once, the manifest's chunk count, however many requests share it.
+TEST(CheckpointReader, ReadAllReadsEachChunkOnce) {
+  TempDir dir;
+  const model::GptConfig config = tiny_config();
+  SaveSpec spec;
+  spec.write_options.chunk_bytes = 64;  // many chunks per piece, most shared by several ranks
+  const Manifest manifest = save_ranks(dir.path(), make_ranks(config, 4, 5), spec).value();
+  int64_t chunks = 0, bytes = 0;
+  for (const PieceRecord& p : manifest.pieces) {
+    chunks += static_cast<int64_t>(p.crcs.size());
+    bytes += local_numel(p.spec) * 4;
+  }
+  const CheckpointReader reader = CheckpointReader::open(dir.path()).value();
+  const auto ranks = make_ranks(config, 3, 9);
+  std::vector<CheckpointReader::Request> requests;
+  std::vector<std::vector<float>> got, want;
+  for (const model::GptModel& rank : ranks) {
+    for (const model::Param& p : rank.params()) {
+      for (const char* kind : {"value", "exp_avg", "exp_avg_sq"}) {
+        got.emplace_back(static_cast<size_t>(p.value.numel()), -1.0f);
+        want.push_back(expected_of(p.value.span(), kind));
+        requests.push_back({param_piece(p, kind), {}});
+      }
+    }
+  }
+  // c_fc.weight [16, 64] is stored along axis 1: ask for rows 3 and 0 (along axis 0), alongside
+  // the requests above.
+  const auto& params0 = ranks[0].params();
+  const model::Param& fc = *std::find_if(params0.begin(), params0.end(), [](const model::Param& p) {
+    return p.name == "transformer.h.0.mlp.c_fc.weight";
+  });
+  ASSERT_EQ(fc.shard_axis, 1);
+  std::vector<float> fc_logical(static_cast<size_t>(shape_numel(fc.logical_shape)));
+  for (const model::GptModel& rank : ranks) {
+    for (const model::Param& p : rank.params()) {
+      if (p.name == fc.name) p.scatter_to_logical(p.value.span(), fc_logical);
+    }
+  }
+  requests.push_back({{fc.name, "value", fc.logical_shape, 0, {3, 0}}, {}});
+  got.emplace_back(2 * 64);
+  want.emplace_back(fc_logical.begin() + 3 * 64, fc_logical.begin() + 4 * 64);
+  want.back().insert(want.back().end(), fc_logical.begin(), fc_logical.begin() + 64);
+  // The whole of c_fc.weight too (its logical tensor is the three ranks' values scattered).
+  requests.push_back({{fc.name, "value", fc.logical_shape, -1, {}}, {}});
+  got.emplace_back(fc_logical.size());
+  want.push_back(fc_logical);
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].out = got[i];
+  ASSERT_TRUE(reader.read_all(requests).ok());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(got[i], want[i])) << piece_name(requests[i].spec);
+  }
+  EXPECT_EQ(reader.chunks_verified(), chunks);
+  EXPECT_EQ(reader.bytes_read(), bytes);
+}
+
 TEST(CheckpointReader, PartialReadTouchesOnlyItsChunks) {
   TempDir dir;
   const model::GptConfig config = tiny_config();

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -178,6 +179,24 @@ TEST(TrainParityTest, ScalePolicyGradientEqualsOneProcessOnTheSameBatch) {
   }
 }
 
+// Bytes each replica wrote of the checkpoint `save_dir/latest` names (writers are
+// "d<domain>s<slot>", manifest pieces carry their local shape).
+std::map<int, int64_t> bytes_per_replica(const fs::path& save_dir) {
+  std::ifstream latest(save_dir / "latest");
+  std::string step;
+  latest >> step;
+  std::ifstream in(save_dir / step / "manifest.json");
+  const nlohmann::json manifest = nlohmann::json::parse(in);
+  std::map<int, int64_t> bytes;
+  for (const nlohmann::json& p : manifest["pieces"]) {
+    int64_t n = 4;
+    for (const nlohmann::json& d : p["shape"]) n *= d.get<int64_t>();
+    const std::string file = p["file"];  // shard_d<domain>s<slot>.safetensors
+    bytes[std::stoi(file.substr(7))] += n;
+  }
+  return bytes;
+}
+
 // Resume parity: train 10 steps at layout A, save, resume at layout B for the other 10; the final
 // weights equal an uninterrupted run at A within the training parity tolerance, and bit for bit
 // when B is A (same layout, same data order, same optimizer state and step count).
@@ -210,6 +229,15 @@ TEST(ResumeParityTest, ResumingAtAnyLayoutContinuesTheSameRun) {
         run_job(c.first, "first" + std::to_string(k),
                 {"--save-dir", save, "--stop-after", std::to_string(kSteps / 2)});
     ASSERT_EQ(first.losses.size(), static_cast<size_t>(kSteps / 2)) << c.name;
+    // Every replica wrote a share, and the shares hold value + 2 moments of every parameter once
+    // (the commit's coverage check rejects an element written twice or missing).
+    const std::map<int, int64_t> written = bytes_per_replica(save);
+    int64_t total = 0;
+    for (int d = 0; d < 3; ++d) {
+      EXPECT_GT(written.count(d) ? written.at(d) : 0, 0) << c.name << ": replica " << d;
+      total += written.count(d) ? written.at(d) : 0;
+    }
+    EXPECT_EQ(total, m.num_params() * 3 * 4) << c.name;
     const JobResult second = run_job(c.second, "second" + std::to_string(k), {"--resume", save});
     ASSERT_EQ(second.losses.size(), static_cast<size_t>(kSteps / 2)) << c.name;
     EXPECT_EQ(second.mismatches, 0) << c.name;
