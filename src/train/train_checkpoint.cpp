@@ -191,8 +191,9 @@ Result<int64_t> load_checkpoint(const checkpoint::CheckpointReader& reader, cons
     }
   }
   NTP_RETURN_IF_ERROR(for_each_owned_block(
-      s, [&](const model::Param& p, const shard::IntervalSet& units, size_t chunk, int64_t begin,
-             size_t n) -> Status {
+      s,
+      [&](const model::Param& p, const shard::IntervalSet& units, size_t chunk, int64_t begin,
+          size_t n) -> Status {
         requests.push_back({block_piece(p, units, kMoments[0]),
                             std::span<float>(s.sharded->exp_avg(chunk).data() + begin, n)});
         requests.push_back({block_piece(p, units, kMoments[1]),
