@@ -43,6 +43,17 @@ class CountingStore : public comm::Store {
   std::shared_ptr<comm::Store> inner_;
 };
 
+// The cluster of a 2 x 4 job of a small model.
+shard::ClusterSpec two_by_four() {
+  TrainConfig c;
+  c.domains = 2;
+  c.tp = 4;
+  c.model.n_head = 8;
+  c.model.n_embd = 32;
+  c.model.ffn_unit = 4;
+  return cluster_spec(c);
+}
+
 TEST(AdmissionTest, TheLeadersLookIsOneStoreReadWhileNoJoinRequestArrives) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("ntp-admission-" + std::to_string(::getpid()));
@@ -53,13 +64,7 @@ TEST(AdmissionTest, TheLeadersLookIsOneStoreReadWhileNoJoinRequestArrives) {
   WorkerContext ctx;
   ctx.store = store;
 
-  TrainConfig c;
-  c.domains = 2;
-  c.tp = 4;
-  c.model.n_head = 8;
-  c.model.n_embd = 32;
-  c.model.ffn_unit = 4;
-  shard::ClusterSpec spec = cluster_spec(c);
+  shard::ClusterSpec spec = two_by_four();
   spec.failed = {{1, 1}, {1, 2}};  // slots 5 and 6 are out of the job
   auto layout = shard::plan_cluster(spec, shard::FoldSyncStrategy());
   ASSERT_TRUE(layout.ok()) << layout.status().to_string();
@@ -99,13 +104,7 @@ TEST(AdmissionTest, JoinersOfADomainThatLeftAreHeldBackUntilMinTpOfThemAsk) {
   ASSERT_TRUE(store.ok()) << store.status().to_string();
   WorkerContext ctx;
   ctx.store = *store;
-  TrainConfig c;
-  c.domains = 2;
-  c.tp = 4;
-  c.model.n_head = 8;
-  c.model.n_embd = 32;
-  c.model.ffn_unit = 4;
-  shard::ClusterSpec spec = cluster_spec(c);
+  shard::ClusterSpec spec = two_by_four();
   spec.left = {1};  // slots 4..7 are out of the job
   auto layout = shard::plan_cluster(spec, shard::FoldSyncStrategy());
   ASSERT_TRUE(layout.ok()) << layout.status().to_string();

@@ -90,14 +90,7 @@ JobResult run_job(const JobSpec& spec, const std::string& name,
   return result;
 }
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0.0, norm = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    norm += static_cast<double>(b[i]) * b[i];
-  }
-  return norm == 0.0 ? std::sqrt(diff) : std::sqrt(diff / norm);
-}
+using parity::rel_l2;
 
 struct Worst {
   double grad = 0, loss = 0, update = 0;

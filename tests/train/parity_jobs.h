@@ -136,4 +136,14 @@ inline void expect_every_element_held(const DumpedRun& run, const std::vector<mo
   }
 }
 
+// ||a - b|| / ||b|| (||a - b|| when b is 0), in float64.
+inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0.0, norm = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return norm == 0.0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+}
+
 }  // namespace ntp::train::parity
