@@ -15,6 +15,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from python_deps import missing_numpy_safetensors  # noqa: E402
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -23,16 +26,11 @@ def main():
     parser.add_argument("--work", required=True)
     args = parser.parse_args()
 
-    try:
-        import numpy as np
-        from safetensors.numpy import load_file
-    except ImportError as e:
-        message = f"missing Python package ({e.name}); install with: pip install safetensors numpy"
-        if os.environ.get("CI") == "true":
-            print(f"FAIL: {message} (required under CI=true)")
-            return 1
-        print(f"SKIP: {message}")
-        return 77
+    missing = missing_numpy_safetensors()
+    if missing is not None:
+        return missing
+    import numpy as np
+    from safetensors.numpy import load_file
 
     shutil.rmtree(args.work, ignore_errors=True)
     save_dir = os.path.join(args.work, "ckpt")

@@ -30,6 +30,9 @@ import struct
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from python_deps import missing_numpy_safetensors  # noqa: E402
+
 CONTEXT, WINDOWS, OFFSET, BATCH = 16, 32, 3, 4
 LIMIT = 1e-7  # NumPy float64 against ntp float32
 LIMIT_TRANSFORMERS = 1e-6  # two float32 computations
@@ -193,16 +196,11 @@ def main():
     parser.add_argument("--ntp", required=True)
     parser.add_argument("--work", required=True)
     args = parser.parse_args()
-    try:
-        import numpy as np
-        from safetensors.numpy import load_file
-    except ImportError as e:
-        message = f"missing Python package ({e.name}); install with: pip install safetensors numpy"
-        if os.environ.get("CI") == "true":
-            print(f"FAIL: {message} (required under CI=true)")
-            return 1
-        print(f"SKIP: {message}")
-        return 77
+    missing = missing_numpy_safetensors()
+    if missing is not None:
+        return missing
+    import numpy as np
+    from safetensors.numpy import load_file
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
     tokens = write_tokens(os.path.join(args.work, "tokens.bin"))
