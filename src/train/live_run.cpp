@@ -277,9 +277,9 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
 // stopped (live recovery cannot go on; every survivor stops, one says why), or, for a worker
 // parked outside the job, the job ended before its replica came back.
 TrainSummary LiveRun::left_job(const Status& why) {
-  if (parked && why.code() == StatusCode::kAborted) {
+  if (!parked_why.empty() && why.code() == StatusCode::kAborted) {
     summary.took_part = false;
-    summary.left = "its replica left the job (below --min-tp) and " + why.message();
+    summary.left = "out of the job (" + parked_why + "), " + why.message();
     events.log("left", {{"reason", summary.left}});
   } else if (why.code() == StatusCode::kAborted) {
     summary.took_part = false;
@@ -321,10 +321,7 @@ Result<TrainSummary> LiveRun::run() {
                   static_cast<long long>(step + 1), status.message().c_str());
       std::fflush(stdout);
     }
-    if (dropping) {
-      dropped = boundary->drops;
-      slow_dropped = std::binary_search(dropped.begin(), dropped.end(), ctx.slot_rank);
-    }
+    if (dropping) dropped = boundary->drops;
     Result<int64_t> next = reform(status, admitting ? boundary->joiners : std::vector<int>{},
                                   status.ok() ? 0.0 : seconds_since(step_start),
                                   rebalancing ? &*boundary->speeds : nullptr);

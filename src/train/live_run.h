@@ -168,11 +168,12 @@ struct LiveRun {
   double timed_seconds = 0.0;
   int64_t timed_steps = 0;
   bool stop_speaks = false;
-  bool parked = false;  // its replica left the job: it waits, holding nothing, to join again
-  // The slots the re-formation in progress drops as too slow (the decider parks them), and
-  // whether this worker is one of them (then it rejoins only once its probe finds it recovered).
+  // Why this worker sits outside the job, holding nothing, waiting to join again (it was dropped
+  // as too slow, or its replica left below --min-tp); empty while it is a member.
+  std::string parked_why;
+  // The slots the re-formation in progress drops as too slow (the decider parks them; such a
+  // worker rejoins only once its probe finds it recovered), ascending.
   std::vector<int> dropped;
-  bool slow_dropped = false;
   double probe_baseline_s = 0.0;  // its speed probe's CPU seconds at start (speed_probe.h)
 };
 

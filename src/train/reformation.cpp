@@ -130,8 +130,9 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
     if (source == nullptr) base.reset();
     job = std::move(next);
     NTP_CHECK(job->epoch == elastic::after_reform(list, plan).current);
-    if (parked) {  // back in the job: its first step here touches new buffers, as a repair's
-      parked = false;
+    if (!parked_why
+             .empty()) {  // back in the job: its first step touches new buffers, as a repair's
+      parked_why.clear();
       first_step = list.step;
       events.log("rejoined", {{"step", list.step}, {"epoch", list.epoch}});
       std::printf("slot %s: its replica is back in the job at step %lld (epoch %d)\n",
@@ -318,15 +319,14 @@ Status LiveRun::report_reformed(const elastic::MemberList& list, const MovedStat
 // recovered), and waits until world rank 0 admits it with enough of its domain (admission.h), or
 // the job ends (kAborted). Then it re-forms as a joiner.
 Status LiveRun::sit_out(const elastic::MemberList& list) {
-  const std::string why = slow_dropped
-                              ? "it was measured too slow (--drop-below)"
-                              : "its replica would run below --min-tp " + std::to_string(c.min_tp);
-  events.log("parked", {{"step", committed}, {"epoch", list.epoch}, {"reason", why}});
+  const bool too_slow = std::binary_search(dropped.begin(), dropped.end(), ctx.slot_rank);
+  parked_why = too_slow ? "it was measured too slow (--drop-below)"
+                        : "its replica would run below --min-tp " + std::to_string(c.min_tp);
+  events.log("parked", {{"step", committed}, {"epoch", list.epoch}, {"reason", parked_why}});
   std::printf("slot %s: %s; it leaves the job at step %lld (epoch %d) until it can come back\n",
-              slot_name(slot).c_str(), why.c_str(), static_cast<long long>(committed + 1),
+              slot_name(slot).c_str(), parked_why.c_str(), static_cast<long long>(committed + 1),
               list.epoch);
   std::fflush(stdout);
-  parked = true;
   watch.disarm();
   job.reset();
   base.reset();
@@ -334,7 +334,7 @@ Status LiveRun::sit_out(const elastic::MemberList& list) {
   rebalancer.reset();
   proposal.reset();
   state_ahead = false;
-  if (slow_dropped) NTP_RETURN_IF_ERROR(await_recovery());
+  if (too_slow) NTP_RETURN_IF_ERROR(await_recovery());
   const std::string ticket = std::to_string(ctx.restart_count) + ".p" + std::to_string(list.epoch);
   NTP_ASSIGN_OR_RETURN(last, wait_for_admission(ctx, group, ticket, progress, kParkedPatience));
   return ok_status();
@@ -360,7 +360,6 @@ Status LiveRun::await_recovery() {
     in_a_row = speed >= rejoin_at ? in_a_row + 1 : 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  slow_dropped = false;
   events.log("recovered", {{"speed", speed}});
   std::printf("slot %s: its probe runs at %.2f of its own full speed again; it asks to rejoin\n",
               slot_name(slot).c_str(), speed);
