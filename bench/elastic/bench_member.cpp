@@ -9,9 +9,7 @@
 namespace ntp::bench {
 namespace {
 
-constexpr std::chrono::milliseconds kHeartbeatPeriod{100};  // train/live_run.h
-constexpr std::chrono::milliseconds kWatchPoll{20};         // train/live_run.h
-constexpr std::chrono::milliseconds kHangDetect{1000};      // --hang-detect-ms default
+constexpr std::chrono::milliseconds kHangDetect{1000};  // --hang-detect-ms default
 
 std::vector<int> all_ids(int n) {
   std::vector<int> ids(static_cast<size_t>(n));
@@ -33,9 +31,8 @@ elastic::AgreementConfig agreement_config(std::shared_ptr<comm::Store> store, in
   a.progress = progress;
   a.hang_detect = kHangDetect;
   a.window = 10 * kHangDetect;  // as train/live_run.cpp sets it
-  a.exited = [store](int who, const elastic::MemberList& list) {
-    return comm::has_exited(*store, who,
-                            comm::incarnation(0, list.restarts[static_cast<size_t>(who)]));
+  a.incarnation = [](int who, const elastic::MemberList& list) {
+    return comm::incarnation(0, list.restarts[static_cast<size_t>(who)]);
   };
   a.store = std::move(store);
   return a;
@@ -66,9 +63,10 @@ BenchMember::BenchMember(std::shared_ptr<comm::Store> store, int id, const Membe
       agreement_(agreement_config(store_, id, &progress_)) {
   progress_.mark(elastic::Phase::kStep, 0);
   progress_.waiting(true);  // in the step's collective: waiting on its peers, not stuck
-  heartbeat_ = std::make_unique<comm::Heartbeat>(store_, group_, id_, kHeartbeatPeriod,
+  heartbeat_ = std::make_unique<comm::Heartbeat>(store_, group_, id_, elastic::liveness_period(kHangDetect),
                                                  [this] { return progress_.token(); });
-  watch_ = std::make_unique<elastic::FailureWatch>(store_, kWatchPoll, kHangDetect, &progress_);
+  watch_ = std::make_unique<elastic::FailureWatch>(store_, elastic::liveness_period(kHangDetect),
+                                                 kHangDetect, &progress_);
 }
 
 void BenchMember::start() {

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,9 +34,37 @@ class KillableStore final : public comm::Store {
     if (dead_) return gone();
     return store_->add(key, delta);
   }
+  Result<std::vector<std::optional<std::string>>> get_many(
+      const std::vector<std::string>& keys) override {
+    if (dead_) return gone();
+    return store_->get_many(keys);
+  }
+  Status append(const std::string& stream, const std::string& value) override {
+    return dead_ ? gone() : store_->append(stream, value);
+  }
+  std::unique_ptr<comm::StreamReader> open_reader() override {
+    return std::make_unique<Reader>(store_->open_reader(), dead_);
+  }
   std::string describe() const override { return store_->describe(); }
 
  private:
+  // The wrapped store's reader, cut off as the store is.
+  class Reader final : public comm::StreamReader {
+   public:
+    Reader(std::unique_ptr<comm::StreamReader> reader, const std::atomic<bool>& dead)
+        : reader_(std::move(reader)), dead_(dead) {}
+    Result<std::vector<comm::StreamEvent>> read(std::vector<comm::StreamCursor>& cursors,
+                                                std::chrono::milliseconds block) override {
+      if (dead_) return gone();
+      return reader_->read(cursors, block);
+    }
+    void wake() override { reader_->wake(); }
+
+   private:
+    std::unique_ptr<comm::StreamReader> reader_;
+    const std::atomic<bool>& dead_;
+  };
+
   static Status gone() { return unavailable("this member was killed"); }
   std::shared_ptr<comm::Store> store_;
   std::atomic<bool> dead_{false};

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,6 +60,10 @@ Result<std::unique_ptr<RedisProcess>> RedisProcess::start(const std::string& bin
   const pid_t pid = fork();
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the bench
+    // The store as on a host of its own: ahead of the members for the CPU (they share this
+    // machine's cores with it; a cluster's store does not share its host with 4,096 workers).
+    // Without the privilege to raise it the server runs at the members' priority.
+    (void)setpriority(PRIO_PROCESS, 0, -10);
     const int null = open("/dev/null", O_WRONLY);
     dup2(null, STDOUT_FILENO);
     dup2(null, STDERR_FILENO);

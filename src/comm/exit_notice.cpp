@@ -1,39 +1,34 @@
 #include "comm/exit_notice.h"
 
-#include <stdexcept>
+#include <cstdlib>
 
 namespace ntp::comm {
-namespace {
 
-std::string notice_key(int rank) { return "launch/exit/" + std::to_string(rank); }
-const char* const kCountKey = "launch/exits";
-
-}  // namespace
+std::string exit_notice_key(int rank) { return "launch/exit/" + std::to_string(rank); }
 
 std::string incarnation(int attempt, int restart_count) {
   return std::to_string(attempt) + "." + std::to_string(restart_count);
 }
 
 Status post_exit_notice(Store& store, int rank, const std::string& who) {
-  // The notice first, then the counter: a watcher that sees the count move finds the notice.
-  NTP_RETURN_IF_ERROR(store.set(notice_key(rank), who));
-  return store.add(kCountKey, 1).status();
+  // The notice first, then the event: a watcher woken by the event finds the notice.
+  NTP_RETURN_IF_ERROR(store.set(exit_notice_key(rank), who));
+  return store.append(kLaunchEvents, "exit " + std::to_string(rank) + " " + who);
 }
 
 bool has_exited(Store& store, int rank, const std::string& who) {
-  Result<std::string> value = store.get(notice_key(rank));
+  Result<std::string> value = store.get(exit_notice_key(rank));
   return value.ok() && *value == who;
 }
 
-std::int64_t exit_notice_count(Store& store) {
-  // A plain read (both stores keep counters as decimal text): polled often, it must not lock.
-  Result<std::string> count = store.get(kCountKey);
-  if (!count.ok()) return 0;
-  try {
-    return std::stoll(*count);
-  } catch (const std::exception&) {
-    return 0;
-  }
+std::optional<ExitEvent> parse_exit_event(const std::string& event) {
+  if (event.rfind("exit ", 0) != 0) return std::nullopt;
+  const auto space = event.find(' ', 5);
+  if (space == std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  const long rank = std::strtol(event.c_str() + 5, &end, 10);
+  if (end != event.c_str() + space || rank < 0) return std::nullopt;
+  return ExitEvent{static_cast<int>(rank), event.substr(space + 1)};
 }
 
 }  // namespace ntp::comm

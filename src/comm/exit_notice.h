@@ -5,11 +5,13 @@
 // When the launcher reaps a worker that exited with an error or was killed by a signal (and the
 // launcher is not stopping the job itself), it writes
 //   "launch/exit/<rank>" = the incarnation that exited ("<attempt>.<restart_count>")
-// and then adds 1 to "launch/exits", a single counter a watcher can poll to learn of any exit.
+// and then appends "exit <rank> <incarnation>" to the event stream "launch/events"
+// (comm/stream.h), which every failure watch blocks on: the notice reaches every worker in one
+// round trip, and no watcher reads any other rank's key to learn of it.
 // A repaired slot runs a newer incarnation, so an old notice never marks its replacement dead.
 #pragma once
 
-#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "comm/store.h"
@@ -27,7 +29,16 @@ Status post_exit_notice(Store& store, int rank, const std::string& who);
 // counts as "no notice" (the caller falls back to heartbeats and timeouts).
 bool has_exited(Store& store, int rank, const std::string& who);
 
-// The number of exit notices posted so far in this run (0 when none or on a store error).
-std::int64_t exit_notice_count(Store& store);
+inline constexpr const char* kLaunchEvents = "launch/events";
+
+// The key of `rank`'s notice (its value: the incarnation that exited).
+std::string exit_notice_key(int rank);
+
+// An event of kLaunchEvents; nullopt for any other kind of event.
+struct ExitEvent {
+  int rank = -1;
+  std::string who;  // the incarnation
+};
+std::optional<ExitEvent> parse_exit_event(const std::string& event);
 
 }  // namespace ntp::comm

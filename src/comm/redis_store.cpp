@@ -13,8 +13,17 @@
 #include <random>
 #include <thread>
 
+#include "comm/redis_wire.h"
+
 namespace ntp::comm {
 namespace {
+
+using redis_wire::context_error;
+using redis_wire::reply_text;
+using redis_wire::run_argv;
+using redis_wire::SigpipeBlock;
+using redis_wire::to_timeval;
+using redis_wire::transient_error;
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -48,77 +57,10 @@ redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. value, 'PX', ARGV[3])
 return value
 )lua";
 
-timeval to_timeval(milliseconds ms) {
-  return timeval{static_cast<time_t>(ms.count() / 1000),
-                 static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
-}
-
 std::string seconds_text(Clock::duration d) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.2f s", std::chrono::duration<double>(d).count());
   return text;
-}
-
-// hiredis 0.14 writes with write(2): a command sent on a connection the server has reset raises
-// SIGPIPE, whose default action would kill the process. Blocks SIGPIPE in this thread for the
-// guard's life and discards one raised meanwhile (the write then fails with EPIPE instead).
-class SigpipeBlock {
- public:
-  SigpipeBlock() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    sigset_t pending;
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-  }
-  ~SigpipeBlock() {
-    if (!was_pending_) {
-      sigset_t pending;
-      sigpending(&pending);
-      if (sigismember(&pending, SIGPIPE) == 1) {
-        const timespec zero{0, 0};
-        while (sigtimedwait(&pipe_, nullptr, &zero) == -1 && errno == EINTR) {
-        }
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  SigpipeBlock(const SigpipeBlock&) = delete;
-  SigpipeBlock& operator=(const SigpipeBlock&) = delete;
-
- private:
-  sigset_t pipe_;
-  sigset_t old_;
-  bool was_pending_ = false;
-};
-
-std::string reply_text(const redisReply* reply) { return std::string(reply->str, reply->len); }
-
-// Error replies that go away by themselves: a server still loading its data set after a restart,
-// one busy with a long script, a replica without its master.
-bool transient_error(const redisReply* reply) {
-  if (reply->type != REDIS_REPLY_ERROR) return false;
-  const std::string text = reply_text(reply);
-  for (const char* prefix : {"LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN"}) {
-    if (text.rfind(prefix, 0) == 0) return true;
-  }
-  return false;
-}
-
-std::string context_error(const redisContext* context) {
-  return context->errstr[0] != '\0' ? context->errstr : "connection lost";
-}
-
-redisReply* run_argv(redisContext* context, const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lengths;
-  for (const std::string& a : args) {
-    argv.push_back(a.data());
-    lengths.push_back(a.size());
-  }
-  return static_cast<redisReply*>(
-      redisCommandArgv(context, static_cast<int>(args.size()), argv.data(), lengths.data()));
 }
 
 std::string new_client_id() {
@@ -389,6 +331,36 @@ Result<std::int64_t> RedisStore::add(const std::string& key, std::int64_t delta)
   } catch (const std::exception&) {
     return internal_error("redis INCRBY " + key + " returned '" + text + "'");
   }
+}
+
+Result<std::vector<std::optional<std::string>>> RedisStore::get_many(
+    const std::vector<std::string>& keys) {
+  if (keys.empty()) return std::vector<std::optional<std::string>>();
+  std::vector<std::string> args{"MGET"};
+  args.reserve(keys.size() + 1);
+  for (const std::string& key : keys) args.push_back(prefix_ + key);
+  NTP_ASSIGN_OR_RETURN(ReplyPtr reply, command(args, "MGET " + keys.front() + " ..."));
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != keys.size()) {
+    return internal_error("redis MGET " + keys.front() + " ... failed: " +
+                          (reply->type == REDIS_REPLY_ERROR ? reply_text(reply.get())
+                                                            : std::string("unexpected reply")));
+  }
+  std::vector<std::optional<std::string>> values(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const redisReply* element = reply->element[i];
+    if (element->type == REDIS_REPLY_STRING) values[i] = reply_text(element);
+  }
+  return values;
+}
+
+Status RedisStore::append(const std::string& stream, const std::string& value) {
+  NTP_ASSIGN_OR_RETURN(ReplyPtr reply, command({"XADD", prefix_ + stream, "MAXLEN", "~", "10000",
+                                                "*", "v", value},
+                                               "XADD " + stream));
+  if (reply->type == REDIS_REPLY_ERROR) {
+    return internal_error("redis XADD " + stream + " failed: " + reply_text(reply.get()));
+  }
+  return ok_status();
 }
 
 std::string RedisStore::describe() const { return description_; }

@@ -43,6 +43,8 @@ struct redisReply;
 
 namespace ntp::comm {
 
+class RedisStreamReader;
+
 class RedisStore : public Store {
  public:
   // Connects, authenticates and PINGs. kInvalidArgument for a malformed spec or a password the
@@ -57,6 +59,12 @@ class RedisStore : public Store {
   Result<std::string> get(const std::string& key) override;
   Result<bool> exists(const std::string& key) override;
   Result<std::int64_t> add(const std::string& key, std::int64_t delta) override;
+  // One MGET; XADD (trimmed to about the last 10,000 events); a reader on its own connection that
+  // blocks in XREAD BLOCK (redis_stream.cpp), woken by shutting its socket down.
+  Result<std::vector<std::optional<std::string>>> get_many(
+      const std::vector<std::string>& keys) override;
+  Status append(const std::string& stream, const std::string& value) override;
+  std::unique_ptr<StreamReader> open_reader() override;
   std::string describe() const override;
 
   std::chrono::milliseconds outage_window() const { return outage_; }
@@ -66,6 +74,7 @@ class RedisStore : public Store {
   std::int64_t server_restarts() const { return server_restarts_.load(); }
 
  private:
+  friend class RedisStreamReader;
   struct Endpoint {
     std::string host;
     int port = 0;

@@ -31,6 +31,29 @@ Status Store::wait(const std::vector<std::string>& keys, std::chrono::millisecon
   }
 }
 
+Result<std::vector<std::optional<std::string>>> Store::get_many(
+    const std::vector<std::string>& keys) {
+  std::vector<std::optional<std::string>> values;
+  values.reserve(keys.size());
+  for (const std::string& key : keys) {
+    Result<std::string> value = get(key);
+    if (value.ok()) {
+      values.emplace_back(std::move(*value));
+    } else if (value.status().code() == StatusCode::kNotFound) {
+      values.emplace_back(std::nullopt);
+    } else {
+      return value.status();
+    }
+  }
+  return values;
+}
+
+Status Store::append(const std::string& stream, const std::string& value) {
+  return append_by_keys(*this, stream, value);
+}
+
+std::unique_ptr<StreamReader> Store::open_reader() { return open_polling_reader(*this); }
+
 namespace {
 bool valid_run_id(const std::string& run_id) {
   if (run_id.empty() || run_id.size() > 128) return false;

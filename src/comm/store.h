@@ -1,7 +1,8 @@
 // Store: the small key-value service that processes rendezvous through.
 //
 // Gloo exchanges connection addresses through it, survivors agree on membership through it
-// (comm/survivors.h), and `ntp launch` workers report their step through it. Backends:
+// (comm/survivors.h), `ntp launch` workers report their step through it, and notices travel
+// through its event streams (comm/stream.h). Backends:
 //   file:DIR                        one machine; DIR is created if missing (FileStore)
 //   redis://[:PASSWORD@]HOST:PORT   several machines; a real redis-server (RedisStore). The
 //                                   password may also come from NTP_REDIS_PASSWORD.
@@ -12,9 +13,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/stream.h"
 #include "core/status.h"
 
 namespace ntp::comm {
@@ -33,6 +36,14 @@ class Store {
   virtual Result<std::int64_t> add(const std::string& key, std::int64_t delta) = 0;
   // Blocks until every key exists; kDeadlineExceeded after `timeout`.
   virtual Status wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // The values of `keys` ([i]: nullopt when keys[i] is absent), in one round trip where the
+  // backend can (RedisStore: one MGET); the default reads them one by one.
+  virtual Result<std::vector<std::optional<std::string>>> get_many(
+      const std::vector<std::string>& keys);
+  // Appends `value` to the event stream `stream` (comm/stream.h); the default keeps it in keys.
+  virtual Status append(const std::string& stream, const std::string& value);
+  // A reader of event streams; it must not outlive this store. The default polls the keys.
+  virtual std::unique_ptr<StreamReader> open_reader();
   // Human-readable description ("file:/tmp/x run=abc").
   virtual std::string describe() const = 0;
 };

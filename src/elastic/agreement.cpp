@@ -1,15 +1,24 @@
 #include "elastic/agreement.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
 #include <thread>
 
+#include "comm/exit_notice.h"
 #include "comm/survivors.h"
 
 namespace ntp::elastic {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kPoll{5};
+// The decider's read of new announcements blocks at most this long; it looks at the candidates
+// that have not announced (exit notice, silent record, heartbeat) every kGoneLook.
+constexpr std::chrono::milliseconds kDeciderRead{20};
+constexpr std::chrono::milliseconds kGoneLook{100};
+// A waiter's read of the job's events blocks at most this long before it looks at the decider.
+constexpr std::chrono::milliseconds kWaiterRead{250};
 // Epochs one agreement may skip or give up on before it returns an error (each costs a fault or
 // a dead decider; far more than the three nested faults the protocol is checked against).
 constexpr int kMaxEpochs = 32;
@@ -29,6 +38,24 @@ std::optional<std::string> read(comm::Store& store, const std::string& key) {
 std::string fail_key(const std::string& group, int epoch) {
   return group + "/fail/" + std::to_string(epoch);
 }
+std::string job_events(const std::string& group) { return group + "/events"; }
+
+Status post_failure_notice(comm::Store& store, const std::string& group, int epoch) {
+  // Every member of a failed epoch may post: only the first one's event goes out, so that the
+  // stream holds one event per failed epoch, not one per member (readers read it whole).
+  NTP_ASSIGN_OR_RETURN(std::int64_t posters, store.add(fail_key(group, epoch), 1));
+  if (posters > 1) return ok_status();
+  return store.append(job_events(group), "fail " + std::to_string(epoch));
+}
+
+std::optional<int> parse_failure_event(const std::string& event) {
+  if (event.rfind("fail ", 0) != 0) return std::nullopt;
+  char* end = nullptr;
+  const long epoch = std::strtol(event.c_str() + 5, &end, 10);
+  if (end == event.c_str() + 5 || *end != '\0') return std::nullopt;
+  return static_cast<int>(epoch);
+}
+
 std::string done_key(const std::string& group, int epoch, int id) {
   return epoch_key(group, epoch, "done/" + std::to_string(id));
 }
@@ -47,11 +74,26 @@ void Agreement::tick(std::int64_t step) {
   if (c_.progress != nullptr) c_.progress->mark(Phase::kReform, step);
 }
 
+Agreement::~Agreement() = default;
+
+comm::StreamReader& Agreement::reader() {
+  if (!reader_) reader_ = c_.store->open_reader();
+  return *reader_;
+}
+
+bool Agreement::reported_gone(int id, const MemberList& last,
+                              const std::optional<std::string>& notice) {
+  if (!notice || !c_.incarnation) return false;
+  return *notice == c_.incarnation(id, last);
+}
+
 EpochView Agreement::view(int epoch) {
   EpochView v;
-  Result<bool> failed = c_.store->exists(fail_key(c_.group, epoch));
-  v.failed = failed.ok() && *failed;
-  if (std::optional<std::string> text = read(*c_.store, epoch_key(c_.group, epoch, "list"))) {
+  Result<std::vector<std::optional<std::string>>> keys =
+      c_.store->get_many({fail_key(c_.group, epoch), epoch_key(c_.group, epoch, "list")});
+  if (!keys.ok()) return v;  // nothing known of the epoch
+  v.failed = (*keys)[0].has_value();
+  if (const std::optional<std::string>& text = (*keys)[1]) {
     Result<MemberList> list = decode_member_list(*text);
     v.has_me = list.ok() && list->has(c_.me);
     v.parks_me = list.ok() && list->parks(c_.me);
@@ -61,11 +103,49 @@ EpochView Agreement::view(int epoch) {
 
 bool Agreement::complete(const MemberList& list) {
   if (list.epoch == 0) return true;  // the first job: built with drawn (or loaded) state
-  for (int id : list.members) {
-    Result<bool> done = c_.store->exists(done_key(c_.group, list.epoch, id));
-    if (!done.ok() || !*done) return false;
+  std::vector<std::string> keys;
+  for (int id : list.members) keys.push_back(done_key(c_.group, list.epoch, id));
+  Result<std::vector<std::optional<std::string>>> done = c_.store->get_many(keys);
+  return done.ok() && std::all_of(done->begin(), done->end(),
+                                  [](const std::optional<std::string>& d) { return d.has_value(); });
+}
+
+Result<bool> Agreement::look_at_absent(int epoch, const MemberList& last,
+                                       const std::vector<int>& expected,
+                                       const std::map<int, Announcement>& announced,
+                                       Stillness& stillness, std::set<int>& gone) {
+  std::vector<int> absent;
+  for (int id : expected) {
+    if (announced.count(id) == 0) absent.push_back(id);
   }
-  return true;
+  std::vector<std::string> keys{fail_key(c_.group, epoch)};
+  for (int id : absent) {
+    keys.insert(keys.end(), {comm::exit_notice_key(id), silent_key(c_.group, id),
+                             comm::Heartbeat::key(c_.group, id)});
+  }
+  const Clock::time_point asked = Clock::now();
+  Result<std::vector<std::optional<std::string>>> values = c_.store->get_many(keys);
+  const Clock::time_point now = Clock::now();
+  // As the failure watch: a look slower than a beat's period convicts no one of stillness.
+  const bool fresh = values.ok() && now - asked <= liveness_period(c_.hang_detect);
+  gone.clear();
+  for (size_t i = 0; i < absent.size(); ++i) {
+    const int id = absent[i];
+    if (!values.ok()) {  // nothing known of anyone: their stillness starts over
+      stillness.still(id, std::nullopt, now);
+      continue;
+    }
+    const std::optional<std::string>& notice = (*values)[1 + 3 * i];
+    const std::optional<std::string>& silent = (*values)[2 + 3 * i];
+    const std::optional<std::string>& beat = (*values)[3 + 3 * i];
+    const bool still_since_recorded =
+        silent && beat && parse_progress(*beat).moving == parse_progress(*silent).moving;
+    if (reported_gone(id, last, notice) || still_since_recorded ||
+        stillness.still(id, fresh ? beat : std::nullopt, now)) {
+      gone.insert(id);
+    }
+  }
+  return values.ok() && (*values)[0].has_value();
 }
 
 Result<std::optional<MemberList>> Agreement::decide_epoch(
@@ -76,6 +156,7 @@ Result<std::optional<MemberList>> Agreement::decide_epoch(
   std::sort(expected.begin(), expected.end());
   expected.erase(std::unique(expected.begin(), expected.end()), expected.end());
   Stillness stillness(c_.hang_detect);
+  std::set<int> gone;
   const Clock::time_point start = Clock::now();
   DecisionInput in;
   in.epoch = epoch;
@@ -84,23 +165,15 @@ Result<std::optional<MemberList>> Agreement::decide_epoch(
   in.domain_size = c_.domain_size;
   in.min_tp = c_.min_tp;
   in.dropped = dropping;
-  in.gone = [&](int id) {
-    if (c_.exited && c_.exited(id, last)) return true;
-    if (still_silent(*c_.store, c_.group, id)) return true;
-    return stillness.still(id, read(*c_.store, comm::Heartbeat::key(c_.group, id)), Clock::now());
-  };
+  in.gone = [&gone](int id) { return gone.count(id) > 0; };
+  std::vector<comm::StreamCursor> alive{{epoch_key(c_.group, epoch, "alive"), ""}};
+  Clock::time_point next_look = start;
   for (;;) {
-    if (Result<bool> failed = c_.store->exists(fail_key(c_.group, epoch)); failed.ok() && *failed) {
-      return std::optional<MemberList>();
-    }
-    in.announced.clear();
-    for (int id : expected) {
-      std::optional<std::string> a =
-          read(*c_.store, epoch_key(c_.group, epoch, "alive/" + std::to_string(id)));
-      if (!a) continue;
-      if (Result<Announcement> parsed = decode_announcement(*a); parsed.ok()) {
-        in.announced[id] = *parsed;
-      }
+    if (Clock::now() >= next_look) {
+      next_look = Clock::now() + kGoneLook;
+      NTP_ASSIGN_OR_RETURN(bool failed,
+                           look_at_absent(epoch, last, expected, in.announced, stillness, gone));
+      if (failed) return std::optional<MemberList>();
     }
     in.window_over = Clock::now() - start >= c_.window;
     in.last_complete = false;  // first: is every candidate accounted for?
@@ -110,36 +183,63 @@ Result<std::optional<MemberList>> Agreement::decide_epoch(
       return decide(in);
     }
     tick(last.step);
-    std::this_thread::sleep_for(kPoll);
+    Result<std::vector<comm::StreamEvent>> news = reader().read(alive, kDeciderRead);
+    if (!news.ok()) {
+      std::this_thread::sleep_for(kDeciderRead);  // the store is away: the look above retries
+      continue;
+    }
+    for (const comm::StreamEvent& event : *news) {
+      const auto space = event.value.find(' ');
+      const int id = std::atoi(event.value.substr(0, space).c_str());
+      if (space == std::string::npos ||
+          !std::binary_search(expected.begin(), expected.end(), id)) {
+        continue;
+      }
+      if (Result<Announcement> parsed = decode_announcement(event.value.substr(space + 1));
+          parsed.ok()) {
+        in.announced[id] = *parsed;
+      }
+    }
   }
 }
 
 Result<std::optional<MemberList>> Agreement::await_list(int epoch, const MemberList& last,
                                                         bool drew_ticket) {
-  const std::string list_key = epoch_key(c_.group, epoch, "list");
   Stillness stillness(c_.hang_detect);
   const Clock::time_point start = Clock::now();
+  std::vector<comm::StreamCursor> events{{job_events(c_.group), ""}};
+  std::optional<int> decider;
   for (;;) {
-    if (std::optional<std::string> text = read(*c_.store, list_key)) {
-      NTP_ASSIGN_OR_RETURN(MemberList list, decode_member_list(*text));
-      return std::optional<MemberList>(std::move(list));
+    std::vector<std::string> keys{epoch_key(c_.group, epoch, "list"), fail_key(c_.group, epoch),
+                                  epoch_key(c_.group, epoch, "decider")};
+    if (decider) {
+      keys.insert(keys.end(), {comm::exit_notice_key(*decider), silent_key(c_.group, *decider),
+                               comm::Heartbeat::key(c_.group, *decider)});
     }
-    if (Result<bool> failed = c_.store->exists(fail_key(c_.group, epoch)); failed.ok() && *failed) {
-      return std::optional<MemberList>();  // someone gave up on this epoch: so does this member
+    const Clock::time_point asked = Clock::now();
+    Result<std::vector<std::optional<std::string>>> seen = c_.store->get_many(keys);
+    const bool fresh = Clock::now() - asked <= liveness_period(c_.hang_detect);
+    if (seen.ok()) {
+      const std::vector<std::optional<std::string>>& v = *seen;
+      if (v[0]) {
+        NTP_ASSIGN_OR_RETURN(MemberList list, decode_member_list(*v[0]));
+        return std::optional<MemberList>(std::move(list));
+      }
+      if (v[1]) return std::optional<MemberList>();  // someone gave up on this epoch: so do we
+      if (!decider && v[2]) decider = std::atoi(v[2]->c_str());  // looked at from the next round
+      if (decider && v.size() == 6) {
+        const bool recorded = v[4] && v[5] && parse_progress(*v[5]).moving ==
+                                                  parse_progress(*v[4]).moving;
+        if (reported_gone(*decider, last, v[3]) || recorded) return std::optional<MemberList>();
+        if (stillness.still(*decider, fresh ? v[5] : std::nullopt, Clock::now())) {
+          // Recorded as the failure watch records a hung member, so that the next epoch's
+          // decider takes it as gone at once instead of watching it stand still again.
+          (void)c_.store->set(silent_key(c_.group, *decider), stillness.last_value(*decider));
+          return std::optional<MemberList>();
+        }
+      }
     }
-    if (std::optional<std::string> d = read(*c_.store, epoch_key(c_.group, epoch, "decider"))) {
-      const int decider = std::atoi(d->c_str());
-      if ((c_.exited && c_.exited(decider, last)) || still_silent(*c_.store, c_.group, decider)) {
-        return std::optional<MemberList>();
-      }
-      if (stillness.still(decider, read(*c_.store, comm::Heartbeat::key(c_.group, decider)),
-                          Clock::now())) {
-        // Recorded as the failure watch records a hung member, so that the next epoch's decider
-        // takes it as gone at once instead of watching it stand still again.
-        (void)c_.store->set(silent_key(c_.group, decider), stillness.last_value(decider));
-        return std::optional<MemberList>();
-      }
-    } else if (drew_ticket && Clock::now() - start > c_.hang_detect) {
+    if (!decider && drew_ticket && Clock::now() - start > c_.hang_detect) {
       // The ticket was drawn (this member drew a later one) but its holder never said who it is:
       // it died between the draw and naming itself, and no one else can tell it gone.
       return std::optional<MemberList>();
@@ -148,7 +248,8 @@ Result<std::optional<MemberList>> Agreement::await_list(int epoch, const MemberL
       return std::optional<MemberList>();
     }
     tick(last.step);
-    std::this_thread::sleep_for(kPoll);
+    // Blocks until the job's next event (a list published, an epoch failed) or kWaiterRead.
+    if (!reader().read(events, kWaiterRead).ok()) std::this_thread::sleep_for(kWaiterRead);
   }
 }
 
@@ -176,8 +277,8 @@ Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, 
       NTP_ASSIGN_OR_RETURN(last, decode_member_list(text));
       return last;
     }
-    NTP_RETURN_IF_ERROR(
-        c_.store->set(epoch_key(c_.group, target, "alive/" + std::to_string(c_.me)), encode(mine)));
+    NTP_RETURN_IF_ERROR(c_.store->append(epoch_key(c_.group, target, "alive"),
+                                         std::to_string(c_.me) + " " + encode(mine)));
     if (!joiner) {
       NTP_ASSIGN_OR_RETURN(std::int64_t ticket,
                            c_.store->add(epoch_key(c_.group, target, "ticket"), 1));
@@ -190,6 +291,7 @@ Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, 
           decided->decider = c_.me;
           if (c_.on_phase) c_.on_phase("decider_publish", target);
           NTP_RETURN_IF_ERROR(c_.store->set(epoch_key(c_.group, target, "list"), encode(*decided)));
+          (void)c_.store->append(job_events(c_.group), "list " + std::to_string(target));
         }
       }
     }
@@ -212,6 +314,6 @@ Status Agreement::mark_done(int epoch) {
   return c_.store->set(done_key(c_.group, epoch, c_.me), "1");
 }
 
-void Agreement::report_failure(int epoch) { (void)c_.store->set(fail_key(c_.group, epoch), "1"); }
+void Agreement::report_failure(int epoch) { (void)post_failure_notice(*c_.store, c_.group, epoch); }
 
 }  // namespace ntp::elastic

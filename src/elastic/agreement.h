@@ -3,11 +3,18 @@
 // or waits for the decider's list. The rules are member_list.h's; this file adds only I/O and
 // time: the store's keys, the polling, and the bounds.
 //
-// Keys (under the job's group "train/a<attempt>"):
-//   <group>/e<T>/alive/<id>  an announcement      <group>/e<T>/ticket   the decider's ticket
-//   <group>/e<T>/decider     the decider's id     <group>/e<T>/list     the member list, once
-//   <group>/e<T>/done/<id>   its reshard is done  <group>/fail/<T>      T failed (a retry follows)
+// Keys and streams (under the job's group "train/a<attempt>"):
+//   <group>/e<T>/alive       the announcements, an event stream ("<id> <announcement>")
+//   <group>/e<T>/ticket      the decider's ticket    <group>/e<T>/decider   the decider's id
+//   <group>/e<T>/list        the member list, once   <group>/e<T>/done/<id> its reshard is done
+//   <group>/fail/<T>         T failed (a retry follows)
+//   <group>/events           the job's events: "list <T>" and "fail <T>" (job_events)
 //   <group>/silent/<id>      a watcher found id's progress still at this heartbeat value
+// Store load: nothing polls fast. The decider reads the announcements as they arrive (a blocking
+// stream read), and the candidates that have not announced, with the epoch's failure key, in one
+// get_many every 100 ms. A waiter blocks on the job's events, and every 250 ms reads the list,
+// the failure key and the decider's liveness in one get_many. So an agreement costs each member a
+// handful of operations, and the decider O(1) operations per 100 ms (of O(N) keys at most).
 // Bounds: the decider waits for a candidate until it announces, its launcher reports it gone,
 // or its progress has stood still for its phase's allowance (elastic/progress.h); at most
 // `window`. A member waiting for the list gives up on the epoch (posts its failure notice and
@@ -16,7 +23,10 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,8 +47,9 @@ struct AgreementConfig {
   // The decider parks the candidates of a domain below min_tp (DecisionInput); 0: never.
   int domain_size = 0;
   int min_tp = 1;
-  // Whether the launcher reported the current incarnation of `id` gone (the restarts of `list`).
-  std::function<bool(int id, const MemberList& list)> exited;
+  // The incarnation of `id` whose exit notice (comm/exit_notice.h) means it is gone (from the
+  // restarts of `list`); empty: exit notices are not looked at.
+  std::function<std::string(int id, const MemberList& list)> incarnation;
   // Null, or called by this member on its own thread as the decider of `epoch` at `phase`:
   // "decider_publish", after it decided the epoch's list and before it publishes it. A test's
   // fault point (train/fault_point.h): it may not return (SIGKILL), or return much later (SIGSTOP
@@ -47,6 +58,14 @@ struct AgreementConfig {
 };
 
 std::string fail_key(const std::string& group, int epoch);
+// The job's event stream (comm/stream.h): "fail <T>" when epoch T failed, "list <T>" when T's
+// member list was published. Failure watches and the agreement's waiters block on it.
+std::string job_events(const std::string& group);
+// Epoch T failed: its key, then (for the first poster only) the event; a reader woken by the
+// event finds the key.
+Status post_failure_notice(comm::Store& store, const std::string& group, int epoch);
+// The epoch of a "fail <T>" event; nullopt for any other event.
+std::optional<int> parse_failure_event(const std::string& event);
 std::string done_key(const std::string& group, int epoch, int id);
 std::string silent_key(const std::string& group, int id);
 
@@ -56,6 +75,9 @@ bool still_silent(comm::Store& store, const std::string& group, int id);
 class Agreement {
  public:
   explicit Agreement(AgreementConfig config) : c_(std::move(config)) {}
+  ~Agreement();
+  Agreement(const Agreement&) = delete;
+  Agreement& operator=(const Agreement&) = delete;
 
   // After a failure (or to admit `joiners`): agrees on the next epoch's list. `last` is the
   // newest list this member received; it is replaced by newer published lists that name this
@@ -84,10 +106,19 @@ class Agreement {
   // `drew_ticket`: this member drew a ticket after the decider's, so a decider that never names
   // itself (it died between its draw and writing its id) is given up after --hang-detect-ms.
   Result<std::optional<MemberList>> await_list(int epoch, const MemberList& last, bool drew_ticket);
+  // One look at the expected candidates that have not announced: `gone` becomes those the
+  // launcher reported gone, recorded silent, or seen still; true when the epoch failed.
+  Result<bool> look_at_absent(int epoch, const MemberList& last, const std::vector<int>& expected,
+                              const std::map<int, Announcement>& announced, Stillness& stillness,
+                              std::set<int>& gone);
   bool complete(const MemberList& list);
   void tick(std::int64_t step);
+  comm::StreamReader& reader();
+  // Whether `id`'s exit notice names the incarnation it must have in `last`.
+  bool reported_gone(int id, const MemberList& last, const std::optional<std::string>& notice);
 
   AgreementConfig c_;
+  std::unique_ptr<comm::StreamReader> reader_;  // opened at the first agreement, then kept
 };
 
 }  // namespace ntp::elastic

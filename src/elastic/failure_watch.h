@@ -2,21 +2,28 @@
 // its pending operation is waiting for. The job has one watch (the comm-level demo keeps its own
 // comm::AbortWatch for the comm tests).
 //
-// A background thread watches the armed membership epoch, every `poll`, for three signs:
-//   - a failure notice "<group>/fail/<epoch>" (elastic/agreement.h): written by any member whose
-//     step failed, so one rank's connection error reaches all others;
+// It watches the armed membership epoch for three signs:
+//   - a failure notice for the epoch (post_failure_notice, elastic/agreement.h): posted by any
+//     member whose step failed, so one rank's connection error reaches all others;
 //   - the launcher's exit notice for a member's current incarnation (comm/exit_notice.h);
 //   - a hung member: the progress of one of this worker's two ring neighbours among the members
 //     (the training thread's progress carried in its heartbeat, elastic/progress.h) has stood
 //     still for its phase's allowance: a SIGSTOPped or dead process, or a live process whose
 //     training thread is stuck. The watcher records the still value under "<group>/silent/<id>"
-//     (still_silent) and writes the failure notice. Each member watches two neighbours, so the
-//     store load per worker does not grow with the job.
+//     (still_silent) and posts the failure notice.
+// Two threads, so that the store load per worker does not grow with the job:
+//   - the notice thread blocks on the store's event streams (comm/stream.h: the launcher's
+//     "launch/events" and the job's "<group>/events"), so one notice reaches every watch in one
+//     round trip; it reads nothing else, and re-issues its read every `kNoticeBlock` (2 s) when
+//     nothing happens. Every notice read is remembered, so an epoch armed later still sees the
+//     notices that arrived before it (an exit during the re-formation).
+//   - the liveness thread reads, every `poll`, the two neighbours' heartbeats and this worker's
+//     own silent record in one get_many; the record tells a worker whose training thread is stuck
+//     that the others have gone on without it, and it leaves (`on_fenced`, which exits) instead
+//     of lingering as a zombie member.
+// Per member that is 1/poll + 0.5 store operations a second, plus its heartbeat's own writes.
 // On the first sign it calls the epoch's `abort` once (the trainer aborts every communicator of
 // the epoch, and cancels a rendezvous in progress).
-// While armed, it also checks every 0.5 s whether this worker itself was recorded silent at its
-// current progress: its training thread is stuck and the others have gone on without it, so the
-// process leaves (`on_fenced`, which exits) instead of lingering as a zombie member.
 //
 // Store I/O runs without the watch's lock held: arm() and disarm() never wait for a slow store.
 // Contract: arm() before the first operation of an epoch, disarm() before its communicators are
@@ -27,8 +34,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,12 +69,20 @@ class FailureWatch {
   void disarm();
 
  private:
-  void run();
-  // One look at the store for `e`; the reason to abort, or empty.
-  std::string check(const WatchedEpoch& e);
-  bool fenced_while_stuck(const WatchedEpoch& e);
+  void notice_thread();
+  void liveness_thread();
+  // Waits until armed (false: stopping) and copies the armed epoch and its generation.
+  bool wait_armed(std::unique_lock<std::mutex>& lock, WatchedEpoch& e, std::uint64_t& generation);
+  // Calls the abort of `generation`'s epoch with `reason`, unless it fired already or is gone.
+  void fire(std::uint64_t generation, const std::string& reason);
+  // The notices remembered so far against `e`: the reason to abort, or empty.
+  std::string known_notice(const WatchedEpoch& e) const;
+  void remember(const comm::StreamEvent& event);
+  // One look at the neighbours and at this worker's own record; the reason to abort, or empty.
+  std::string look_at_neighbours(const WatchedEpoch& e, bool* fenced);
 
   std::shared_ptr<comm::Store> store_;
+  std::unique_ptr<comm::StreamReader> reader_;
   std::chrono::milliseconds poll_;
   std::chrono::milliseconds hang_detect_;  // <= 0: no progress checks (tests of the notices)
   const Progress* own_progress_;
@@ -75,14 +92,16 @@ class FailureWatch {
   bool stop_ = false;
   bool armed_ = false;
   bool fired_ = false;
-  std::uint64_t generation_ = 0;  // raised by every arm/disarm: a check of an old epoch is void
+  std::uint64_t generation_ = 0;  // raised by every arm/disarm: a look at an old epoch is void
   WatchedEpoch current_;
-  // Touched by the watch thread only.
-  std::int64_t exits_seen_ = -1;
-  std::uint64_t checked_generation_ = 0;
+  // The notice thread's only: its place in the streams, and what it read there.
+  std::vector<comm::StreamCursor> cursors_;  // the launcher's events, then the group's
+  std::map<int, std::set<std::string>> exited_;  // rank -> incarnations reported gone
+  std::set<int> failed_epochs_;
+  // The liveness thread's only.
+  std::uint64_t looked_generation_ = 0;
   Stillness stillness_;
-  int polls_ = 0;
-  std::thread thread_;
+  std::thread notices_, liveness_;  // last: start once everything above is built
 };
 
 }  // namespace ntp::elastic

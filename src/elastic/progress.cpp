@@ -1,5 +1,7 @@
 #include "elastic/progress.h"
 
+#include <algorithm>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -55,6 +57,10 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
   }
   out.waiting = c != std::string::npos && token.compare(c + 1, std::string::npos, "1") == 0;
   return out;
+}
+
+std::chrono::milliseconds liveness_period(std::chrono::milliseconds hang_detect) {
+  return std::max(std::chrono::milliseconds(50), hang_detect / 4);
 }
 
 std::chrono::milliseconds phase_allowance(Phase phase, std::chrono::milliseconds hang_detect) {

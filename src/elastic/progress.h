@@ -70,6 +70,12 @@ struct ProgressToken {
 // progress payload); a value without '|' (a plain heartbeat) is all beat and all progress.
 ProgressToken parse_progress(const std::string& heartbeat_value);
 
+// How often a worker beats and its failure watch looks at its neighbours' beats: a quarter of
+// --hang-detect-ms (250 ms by default), at least 50 ms. A healthy beat then moves four times
+// within the allowance, so a beat late by up to about 3/4 of it is not taken for a hang, and a
+// hang is seen within hang_detect + 2 periods. Each costs one store operation per member.
+std::chrono::milliseconds liveness_period(std::chrono::milliseconds hang_detect);
+
 // How long progress may stand still in `phase` before the worker is taken as hung.
 std::chrono::milliseconds phase_allowance(Phase phase, std::chrono::milliseconds hang_detect);
 

@@ -29,13 +29,13 @@ elastic::AgreementConfig agreement_config(const TrainConfig& c, const WorkerCont
   a.min_tp = c.min_tp;
   // A member's incarnation is the list's; a joiner's is the one its join request names (its
   // predecessor's exit notice must not mark it gone).
-  a.exited = [&ctx, group](int id, const elastic::MemberList& list) {
+  a.incarnation = [&ctx, group](int id, const elastic::MemberList& list) {
     int restart = list.restarts[static_cast<size_t>(id)];
     if (!list.has(id)) {
       Result<std::string> asked = ctx.store->get(join_key(group, id));
       if (asked.ok()) restart = std::atoi(asked->c_str());
     }
-    return comm::has_exited(*ctx.store, id, comm::incarnation(ctx.attempt, restart));
+    return comm::incarnation(ctx.attempt, restart);
   };
   // The agreement's fault points are the decider's: for its rank, or its role.
   a.on_phase = [](const char* phase, int epoch) {
@@ -56,11 +56,11 @@ LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, Batche
       strategy(make_strategy(config)),
       group("train/a" + std::to_string(context.attempt)),
       hang_detect(config.hang_detect_ms),
-      heartbeat(context.store, group, context.slot_rank, kHeartbeatPeriod,
+      heartbeat(context.store, group, context.slot_rank, elastic::liveness_period(hang_detect),
                 [this] { return progress.token(); }),
       events(config.out_dir, context.slot_rank),
       watch(
-          context.store, kWatchPoll, hang_detect, &progress,
+          context.store, elastic::liveness_period(hang_detect), hang_detect, &progress,
           [this] {
             events.log("fenced", {{"reason", "declared dead while its training thread was stuck"}});
             std::printf(

@@ -27,10 +27,10 @@
 
 namespace ntp::train {
 
-// Liveness: every worker beats every 100 ms; one still for --hang-detect-ms is hung (or dead).
-// The failure watch polls the store every 20 ms (elastic/failure_watch.h).
-inline constexpr std::chrono::milliseconds kHeartbeatPeriod{100};
-inline constexpr std::chrono::milliseconds kWatchPoll{20};
+// Liveness: every worker beats, and its failure watch reads its two neighbours' beats, every
+// elastic::liveness_period(--hang-detect-ms); one still for --hang-detect-ms is hung (or dead).
+// Notices (a failed step, a worker gone) reach the watch through the store's event streams at
+// once (elastic/failure_watch.h).
 // Store errors one re-formation's agreement may meet before the job gives up on the store.
 inline constexpr int kAgreementStoreRetries = 5;
 // How long a repair waits to be admitted, and a worker parked outside the job (its replica below

@@ -65,7 +65,7 @@ class FailureWatchTest : public ::testing::Test {
   }
 
   void report_failure(int epoch) {
-    ASSERT_TRUE(store_->set(fail_key("train/a0", epoch), "1").ok());
+    ASSERT_TRUE(post_failure_notice(*store_, "train/a0", epoch).ok());
   }
 
   std::filesystem::path dir_;
