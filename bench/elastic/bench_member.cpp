@@ -63,10 +63,11 @@ BenchMember::BenchMember(std::shared_ptr<comm::Store> store, int id, const Membe
       agreement_(agreement_config(store_, id, &progress_)) {
   progress_.mark(elastic::Phase::kStep, 0);
   progress_.waiting(true);  // in the step's collective: waiting on its peers, not stuck
-  heartbeat_ = std::make_unique<comm::Heartbeat>(store_, group_, id_, elastic::liveness_period(kHangDetect),
-                                                 [this] { return progress_.token(); });
+  heartbeat_ =
+      std::make_unique<comm::Heartbeat>(store_, group_, id_, elastic::liveness_period(kHangDetect),
+                                        [this] { return progress_.token(); });
   watch_ = std::make_unique<elastic::FailureWatch>(store_, elastic::liveness_period(kHangDetect),
-                                                 kHangDetect, &progress_);
+                                                   kHangDetect, &progress_);
 }
 
 void BenchMember::start() {

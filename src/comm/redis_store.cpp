@@ -354,9 +354,9 @@ Result<std::vector<std::optional<std::string>>> RedisStore::get_many(
 }
 
 Status RedisStore::append(const std::string& stream, const std::string& value) {
-  NTP_ASSIGN_OR_RETURN(ReplyPtr reply, command({"XADD", prefix_ + stream, "MAXLEN", "~", "10000",
-                                                "*", "v", value},
-                                               "XADD " + stream));
+  NTP_ASSIGN_OR_RETURN(ReplyPtr reply,
+                       command({"XADD", prefix_ + stream, "MAXLEN", "~", "10000", "*", "v", value},
+                               "XADD " + stream));
   if (reply->type == REDIS_REPLY_ERROR) {
     return internal_error("redis XADD " + stream + " failed: " + reply_text(reply.get()));
   }

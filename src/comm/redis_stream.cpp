@@ -93,9 +93,9 @@ class RedisStreamReader final : public StreamReader {
  private:
   Status connect() {
     std::string server_run_id;
-    NTP_ASSIGN_OR_RETURN(redisContext * context,
-                         RedisStore::connect_once(endpoint_, kConnectTimeout, io_timeout_,
-                                                  &server_run_id));
+    NTP_ASSIGN_OR_RETURN(
+        redisContext * context,
+        RedisStore::connect_once(endpoint_, kConnectTimeout, io_timeout_, &server_run_id));
     context_ = context;
     std::lock_guard lock(fd_mutex_);
     fd_ = context_->fd;

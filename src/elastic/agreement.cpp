@@ -106,8 +106,9 @@ bool Agreement::complete(const MemberList& list) {
   std::vector<std::string> keys;
   for (int id : list.members) keys.push_back(done_key(c_.group, list.epoch, id));
   Result<std::vector<std::optional<std::string>>> done = c_.store->get_many(keys);
-  return done.ok() && std::all_of(done->begin(), done->end(),
-                                  [](const std::optional<std::string>& d) { return d.has_value(); });
+  return done.ok() &&
+         std::all_of(done->begin(), done->end(),
+                     [](const std::optional<std::string>& d) { return d.has_value(); });
 }
 
 Result<bool> Agreement::look_at_absent(int epoch, const MemberList& last,
@@ -191,8 +192,7 @@ Result<std::optional<MemberList>> Agreement::decide_epoch(
     for (const comm::StreamEvent& event : *news) {
       const auto space = event.value.find(' ');
       const int id = std::atoi(event.value.substr(0, space).c_str());
-      if (space == std::string::npos ||
-          !std::binary_search(expected.begin(), expected.end(), id)) {
+      if (space == std::string::npos || !std::binary_search(expected.begin(), expected.end(), id)) {
         continue;
       }
       if (Result<Announcement> parsed = decode_announcement(event.value.substr(space + 1));
@@ -228,8 +228,8 @@ Result<std::optional<MemberList>> Agreement::await_list(int epoch, const MemberL
       if (v[1]) return std::optional<MemberList>();  // someone gave up on this epoch: so do we
       if (!decider && v[2]) decider = std::atoi(v[2]->c_str());  // looked at from the next round
       if (decider && v.size() == 6) {
-        const bool recorded = v[4] && v[5] && parse_progress(*v[5]).moving ==
-                                                  parse_progress(*v[4]).moving;
+        const bool recorded =
+            v[4] && v[5] && parse_progress(*v[5]).moving == parse_progress(*v[4]).moving;
         if (reported_gone(*decider, last, v[3]) || recorded) return std::optional<MemberList>();
         if (stillness.still(*decider, fresh ? v[5] : std::nullopt, Clock::now())) {
           // Recorded as the failure watch records a hung member, so that the next epoch's

@@ -153,8 +153,14 @@ void FailureWatch::liveness_thread() {
       stillness_.clear();
     }
     bool fenced = false;
-    const std::string reason = look_at_neighbours(e, &fenced);
-    fire(generation, reason);
+    const std::optional<int> still = look_at_neighbours(e, &fenced);
+    if (still) {
+      // Fired before the notice goes out: this watch's abort names the hung neighbour, not the
+      // notice that its own notice thread would read back.
+      (void)store_->set(silent_key(e.group, *still), stillness_.last_value(*still));
+      fire(generation, "rank " + std::to_string(*still) + " made no progress");
+      (void)post_failure_notice(*store_, e.group, e.epoch);
+    }
     lock.lock();
     // Also after firing: a worker whose training thread is stuck never disarms.
     if (fenced && on_fenced_) on_fenced_();
@@ -162,13 +168,13 @@ void FailureWatch::liveness_thread() {
   }
 }
 
-std::string FailureWatch::look_at_neighbours(const WatchedEpoch& e, bool* fenced) {
+std::optional<int> FailureWatch::look_at_neighbours(const WatchedEpoch& e, bool* fenced) {
   const std::vector<int> neighbours =
       hang_detect_.count() > 0 ? ring_neighbours(e.members, e.me) : std::vector<int>();
   std::vector<std::string> keys;
   for (int id : neighbours) keys.push_back(comm::Heartbeat::key(e.group, id));
   if (own_progress_ != nullptr) keys.push_back(silent_key(e.group, e.me));
-  if (keys.empty()) return "";
+  if (keys.empty()) return std::nullopt;
   const auto asked = Clock::now();
   Result<std::vector<std::optional<std::string>>> values = store_->get_many(keys);
   const auto now = Clock::now();
@@ -185,13 +191,9 @@ std::string FailureWatch::look_at_neighbours(const WatchedEpoch& e, bool* fenced
     // over.
     std::optional<std::string> value;
     if (fresh) value = (*values)[i] ? *(*values)[i] : std::string("absent");
-    if (stillness_.still(id, value, now)) {
-      (void)store_->set(silent_key(e.group, id), stillness_.last_value(id));
-      (void)post_failure_notice(*store_, e.group, e.epoch);
-      return "rank " + std::to_string(id) + " made no progress";
-    }
+    if (stillness_.still(id, value, now)) return id;
   }
-  return "";
+  return std::nullopt;
 }
 
 }  // namespace ntp::elastic

@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -78,8 +79,9 @@ class FailureWatch {
   // The notices remembered so far against `e`: the reason to abort, or empty.
   std::string known_notice(const WatchedEpoch& e) const;
   void remember(const comm::StreamEvent& event);
-  // One look at the neighbours and at this worker's own record; the reason to abort, or empty.
-  std::string look_at_neighbours(const WatchedEpoch& e, bool* fenced);
+  // One look at the neighbours and at this worker's own record: a neighbour that stood still
+  // (then recorded silent and its epoch failed by the caller), or nullopt.
+  std::optional<int> look_at_neighbours(const WatchedEpoch& e, bool* fenced);
 
   std::shared_ptr<comm::Store> store_;
   std::unique_ptr<comm::StreamReader> reader_;
@@ -95,7 +97,7 @@ class FailureWatch {
   std::uint64_t generation_ = 0;  // raised by every arm/disarm: a look at an old epoch is void
   WatchedEpoch current_;
   // The notice thread's only: its place in the streams, and what it read there.
-  std::vector<comm::StreamCursor> cursors_;  // the launcher's events, then the group's
+  std::vector<comm::StreamCursor> cursors_;      // the launcher's events, then the group's
   std::map<int, std::set<std::string>> exited_;  // rank -> incarnations reported gone
   std::set<int> failed_epochs_;
   // The liveness thread's only.

@@ -95,7 +95,8 @@ void check_streams(const Opener& open) {
     return 0;
   });
   std::vector<StreamEvent> burst = read_until(*reader, cursors, 200);
-  for (const auto& e : wait_all(pids, std::chrono::seconds(30))) EXPECT_TRUE(e.exited && e.code == 0);
+  for (const auto& e : wait_all(pids, std::chrono::seconds(30)))
+    EXPECT_TRUE(e.exited && e.code == 0);
   ASSERT_EQ(burst.size(), 200u);
   std::map<int, int> next;  // process -> the event it must send next
   for (const StreamEvent& e : burst) {
@@ -149,7 +150,9 @@ void check_blocking(const Opener& open) {
 
 TEST(FileStoreStreamTest, GetManyStreamsAndBlocking) {
   TempDir dir;
-  const Opener open = [&](const std::string& run) { return *open_store("file:" + dir.path(), run); };
+  const Opener open = [&](const std::string& run) {
+    return *open_store("file:" + dir.path(), run);
+  };
   check_get_many(open);
   check_streams(open);
   check_blocking(open);

@@ -35,11 +35,15 @@ constexpr double kHangDetectS = 1.0;
 // What a loaded 2-core machine adds to a detection: store latency, scheduling (as the stall
 // test's bound, tests/train/live_recovery_test.cpp).
 constexpr double kSlackS = 0.5;
-// How long before its stop a stopped process's last beat may have come: one beat interval, the
-// heartbeat's 100 ms period (train/trainer.cpp) plus the beat's store write and wake-up, which a
-// loaded machine stretches (runs: detections as early as 0.91 s after the stop at 1 s): two
-// periods.
-constexpr double kBeatLagS = 0.2;
+// elastic::liveness_period(--hang-detect-ms): workers beat, and watches (and the agreement's
+// waiters) look at the beats, every 250 ms. A detection comes after the stopped worker's last
+// beat was seen (at most one look after that beat) has stood still for --hang-detect-ms, at the
+// next look: no later than the stop + kHangDetectS + 2 periods (+ kSlackS).
+constexpr double kLivenessPeriodS = 0.25;
+// How long before its stop a stopped process's last beat may have come: one beat period plus the
+// beat's store write and wake-up, which a loaded machine stretches: two periods.
+constexpr double kBeatLagS = 2 * kLivenessPeriodS;
+constexpr double kDetectBoundS = kHangDetectS + 2 * kLivenessPeriodS + kSlackS;
 
 const JobRun& clean_run() {
   static const JobRun clean = train("pause-clean", 10, {});
@@ -169,7 +173,7 @@ TEST(ReformationPauseTest, AWorkerStoppedInTheReshardIsTakenAsHungAndTheRetryGoe
   // The detection (the recovery line's detect_s is rank 6's, the first fault's): the first watch
   // that aborted for rank 10's stillness, from the moment it stopped. Its last beat, which came
   // shortly before the stop (kBeatLagS), must stand still for --hang-detect-ms first; then the
-  // watch's 20 ms poll and the slack of a loaded machine.
+  // watch's looks (kDetectBoundS) and the slack of a loaded machine.
   double detected = 0.0;
   for (int rank : all_but(lost)) {
     for (const nlohmann::json& e : events(run.out, rank)) {
@@ -181,9 +185,9 @@ TEST(ReformationPauseTest, AWorkerStoppedInTheReshardIsTakenAsHungAndTheRetryGoe
   }
   ASSERT_GT(detected, 0.0) << run.log;
   std::printf("stopped worker taken as hung %.3f s after it stopped (bound %.1f s)\n",
-              detected - stop->time, kHangDetectS + kSlackS);
+              detected - stop->time, kDetectBoundS);
   EXPECT_GE(detected - stop->time, kHangDetectS - kBeatLagS);
-  EXPECT_LE(detected - stop->time, kHangDetectS + kSlackS);
+  EXPECT_LE(detected - stop->time, kDetectBoundS);
   expect_stopped_worker_killed_at_the_end(run, 10);
 }
 
@@ -230,9 +234,9 @@ TEST(ReformationPauseTest, ADeciderStoppedBeforePublishingIsGivenUpAndTheNextEpo
   // silence (as the failure watch does), so epoch 2's decider takes the stopped one as gone at
   // once: one bound, not two.
   std::printf("epoch 2 agreed %.3f-%.3f s after the decider of epoch 1 stopped (bound %.1f s)\n",
-              first - stop->time, last - stop->time, kHangDetectS + kSlackS);
+              first - stop->time, last - stop->time, kDetectBoundS);
   EXPECT_GE(first - stop->time, kHangDetectS - kBeatLagS);
-  EXPECT_LE(last - stop->time, kHangDetectS + kSlackS);
+  EXPECT_LE(last - stop->time, kDetectBoundS);
   expect_stopped_worker_killed_at_the_end(run, decider);
 }
 
