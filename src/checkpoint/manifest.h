@@ -52,7 +52,11 @@ Result<Manifest> build_manifest(CheckpointMeta meta, const std::vector<ShardReco
 nlohmann::json meta_to_json(const CheckpointMeta& meta);
 
 std::string manifest_to_string(const Manifest& manifest);  // pretty JSON, 1 line per piece
-// Strict parse plus build_manifest's checks; kInvalidArgument naming the field or tensor.
+// Strict parse plus build_manifest's checks; kInvalidArgument naming the field or tensor. The
+// text manifest_to_string writes takes a fast path (manifest_scan.h: no JSON DOM for the
+// pieces); any other text, and every error, goes through parse_manifest_dom.
 Result<Manifest> parse_manifest(std::string_view text);
+// The general parser (a JSON DOM of the whole text): parse_manifest's result for any text.
+Result<Manifest> parse_manifest_dom(std::string_view text);
 
 }  // namespace ntp::checkpoint

@@ -7,8 +7,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr uint64_t kMaxDim = uint64_t{1} << 40;
-
 Status field_error(const std::string& where, const std::string& what) {
   return invalid_argument(where + ": " + what);
 }
@@ -34,7 +32,7 @@ Result<int64_t> get_int(const json& j, const char* key, const std::string& where
 }
 
 Result<std::vector<int64_t>> get_shape(const json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_array() || j[key].size() > 16) {
+  if (!j.contains(key) || !j[key].is_array() || j[key].size() > kMaxRank) {
     return field_error(where, std::string("'") + key + "' must be an array of at most 16 dims");
   }
   std::vector<int64_t> shape;
@@ -100,20 +98,10 @@ json piece_record_to_json(const PieceRecord& r) {
               {"crc32c", r.crcs}};
 }
 
-Result<PieceRecord> piece_record_from_json(const json& j) {
-  std::string where = "piece";
-  if (!j.is_object()) return field_error(where, "must be an object");
-  PieceRecord r;
-  NTP_ASSIGN_OR_RETURN(r.spec.tensor, get_string(j, "tensor", where));
-  where = "piece of '" + r.spec.tensor + "'";
-  NTP_ASSIGN_OR_RETURN(r.spec.kind, get_string(j, "kind", where));
-  NTP_ASSIGN_OR_RETURN(r.file, get_string(j, "file", where));
-  NTP_ASSIGN_OR_RETURN(r.key, get_string(j, "key", where));
-  NTP_ASSIGN_OR_RETURN(r.spec.logical_shape, get_shape(j, "logical_shape", where));
-  NTP_ASSIGN_OR_RETURN(const int64_t axis, get_int(j, "axis", where, -1, 15));
-  r.spec.axis = static_cast<int>(axis);
-  NTP_ASSIGN_OR_RETURN(const std::vector<int64_t> shape, get_shape(j, "shape", where));
-  NTP_ASSIGN_OR_RETURN(r.chunk_bytes, get_int(j, "chunk_bytes", where, 4, kMaxChunkBytes));
+Result<PieceRecord> finish_piece(PieceFields f) {
+  PieceRecord& r = f.record;
+  const std::vector<int64_t>& shape = f.shape;
+  const std::string where = "piece of '" + r.spec.tensor + "'";
   if (r.chunk_bytes % 4 != 0) return field_error(where, "'chunk_bytes' must be a multiple of 4");
   if (r.key.empty()) return field_error(where, "'key' is empty");
   if (!r.file.starts_with("shard_") || !r.file.ends_with(".safetensors") ||
@@ -127,20 +115,17 @@ Result<PieceRecord> piece_record_from_json(const json& j) {
   if (numel < 0 || checked_numel(r.spec.logical_shape) < 0) {
     return field_error(where, "shape too large");
   }
-  if (!j.contains("crc32c") || !j["crc32c"].is_array()) {
-    return field_error(where, "'crc32c' must be an array");
-  }
-  if (static_cast<int64_t>(j["crc32c"].size()) != chunk_count(numel * 4, r.chunk_bytes)) {
+  if (!f.crcs_is_array) return field_error(where, "'crc32c' must be an array");
+  if (static_cast<int64_t>(f.crcs.size()) != chunk_count(numel * 4, r.chunk_bytes)) {
     return field_error(where, "'crc32c' needs one entry per chunk (" +
                                   std::to_string(chunk_count(numel * 4, r.chunk_bytes)) + ")");
   }
-  for (const json& c : j["crc32c"]) {
-    if (!c.is_number_unsigned() || c.get<uint64_t>() > 0xFFFFFFFFu) {
-      return field_error(where, "'crc32c' entries must be 32-bit unsigned integers");
-    }
-    r.crcs.push_back(c.get<uint32_t>());
+  r.crcs.reserve(f.crcs.size());
+  for (const int64_t c : f.crcs) {
+    if (c < 0) return field_error(where, "'crc32c' entries must be 32-bit unsigned integers");
+    r.crcs.push_back(static_cast<uint32_t>(c));
   }
-  if (!j.contains("index") || !j["index"].is_array()) {
+  if (!f.index_is_array) {
     return field_error(where, "'index' must be an array of [begin, end) runs");
   }
   const auto rank = static_cast<int>(shape.size());
@@ -152,19 +137,17 @@ Result<PieceRecord> piece_record_from_json(const json& j) {
     }
   }
   if (r.spec.whole()) {
-    if (!j["index"].empty()) return field_error(where, "a whole-tensor piece has an empty 'index'");
-    return r;
+    if (!f.index.empty()) return field_error(where, "a whole-tensor piece has an empty 'index'");
+    return std::move(r);
   }
-  const int64_t dim = r.spec.logical_shape[static_cast<size_t>(r.spec.axis)];
+  const auto dim = static_cast<uint64_t>(r.spec.logical_shape[static_cast<size_t>(r.spec.axis)]);
   IndexRuns runs;
   int64_t count = 0;
-  for (const json& run : j["index"]) {
-    if (run.is_number_unsigned() && run.get<uint64_t>() < static_cast<uint64_t>(dim)) {
-      runs.emplace_back(run.get<int64_t>(), run.get<int64_t>() + 1);
-    } else if (run.is_array() && run.size() == 2 && run[0].is_number_unsigned() &&
-               run[1].is_number_unsigned() && run[0].get<uint64_t>() < run[1].get<uint64_t>() &&
-               run[1].get<uint64_t>() <= static_cast<uint64_t>(dim)) {
-      runs.emplace_back(run[0].get<int64_t>(), run[1].get<int64_t>());
+  for (const RawRun& run : f.index) {
+    if (run.kind == RawRun::kId && run.begin < dim) {
+      runs.emplace_back(static_cast<int64_t>(run.begin), static_cast<int64_t>(run.begin) + 1);
+    } else if (run.kind == RawRun::kRun && run.begin < run.end && run.end <= dim) {
+      runs.emplace_back(static_cast<int64_t>(run.begin), static_cast<int64_t>(run.end));
     } else {
       return field_error(where,
                          "'index' entries must be a slice id or a [begin, end) run with "
@@ -181,7 +164,45 @@ Result<PieceRecord> piece_record_from_json(const json& j) {
   }
   r.spec.index = runs_to_index(runs);
   NTP_RETURN_IF_ERROR(validate_piece_spec(r.spec));
-  return r;
+  return std::move(r);
+}
+
+Result<PieceRecord> piece_record_from_json(const json& j) {
+  std::string where = "piece";
+  if (!j.is_object()) return field_error(where, "must be an object");
+  PieceFields f;
+  PieceRecord& r = f.record;
+  NTP_ASSIGN_OR_RETURN(r.spec.tensor, get_string(j, "tensor", where));
+  where = "piece of '" + r.spec.tensor + "'";
+  NTP_ASSIGN_OR_RETURN(r.spec.kind, get_string(j, "kind", where));
+  NTP_ASSIGN_OR_RETURN(r.file, get_string(j, "file", where));
+  NTP_ASSIGN_OR_RETURN(r.key, get_string(j, "key", where));
+  NTP_ASSIGN_OR_RETURN(r.spec.logical_shape, get_shape(j, "logical_shape", where));
+  NTP_ASSIGN_OR_RETURN(const int64_t axis, get_int(j, "axis", where, -1, 15));
+  r.spec.axis = static_cast<int>(axis);
+  NTP_ASSIGN_OR_RETURN(f.shape, get_shape(j, "shape", where));
+  NTP_ASSIGN_OR_RETURN(r.chunk_bytes, get_int(j, "chunk_bytes", where, 4, kMaxChunkBytes));
+  f.crcs_is_array = j.contains("crc32c") && j["crc32c"].is_array();
+  if (f.crcs_is_array) {
+    for (const json& c : j["crc32c"]) {
+      const bool ok = c.is_number_unsigned() && c.get<uint64_t>() <= 0xFFFFFFFFu;
+      f.crcs.push_back(ok ? c.get<int64_t>() : -1);
+    }
+  }
+  f.index_is_array = j.contains("index") && j["index"].is_array();
+  if (f.index_is_array) {
+    for (const json& run : j["index"]) {
+      if (run.is_number_unsigned()) {
+        f.index.push_back({RawRun::kId, run.get<uint64_t>(), 0});
+      } else if (run.is_array() && run.size() == 2 && run[0].is_number_unsigned() &&
+                 run[1].is_number_unsigned()) {
+        f.index.push_back({RawRun::kRun, run[0].get<uint64_t>(), run[1].get<uint64_t>()});
+      } else {
+        f.index.push_back({RawRun::kBad, 0, 0});
+      }
+    }
+  }
+  return finish_piece(std::move(f));
 }
 
 std::string shard_record_to_string(const ShardRecord& record) {

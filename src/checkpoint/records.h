@@ -19,6 +19,8 @@ namespace ntp::checkpoint {
 
 inline constexpr int64_t kDefaultChunkBytes = int64_t{1} << 20;
 inline constexpr int64_t kMaxChunkBytes = int64_t{64} << 20;
+inline constexpr uint64_t kMaxDim = uint64_t{1} << 40;  // largest dimension a record may hold
+inline constexpr size_t kMaxRank = 16;
 
 struct PieceRecord {
   PieceSpec spec;
@@ -47,6 +49,24 @@ nlohmann::json piece_record_to_json(const PieceRecord& record);
 // shape, chunk size in [4, 64 MiB] and a multiple of 4, one CRC per chunk. kInvalidArgument
 // naming the field otherwise.
 Result<PieceRecord> piece_record_from_json(const nlohmann::json& j);
+
+// A piece entry's fields with their JSON types checked, not yet their values: what both
+// piece_record_from_json and the manifest's fast scanner of its own canonical text
+// (manifest_scan.h) extract, so that finish_piece makes both accept exactly the same records.
+struct RawRun {
+  enum Kind { kId, kRun, kBad } kind = kBad;  // a bare slice id, a [begin, end) pair, or neither
+  uint64_t begin = 0, end = 0;
+};
+struct PieceFields {
+  PieceRecord record;  // tensor, kind, file, key, logical_shape, axis, chunk_bytes (in range)
+  std::vector<int64_t> shape;
+  bool crcs_is_array = false;
+  std::vector<int64_t> crcs;  // -1: an entry that is not a 32-bit unsigned integer
+  bool index_is_array = false;
+  std::vector<RawRun> index;
+};
+// The rest of piece_record_from_json's checks, in its order, and the record.
+Result<PieceRecord> finish_piece(PieceFields fields);
 
 std::string shard_record_to_string(const ShardRecord& record);
 Result<ShardRecord> shard_record_from_string(std::string_view text);

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <utility>
 
 namespace ntp::checkpoint {
@@ -89,10 +90,15 @@ int dtype_size(std::string_view dtype) {
 }
 
 const SafetensorsEntry* SafetensorsHeader::find(std::string_view name) const {
-  for (const SafetensorsEntry& e : entries) {
-    if (e.name == name) return &e;
+  if (by_name.size() != entries.size()) {
+    for (const SafetensorsEntry& e : entries) {
+      if (e.name == name) return &e;
+    }
+    return nullptr;
   }
-  return nullptr;
+  auto it = std::lower_bound(by_name.begin(), by_name.end(), name,
+                             [&](uint32_t i, std::string_view n) { return entries[i].name < n; });
+  return it != by_name.end() && entries[*it].name == name ? &entries[*it] : nullptr;
 }
 
 Result<SafetensorsHeader> parse_safetensors_header(std::string_view prefix, uint64_t file_size) {
@@ -140,6 +146,11 @@ Result<SafetensorsHeader> parse_safetensors_header(std::string_view prefix, uint
     return header_error("tensors cover " + std::to_string(expected) +
                         " bytes but the data section has " + std::to_string(data_size));
   }
+  header.by_name.resize(header.entries.size());
+  std::iota(header.by_name.begin(), header.by_name.end(), uint32_t{0});
+  std::sort(header.by_name.begin(), header.by_name.end(), [&](uint32_t a, uint32_t b) {
+    return header.entries[a].name < header.entries[b].name;
+  });
   return header;
 }
 

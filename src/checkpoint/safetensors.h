@@ -38,6 +38,10 @@ struct SafetensorsHeader {
   std::vector<SafetensorsEntry> entries;  // by data offset
   std::map<std::string, std::string> metadata;
 
+  // Positions in `entries` sorted by name (parse_safetensors_header fills it; when it does not
+  // match `entries`, find searches linearly).
+  std::vector<uint32_t> by_name;
+
   uint64_t data_start() const { return 8 + header_bytes; }
   // Null when there is no tensor of that name.
   const SafetensorsEntry* find(std::string_view name) const;

@@ -2,8 +2,11 @@
 //
 // Parameters and optimizer state of each unit move from a slot that holds them in the old layout
 // and is alive in the new membership. Sources inside the destination's own domain (NVLink) are
-// preferred; a unit whose every local copy died comes from a DP peer: the nearest following domain
-// (d+1, d+2, ... cyclically) whose owner slot is alive, which spreads that load over neighbours.
+// preferred; the units whose every local copy died come from DP peers: split among every other
+// domain whose live owner holds them, balanced by the bytes each peer domain sends over the whole
+// plan (each peer within one unit of its exact share when all peers hold the same units), so a
+// lost slot is refilled by all replicas at once. Deterministic: every member computes the same
+// plan from the same layouts.
 #pragma once
 
 #include <cstdint>

@@ -3,11 +3,11 @@
 // plan_reshard (shard/reshard_plan.h) says which slot sends which units of each space to which
 // slot: from survivors of the same domain first, from DP peers (another replica holds the same
 // weights and, with the replicated optimizer, the same moments, bit for bit) for units whose every
-// local copy died. execute_state_reshard runs that plan as one alltoallv over the new world
-// communicator, moving for every moved unit the weights and both AdamW moments of every tensor of
-// its space, and copies what stays on a slot from its old model into its new one. Replicated
-// tensors (and their moments) go to slots that held nothing before (repairs) from the first slot
-// of the new layout that was active in the old one.
+// local copy died, split among all the peers that hold them. execute_state_reshard runs that plan
+// as one alltoallv over the new world communicator, moving for every moved unit the weights and
+// both AdamW moments of every tensor of its space, and copies what stays on a slot from its old
+// model into its new one. Replicated tensors (and their moments) go to slots that held nothing
+// before (repairs) from the first slot of the new layout that was active in the old one.
 #pragma once
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 
 #include "checkpoint/crc32c.h"
 #include "checkpoint/manifest.h"
+#include "checkpoint/manifest_scan.h"
 #include "checkpoint/safetensors.h"
 
 namespace ntp::checkpoint {
@@ -154,6 +155,73 @@ TEST(Manifest, RoundTripThroughStrings) {
   EXPECT_EQ(parsed.pieces.size(), 3u);
   EXPECT_EQ(parsed.pieces[2].spec.index, (std::vector<int64_t>{4, 3}));
   EXPECT_EQ(manifest_to_string(parsed), manifest_to_string(m));
+}
+
+// parse_manifest reads manifest_to_string's own text without a JSON DOM (manifest_scan.h) and
+// hands anything else to parse_manifest_dom: on the canonical text and on edits of it that each
+// path treats differently (whitespace, a negative zero, escapes, extra or duplicate keys, floats,
+// out-of-range numbers, broken JSON), both give the same manifest or the same error.
+TEST(Manifest, FastPathAgreesWithTheGeneralParser) {
+  ShardRecord s0{"0", "shard_0.safetensors", {}};
+  s0.pieces = {record("w", {6, 4}, 0, {5, 0, 1, 2}), record("b", {4}, -1, {})};
+  ShardRecord s1{
+      "1", "shard_1.safetensors", {record("w", {6, 4}, 0, {4, 3}, "shard_1.safetensors")}};
+  CheckpointMeta meta;
+  meta.step = 12;
+  meta.train_config = {{"note", "a \"quoted\" pieces string"}};
+  const std::string good = manifest_to_string(build_manifest(meta, {s0, s1}).value());
+  // The canonical text takes the fast path: its pieces array scans whole.
+  size_t pos = good.find("\"pieces\": [") + 10;
+  const auto fields = scan_pieces(good, &pos);
+  ASSERT_TRUE(fields.has_value());
+  EXPECT_EQ(fields->size(), 3u);
+  EXPECT_EQ(good.find_first_not_of(" \n", pos), good.size() - 2);  // then the closing '}'
+  auto edit = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? t : t.replace(at, from.size(), to);
+  };
+  const std::vector<std::string> texts = {
+      good,
+      nlohmann::json::parse(good).dump(2),  // another layout of the same JSON
+      edit("\"axis\":0", "\"axis\": 0"),
+      edit("\"axis\":0", "\"axis\":-0"),
+      edit("\"axis\":0", "\"axis\":00"),
+      edit("\"axis\":0", "\"axis\":0.0"),
+      edit("\"axis\":-1", "\"axis\":- 1"),
+      edit("\"axis\":-1", "\"axis\":-1e0"),
+      edit("\"chunk_bytes\":16", "\"chunk_bytes\":1.6e1"),
+      edit("\"chunk_bytes\":16", "\"chunk_bytes\":99999999999999999999"),
+      edit("\"crc32c\":[7", "\"crc32c\":[4294967296"),
+      edit("\"kind\":\"value\"", "\"kind\":\"val\\u0075e\""),
+      edit("{\"axis\":", "{\"extra\":1,\"axis\":"),
+      edit("\"tensor\":\"w\"}", "\"tensor\":\"w\",\"tensor\":\"v\"}"),
+      edit("\"rng\": {", "\"pieces\": [],\n \"rng\": {"),
+      edit("\"index\":[5,[0,3]]", "\"index\":[5,[0,3,4]]"),
+      edit("\"index\":[5,[0,3]]", "\"index\":[5,[3,0]]"),
+      edit("\"index\":[5,[0,3]]", "\"index\":[5,[0,2]]"),
+      edit("\"logical_shape\":[6,4]", "\"logical_shape\":[6,4,1]"),
+      edit("\"file\":\"shard_0", "\"file\":\"shard\t_0"),
+      edit("\"step\": 12", "\"step\": 12.5"),
+      good + "x",
+      good + "}",
+      good.substr(0, good.size() - 3),
+  };
+  int accepted = 0;
+  for (const std::string& text : texts) {
+    Result<Manifest> fast = parse_manifest(text), dom = parse_manifest_dom(text);
+    ASSERT_EQ(fast.ok(), dom.ok()) << text;
+    if (fast.ok()) {
+      EXPECT_EQ(manifest_to_string(*fast), manifest_to_string(*dom)) << text;
+      ++accepted;
+    } else {
+      EXPECT_EQ(fast.status().message(), dom.status().message()) << text;
+    }
+  }
+  // The canonical text, its re-layout, the added whitespace, -0, the escape, the extra key and the
+  // early second "pieces" (the DOM keeps the last of duplicate keys).
+  EXPECT_EQ(accepted, 7);
 }
 
 TEST(Manifest, CoverageErrorsNameTheTensorAndSlice) {

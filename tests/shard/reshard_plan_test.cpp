@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 
 #include "random_cluster.h"
@@ -204,6 +206,114 @@ TEST(ReshardPlan, LostSlotIsRefilledFromADpPeerOnlyForItsOwnUnits) {
   EXPECT_EQ(from_peer.to_string(), "2-3");
   EXPECT_EQ(plan->dp_peer_bytes, 2 * 10);
   check_plan_reaches_layout(*healthy, *failed, *plan);
+}
+
+// Bytes each DP peer domain sends over `plan` (index: domain), and the largest unit it sends.
+std::vector<std::int64_t> peer_sends(const ClusterSpec& spec, const ReshardPlan& plan,
+                                     std::int64_t* largest_unit) {
+  std::vector<std::int64_t> sent(static_cast<std::size_t>(spec.domains), 0);
+  *largest_unit = 0;
+  for (const ShardTransfer& t : plan.transfers) {
+    if (t.intra_domain()) continue;
+    sent[static_cast<std::size_t>(t.source.domain)] += t.bytes;
+    *largest_unit = std::max(*largest_unit, t.bytes / t.units.count());
+  }
+  return sent;
+}
+
+// Slots die in domain 0 only, so every other domain holds every lost unit: the lost units are
+// split among all of them. Each lost unit arrives exactly once, and each peer's bytes are within
+// one unit of the equal share: units are whole, and a peer's share is cut at two unit edges,
+// each at most half a unit from the exact cut (the plan's midpoint rule).
+TEST(ReshardPlan, LostUnitsAreSplitAmongEveryDpPeerBalancedByBytes) {
+  Rng rng(2020);
+  int cases = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const ClusterSpec spec = testing::random_cluster_spec(rng);
+    if (spec.domains < 2 || !spec.left.empty()) continue;
+    const auto strategies = testing::all_strategies(spec);
+    const SyncStrategy& strategy = *strategies[trial % strategies.size()];
+    SCOPED_TRACE(std::string(strategy.name()) + " " + describe(spec));
+    auto healthy = plan_cluster(spec, strategy);
+    ASSERT_TRUE(healthy.ok());
+    ClusterSpec failed_spec = spec;
+    const int deaths = 1 + static_cast<int>(rng.below(3));
+    for (int k = 0; k < deaths && failed_spec.degree(0) > failed_spec.min_tp; ++k) {
+      const std::vector<int> alive = failed_spec.healthy_slots(0);
+      failed_spec.failed.push_back({0, alive[rng.below(alive.size())]});
+      std::sort(failed_spec.failed.begin(), failed_spec.failed.end());
+    }
+    if (failed_spec.failed == spec.failed) continue;
+    auto failed = plan_cluster(failed_spec, strategy, &*healthy);
+    ASSERT_TRUE(failed.ok()) << failed.status().to_string();
+    auto plan = plan_reshard(*healthy, *failed);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    check_plan_reaches_layout(*healthy, *failed, *plan);
+
+    // What the dead slots held, per space: exactly what comes from DP peers, each unit once.
+    std::vector<std::map<std::int64_t, int>> received(spec.spaces.size());
+    for (const ShardTransfer& t : plan->transfers) {
+      if (t.intra_domain()) continue;
+      for (std::int64_t u : t.units.ids()) ++received[static_cast<std::size_t>(t.space)][u];
+    }
+    const Holdings before = holdings_of(*healthy);
+    for (std::size_t sp = 0; sp < spec.spaces.size(); ++sp) {
+      IntervalSet lost;
+      for (const auto& [slot, units] : before) {
+        const bool died = slot.domain == 0 && failed_spec.is_failed(slot);
+        if (died) lost = unite(lost, units[sp]);
+      }
+      EXPECT_EQ(static_cast<std::int64_t>(received[sp].size()), lost.count());
+      for (std::int64_t u : lost.ids()) EXPECT_EQ(received[sp][u], 1) << "unit " << u;
+    }
+    std::int64_t largest = 0;
+    const std::vector<std::int64_t> sent = peer_sends(spec, *plan, &largest);
+    const auto peers = static_cast<std::int64_t>(spec.domains - 1);
+    EXPECT_EQ(sent[0], 0);
+    for (int d = 1; d < spec.domains; ++d) {
+      // |sent - total / peers| <= one unit, times peers to stay in integers.
+      EXPECT_LE(std::abs(peers * sent[static_cast<std::size_t>(d)] - plan->dp_peer_bytes),
+                peers * largest)
+          << "domain " << d << " sends " << sent[static_cast<std::size_t>(d)] << " of "
+          << plan->dp_peer_bytes;
+    }
+    ++cases;
+  }
+  EXPECT_GT(cases, 50);
+}
+
+// Four TP4 replicas of 12 heads and 24 FFN units; slot 0:1 dies. Its 3 heads (10 bytes each) and
+// 6 FFN units (5 bytes each), 60 bytes, have no copy in domain 0: laid end to end (heads first),
+// cut at 20 and 40, the three peers send 20 bytes each (one peer two heads, one a head and two
+// FFN units, one four FFN units).
+TEST(ReshardPlan, ADeadSlotIsRefilledByEveryDpPeerInEqualShares) {
+  ClusterSpec spec;
+  spec.domains = 4;
+  spec.domain_size = 4;
+  spec.spaces = {{"heads", 12, 10}, {"ffn", 24, 5}};
+  spec.bytes = {.grad_bytes = 4, .state_bytes = 1};
+  auto healthy = plan_cluster(spec, FoldSyncStrategy());
+  ASSERT_TRUE(healthy.ok());
+  ClusterSpec failed_spec = spec;
+  failed_spec.failed = {{0, 1}};
+  auto failed = plan_cluster(failed_spec, FoldSyncStrategy(), &*healthy);
+  ASSERT_TRUE(failed.ok());
+  auto plan = plan_reshard(*healthy, *failed);
+  ASSERT_TRUE(plan.ok());
+  check_plan_reaches_layout(*healthy, *failed, *plan);
+  EXPECT_EQ(plan->dp_peer_bytes, 3 * 10 + 6 * 5);
+  std::int64_t largest = 0;
+  EXPECT_EQ(peer_sends(spec, *plan, &largest), (std::vector<std::int64_t>{0, 20, 20, 20}));
+  EXPECT_EQ(largest, 10);
+  // Deterministic: every member computing the plan gets the same transfers.
+  auto again = plan_reshard(*healthy, *failed);
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->transfers.size(), plan->transfers.size());
+  for (std::size_t i = 0; i < plan->transfers.size(); ++i) {
+    EXPECT_EQ(again->transfers[i].source, plan->transfers[i].source);
+    EXPECT_EQ(again->transfers[i].destination, plan->transfers[i].destination);
+    EXPECT_EQ(again->transfers[i].units, plan->transfers[i].units);
+  }
 }
 
 TEST(ReshardPlan, KeepsMostUnitsInPlaceWhenAReplicaLosesASlot) {
