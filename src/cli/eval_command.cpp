@@ -109,7 +109,8 @@ Result<train::WindowEvalResult> evaluate_alone(const EvalInputs& in) {
 
 int run(const EvalArgs& args) {
   const char* rank_env = std::getenv("NTP_RANK");
-  // Bad input is the same on every worker: world rank 0 says it, every one exits 2.
+  // Bad input is the same on every worker: launcher rank 0 says it (even when its slot is in
+  // --failed), every one exits 2.
   const bool speaker = rank_env == nullptr || std::string(rank_env) == "0";
   auto bad = [&](const Status& s) {
     if (speaker) return report_error("eval", s);
@@ -127,6 +128,7 @@ int run(const EvalArgs& args) {
 
   const auto t0 = std::chrono::steady_clock::now();
   Result<train::WindowEvalResult> result = train::WindowEvalResult{};
+  bool prints = true;  // world rank 0: the first active slot, slot 0:0 unless that one failed
   if (!*ctx) {
     result = evaluate_alone(*in);
   } else {
@@ -136,11 +138,12 @@ int run(const EvalArgs& args) {
     Result<shard::ClusterLayout> layout =
         shard::plan_cluster(train::cluster_spec(c), *train::make_strategy(c));
     if (!layout.ok()) return bad(layout.status());
+    prints = train::active_slots(*layout).front() == slot;
     result = train::evaluate_windows_in_job(c, **ctx, std::move(*layout), slot, in->source,
                                             in->tokens, in->windows);
   }
   if (!result.ok()) return bad(result.status());
-  if (!speaker) return kExitOk;
+  if (!prints) return kExitOk;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << nlohmann::json{{"loss", result->loss},
