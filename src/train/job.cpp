@@ -70,8 +70,9 @@ Result<shard::ClusterLayout> next_layout(const TrainConfig& c, const shard::Sync
   return layout;
 }
 
-Status build_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
-                 shard::ClusterLayout layout, shard::SlotRef slot, int epoch, InitialState state) {
+Status build_forward_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
+                         shard::ClusterLayout layout, shard::SlotRef slot, int epoch,
+                         InitialState state) {
   Job* job = &job_ref;
   job->epoch = epoch;
   job->layout = std::move(layout);
@@ -92,6 +93,20 @@ Status build_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
   NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> tp,
                        job->world->subgroup(role.replica_members(), "tp" + d));
   job->install(job->tp, std::move(tp));
+  job->tp_group = std::make_unique<model::CommTpGroup>(*job->tp);
+  NTP_ASSIGN_OR_RETURN(job->model,
+                       model::create_model(c.model, role.shard, c.seed, job->tp_group.get(),
+                                           state == InitialState::kDrawn));
+  job->model->set_matmul_dtype(c.dtype);
+  return ok_status();
+}
+
+Status build_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
+                 shard::ClusterLayout layout, shard::SlotRef slot, int epoch, InitialState state) {
+  Job* job = &job_ref;
+  NTP_RETURN_IF_ERROR(build_forward_job(job_ref, c, ctx, std::move(layout), slot, epoch, state));
+  const WorkerRole& role = job->role;
+  const std::string d = std::to_string(role.replica);
   NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> replica,
                        job->world->subgroup(role.replica_members(), "sync" + d));
   job->install(job->replica, std::move(replica));
@@ -106,12 +121,6 @@ Status build_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
     }
     comms.dp.push_back(job->install(job->dp.back(), std::move(dp)));
   }
-
-  job->tp_group = std::make_unique<model::CommTpGroup>(*job->tp);
-  NTP_ASSIGN_OR_RETURN(job->model,
-                       model::create_model(c.model, role.shard, c.seed, job->tp_group.get(),
-                                           state == InitialState::kDrawn));
-  job->model->set_matmul_dtype(c.dtype);
   job->sync =
       std::make_unique<SyncExecutor>(role, job->model->params(), job->model->grads_ready_order(),
                                      comms, SyncOptions{c.bucket_bytes, c.optimizer});

@@ -108,6 +108,13 @@ Result<shard::ClusterLayout> next_layout(const TrainConfig& c, const shard::Sync
 // moves the state in at once (a re-formation's reshard, or a checkpoint).
 enum class InitialState { kDrawn, kFilledByCaller };
 
+// The part of build_job a forward-only job (`ntp eval` under `ntp launch`) needs: the role, the
+// world and TP communicators and the model shard over them (no replica or DP communicators, no
+// sync executor, no optimizer, no batch split). Every worker of the layout calls it.
+Status build_forward_job(Job& job, const TrainConfig& c, const WorkerContext& ctx,
+                         shard::ClusterLayout layout, shard::SlotRef slot, int epoch,
+                         InitialState state);
+
 // Builds `job` (made by the caller, so that a failure watch can abort it while it connects) for
 // `layout` and `slot`: communicators named by `epoch` (a new one after every membership change),
 // the model shard, the sync executor and the optimizer.

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "model/model_factory.h"
+#include "shard/balance.h"
 
 namespace ntp::train {
 
@@ -76,8 +77,21 @@ Result<WindowEvalResult> evaluate_windows(model::Model& model, std::span<const u
   WindowEvalResult result;
   result.windows = r.windows;
   result.tokens = r.windows * t;
-  result.loss = sum / static_cast<double>(result.tokens);
+  result.sum = sum;
+  result.loss = result.tokens > 0 ? sum / static_cast<double>(result.tokens) : 0.0;
   return result;
+}
+
+WindowEvalOptions replica_windows(const WindowEvalOptions& r, int replicas, int index) {
+  const int64_t batches = (r.windows + r.batch - 1) / r.batch;
+  const int64_t first =
+      std::min(r.windows, shard::balanced_offset(batches, replicas, index) * r.batch);
+  const int64_t end =
+      std::min(r.windows, first + shard::balanced_count(batches, replicas, index) * r.batch);
+  WindowEvalOptions share = r;
+  share.offset = r.offset + first * r.context;
+  share.windows = std::max<int64_t>(end - first, 0);
+  return share;
 }
 
 Result<std::unique_ptr<model::Model>> load_whole_model(const WeightSource& source) {

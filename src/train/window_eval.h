@@ -1,4 +1,5 @@
-// `ntp eval`: the mean loss of a model over contiguous windows of a token file, in one process.
+// `ntp eval`: the mean loss of a model over contiguous windows of a token file (in one process
+// here; train/job_window_eval.h splits the windows over the replicas of a job).
 //
 // Window i of T + 1 tokens covers tokens K + i*T .. K + (i+1)*T (inclusive) of the file: inputs
 // the first T, targets the last T, so consecutive windows share one token and every token after
@@ -27,7 +28,8 @@ struct WindowEvalOptions {
 };
 
 struct WindowEvalResult {
-  double loss = 0.0;    // mean over the targets
+  double loss = 0.0;    // mean over the targets (0 when there are none)
+  double sum = 0.0;     // loss x targets: sum over the batches of their mean x their targets
   int64_t tokens = 0;   // targets: windows * context
   int64_t windows = 0;  // N
 };
@@ -46,6 +48,12 @@ Result<WindowEvalOptions> resolve_windows(const WindowEvalOptions& options,
 Result<WindowEvalResult> evaluate_windows(model::Model& model, std::span<const uint16_t> tokens,
                                           const WindowEvalOptions& resolved,
                                           const std::function<void(int64_t)>& progress = {});
+
+// The windows replica `index` of `replicas` evaluates under `ntp launch`: the batches of B windows
+// one process would run (the last may be smaller), in balanced contiguous runs, so that every
+// batch holds the same windows at any layout. `offset` moves to the run's first window; `windows`
+// may be 0 (more replicas than batches; then `offset` is the end of the windows).
+WindowEvalOptions replica_windows(const WindowEvalOptions& resolved, int replicas, int index);
 
 // A model of source.config for one process (every unit of every space on one rank, no TP group)
 // holding the source's weights.
