@@ -1,13 +1,16 @@
-// Row-major single-precision matrix product through OpenBLAS:
+// Row-major single-precision matrix product through the host's GEMM library (OpenBLAS, BLIS or
+// oneDNN: gemm_backend.h, chosen per host by gemm_backend_select.h):
 //   C[M,N] = alpha * op(A) * op(B) + beta * C
 // op(A) is [M,K] (A stored [M,K] with leading dimension lda, or [K,M] when trans_a).
 // op(B) is [K,N] (B stored [K,N] with leading dimension ldb, or [N,K] when trans_b).
 // Leading dimensions are in elements and let callers address strided column blocks (for example
 // one attention head inside a fused QKV row) without copying.
 //
-// Threads: a product of 2^22 multiply-adds or more is split over kernel_threads() (parallel.h) by
-// rows of C, each part a single-threaded OpenBLAS call, with the same bits as one call; smaller
-// products, and calls from inside a parallel_for range, are one OpenBLAS call.
+// Threads: with OpenBLAS (gemm_backend_splits_by_rows), a product of 2^22 multiply-adds or more
+// is split over kernel_threads() (parallel.h) by
+// rows of C, each part a single-threaded library call, with the same bits as one call; smaller
+// products, and calls from inside a parallel_for range, are one library call (OpenBLAS's on its
+// own threads; BLIS and oneDNN always on the calling thread).
 #pragma once
 
 #include <cstdint>
