@@ -28,11 +28,16 @@ constexpr int64_t kSplitMinMultiplyAdds = int64_t{1} << 22;
 // 8-row tiles. Cutting by columns would not work: Haswell's tiles across columns depend on the
 // width of the call.
 constexpr int64_t kSplitRows = 24;
+
+GemmObserver observer = nullptr;
 }  // namespace
+
+void set_gemm_observer(GemmObserver o) { observer = o; }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (observer != nullptr) observer(trans_a, trans_b, m, n, k);
   if (k == 0) {
     // BLAS leaves C untouched for k = 0 only when beta = 1; make beta semantics explicit.
     for (int64_t i = 0; i < m; ++i) {

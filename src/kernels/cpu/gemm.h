@@ -20,6 +20,12 @@ namespace ntp::kernels::cpu {
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// Benchmarks: called with every gemm product's shape before it is computed (gemm_bf16's too,
+// which computes through gemm on hosts without avx512_bf16); nullptr (the default) for none. Not
+// thread-safe against running products: set it while no product runs.
+using GemmObserver = void (*)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k);
+void set_gemm_observer(GemmObserver observer);
+
 // Sets the number of OpenBLAS threads (>= 1), and kernel_threads() with it, and returns the value
 // in effect afterwards.
 int set_blas_threads(int threads);
