@@ -24,7 +24,6 @@
 // excludes the time other jobs held the core (the 1-thread CPU-time ratio moves by ~0.01 where the
 // wall one moves by 0.1).
 #include <cblas.h>
-#include <immintrin.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -41,6 +40,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "core_peak.h"
 #include "kernels/cpu/blas_select.h"
 #include "kernels/cpu/clip.h"
 #include "kernels/cpu/gemm.h"
@@ -128,37 +128,6 @@ void time_gemm_bf16(int64_t m, int64_t n, int64_t k, int reps, Best& best) {
   };
   product();
   for (int r = 0; r < reps; ++r) time_into(best, product);
-}
-
-// Float32 FLOP/s of one core's FMA units: 8 independent chains of 256-bit FMAs (enough to cover
-// the FMA latency on the pipes of current x86 cores), best of 5 runs of 2^24 FMAs each. 0 when the
-// host has no AVX2+FMA.
-__attribute__((target("avx2,fma"))) double fma_peak_kernel(int64_t iters) {
-  __m256 acc[8];
-  for (int i = 0; i < 8; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
-  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it) {
-    for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
-  }
-  __m256 sum = acc[0];
-  for (int i = 1; i < 8; ++i) sum = _mm256_add_ps(sum, acc[i]);
-  float out[8];
-  _mm256_storeu_ps(out, sum);
-  return static_cast<double>(out[0]);
-}
-
-double fma_peak_flops() {
-  const auto& f = ntp::kernels::cpu::host_cpu_features();
-  if (!f.avx2 || !f.fma) return 0.0;
-  const int64_t iters = int64_t{1} << 21;  // x 8 chains x 8 lanes x 2 FLOPs
-  double best = 1e30, sink = 0.0;
-  for (int r = 0; r < 5; ++r) {
-    const auto t = Clock::now();
-    sink += fma_peak_kernel(iters);
-    best = std::min(best, seconds_since(t));
-  }
-  if (sink == 12345.0) std::printf(" ");  // keeps the loop
-  return static_cast<double>(iters) * 8 * 8 * 2 / best;
 }
 
 // One model of the comparison: its family, matmul dtype, optimizer and best step time.
@@ -285,7 +254,8 @@ int main(int argc, char** argv) {
   auto flops_of = [&](const Entry& e) { return ntp::model::training_flops(e.config, batch, t); };
   // References: two shapes, each run both ways (at one thread both ways are one OpenBLAS call).
   const int64_t fc_m = batch * t, fc_n = 4 * config.n_embd, fc_k = config.n_embd;
-  const double fma_peak = fma_peak_flops();
+  const ntp::bench::CorePeak peak = ntp::bench::measure_core_peak();
+  const double fma_peak = peak.measured_flops;
   struct Reference {
     int64_t m, n, k;
     int reps;  // per round
@@ -344,8 +314,11 @@ int main(int argc, char** argv) {
       static_cast<long long>(width), static_cast<long long>(heads), static_cast<long long>(t),
       with_sgemm ? 1 : 0, model_flag.c_str(), dtype_flag.c_str());
   if (fma_peak > 0) {
-    std::printf("core FMA peak (float32, one thread, register-only loop): %.2f GFLOP/s\n",
-                fma_peak / 1e9);
+    std::printf(
+        "core FMA peak (float32, one thread, register-only loop): %.2f GFLOP/s; 2 FMA x 8 lanes x "
+        "2 x clock: %.2f GFLOP/s at the measured %.3f GHz (%.2f at /proc/cpuinfo's %.3f GHz)\n",
+        fma_peak / 1e9, peak.by_clock_flops() / 1e9, peak.clock_hz / 1e9,
+        peak.nominal_flops() / 1e9, peak.nominal_hz / 1e9);
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_backend_select.h"
 
 namespace ntp::kernels::cpu {
 namespace {
@@ -119,7 +120,8 @@ std::string blas_description() {
   }
   const int threads = blas_threads();
   return version + " " + openblas_core() + " (" + how + ") ISA " + isa_name(active_isa()) + ", " +
-         std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+         std::to_string(threads) + (threads == 1 ? " thread" : " threads") + "; " +
+         gemm_backend_description();
 }
 
 }  // namespace ntp::kernels::cpu

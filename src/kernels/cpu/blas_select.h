@@ -43,7 +43,9 @@ enum class BlasCoreSource { kDetected, kForcedByCpuid, kUserSet };
 BlasCoreSource blas_core_source();
 
 // One line for start-up logs and benchmarks, e.g.
-// "OpenBLAS 0.3.21 SkylakeX (forced from Prescott by cpuid: avx512f) ISA avx512, 1 thread".
+// "OpenBLAS 0.3.21 SkylakeX (forced from Prescott by cpuid: avx512f) ISA avx512, 1 thread;
+// gemm: openblas (OpenBLAS SkylakeX), measured: ..." (the GEMM library in use and why,
+// gemm_backend_select.h: the first call decides it).
 std::string blas_description();
 
 }  // namespace ntp::kernels::cpu

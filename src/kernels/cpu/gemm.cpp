@@ -3,24 +3,18 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <climits>
 
 #include "core/check.h"
+#include "kernels/cpu/gemm_backend.h"
+#include "kernels/cpu/gemm_backend_select.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ntp::kernels::cpu {
 namespace {
-blasint to_blas(int64_t v) {
-  NTP_CHECK_MSG(v >= 0 && v <= INT_MAX, "matrix dimension does not fit a BLAS int");
-  return static_cast<blasint>(v);
-}
-
 void blas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                 int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n), to_blas(k), alpha, a,
-              to_blas(lda), b, to_blas(ldb), beta, c, to_blas(ldc));
+  backend_sgemm(gemm_backend(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Products of at least this many multiply-adds are split over the kernel threads; below it the
@@ -34,11 +28,16 @@ constexpr int64_t kSplitMinMultiplyAdds = int64_t{1} << 22;
 // 8-row tiles. Cutting by columns would not work: Haswell's tiles across columns depend on the
 // width of the call.
 constexpr int64_t kSplitRows = 24;
+
+GemmObserver observer = nullptr;
 }  // namespace
+
+void set_gemm_observer(GemmObserver o) { observer = o; }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (observer != nullptr) observer(trans_a, trans_b, m, n, k);
   if (k == 0) {
     // BLAS leaves C untouched for k = 0 only when beta = 1; make beta semantics explicit.
     for (int64_t i = 0; i < m; ++i) {
@@ -46,7 +45,8 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
     }
     return;
   }
-  if (kernel_threads() < 2 || m * n * k < kSplitMinMultiplyAdds || inside_parallel_range()) {
+  if (kernel_threads() < 2 || m * n * k < kSplitMinMultiplyAdds || inside_parallel_range() ||
+      !gemm_backend_splits_by_rows(gemm_backend())) {
     blas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }

@@ -1,0 +1,54 @@
+// Which GEMM library (gemm_backend.h) the process's gemm uses, chosen per host by measurement,
+// as the OpenBLAS core is chosen by cpuid (blas_select.h).
+//
+// The first gemm call decides, once per process:
+//   NTP_GEMM_BACKEND=openblas|blis|onednn   the user's choice; any other value is one line on
+//                                           stderr naming it and the accepted ones, exit 2
+//   else the host cache                     a file of one line "<host key>\t<backend>\t<figures>"
+//                                           at $NTP_GEMM_CACHE, else
+//                                           $XDG_CACHE_HOME/ntp/gemm_backend, else
+//                                           $HOME/.cache/ntp/gemm_backend; used when its key is
+//                                           this host's (CPU model, OpenBLAS core, the three
+//                                           libraries' versions and kernel sets)
+//   else a measurement                      measure_gemm_backends() (~0.1-0.3 s), written to the
+//                                           cache under an exclusive lock, so the processes of a
+//                                           job that start together measure once and all agree
+//                                           (results are bit-identical only within a backend)
+// The measurement keeps OpenBLAS unless another library is at least kSwitchMargin faster: on a
+// shared host the figures move by a few percent between runs, and a choice that flips with them
+// would make runs on the same host differ in their last bits for no gain.
+// All backends compute the same products to float32 accuracy (GemmBackendTest: each within the
+// float32 accumulation bound of a float64 reference).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm_backend.h"
+
+namespace ntp::kernels::cpu {
+
+inline constexpr double kSwitchMargin = 1.05;
+
+// The process's backend (decided at the first call, as above).
+GemmBackend gemm_backend();
+
+// The measured speed of one backend on the step's shapes.
+struct BackendSpeed {
+  GemmBackend backend;
+  double gflops;  // model FLOPs of the shapes / best thread CPU time
+};
+
+// Every backend on the default GPT-2 step's product shapes (forward, dX and dW of the widest
+// layer with 256 rows, and one attention block product), one thread, best of `reps` runs of the
+// set, by thread CPU time (which excludes time other jobs held the core).
+std::vector<BackendSpeed> measure_gemm_backends(int reps = 3);
+
+// The choice among measured speeds (kSwitchMargin rule above).
+GemmBackend choose_gemm_backend(const std::vector<BackendSpeed>& speeds);
+
+// One line for logs and benchmarks, e.g. "gemm: openblas (OpenBLAS Haswell), measured: openblas
+// 181.2, blis 175.0, onednn 160.3 GFLOP/s, cached in /root/.cache/ntp/gemm_backend".
+std::string gemm_backend_description();
+
+}  // namespace ntp::kernels::cpu
