@@ -1,6 +1,7 @@
 // One member of the control-plane bench: what an `ntp train` worker runs of the control plane,
 // without a model. Its own store connection, the real heartbeat (comm::Heartbeat carrying its
-// progress, every 100 ms), the real failure watch (elastic::FailureWatch: 20 ms poll, 1 s
+// progress, every elastic::liveness_period: 250 ms), the real failure watch
+// (elastic::FailureWatch: blocking reads of the event streams, neighbour looks every 250 ms, 1 s
 // hang detection, two ring neighbours), and a "training thread" that waits in a collective
 // (progress marked as waiting on its peers) until the watch aborts it; then, as the trainer's
 // re-formation does (train/reformation.cpp): report the failed epoch, disarm, the real

@@ -368,11 +368,12 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "Communicator timeout: a collective that makes no progress this long fails "
                   "(the last resort; hangs are found sooner by --hang-detect-ms)")
       ->group(runtime);
-  cmd->add_option("--hang-detect-ms", c.hang_detect_ms,
-                  "A worker whose heartbeat (every 100 ms) stops this long, or whose training "
-                  "thread makes no progress this long while not waiting on its peers (ten times "
-                  "as long in the first step, a checkpoint, an evaluation or a re-formation), is "
-                  "taken as hung and the job re-forms without it (at least 300)")
+  cmd->add_option(
+         "--hang-detect-ms", c.hang_detect_ms,
+         "A worker whose heartbeat (every quarter of this) stops this long, or whose training "
+         "thread makes no progress this long while not waiting on its peers (ten times "
+         "as long in the first step, a checkpoint, an evaluation or a re-formation), is "
+         "taken as hung and the job re-forms without it (at least 300)")
       ->group(runtime);
 
   cmd->callback([&exit_code, args] { exit_code = run(*args); });

@@ -260,6 +260,11 @@ Status parse_sections(const toml::table& root, SimConfig& c, const std::string& 
       r.get("heartbeat_stale_seconds", c.recovery.heartbeat_stale_seconds, 0, kBig));
   NTP_RETURN_IF_ERROR(r.get("agree_round_trips", c.recovery.agree_round_trips, 0, 1e6));
   NTP_RETURN_IF_ERROR(r.get("store_rtt_seconds", c.recovery.store_rtt_seconds, 0, kBig));
+  NTP_RETURN_IF_ERROR(r.get("store_ops_per_s", c.recovery.store_ops_per_s, 1, kBig));
+  NTP_RETURN_IF_ERROR(
+      r.get("notice_store_ops_per_member", c.recovery.notice_store_ops_per_member, 0, 1e9));
+  NTP_RETURN_IF_ERROR(
+      r.get("agree_store_ops_per_member", c.recovery.agree_store_ops_per_member, 0, 1e9));
   NTP_RETURN_IF_ERROR(r.get("base_communicators", c.recovery.base_communicators, 0, 1e6));
   NTP_RETURN_IF_ERROR(
       r.get("communicator_connect_seconds", c.recovery.communicator_connect_seconds, 0, kBig));

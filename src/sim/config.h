@@ -13,7 +13,8 @@
 //               software_recovery_hours, blast_sizes, blast_weights, warm_start, trace
 //   [recovery]  restart_minutes, checkpoint_write_seconds, replace_hours, live_recovery_seconds,
 //               detect_kill_seconds, detect_hang_seconds, hang_fraction, heartbeat_stale_seconds,
-//               agree_round_trips, store_rtt_seconds, base_communicators,
+//               agree_round_trips, store_rtt_seconds, store_ops_per_s,
+//               notice_store_ops_per_member, agree_store_ops_per_member, base_communicators,
 //               communicator_connect_seconds, reshard_gbytes_per_s, state_bytes_per_param
 //   [fail_slow] enabled, rate_per_gpu_day, rate_multiplier, factors, factor_weights, mean_hours,
 //               drop_below
@@ -120,6 +121,13 @@ struct RecoveryConfig {
   double heartbeat_stale_seconds = 1.0;  // the agreement declares a silent member dead after
   int agree_round_trips = 4;             // store round trips of the agreement
   double store_rtt_seconds = 0.005;
+  // The control plane's store load, from bench/elastic/control_plane_bench (docs/perf.md): the
+  // store operations per member of the fault notice's fan-out and of the agreement, served at
+  // store_ops_per_s (one redis-server on a host of its own). A phase lasts at least its ops over
+  // that capacity: at 16,384 members (one per GPU) the agreement's 15 per member take 2.5 s.
+  double store_ops_per_s = 100000;
+  double notice_store_ops_per_member = 8;
+  double agree_store_ops_per_member = 15;
   int base_communicators = 3;  // world, TP, replica; DP sets come from the sync plan
   double communicator_connect_seconds = 0.5;
   double reshard_gbytes_per_s = 0.0;  // per GPU, intra-domain; 0: system.scale_up_gbytes_per_s / 2

@@ -88,6 +88,7 @@ Result<RecoveryCostModel> RecoveryCostModel::create(const SimConfig& c) {
   m.r_ = c.recovery;
   m.tp_ = c.parallel.tp;
   m.pp_ = c.parallel.pp;
+  m.members_ = static_cast<double>(c.system.gpus);
   m.step_s_ = Workload(c).step(c.parallel.tp, c.parallel.tp).total_s;
   const double up_gbytes = c.recovery.reshard_gbytes_per_s > 0 ? c.recovery.reshard_gbytes_per_s
                                                                : c.system.scale_up_gbytes_per_s / 2;
@@ -100,6 +101,7 @@ RecoveryCostModel::RecoveryCostModel(const RecoveryCostModel& o)
     : r_(o.r_),
       tp_(o.tp_),
       pp_(o.pp_),
+      members_(o.members_),
       step_s_(o.step_s_),
       up_bps_(o.up_bps_),
       out_bps_(o.out_bps_),
@@ -115,6 +117,7 @@ RecoveryCostModel& RecoveryCostModel::operator=(const RecoveryCostModel& o) {
   r_ = copy.r_;
   tp_ = copy.tp_;
   pp_ = copy.pp_;
+  members_ = copy.members_;
   step_s_ = copy.step_s_;
   up_bps_ = copy.up_bps_;
   out_bps_ = copy.out_bps_;
@@ -283,16 +286,18 @@ RecoveryCost RecoveryCostModel::price(bool failure, const ReshardEstimate& worst
                                       double step_s) const {
   RecoveryCost c;
   const RecoveryConfig& r = r_;
+  const double notice_s = r.notice_store_ops_per_member * members_ / r.store_ops_per_s;
   if (failure) {
     c.lost_step_s = step_s / 2.0;
-    c.detect_s =
-        (1.0 - r.hang_fraction) * r.detect_kill_seconds + r.hang_fraction * r.detect_hang_seconds;
+    c.detect_s = (1.0 - r.hang_fraction) * std::max(r.detect_kill_seconds, notice_s) +
+                 r.hang_fraction * std::max(r.detect_hang_seconds, notice_s);
     // The decider's wait for a stale heartbeat starts at the failure, like detection.
     c.agree_s =
         (1.0 - r.hang_fraction) * std::max(0.0, r.heartbeat_stale_seconds - r.detect_kill_seconds) +
         r.hang_fraction * std::max(0.0, r.heartbeat_stale_seconds - r.detect_hang_seconds);
   }
-  c.agree_s += r.agree_round_trips * r.store_rtt_seconds;
+  c.agree_s += std::max(r.agree_round_trips * r.store_rtt_seconds,
+                        r.agree_store_ops_per_member * members_ / r.store_ops_per_s);
   c.communicators = worst.communicators;
   c.rebuild_s = worst.communicators * r.communicator_connect_seconds;
   c.reshard_s = worst.seconds;

@@ -6,8 +6,12 @@
 //              (Workload::step) was done when the failure hit.
 //   detect     failures only: (1 - hang_fraction) x detect_kill_seconds (the death is signalled:
 //              process exit, connection reset, NCCL async error, the agent's heartbeat) +
-//              hang_fraction x detect_hang_seconds (nothing is signalled: the collective timeout).
-//   agree      agree_round_trips x store_rtt_seconds; after a failure the decider also waits
+//              hang_fraction x detect_hang_seconds (nothing is signalled: the collective timeout),
+//              each at least the notice's fan-out: notice_store_ops_per_member x members /
+//              store_ops_per_s (members: one per GPU).
+//   agree      agree_round_trips x store_rtt_seconds, or the agreement's store operations
+//              (agree_store_ops_per_member x members / store_ops_per_s) when longer; after a
+//              failure the decider also waits
 //              until the dead member's heartbeat is heartbeat_stale_seconds old, a wait that runs
 //              concurrently with detection: max(0, heartbeat_stale_seconds - detect).
 //   rebuild    communicators a rank rebuilds x communicator_connect_seconds; the count is
@@ -116,6 +120,7 @@ class RecoveryCostModel {
   RecoveryConfig r_;
   int tp_ = 1;
   int pp_ = 1;
+  double members_ = 1;  // control-plane members: one worker per GPU
   double step_s_ = 0, up_bps_ = 1, out_bps_ = 1;
   std::vector<shard::UnitSpace> spaces_;
   mutable std::mutex mutex_;

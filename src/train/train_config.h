@@ -93,8 +93,9 @@ struct TrainConfig {
   // Runtime.
   int64_t bucket_bytes = 128 << 10;
   int comm_timeout_ms = 30000;
-  // A worker whose heartbeat (every 100 ms) has been still this long is taken as hung: its ring
-  // neighbours' failure watch aborts the job's collectives and the job re-forms without it.
+  // A worker whose heartbeat (every hang_detect_ms / 4) has been still this long is taken as hung:
+  // its ring neighbours' failure watch aborts the job's collectives and the job re-forms without
+  // it.
   int hang_detect_ms = 1000;
 
   int world_slots() const { return domains * tp; }

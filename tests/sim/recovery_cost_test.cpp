@@ -138,6 +138,25 @@ TEST(RecoveryCost, BreakdownAddsUpAndFollowsItsInputs) {
   EXPECT_GT(r.reshard_s, 0.0);
 }
 
+// The control plane's store load (bench/elastic/control_plane_bench): a phase lasts at least its
+// store operations over the store's capacity, members being the cluster's GPUs. The toy's 12
+// members cost microseconds (round trips dominate); with capacity 10 ops/s they dominate.
+TEST(RecoveryCost, TheStoresCapacityBoundsTheNoticeAndTheAgreement) {
+  const std::vector<std::string> base = {
+      "recovery.detect_kill_seconds=0.5", "recovery.detect_hang_seconds=1",
+      "recovery.hang_fraction=0",         "recovery.heartbeat_stale_seconds=0",
+      "recovery.agree_round_trips=4",     "recovery.store_rtt_seconds=0.01"};
+  const RecoveryCost fast = model_of(toy(base)).event(true, {{1, 4, 3}}, 4);
+  EXPECT_NEAR(fast.detect_s, 0.5, 1e-12);
+  EXPECT_NEAR(fast.agree_s, 0.04, 1e-12);
+  std::vector<std::string> slow = base;
+  slow.insert(slow.end(), {"recovery.store_ops_per_s=10", "recovery.notice_store_ops_per_member=2",
+                           "recovery.agree_store_ops_per_member=3"});
+  const RecoveryCost bound = model_of(toy(slow)).event(true, {{1, 4, 3}}, 4);
+  EXPECT_NEAR(bound.detect_s, 2.0 * 12 / 10, 1e-12);  // 12 members x 2 ops at 10 ops/s
+  EXPECT_NEAR(bound.agree_s, 3.0 * 12 / 10, 1e-12);
+}
+
 TEST(RecoveryCost, EventsThatLeaveTheRunningJobAloneCostNothing) {
   const RecoveryCostModel m = model_of(toy());
   EXPECT_EQ(m.event(false, {{0, 3, 3}}, 4).total_s, 0.0);  // repair, degree unchanged
