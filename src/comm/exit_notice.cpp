@@ -16,11 +16,6 @@ Status post_exit_notice(Store& store, int rank, const std::string& who) {
   return store.append(kLaunchEvents, "exit " + std::to_string(rank) + " " + who);
 }
 
-bool has_exited(Store& store, int rank, const std::string& who) {
-  Result<std::string> value = store.get(exit_notice_key(rank));
-  return value.ok() && *value == who;
-}
-
 std::optional<ExitEvent> parse_exit_event(const std::string& event) {
   if (event.rfind("exit ", 0) != 0) return std::nullopt;
   const auto space = event.find(' ', 5);

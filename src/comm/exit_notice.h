@@ -25,10 +25,6 @@ std::string incarnation(int attempt, int restart_count);
 // Written by the launcher after reaping `rank`'s worker process `who`.
 Status post_exit_notice(Store& store, int rank, const std::string& who);
 
-// Whether the launcher reported that incarnation `who` of `rank` has exited. A store error
-// counts as "no notice" (the caller falls back to heartbeats and timeouts).
-bool has_exited(Store& store, int rank, const std::string& who);
-
 inline constexpr const char* kLaunchEvents = "launch/events";
 
 // The key of `rank`'s notice (its value: the incarnation that exited).

@@ -63,11 +63,14 @@ std::string silent_key(const std::string& group, int id) {
   return group + "/silent/" + std::to_string(id);
 }
 
+bool still_since_recorded(const std::optional<std::string>& silent,
+                          const std::optional<std::string>& beat) {
+  return silent && beat && parse_progress(*beat).moving == parse_progress(*silent).moving;
+}
+
 bool still_silent(comm::Store& store, const std::string& group, int id) {
-  const std::optional<std::string> seen = read(store, silent_key(group, id));
-  if (!seen) return false;
-  const std::optional<std::string> now = read(store, comm::Heartbeat::key(group, id));
-  return now && parse_progress(*now).moving == parse_progress(*seen).moving;
+  return still_since_recorded(read(store, silent_key(group, id)),
+                              read(store, comm::Heartbeat::key(group, id)));
 }
 
 void Agreement::tick(std::int64_t step) {
@@ -139,9 +142,7 @@ Result<bool> Agreement::look_at_absent(int epoch, const MemberList& last,
     const std::optional<std::string>& notice = (*values)[1 + 3 * i];
     const std::optional<std::string>& silent = (*values)[2 + 3 * i];
     const std::optional<std::string>& beat = (*values)[3 + 3 * i];
-    const bool still_since_recorded =
-        silent && beat && parse_progress(*beat).moving == parse_progress(*silent).moving;
-    if (reported_gone(id, last, notice) || still_since_recorded ||
+    if (reported_gone(id, last, notice) || still_since_recorded(silent, beat) ||
         stillness.still(id, fresh ? beat : std::nullopt, now)) {
       gone.insert(id);
     }
@@ -228,9 +229,9 @@ Result<std::optional<MemberList>> Agreement::await_list(int epoch, const MemberL
       if (v[1]) return std::optional<MemberList>();  // someone gave up on this epoch: so do we
       if (!decider && v[2]) decider = std::atoi(v[2]->c_str());  // looked at from the next round
       if (decider && v.size() == 6) {
-        const bool recorded =
-            v[4] && v[5] && parse_progress(*v[5]).moving == parse_progress(*v[4]).moving;
-        if (reported_gone(*decider, last, v[3]) || recorded) return std::optional<MemberList>();
+        if (reported_gone(*decider, last, v[3]) || still_since_recorded(v[4], v[5])) {
+          return std::optional<MemberList>();
+        }
         if (stillness.still(*decider, fresh ? v[5] : std::nullopt, Clock::now())) {
           // Recorded as the failure watch records a hung member, so that the next epoch's
           // decider takes it as gone at once instead of watching it stand still again.

@@ -71,6 +71,9 @@ std::string silent_key(const std::string& group, int id);
 
 // Whether a watcher recorded `id` still and its progress has not moved since.
 bool still_silent(comm::Store& store, const std::string& group, int id);
+// The same rule on values already read: `silent` (the record) and `beat` (its heartbeat now).
+bool still_since_recorded(const std::optional<std::string>& silent,
+                          const std::optional<std::string>& beat);
 
 class Agreement {
  public:
