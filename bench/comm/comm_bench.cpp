@@ -209,8 +209,13 @@ int run_rank(int rank, const Config& cfg, const std::string& dir) {
       auto raw_once = [&] {
         if (cfg.control) {
           ntp::comm::gloo_ops::InFlight in_flight;
-          ntp::comm::gloo_ops::Net net{raw, &in_flight, std::chrono::milliseconds(120000),
-                                       &control_scratch};
+          ntp::comm::gloo_ops::Net net;
+          net.context = raw;
+          net.in_flight = &in_flight;
+          net.timeout = std::chrono::milliseconds(120000);
+          net.scratch = &control_scratch;
+          net.rank = rank;
+          net.size = n;
           const std::uint64_t slot = gloo::Slot::build(0x72, raw_tag++);
           ntp::Status s;
           if (op == Op::kAllreduce) {

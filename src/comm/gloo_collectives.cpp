@@ -1,5 +1,8 @@
 #include "comm/gloo_collectives.h"
 
+#include "comm/gloo_tracked.h"
+#include "comm/gloo_tree.h"
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -43,54 +46,6 @@ constexpr std::size_t kMaxSegmentBytes = std::size_t{1} << 20;
 // Receives in flight per ring (scratch segments of the reduce-scatter phase).
 constexpr std::size_t kDepth = 2;
 
-Status aborted() { return unavailable("aborted"); }
-
-// An unbound buffer over caller memory, registered in the communicator's InFlight set from
-// construction to destruction. When the operation was aborted before it got here, nothing is
-// registered, nothing is posted, and the first wait fails.
-class Tracked {
- public:
-  Tracked(const Net& net, const void* data, std::size_t bytes) : net_(net) {
-    if (bytes == 0) return;
-    // Gloo never writes into a buffer that only sends.
-    buffer_ = net.context->createUnboundBuffer(const_cast<void*>(data), bytes);
-    registered_ = net.in_flight->add(buffer_.get());
-  }
-  ~Tracked() {
-    if (registered_) net_.in_flight->remove(buffer_.get());
-    // buffer_'s destructor then waits until Gloo's I/O thread has let go of it, and pending
-    // transfers never touch its memory again.
-  }
-  Tracked(const Tracked&) = delete;
-  Tracked& operator=(const Tracked&) = delete;
-
-  void send(int dst, std::uint64_t slot, std::size_t offset, std::size_t bytes) {
-    if (registered_) buffer_->send(dst, slot, offset, bytes);
-  }
-  void recv(int src, std::uint64_t slot, std::size_t offset, std::size_t bytes) {
-    if (registered_) buffer_->recv(src, slot, offset, bytes);
-  }
-  Status wait_recv() {
-    if (!registered_ || !buffer_->waitRecv(net_.timeout)) return aborted();
-    return ok_status();
-  }
-  Status wait_send() {
-    if (!registered_ || !buffer_->waitSend(net_.timeout)) return aborted();
-    return ok_status();
-  }
-
- private:
-  const Net& net_;
-  std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
-  bool registered_ = false;
-};
-
-int mod(long long x, int n) { return static_cast<int>(((x % n) + n) % n); }
-
-std::size_t round_up(std::size_t x, std::size_t multiple) {
-  return (x + multiple - 1) / multiple * multiple;
-}
-
 template <typename T>
 void add_into(void* acc, const void* x, std::size_t count) {
   T* a = static_cast<T*>(acc);
@@ -117,8 +72,8 @@ std::vector<std::size_t> byte_offsets(const std::vector<std::size_t>& counts, st
 Status ring(const Net& net, char* data, const std::vector<std::size_t>& offsets,
             std::size_t element, ReduceFn reduce, int reduce_steps, int gather_steps,
             std::uint64_t slot) {
-  const int n = net.context->size;
-  const int r = net.context->rank;
+  const int n = net.size;
+  const int r = net.rank;
   std::size_t max_chunk = 0;
   for (int c = 0; c < n; ++c) max_chunk = std::max(max_chunk, offsets[c + 1] - offsets[c]);
   if (max_chunk == 0) return ok_status();
@@ -194,8 +149,8 @@ Status ring(const Net& net, char* data, const std::vector<std::size_t>& offsets,
 // Every rank sends its `bytes` to every other and adds the n contributions in rank order.
 Status direct_allreduce(const Net& net, char* data, std::size_t count, std::size_t element,
                         ReduceFn reduce, std::uint64_t slot) {
-  const int n = net.context->size;
-  const int r = net.context->rank;
+  const int n = net.size;
+  const int r = net.rank;
   const std::size_t bytes = count * element;
   std::vector<char>& scratch = *net.scratch;
   const std::size_t scratch_bytes = static_cast<std::size_t>(n - 1) * bytes;
@@ -220,6 +175,25 @@ Status direct_allreduce(const Net& net, char* data, std::size_t count, std::size
   return ok_status();
 }
 
+// The links of the tree rooted at `root` (a sparse group connected those of root 0 only).
+std::vector<int> sparse_peers_for_root(const Net& net, int root) {
+  const TreeLinks links = binomial_tree(net.rank, net.size, root);
+  std::vector<int> peers = links.children;
+  if (links.parent >= 0) peers.push_back(links.parent);
+  return peers;
+}
+
+// The peers an alltoallv sends to or receives from.
+std::vector<int> named_peers(const Net& net, const std::vector<std::size_t>& send_bytes,
+                             const std::vector<std::size_t>& recv_bytes) {
+  std::vector<int> peers;
+  for (int q = 0; q < net.size; ++q) {
+    const auto i = static_cast<std::size_t>(q);
+    if (q != net.rank && (send_bytes[i] > 0 || recv_bytes[i] > 0)) peers.push_back(q);
+  }
+  return peers;
+}
+
 }  // namespace
 
 ReduceFn sum_into(DType dtype) {
@@ -228,10 +202,13 @@ ReduceFn sum_into(DType dtype) {
 
 Status allreduce(const Net& net, void* data, std::size_t count, std::size_t element,
                  ReduceFn reduce, std::uint64_t slot) {
-  const int n = net.context->size;
+  const int n = net.size;
   if (n == 1 || count == 0) return ok_status();
   char* bytes = static_cast<char*>(data);
-  if (count * element * static_cast<std::size_t>(n - 1) <= kDirectMaxBytes) {
+  if (net.sparse && count * element <= kTreeMaxBytes) {
+    return tree_allreduce(net, data, count, element, reduce, slot);
+  }
+  if (!net.sparse && count * element * static_cast<std::size_t>(n - 1) <= kDirectMaxBytes) {
     return direct_allreduce(net, bytes, count, element, reduce, slot);
   }
   std::vector<std::size_t> counts(static_cast<std::size_t>(n));
@@ -244,7 +221,7 @@ Status allreduce(const Net& net, void* data, std::size_t count, std::size_t elem
 
 Status reduce_scatter(const Net& net, void* data, const std::vector<std::size_t>& counts,
                       std::size_t element, ReduceFn reduce, std::uint64_t slot) {
-  const int n = net.context->size;
+  const int n = net.size;
   if (n == 1) return ok_status();
   return ring(net, static_cast<char*>(data), byte_offsets(counts, element), element, reduce, n - 1,
               0, slot);
@@ -252,12 +229,12 @@ Status reduce_scatter(const Net& net, void* data, const std::vector<std::size_t>
 
 Status allgather(const Net& net, void* output, const std::vector<std::size_t>& counts,
                  std::size_t element, std::uint64_t slot) {
-  const int n = net.context->size;
-  const int r = net.context->rank;
+  const int n = net.size;
+  const int r = net.rank;
   if (n == 1) return ok_status();
   const std::vector<std::size_t> offsets = byte_offsets(counts, element);
   const std::size_t total = offsets.back();
-  if (total > kDirectMaxBytes) {
+  if (total > kDirectMaxBytes || net.sparse) {
     return ring(net, static_cast<char*>(output), offsets, element, nullptr, 0, n - 1, slot);
   }
   // Small: every rank sends its piece to every other at once.
@@ -282,9 +259,13 @@ Status allgather(const Net& net, void* output, const std::vector<std::size_t>& c
 }
 
 Status broadcast(const Net& net, void* data, std::size_t bytes, int root, std::uint64_t slot) {
-  const int n = net.context->size;
-  const int r = net.context->rank;
+  const int n = net.size;
+  const int r = net.rank;
   if (n == 1 || bytes == 0) return ok_status();
+  if (net.sparse && bytes <= kDirectMaxBytes) {
+    if (root != 0) NTP_RETURN_IF_ERROR(net.connect(sparse_peers_for_root(net, root)));
+    return tree_broadcast(net, data, bytes, root, slot);
+  }
   Tracked buffer(net, data, bytes);
   if (bytes <= kDirectMaxBytes) {
     // Small: the root sends to everyone at once.
@@ -320,8 +301,8 @@ Status broadcast(const Net& net, void* data, std::size_t bytes, int root, std::u
 
 Status alltoallv(const Net& net, const void* input, const std::vector<std::size_t>& send_bytes,
                  void* output, const std::vector<std::size_t>& recv_bytes, std::uint64_t slot) {
-  const int n = net.context->size;
-  const int r = net.context->rank;
+  const int n = net.size;
+  const int r = net.rank;
   const std::vector<std::size_t> send_at = byte_offsets(send_bytes, 1);
   const std::vector<std::size_t> recv_at = byte_offsets(recv_bytes, 1);
   const auto me = static_cast<std::size_t>(r);
@@ -331,6 +312,7 @@ Status alltoallv(const Net& net, const void* input, const std::vector<std::size_
                 static_cast<const char*>(input) + send_at[me], own);
   }
   if (n == 1) return ok_status();
+  if (net.sparse) NTP_RETURN_IF_ERROR(net.connect(named_peers(net, send_bytes, recv_bytes)));
   Tracked in(net, input, send_at.back());
   Tracked out(net, output, recv_at.back());
   std::size_t receives = 0;
@@ -361,9 +343,10 @@ Status barrier(const Net& net, std::uint64_t slot) {
   // ceil(log2 n) rounds everyone has (transitively) heard from everyone. The distances 2^k < n
   // are distinct mod n, so each pair carries at most one message per direction and one slot
   // serves all rounds.
-  const int n = net.context->size;
-  const int r = net.context->rank;
+  const int n = net.size;
+  const int r = net.rank;
   if (n == 1) return ok_status();
+  if (net.sparse) return tree_barrier(net, slot);
   char token = 1;
   char heard[64] = {};
   Tracked out(net, &token, 1);
@@ -380,6 +363,7 @@ Status barrier(const Net& net, std::uint64_t slot) {
 
 Status send(const Net& net, const void* data, std::size_t bytes, int dst, std::uint64_t slot) {
   if (bytes == 0) return ok_status();
+  if (net.sparse) NTP_RETURN_IF_ERROR(net.connect({dst}));
   Tracked buffer(net, data, bytes);
   buffer.send(dst, slot, 0, bytes);
   return buffer.wait_send();
@@ -387,6 +371,7 @@ Status send(const Net& net, const void* data, std::size_t bytes, int dst, std::u
 
 Status recv(const Net& net, void* data, std::size_t bytes, int src, std::uint64_t slot) {
   if (bytes == 0) return ok_status();
+  if (net.sparse) NTP_RETURN_IF_ERROR(net.connect({src}));
   Tracked buffer(net, data, bytes);
   buffer.recv(src, slot, 0, bytes);
   return buffer.wait_recv();

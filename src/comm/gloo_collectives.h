@@ -9,7 +9,7 @@
 // fails before it waits.
 //
 // Contracts shared by the functions below (callers: GlooCommunicator, one operation at a time):
-// * Called with matching arguments on every rank of `net.context` (size >= 2 unless noted), with
+// * Called with matching arguments on every rank of the group (size >= 2 unless noted), with
 //   a `slot` unique to this operation (Gloo matches messages per pair and slot, in order).
 // * Element counts are in elements of `element` bytes; offsets and byte counts are bytes.
 // * OK, or kUnavailable when aborted (message "aborted"; the caller substitutes the reason).
@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -53,12 +54,28 @@ class InFlight {
 
 // What an algorithm needs from its communicator.
 struct Net {
+  // The pairs, indexed by mesh rank (comm/pair_mesh.h).
   std::shared_ptr<gloo::Context> context;
   InFlight* in_flight = nullptr;
   // Bound on each wait (a wait is the unit of progress).
   std::chrono::milliseconds timeout{30000};
   // Reused scratch memory (receive segments of the ring, the small-message allreduce).
   std::vector<char>* scratch = nullptr;
+  // The group: this rank and the size; members[i] is the mesh rank of group rank i (null: the
+  // group is the mesh).
+  int rank = 0;
+  int size = 1;
+  const std::vector<int>* members = nullptr;
+  // A large group: its pairs are those of a ring (r +- 1) and of the binomial tree rooted at
+  // rank 0 (comm/gloo_tree.h), so small messages take the tree and large ones the ring; an
+  // operation that names other peers (alltoallv, send/recv, a broadcast from another root)
+  // first calls connect() with them (group ranks). A small group has every pair.
+  bool sparse = false;
+  std::function<Status(const std::vector<int>&)> connect;
+
+  int mesh_rank(int group_rank) const {
+    return members == nullptr ? group_rank : (*members)[static_cast<std::size_t>(group_rank)];
+  }
 };
 
 using ReduceFn = void (*)(void* acc, const void* x, std::size_t count);

@@ -1,10 +1,6 @@
 #include "comm/gloo_communicator.h"
 
 #include <gloo/common/error.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
-#include <gloo/transport/tcp/device.h>
-#include <gloo/types.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -16,6 +12,8 @@
 #include <thread>
 
 #include "comm/gloo_collectives.h"
+#include "comm/gloo_tree.h"
+#include "comm/pair_mesh.h"
 #include "comm/progress_thread.h"
 #include "comm/wait_observer.h"
 #include "core/rng.h"
@@ -33,63 +31,26 @@ constexpr std::uint8_t kBroadcastSlotPrefix = 0x74;
 constexpr std::uint8_t kAlltoallvSlotPrefix = 0x75;
 constexpr std::uint8_t kBarrierSlotPrefix = 0x76;
 
-std::uint64_t slot(std::uint8_t prefix, std::uint32_t tag) {
-  return gloo::Slot::build(prefix, tag);
+// A message's slot: the operation's prefix (8 bits), its tag within the communicator (32 bits)
+// and the communicator's group id (24 bits), so that groups sharing a pair never match each
+// other's messages.
+constexpr std::uint32_t kGroupIdBits = 24;
+
+std::uint64_t slot(std::uint8_t prefix, std::uint32_t tag, std::uint32_t group) {
+  return (static_cast<std::uint64_t>(prefix) << 56) | (static_cast<std::uint64_t>(tag) << 24) |
+         group;
 }
 
-// Gloo's rendezvous talks to a gloo::rendezvous::Store; this one forwards to an ntp Store under
-// `prefix`, and turns every failure into gloo::IoException (what Gloo expects from a store).
-class GlooStoreAdapter : public gloo::rendezvous::Store {
- public:
-  GlooStoreAdapter(std::shared_ptr<comm::Store> store, std::string prefix,
-                   std::chrono::milliseconds timeout,
-                   std::shared_ptr<const std::atomic<bool>> cancel)
-      : store_(std::move(store)),
-        prefix_(std::move(prefix)),
-        timeout_(timeout),
-        cancel_(std::move(cancel)) {}
-
-  void set(const std::string& key, const std::vector<char>& data) override {
-    Status status = store_->set(prefix_ + key, std::string(data.begin(), data.end()));
-    if (!status.ok()) throw gloo::IoException(status.to_string());
-  }
-  std::vector<char> get(const std::string& key) override {
-    wait({key}, timeout_);
-    Result<std::string> value = store_->get(prefix_ + key);
-    if (!value.ok()) throw gloo::IoException(value.status().to_string());
-    return std::vector<char>(value->begin(), value->end());
-  }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
-    std::vector<std::string> full;
-    full.reserve(keys.size());
-    for (const std::string& key : keys) full.push_back(prefix_ + key);
-    if (!cancel_) {
-      Status status = store_->wait(full, timeout);
-      if (!status.ok()) throw gloo::IoException(status.to_string());
-      return;
-    }
-    // Cancellable: wait in slices, looking at the flag between them.
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      if (cancel_->load()) throw gloo::IoException("rendezvous cancelled");
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          end - std::chrono::steady_clock::now());
-      Status status = store_->wait(full, std::min(left, std::chrono::milliseconds(5)));
-      if (status.ok()) return;
-      if (status.code() != StatusCode::kDeadlineExceeded || left.count() <= 5) {
-        throw gloo::IoException(status.to_string());
-      }
-    }
-  }
-
- private:
-  std::shared_ptr<comm::Store> store_;
-  std::string prefix_;
-  std::chrono::milliseconds timeout_;
-  std::shared_ptr<const std::atomic<bool>> cancel_;
-};
+// The id of the group `name` over `members` (mesh ranks): the same on every member, never 0
+// (the world's).
+std::uint32_t group_id(const std::string& name, const std::vector<int>& members) {
+  std::uint64_t hash = splitmix64(0x6e7470);  // "ntp"
+  for (char c : name) hash = splitmix64(hash ^ static_cast<unsigned char>(c));
+  for (int m : members) hash = splitmix64(hash ^ (static_cast<std::uint64_t>(m) << 8));
+  const std::uint32_t mask = (1u << kGroupIdBits) - 1;
+  const auto id = static_cast<std::uint32_t>(hash & mask);
+  return id == 0 ? 1 : id;
+}
 
 bool reducible(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kFloat64; }
 
@@ -119,17 +80,36 @@ void ignore_sigpipe_once() {
   });
 }
 
+// One group over a PairMesh: `members` are the mesh ranks of its ranks (empty: the group is
+// the mesh). Groups of one mesh share its pairs; their messages differ in the group id.
 class GlooCommunicator final : public Communicator {
  public:
-  GlooCommunicator(GlooOptions options, std::shared_ptr<gloo::transport::Device> device,
-                   std::shared_ptr<gloo::rendezvous::Context> context)
+  GlooCommunicator(GlooOptions options, std::shared_ptr<PairMesh> mesh, std::vector<int> members,
+                   std::uint32_t group)
       : options_(std::move(options)),
-        device_(std::move(device)),
-        context_(std::move(context)),
+        mesh_(std::move(mesh)),
+        members_(std::move(members)),
+        group_(group),
+        sparse_(options_.size > options_.full_mesh_max_size),
         progress_(std::make_unique<ProgressThread>()) {}
 
   ~GlooCommunicator() override {
-    progress_.reset();  // joins the progress thread before the context goes away
+    progress_.reset();  // joins the progress thread before the pairs may go away
+    mesh_->release_group(group_);
+  }
+
+  // Connects the pairs this group's algorithms use from the start (every peer of a small group;
+  // the ring and tree links of a large one). `stop` ends the wait early (kUnavailable).
+  Status connect_links(const std::function<bool()>& stop) {
+    std::vector<int> peers;
+    if (sparse_) {
+      peers = gloo_ops::sparse_peers(rank(), size());
+    } else {
+      for (int q = 0; q < size(); ++q) {
+        if (q != rank()) peers.push_back(q);
+      }
+    }
+    return connect_peers(peers, stop);
   }
 
   int rank() const override { return options_.rank; }
@@ -215,7 +195,7 @@ class GlooCommunicator final : public Communicator {
     return Prepared{ok_status(), "allreduce", [this, data, op](std::uint32_t tag) -> Status {
                       NTP_RETURN_IF_ERROR(gloo_ops::allreduce(
                           net(), data.data, data.count, dtype_size(data.dtype),
-                          gloo_ops::sum_into(data.dtype), slot(kAllreduceSlotPrefix, tag)));
+                          gloo_ops::sum_into(data.dtype), slot(kAllreduceSlotPrefix, tag, group_)));
                       if (op == ReduceOp::kAvg) divide(data.data, data.count, data.dtype, size());
                       return ok_status();
                     }};
@@ -248,7 +228,7 @@ class GlooCommunicator final : public Communicator {
                                      input.bytes());
                       }
                       return gloo_ops::allgather(net(), output.data, counts, element,
-                                                 slot(kAllgatherSlotPrefix, tag));
+                                                 slot(kAllgatherSlotPrefix, tag, group_));
                     }};
   }
 
@@ -277,7 +257,8 @@ class GlooCommunicator final : public Communicator {
                         recv_bytes[i] = recv_counts[i] * element;
                       }
                       return gloo_ops::alltoallv(net(), input.data, send_bytes, output.data,
-                                                 recv_bytes, slot(kAlltoallvSlotPrefix, tag));
+                                                 recv_bytes,
+                                                 slot(kAlltoallvSlotPrefix, tag, group_));
                     }};
   }
 
@@ -291,7 +272,7 @@ class GlooCommunicator final : public Communicator {
     }
     return Prepared{ok_status(), "broadcast", [this, data, root](std::uint32_t tag) -> Status {
                       return gloo_ops::broadcast(net(), data.data, data.bytes(), root,
-                                                 slot(kBroadcastSlotPrefix, tag));
+                                                 slot(kBroadcastSlotPrefix, tag, group_));
                     }};
   }
 
@@ -299,7 +280,7 @@ class GlooCommunicator final : public Communicator {
     if (dst < 0 || dst >= size() || dst == rank()) return bad_peer("send", dst);
     return Prepared{ok_status(), "send", [this, data, dst, user_tag](std::uint32_t) -> Status {
                       return gloo_ops::send(net(), data.data, data.bytes(), dst,
-                                            slot(kSendRecvSlotPrefix, user_tag));
+                                            slot(kSendRecvSlotPrefix, user_tag, group_));
                     }};
   }
 
@@ -307,13 +288,13 @@ class GlooCommunicator final : public Communicator {
     if (src < 0 || src >= size() || src == rank()) return bad_peer("recv", src);
     return Prepared{ok_status(), "recv", [this, data, src, user_tag](std::uint32_t) -> Status {
                       return gloo_ops::recv(net(), data.data, data.bytes(), src,
-                                            slot(kSendRecvSlotPrefix, user_tag));
+                                            slot(kSendRecvSlotPrefix, user_tag, group_));
                     }};
   }
 
   Prepared prepare_barrier() {
     return Prepared{ok_status(), "barrier", [this](std::uint32_t tag) -> Status {
-                      return gloo_ops::barrier(net(), slot(kBarrierSlotPrefix, tag));
+                      return gloo_ops::barrier(net(), slot(kBarrierSlotPrefix, tag, group_));
                     }};
   }
 
@@ -321,14 +302,15 @@ class GlooCommunicator final : public Communicator {
   Result<std::unique_ptr<Communicator>> subgroup(const std::vector<int>& ranks,
                                                  const std::string& name) override {
     int my_index = -1;
-    std::uint64_t hash = 0;
+    std::vector<int> members;
+    members.reserve(ranks.size());
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       if (ranks[i] < 0 || ranks[i] >= size() || (i > 0 && ranks[i] <= ranks[i - 1])) {
         return invalid_argument("subgroup '" + name +
                                 "': ranks must be strictly increasing ranks of the group");
       }
       if (ranks[i] == rank()) my_index = static_cast<int>(i);
-      hash = splitmix64(hash ^ static_cast<std::uint64_t>(ranks[i]));
+      members.push_back(mesh_rank(ranks[i]));
     }
     if (my_index < 0) {
       return invalid_argument("subgroup '" + name + "': rank " + std::to_string(rank()) +
@@ -337,10 +319,13 @@ class GlooCommunicator final : public Communicator {
     GlooOptions sub = options_;
     sub.rank = my_index;
     sub.size = static_cast<int>(ranks.size());
-    char hex[17];
-    std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
-    sub.prefix = options_.prefix + "/g/" + name + "/" + hex;
-    return connect_gloo(sub);
+    sub.prefix = options_.prefix + "/g/" + name;
+    const std::uint32_t id = group_id(name, members);
+    NTP_RETURN_IF_ERROR(mesh_->claim_group(id, sub.prefix));
+    auto group = std::make_unique<GlooCommunicator>(sub, mesh_, std::move(members), id);
+    const ScopedWait observed;
+    NTP_RETURN_IF_ERROR(group->connect_links(cancelled()));
+    return std::unique_ptr<Communicator>(std::move(group));
   }
 
  private:
@@ -398,7 +383,7 @@ class GlooCommunicator final : public Communicator {
   void close_connections_later() {
     (void)progress_->submit([this] {
       try {
-        context_->closeConnections();
+        mesh_->closeConnections();
       } catch (const std::exception&) {
         // Best effort: peers still fail by their own timeout.
       }
@@ -473,18 +458,50 @@ class GlooCommunicator final : public Communicator {
                             static_cast<const char*>(input.data) + input.bytes());
       NTP_RETURN_IF_ERROR(gloo_ops::reduce_scatter(net(), acc.data(), counts, element,
                                                    gloo_ops::sum_into(input.dtype),
-                                                   slot(kReduceScatterSlotPrefix, tag)));
+                                                   slot(kReduceScatterSlotPrefix, tag, group_)));
       if (output.count > 0) std::memcpy(output.data, acc.data() + offset, output.bytes());
     }
     if (op == ReduceOp::kAvg) divide(output.data, output.count, output.dtype, size());
     return ok_status();
   }
 
-  gloo_ops::Net net() { return gloo_ops::Net{context_, &in_flight_, options_.timeout, &scratch_}; }
+  gloo_ops::Net net() {
+    gloo_ops::Net n;
+    n.context = mesh_;
+    n.in_flight = &in_flight_;
+    n.timeout = options_.timeout;
+    n.scratch = &scratch_;
+    n.rank = rank();
+    n.size = size();
+    n.members = members_.empty() ? nullptr : &members_;
+    n.sparse = sparse_;
+    n.connect = [this](const std::vector<int>& peers) {
+      return connect_peers(peers, [this] { return in_flight_.aborted() || cancelled()(); });
+    };
+    return n;
+  }
+
+  int mesh_rank(int group_rank) const {
+    return members_.empty() ? group_rank : members_[static_cast<std::size_t>(group_rank)];
+  }
+
+  // The rendezvous' cancel flag as a predicate (never true without one).
+  std::function<bool()> cancelled() const {
+    return [cancel = options_.cancel] { return cancel && cancel->load(); };
+  }
+
+  Status connect_peers(const std::vector<int>& group_peers, const std::function<bool()>& stop) {
+    std::vector<int> peers;
+    peers.reserve(group_peers.size());
+    for (int q : group_peers) peers.push_back(mesh_rank(q));
+    return mesh_->connect(peers, stop);
+  }
 
   GlooOptions options_;
-  std::shared_ptr<gloo::transport::Device> device_;
-  std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::shared_ptr<PairMesh> mesh_;
+  std::vector<int> members_;
+  std::uint32_t group_;
+  bool sparse_;
   mutable std::mutex health_mutex_;
   Status health_;
   std::atomic<bool> broken_{false};
@@ -498,35 +515,6 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
-namespace {
-
-// One full-mesh connect: what it needs and what it gives (shared with its thread when it may be
-// cancelled).
-struct Rendezvous {
-  std::shared_ptr<gloo::transport::Device> device;
-  std::shared_ptr<gloo::rendezvous::Context> context;
-  std::shared_ptr<GlooStoreAdapter> store;
-  std::mutex mutex;
-  std::condition_variable finished;
-  bool done = false;
-  std::string error;  // empty: connected
-
-  void run() {
-    std::string failure;
-    try {
-      context->connectFullMesh(*store, device);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    std::lock_guard<std::mutex> lock(mutex);
-    error = std::move(failure);
-    done = true;
-    finished.notify_all();
-  }
-};
-
-}  // namespace
-
 Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
   if (options.store == nullptr) return invalid_argument("connect_gloo: no store given");
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
@@ -536,45 +524,34 @@ Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
   if (options.timeout.count() <= 0) {
     return invalid_argument("connect_gloo: timeout must be positive");
   }
-  if (options.cancel && options.cancel->load()) {
-    return unavailable("connect_gloo rank " + std::to_string(options.rank) + " (" + options.prefix +
-                       "): rendezvous cancelled");
+  if (options.full_mesh_max_size < 1) {
+    return invalid_argument("connect_gloo: full_mesh_max_size must be at least 1, not " +
+                            std::to_string(options.full_mesh_max_size));
   }
-  ignore_sigpipe_once();
   auto where = [&options] {
     return "connect_gloo rank " + std::to_string(options.rank) + "/" +
            std::to_string(options.size) + " (" + options.prefix + "): ";
   };
-  auto connect = std::make_shared<Rendezvous>();
-  try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = options.hostname;
-    connect->device = gloo::transport::tcp::CreateDevice(attr);
-    connect->context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-    connect->context->setTimeout(options.timeout);
-    connect->store = std::make_shared<GlooStoreAdapter>(options.store, options.prefix + "/",
-                                                        options.timeout, options.cancel);
-  } catch (const std::exception& e) {
-    return unavailable(where() + e.what());
+  if (options.cancel && options.cancel->load()) {
+    return unavailable(where() + "rendezvous cancelled");
   }
-  if (!options.cancel) {
-    connect->run();
-  } else {
-    // Cancellable: the full-mesh connect runs on a thread of its own and this one waits for it
-    // or for the flag. A cancelled connect is left to end at its own timeout (a pair connecting
-    // to a peer that died after publishing its address retries until then); the thread owns
-    // everything it touches, so nothing it uses goes away under it.
-    std::thread([connect] { connect->run(); }).detach();
-    const ScopedWait observed;
-    std::unique_lock<std::mutex> lock(connect->mutex);
-    while (!connect->done) {
-      if (options.cancel->load()) return unavailable(where() + "rendezvous cancelled");
-      connect->finished.wait_for(lock, std::chrono::milliseconds(5));
-    }
+  ignore_sigpipe_once();
+  PairMesh::Options mesh_options;
+  mesh_options.store = options.store;
+  mesh_options.rank = options.rank;
+  mesh_options.size = options.size;
+  mesh_options.prefix = options.prefix;
+  mesh_options.timeout = options.timeout;
+  mesh_options.hostname = options.hostname;
+  NTP_ASSIGN_OR_RETURN(std::shared_ptr<PairMesh> mesh, PairMesh::create(mesh_options));
+  NTP_RETURN_IF_ERROR(mesh->claim_group(0, options.prefix));
+  auto world = std::make_unique<GlooCommunicator>(options, std::move(mesh), std::vector<int>(), 0);
+  const ScopedWait observed;
+  const std::shared_ptr<const std::atomic<bool>> cancel = options.cancel;
+  if (Status s = world->connect_links([cancel] { return cancel && cancel->load(); }); !s.ok()) {
+    return unavailable(where() + s.message());
   }
-  if (!connect->error.empty()) return unavailable(where() + connect->error);
-  return std::unique_ptr<Communicator>(std::make_unique<GlooCommunicator>(
-      options, std::move(connect->device), std::move(connect->context)));
+  return std::unique_ptr<Communicator>(std::move(world));
 }
 
 }  // namespace ntp::comm

@@ -1,9 +1,12 @@
 // The Gloo (CPU, TCP) backend of Communicator.
 //
 // Every process calls connect_gloo with the same store, size and prefix and its own rank; the
-// call returns once the full mesh of TCP connections is up (or fails with kUnavailable after
-// `timeout`). A new communicator (after a failure, or a subgroup) uses a new prefix, so it never
-// reads the rendezvous keys of an earlier one.
+// call returns once the TCP connections its algorithms need are up (every pair of a small group,
+// the ring and tree links of a large one: see full_mesh_max_size) or fails with kUnavailable
+// after `timeout`. A new communicator (after a failure) uses a new prefix, so it never reads the
+// rendezvous keys of an earlier one. subgroup() forms a group over the same connections
+// (comm/pair_mesh.h): it connects only the pairs of its members that no group connected yet, so
+// the TP, sync and DP groups of a small job add none.
 //
 // Every operation runs on Gloo's transport (unbound buffers over TCP) with ntp's own algorithms
 // (comm/gloo_collectives.h), not Gloo's, so that abort() can wake every wait of the running
@@ -44,6 +47,11 @@ struct GlooOptions {
   // becoming true: a re-formation whose member died before it published cancels its connect
   // instead of waiting out `timeout`. Subgroups share it.
   std::shared_ptr<const std::atomic<bool>> cancel;
+  // Groups (this one and its subgroups) up to this size connect every pair of members and use
+  // the direct algorithms; larger ones connect only their ring and tree links (and, on demand,
+  // the peers an alltoallv, send/recv or broadcast from another root names) and take the tree
+  // for small messages (comm/gloo_tree.h), so a member of a large group holds O(log n) pairs.
+  int full_mesh_max_size = 32;
 };
 
 Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options);

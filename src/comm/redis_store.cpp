@@ -353,6 +353,22 @@ Result<std::vector<std::optional<std::string>>> RedisStore::get_many(
   return values;
 }
 
+Status RedisStore::set_many(const std::vector<std::pair<std::string, std::string>>& entries) {
+  if (entries.empty()) return ok_status();
+  std::vector<std::string> args{"MSET"};
+  args.reserve(2 * entries.size() + 1);
+  for (const auto& [key, value] : entries) {
+    args.push_back(prefix_ + key);
+    args.push_back(value);
+  }
+  NTP_ASSIGN_OR_RETURN(ReplyPtr reply, command(args, "MSET " + entries.front().first + " ..."));
+  if (reply->type == REDIS_REPLY_ERROR) {
+    return internal_error("redis MSET " + entries.front().first +
+                          " ... failed: " + reply_text(reply.get()));
+  }
+  return ok_status();
+}
+
 Status RedisStore::append(const std::string& stream, const std::string& value) {
   NTP_ASSIGN_OR_RETURN(ReplyPtr reply,
                        command({"XADD", prefix_ + stream, "MAXLEN", "~", "10000", "*", "v", value},

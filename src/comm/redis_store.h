@@ -61,6 +61,7 @@ class RedisStore : public Store {
   Result<std::int64_t> add(const std::string& key, std::int64_t delta) override;
   // One MGET; XADD (trimmed to about the last 10,000 events); a reader on its own connection that
   // blocks in XREAD BLOCK (redis_stream.cpp), woken by shutting its socket down.
+  Status set_many(const std::vector<std::pair<std::string, std::string>>& entries) override;
   Result<std::vector<std::optional<std::string>>> get_many(
       const std::vector<std::string>& keys) override;
   Status append(const std::string& stream, const std::string& value) override;

@@ -31,6 +31,11 @@ Status Store::wait(const std::vector<std::string>& keys, std::chrono::millisecon
   }
 }
 
+Status Store::set_many(const std::vector<std::pair<std::string, std::string>>& entries) {
+  for (const auto& [key, value] : entries) NTP_RETURN_IF_ERROR(set(key, value));
+  return ok_status();
+}
+
 Result<std::vector<std::optional<std::string>>> Store::get_many(
     const std::vector<std::string>& keys) {
   std::vector<std::optional<std::string>> values;

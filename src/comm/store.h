@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/stream.h"
@@ -40,6 +41,9 @@ class Store {
   // backend can (RedisStore: one MGET); the default reads them one by one.
   virtual Result<std::vector<std::optional<std::string>>> get_many(
       const std::vector<std::string>& keys);
+  // Sets every (key, value), in one round trip where the backend can (RedisStore: one MSET);
+  // the default sets them one by one.
+  virtual Status set_many(const std::vector<std::pair<std::string, std::string>>& entries);
   // Appends `value` to the event stream `stream` (comm/stream.h); the default keeps it in keys.
   virtual Status append(const std::string& stream, const std::string& value);
   // A reader of event streams; it must not outlive this store. The default polls the keys.

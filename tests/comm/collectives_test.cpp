@@ -1,6 +1,7 @@
 // Exact multi-process tests of the Gloo Communicator: real processes, file store, every
 // collective at world sizes 1, 2, 3, 5, 7 and 8 with element counts 0, 1, primes and uneven
-// per-rank counts, on both sides of the small-message threshold (direct and ring/chain paths).
+// per-rank counts, on both sides of the small-message threshold (direct and ring/chain paths),
+// dense and sparse (tree and ring paths, comm/gloo_tree.h).
 // Inputs are small integers, so every sum is exact in float32 and float64 and results are compared
 // with ==, against references computed here independently.
 #include <gtest/gtest.h>
@@ -30,15 +31,18 @@ double contribution(int r, std::size_t i) {
                              48 + r);
 }
 
+// full_mesh_max_size below n makes the group sparse: ring and tree links only, tree algorithms
+// for small messages (comm/gloo_tree.h); the default keeps every group of these sizes dense.
 Result<std::unique_ptr<Communicator>> connect(const std::string& dir, int rank, int n,
-                                              const std::string& prefix = "world") {
+                                              int full_mesh_max_size) {
   NTP_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, open_store("file:" + dir, "collectives"));
   GlooOptions options;
   options.store = store;
   options.rank = rank;
   options.size = n;
-  options.prefix = prefix;
+  options.prefix = "world";
   options.timeout = std::chrono::milliseconds(20000);
+  options.full_mesh_max_size = full_mesh_max_size;
   return connect_gloo(options);
 }
 
@@ -302,8 +306,8 @@ int check_subgroup(Communicator& comm, int r, int n) {
   return 0;
 }
 
-int run_all(const std::string& dir, int r, int n) {
-  Result<std::unique_ptr<Communicator>> comm = connect(dir, r, n);
+int run_all(const std::string& dir, int r, int n, int full_mesh_max_size) {
+  Result<std::unique_ptr<Communicator>> comm = connect(dir, r, n, full_mesh_max_size);
   CHILD_CHECK(comm.ok(), r, "connect: " + comm.status().to_string());
   Communicator& c = **comm;
   CHILD_CHECK(c.rank() == r && c.size() == n, r, "rank/size");
@@ -321,12 +325,19 @@ int run_all(const std::string& dir, int r, int n) {
   return 0;
 }
 
-class CollectivesTest : public ::testing::TestWithParam<int> {};
+struct Shape {
+  int size;
+  int full_mesh_max_size;
+};
+
+class CollectivesTest : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(CollectivesTest, EveryCollectiveIsExact) {
-  const int n = GetParam();
+  const int n = GetParam().size;
+  const int full_mesh_max_size = GetParam().full_mesh_max_size;
   TempDir dir;
-  std::vector<pid_t> pids = spawn_ranks(n, [&](int r) { return run_all(dir.path(), r, n); });
+  std::vector<pid_t> pids =
+      spawn_ranks(n, [&](int r) { return run_all(dir.path(), r, n, full_mesh_max_size); });
   std::vector<testing::ChildExit> exits = wait_all(pids, std::chrono::seconds(60));
   for (int r = 0; r < n; ++r) {
     const auto& e = exits[static_cast<std::size_t>(r)];
@@ -336,7 +347,14 @@ TEST_P(CollectivesTest, EveryCollectiveIsExact) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 5, 7, 8));
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest,
+                         ::testing::Values(Shape{1, 32}, Shape{2, 32}, Shape{3, 32}, Shape{5, 32},
+                                           Shape{7, 32}, Shape{8, 32}));
+// Sparse groups: the world and its even/odd subgroups above 2 members. Tree sums add in another
+// order than the direct path, and the inputs keep every order exact, so == still holds.
+INSTANTIATE_TEST_SUITE_P(SparseWorldSizes, CollectivesTest,
+                         ::testing::Values(Shape{3, 2}, Shape{5, 2}, Shape{7, 2}, Shape{8, 2},
+                                           Shape{13, 2}));
 
 }  // namespace
 }  // namespace ntp::comm

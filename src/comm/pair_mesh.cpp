@@ -1,0 +1,191 @@
+#include "comm/pair_mesh.h"
+
+#include <gloo/transport/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace ntp::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Polls of the peers' addresses: from kFirstPoll doubling to kMaxPoll. A member that joins late
+// (the last to be spawned) costs its peers a read every kMaxPoll, not a busy loop.
+constexpr std::chrono::microseconds kFirstPoll{200};
+constexpr std::chrono::microseconds kMaxPoll{20000};
+// How often a waiting caller looks at its stop predicate.
+constexpr std::chrono::milliseconds kStopPoll{5};
+
+}  // namespace
+
+Result<std::shared_ptr<PairMesh>> PairMesh::create(const Options& options) {
+  if (options.store == nullptr) return invalid_argument("PairMesh: no store given");
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
+    return invalid_argument("PairMesh: rank " + std::to_string(options.rank) + " is not in [0, " +
+                            std::to_string(options.size) + ")");
+  }
+  std::shared_ptr<gloo::transport::Device> device;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.hostname;
+    device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    return unavailable("PairMesh (" + options.prefix + "): cannot listen on " + options.hostname +
+                       ": " + e.what());
+  }
+  return std::shared_ptr<PairMesh>(new PairMesh(options, std::move(device)));
+}
+
+PairMesh::PairMesh(Options options, std::shared_ptr<gloo::transport::Device> device)
+    : gloo::Context(options.rank, options.size),
+      options_(std::move(options)),
+      state_(static_cast<std::size_t>(options_.size), PairState::kNone),
+      error_(static_cast<std::size_t>(options_.size)) {
+  setTimeout(options_.timeout);
+  device_ = std::move(device);
+  transportContext_ = device_->createContext(rank, size);
+  transportContext_->setTimeout(options_.timeout);
+}
+
+PairMesh::~PairMesh() = default;
+
+std::string PairMesh::address_key(int from, int to) const {
+  return options_.prefix + "/p/" + std::to_string(from) + "/" + std::to_string(to);
+}
+
+bool PairMesh::connected(int peer) const {
+  std::lock_guard lock(mutex_);
+  return peer >= 0 && peer < size &&
+         state_[static_cast<std::size_t>(peer)] == PairState::kConnected;
+}
+
+Status PairMesh::claim_group(std::uint32_t id, const std::string& name) {
+  std::lock_guard lock(mutex_);
+  if (!groups_.insert(id).second) {
+    return internal_error("group '" + name + "' (" + options_.prefix + ") has the id " +
+                          std::to_string(id) +
+                          " of another live group of this rank; give it another name");
+  }
+  return ok_status();
+}
+
+void PairMesh::release_group(std::uint32_t id) {
+  std::lock_guard lock(mutex_);
+  groups_.erase(id);
+}
+
+Status PairMesh::connect(const std::vector<int>& peers, const std::function<bool()>& stop) {
+  std::vector<int> mine;  // the pairs this call creates; the rest another call connects
+  std::vector<std::pair<std::string, std::string>> published;
+  {
+    std::lock_guard lock(mutex_);
+    for (int peer : peers) {
+      if (peer < 0 || peer >= size || peer == rank) {
+        return invalid_argument("PairMesh (" + options_.prefix + "): peer " + std::to_string(peer) +
+                                " is not another rank of " + std::to_string(size));
+      }
+      PairState& state = state_[static_cast<std::size_t>(peer)];
+      if (state != PairState::kNone) continue;
+      try {
+        std::unique_ptr<gloo::transport::Pair>& pair = transportContext_->createPair(peer);
+        const std::vector<char> address = pair->address().bytes();
+        published.emplace_back(address_key(rank, peer),
+                               std::string(address.begin(), address.end()));
+      } catch (const std::exception& e) {
+        return unavailable("PairMesh (" + options_.prefix + "): cannot create the pair to rank " +
+                           std::to_string(peer) + ": " + e.what());
+      }
+      state = PairState::kConnecting;
+      mine.push_back(peer);
+    }
+  }
+  if (!mine.empty()) {
+    if (Status s = options_.store->set_many(published); !s.ok()) {
+      for (int peer : mine) settle(peer, PairState::kFailed, s.to_string());
+      return unavailable("PairMesh (" + options_.prefix + "): " + s.to_string());
+    }
+    // The waits and connects run on a thread of their own, so that `stop` can end this call
+    // while a connect to a peer that died after publishing waits out its timeout.
+    std::thread([self = shared_from_this(), mine] { self->finish_batch(mine); }).detach();
+  }
+  std::unique_lock lock(mutex_);
+  for (int peer : peers) {
+    const auto p = static_cast<std::size_t>(peer);
+    while (state_[p] == PairState::kConnecting) {
+      if (stop && stop()) {
+        return unavailable("PairMesh (" + options_.prefix + "): connect cancelled");
+      }
+      settled_.wait_for(lock, kStopPoll);
+    }
+    if (state_[p] == PairState::kFailed) {
+      return unavailable("PairMesh (" + options_.prefix + "): rank " + std::to_string(rank) +
+                         " cannot connect to rank " + std::to_string(peer) + ": " + error_[p]);
+    }
+  }
+  return ok_status();
+}
+
+void PairMesh::finish_batch(const std::vector<int>& peers) {
+  std::vector<std::string> addresses;
+  if (Status s = exchange_addresses(peers, addresses); !s.ok()) {
+    for (int peer : peers) settle(peer, PairState::kFailed, s.message());
+    return;
+  }
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    try {
+      std::unique_ptr<gloo::transport::Pair>& pair = transportContext_->getPair(peers[i]);
+      pair->connect(std::vector<char>(addresses[i].begin(), addresses[i].end()));
+      settle(peers[i], PairState::kConnected, "");
+    } catch (const std::exception& e) {
+      settle(peers[i], PairState::kFailed, e.what());
+    }
+  }
+}
+
+Status PairMesh::exchange_addresses(const std::vector<int>& peers,
+                                    std::vector<std::string>& addresses) {
+  std::vector<std::string> keys;
+  keys.reserve(peers.size());
+  for (int peer : peers) keys.push_back(address_key(peer, rank));
+  addresses.assign(peers.size(), "");
+  std::vector<std::size_t> missing(peers.size());
+  for (std::size_t i = 0; i < peers.size(); ++i) missing[i] = i;
+  const auto deadline = Clock::now() + options_.timeout;
+  auto pause = kFirstPoll;
+  while (!missing.empty()) {
+    std::vector<std::string> ask;
+    ask.reserve(missing.size());
+    for (std::size_t i : missing) ask.push_back(keys[i]);
+    NTP_ASSIGN_OR_RETURN(std::vector<std::optional<std::string>> got,
+                         options_.store->get_many(ask));
+    std::vector<std::size_t> still;
+    for (std::size_t k = 0; k < missing.size(); ++k) {
+      if (got[k]) {
+        addresses[missing[k]] = std::move(*got[k]);
+      } else {
+        still.push_back(missing[k]);
+      }
+    }
+    missing = std::move(still);
+    if (missing.empty()) break;
+    if (Clock::now() >= deadline) {
+      return deadline_exceeded("rank " + std::to_string(peers[missing.front()]) +
+                               " published no address within " +
+                               std::to_string(options_.timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, kMaxPoll);
+  }
+  return ok_status();
+}
+
+void PairMesh::settle(int peer, PairState state, const std::string& error) {
+  std::lock_guard lock(mutex_);
+  state_[static_cast<std::size_t>(peer)] = state;
+  error_[static_cast<std::size_t>(peer)] = error;
+  settled_.notify_all();
+}
+
+}  // namespace ntp::comm
