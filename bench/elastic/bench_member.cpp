@@ -161,7 +161,10 @@ void BenchMember::training_thread() {
 }
 
 // build_job's groups over the agreed members (train/job.cpp): the world, then per replica its TP
-// and sync groups (the same ranks, two meshes), then the DP group of this member's slot position.
+// and sync groups (the same ranks over the same pairs), then the DP group of this member's slot
+// position. Groups share the world's pairs (comm/pair_mesh.h) and connect their links on
+// demand, so a group is formed once a first barrier over it returned: every link it needs is up
+// and carried a message.
 Status BenchMember::form(const elastic::MemberList& list) {
   cancel_ = std::make_shared<std::atomic<bool>>(false);
   watch_->arm({group_, list.epoch, id_, list.members, incarnations(list),
@@ -184,6 +187,9 @@ Status BenchMember::form(const elastic::MemberList& list) {
   const std::vector<int> dp_ranks =
       ranks_where(list.members, [&](int id) { return id % tp == position; });
   NTP_ASSIGN_OR_RETURN(auto dp_group, world->subgroup(dp_ranks, "dp" + std::to_string(position)));
+  for (comm::Communicator* group : {world.get(), tp_group.get(), sync_group.get(), dp_group.get()}) {
+    NTP_RETURN_IF_ERROR(group->barrier());
+  }
   groups_.push_back(std::move(world));
   groups_.push_back(std::move(tp_group));
   groups_.push_back(std::move(sync_group));

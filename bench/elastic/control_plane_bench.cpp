@@ -8,8 +8,9 @@
 //
 // One JSON line per N on stdout; progress on stderr. Each N runs in a child process of its own
 // (a fresh redis-server, fresh descriptors and threads; a run past --max-s is killed and
-// reported). Group formation is a Gloo full mesh (N(N-1) sockets in one process): above the
-// process's descriptor limit it is skipped and said so ("form_skipped").
+// reported). Group formation connects every member's links (comm/pair_mesh.h: its TP peers, its
+// ring and tree links in the world and in its DP group), both ends of each in this process:
+// above the process's descriptor limit it is skipped and said so ("form_skipped").
 //
 //   build/bench/elastic/control_plane_bench --members 256,512,1024 [--port P]
 //       [--redis-server PATH] [--steady-s S] [--tp T] [--max-s S]
@@ -32,6 +33,7 @@
 
 #include "bench_member.h"
 #include "comm/exit_notice.h"
+#include "comm/gloo_tree.h"
 #include "machine_info.h"
 #include "redis_process.h"
 
@@ -111,9 +113,34 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Descriptors the new groups take in one process: every member's world pair sockets, the TP and
-// sync meshes, its DP mesh, and each group's listening device (a few descriptors each).
-long formation_descriptors(long n, long tp) { return n * ((n - 1) + 2 * (tp - 1) + n / tp + 16); }
+// Descriptors the new groups take in one process: a socket per link end, the links counted
+// exactly as the groups connect them (comm/pair_mesh.h: every pair of a group up to 32 members,
+// GlooOptions::full_mesh_max_size; the ring and tree links of a larger one, comm/gloo_tree.h;
+// a pair shared by groups once), plus per member its device's epoll and wake pipe and its two
+// store connections.
+long formation_descriptors(int n, int tp) {
+  auto links = [](int rank, int size) {
+    if (size > 32) return ntp::comm::gloo_ops::sparse_peers(rank, size);
+    std::vector<int> all;
+    for (int q = 0; q < size; ++q) {
+      if (q != rank) all.push_back(q);
+    }
+    return all;
+  };
+  long sockets = 0;
+  for (int id = 0; id < n; ++id) {
+    std::vector<int> peers = links(id, n);  // the world's, in member ids
+    const int replica = id / tp, position = id % tp;
+    for (int q = replica * tp; q < std::min(n, (replica + 1) * tp); ++q) {
+      if (q != id) peers.push_back(q);
+    }
+    const int dp_size = (n - position + tp - 1) / tp;
+    for (int q : links(id / tp, dp_size)) peers.push_back(q * tp + position);
+    std::sort(peers.begin(), peers.end());
+    sockets += std::unique(peers.begin(), peers.end()) - peers.begin();
+  }
+  return sockets + 5L * n;
+}
 
 long descriptor_limit() {
   rlimit limit{};
@@ -284,8 +311,8 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
   ServerCounts end = cg;
   if (!setup.form) {
     line["form_s"] = nullptr;
-    line["form_skipped"] = "a full mesh of " + std::to_string(n - 1) + " members in one process " +
-                           "needs about " + std::to_string(need) + " descriptors; the limit is " +
+    line["form_skipped"] = "the links of " + std::to_string(n - 1) + " members in one process " +
+                           "need up to " + std::to_string(need) + " descriptors; the limit is " +
                            std::to_string(have);
   } else {
     const std::int64_t tm = ok ? wait_all(&ntp::bench::MemberMoments::formed) : 0;
