@@ -187,7 +187,8 @@ Status BenchMember::form(const elastic::MemberList& list) {
   const std::vector<int> dp_ranks =
       ranks_where(list.members, [&](int id) { return id % tp == position; });
   NTP_ASSIGN_OR_RETURN(auto dp_group, world->subgroup(dp_ranks, "dp" + std::to_string(position)));
-  for (comm::Communicator* group : {world.get(), tp_group.get(), sync_group.get(), dp_group.get()}) {
+  for (comm::Communicator* group :
+       {world.get(), tp_group.get(), sync_group.get(), dp_group.get()}) {
     NTP_RETURN_IF_ERROR(group->barrier());
   }
   groups_.push_back(std::move(world));

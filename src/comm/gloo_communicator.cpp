@@ -98,18 +98,21 @@ class GlooCommunicator final : public Communicator {
     mesh_->release_group(group_);
   }
 
-  // Connects the pairs this group's algorithms use from the start (every peer of a small group;
-  // the ring and tree links of a large one). `stop` ends the wait early (kUnavailable).
-  Status connect_links(const std::function<bool()>& stop) {
-    std::vector<int> peers;
-    if (sparse_) {
-      peers = gloo_ops::sparse_peers(rank(), size());
-    } else {
-      for (int q = 0; q < size(); ++q) {
-        if (q != rank()) peers.push_back(q);
-      }
+  // Starts connecting the pairs this group's algorithms use from the start (every peer of a
+  // small group; the ring and tree links of a large one): the first operation awaits them.
+  Status start_links() {
+    for (int q : sparse_ ? gloo_ops::sparse_peers(rank(), size()) : all_peers()) {
+      links_.push_back(mesh_rank(q));
     }
-    return connect_peers(peers, stop);
+    return mesh_->start(links_);
+  }
+
+  // Awaits what start_links() started; `stop` ends the wait early (kUnavailable).
+  Status await_links(const std::function<bool()>& stop) {
+    if (links_.empty()) return ok_status();
+    NTP_RETURN_IF_ERROR(mesh_->await(links_, stop));
+    links_.clear();
+    return ok_status();
   }
 
   int rank() const override { return options_.rank; }
@@ -323,8 +326,7 @@ class GlooCommunicator final : public Communicator {
     const std::uint32_t id = group_id(name, members);
     NTP_RETURN_IF_ERROR(mesh_->claim_group(id, sub.prefix));
     auto group = std::make_unique<GlooCommunicator>(sub, mesh_, std::move(members), id);
-    const ScopedWait observed;
-    NTP_RETURN_IF_ERROR(group->connect_links(cancelled()));
+    NTP_RETURN_IF_ERROR(group->start_links());
     return std::unique_ptr<Communicator>(std::move(group));
   }
 
@@ -409,7 +411,8 @@ class GlooCommunicator final : public Communicator {
       };
       Status status;
       try {
-        status = body(tag);
+        status = await_links([this] { return in_flight_.aborted() || cancelled()(); });
+        if (status.ok()) status = body(tag);
       } catch (const gloo::IoException& e) {
         status = unavailable(where() + ": peer dead or hung: " + e.what());
       } catch (const gloo::EnforceNotMet& e) {
@@ -481,6 +484,14 @@ class GlooCommunicator final : public Communicator {
     return n;
   }
 
+  std::vector<int> all_peers() const {
+    std::vector<int> peers;
+    for (int q = 0; q < size(); ++q) {
+      if (q != rank()) peers.push_back(q);
+    }
+    return peers;
+  }
+
   int mesh_rank(int group_rank) const {
     return members_.empty() ? group_rank : members_[static_cast<std::size_t>(group_rank)];
   }
@@ -502,6 +513,9 @@ class GlooCommunicator final : public Communicator {
   std::vector<int> members_;
   std::uint32_t group_;
   bool sparse_;
+  // Mesh ranks of the links start_links() started and no operation awaited yet; touched by one
+  // operation at a time (like next_tag_).
+  std::vector<int> links_;
   mutable std::mutex health_mutex_;
   Status health_;
   std::atomic<bool> broken_{false};
@@ -548,7 +562,9 @@ Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
   auto world = std::make_unique<GlooCommunicator>(options, std::move(mesh), std::vector<int>(), 0);
   const ScopedWait observed;
   const std::shared_ptr<const std::atomic<bool>> cancel = options.cancel;
-  if (Status s = world->connect_links([cancel] { return cancel && cancel->load(); }); !s.ok()) {
+  Status connected = world->start_links();
+  if (connected.ok()) connected = world->await_links([cancel] { return cancel && cancel->load(); });
+  if (Status s = connected; !s.ok()) {
     return unavailable(where() + s.message());
   }
   return std::unique_ptr<Communicator>(std::move(world));

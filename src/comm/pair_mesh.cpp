@@ -1,9 +1,12 @@
 #include "comm/pair_mesh.h"
 
 #include <gloo/transport/context.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
+#include <netinet/in.h>
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 namespace ntp::comm {
@@ -11,12 +14,36 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Polls of the peers' addresses: from kFirstPoll doubling to kMaxPoll. A member that joins late
-// (the last to be spawned) costs its peers a read every kMaxPoll, not a busy loop.
-constexpr std::chrono::microseconds kFirstPoll{200};
-constexpr std::chrono::microseconds kMaxPoll{20000};
+// Polls of the peers' addresses: from kFirstPoll doubling to kMaxPoll, so that a batch whose
+// peers all publish within a few milliseconds (a formation right after an agreement) costs a
+// handful of reads, and one waiting on a late peer reads every kMaxPoll: 10 reads/s per waiting
+// member, about what its heartbeat and watch cost (docs/perf.md), not a busy loop.
+constexpr std::chrono::microseconds kFirstPoll{1000};
+constexpr std::chrono::microseconds kMaxPoll{100000};
 // How often a waiting caller looks at its stop predicate.
 constexpr std::chrono::milliseconds kStopPoll{5};
+
+// Whether this end of a pair dials (the other listens): Gloo's rule in Pair::connect, the end
+// with the greater address (IP, then port in network order) dials.
+bool dials(const std::string& mine, const std::string& theirs) {
+  const gloo::transport::tcp::Address a(std::vector<char>(mine.begin(), mine.end()));
+  const gloo::transport::tcp::Address b(std::vector<char>(theirs.begin(), theirs.end()));
+  const sockaddr_storage& sa = a.getSockaddr();
+  const sockaddr_storage& sb = b.getSockaddr();
+  int rv = 0;
+  if (sa.ss_family == AF_INET && sb.ss_family == AF_INET) {
+    const auto* x = reinterpret_cast<const sockaddr_in*>(&sa);
+    const auto* y = reinterpret_cast<const sockaddr_in*>(&sb);
+    rv = std::memcmp(&x->sin_addr, &y->sin_addr, sizeof(in_addr));
+    if (rv == 0) rv = x->sin_port - y->sin_port;
+  } else if (sa.ss_family == AF_INET6 && sb.ss_family == AF_INET6) {
+    const auto* x = reinterpret_cast<const sockaddr_in6*>(&sa);
+    const auto* y = reinterpret_cast<const sockaddr_in6*>(&sb);
+    rv = std::memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(in6_addr));
+    if (rv == 0) rv = x->sin6_port - y->sin6_port;
+  }
+  return rv > 0;
+}
 
 }  // namespace
 
@@ -77,6 +104,11 @@ void PairMesh::release_group(std::uint32_t id) {
 }
 
 Status PairMesh::connect(const std::vector<int>& peers, const std::function<bool()>& stop) {
+  NTP_RETURN_IF_ERROR(start(peers));
+  return await(peers, stop);
+}
+
+Status PairMesh::start(const std::vector<int>& peers) {
   std::vector<int> mine;  // the pairs this call creates; the rest another call connects
   std::vector<std::pair<std::string, std::string>> published;
   {
@@ -108,11 +140,24 @@ Status PairMesh::connect(const std::vector<int>& peers, const std::function<bool
     }
     // The waits and connects run on a thread of their own, so that `stop` can end this call
     // while a connect to a peer that died after publishing waits out its timeout.
-    std::thread([self = shared_from_this(), mine] { self->finish_batch(mine); }).detach();
+    std::vector<std::string> own;
+    own.reserve(published.size());
+    for (const auto& entry : published) own.push_back(entry.second);
+    std::thread([self = shared_from_this(), mine, own = std::move(own)] {
+      self->finish_batch(mine, own);
+    }).detach();
   }
+  return ok_status();
+}
+
+Status PairMesh::await(const std::vector<int>& peers, const std::function<bool()>& stop) {
   std::unique_lock lock(mutex_);
   for (int peer : peers) {
     const auto p = static_cast<std::size_t>(peer);
+    if (state_[p] == PairState::kNone) {
+      return internal_error("PairMesh (" + options_.prefix + "): awaited rank " +
+                            std::to_string(peer) + " was never started");
+    }
     while (state_[p] == PairState::kConnecting) {
       if (stop && stop()) {
         return unavailable("PairMesh (" + options_.prefix + "): connect cancelled");
@@ -127,29 +172,48 @@ Status PairMesh::connect(const std::vector<int>& peers, const std::function<bool
   return ok_status();
 }
 
-void PairMesh::finish_batch(const std::vector<int>& peers) {
-  std::vector<std::string> addresses;
-  if (Status s = exchange_addresses(peers, addresses); !s.ok()) {
-    for (int peer : peers) settle(peer, PairState::kFailed, s.message());
+void PairMesh::finish_batch(const std::vector<int>& peers, const std::vector<std::string>& own) {
+  // A dial completes once the peer's device accepts, whatever the peer's own thread is doing; a
+  // listening end waits for its peer's dial. So each pair this end dials is dialled as soon as
+  // the peer's address is read, and the listening ends are awaited last: no rank waits on a
+  // rank that waits.
+  std::vector<std::pair<int, std::string>> listening;  // (peer, its address)
+  auto arrived = [&](std::size_t i, const std::string& theirs) {
+    if (dials(own[i], theirs)) {
+      connect_pair(peers[i], theirs);
+    } else {
+      listening.emplace_back(peers[i], theirs);
+    }
+  };
+  if (Status s = exchange_addresses(peers, arrived); !s.ok()) {
+    std::lock_guard lock(mutex_);
+    for (int peer : peers) {
+      if (state_[static_cast<std::size_t>(peer)] != PairState::kConnecting) continue;
+      state_[static_cast<std::size_t>(peer)] = PairState::kFailed;
+      error_[static_cast<std::size_t>(peer)] = s.message();
+    }
+    settled_.notify_all();
     return;
   }
-  for (std::size_t i = 0; i < peers.size(); ++i) {
-    try {
-      std::unique_ptr<gloo::transport::Pair>& pair = transportContext_->getPair(peers[i]);
-      pair->connect(std::vector<char>(addresses[i].begin(), addresses[i].end()));
-      settle(peers[i], PairState::kConnected, "");
-    } catch (const std::exception& e) {
-      settle(peers[i], PairState::kFailed, e.what());
-    }
+  for (const auto& [peer, address] : listening) connect_pair(peer, address);
+}
+
+void PairMesh::connect_pair(int peer, const std::string& address) {
+  try {
+    std::unique_ptr<gloo::transport::Pair>& pair = transportContext_->getPair(peer);
+    pair->connect(std::vector<char>(address.begin(), address.end()));
+    settle(peer, PairState::kConnected, "");
+  } catch (const std::exception& e) {
+    settle(peer, PairState::kFailed, e.what());
   }
 }
 
-Status PairMesh::exchange_addresses(const std::vector<int>& peers,
-                                    std::vector<std::string>& addresses) {
+Status PairMesh::exchange_addresses(
+    const std::vector<int>& peers,
+    const std::function<void(std::size_t, const std::string&)>& arrived) {
   std::vector<std::string> keys;
   keys.reserve(peers.size());
   for (int peer : peers) keys.push_back(address_key(peer, rank));
-  addresses.assign(peers.size(), "");
   std::vector<std::size_t> missing(peers.size());
   for (std::size_t i = 0; i < peers.size(); ++i) missing[i] = i;
   const auto deadline = Clock::now() + options_.timeout;
@@ -162,11 +226,11 @@ Status PairMesh::exchange_addresses(const std::vector<int>& peers,
                          options_.store->get_many(ask));
     std::vector<std::size_t> still;
     for (std::size_t k = 0; k < missing.size(); ++k) {
-      if (got[k]) {
-        addresses[missing[k]] = std::move(*got[k]);
-      } else {
+      if (!got[k]) {
         still.push_back(missing[k]);
+        continue;
       }
+      arrived(missing[k], *got[k]);
     }
     missing = std::move(still);
     if (missing.empty()) break;

@@ -11,8 +11,9 @@
 // address in one store write (key <prefix>/p/<from>/<to>), and reads the peers' addresses for it
 // with one multi-key read per poll; then it connects the pairs. Both ends of a pair must ask for
 // it (any group, any order): every group that names a peer is symmetric (if i's algorithms talk
-// to j, j's talk to i). Gloo's TCP pairs connect in a fixed order (the lower address listens),
-// so a chain of ranks each waiting on the next ends.
+// to j, j's talk to i). Of a pair's ends the lower address listens (Gloo's rule) and its device
+// accepts on its own, so each rank dials its share first and then waits for the dials of the
+// rest: no rank waits on a rank that waits.
 //
 // Thread-safe: groups on different threads may ask for overlapping batches; a pair being
 // connected for one is awaited by the others, never connected twice.
@@ -57,6 +58,12 @@ class PairMesh final : public gloo::Context, public std::enable_shared_from_this
   // (polled every 5 ms, may be empty) turns true: then the caller gets its answer at once and
   // the connects still under way end at their own timeout, on a thread of their own.
   Status connect(const std::vector<int>& peers, const std::function<bool()>& stop);
+  // connect() in two halves: start() creates and publishes the pairs not started yet and returns
+  // (their connects go on, on a thread of their own); await() waits for pairs started before.
+  // A group starts its links when it forms and awaits them before its first operation, so every
+  // group of a formation publishes at once and none waits for a member still forming another.
+  Status start(const std::vector<int>& peers);
+  Status await(const std::vector<int>& peers, const std::function<bool()>& stop);
 
   // True once the pair to `peer` is connected (then it stays usable until closeConnections()).
   bool connected(int peer) const;
@@ -73,8 +80,14 @@ class PairMesh final : public gloo::Context, public std::enable_shared_from_this
 
   PairMesh(Options options, std::shared_ptr<gloo::transport::Device> device);
   // Runs on a detached thread: waits for the peers' addresses, connects, records the outcome.
-  void finish_batch(const std::vector<int>& peers);
-  Status exchange_addresses(const std::vector<int>& peers, std::vector<std::string>& addresses);
+  // own[i]: this end's address of the pair to peers[i].
+  void finish_batch(const std::vector<int>& peers, const std::vector<std::string>& own);
+  // Reads the peers' addresses until all arrived (kDeadlineExceeded after the timeout), calling
+  // arrived(i, address of peers[i]) as each one does.
+  Status exchange_addresses(const std::vector<int>& peers,
+                            const std::function<void(std::size_t, const std::string&)>& arrived);
+  // Connects the pair to `peer` at `address` (a dial, or the wait for the peer's) and settles it.
+  void connect_pair(int peer, const std::string& address);
   std::string address_key(int from, int to) const;
   void settle(int peer, PairState state, const std::string& error);
 
