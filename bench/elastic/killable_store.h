@@ -39,6 +39,12 @@ class KillableStore final : public comm::Store {
     if (dead_) return gone();
     return store_->get_many(keys);
   }
+  Status set_many(const std::vector<std::pair<std::string, std::string>>& entries) override {
+    return dead_ ? gone() : store_->set_many(entries);
+  }
+  Status erase(const std::vector<std::string>& keys) override {
+    return dead_ ? gone() : store_->erase(keys);
+  }
   Status append(const std::string& stream, const std::string& value) override {
     return dead_ ? gone() : store_->append(stream, value);
   }

@@ -84,6 +84,15 @@ Result<std::string> FileStore::get(const std::string& key) {
   return buffer.str();
 }
 
+Status FileStore::erase(const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    if (::unlink(path_of(key).c_str()) != 0 && errno != ENOENT) {
+      return unavailable("file store: cannot remove key '" + key + "': " + std::strerror(errno));
+    }
+  }
+  return ok_status();
+}
+
 Result<bool> FileStore::exists(const std::string& key) {
   struct stat st;
   return ::stat(path_of(key).c_str(), &st) == 0;

@@ -20,6 +20,7 @@ class FileStore : public Store {
   Result<std::string> get(const std::string& key) override;
   Result<bool> exists(const std::string& key) override;
   Result<std::int64_t> add(const std::string& key, std::int64_t delta) override;
+  Status erase(const std::vector<std::string>& keys) override;
   std::string describe() const override;
 
  private:

@@ -225,13 +225,18 @@ Status PairMesh::exchange_addresses(
     NTP_ASSIGN_OR_RETURN(std::vector<std::optional<std::string>> got,
                          options_.store->get_many(ask));
     std::vector<std::size_t> still;
+    std::vector<std::string> read;
     for (std::size_t k = 0; k < missing.size(); ++k) {
       if (!got[k]) {
         still.push_back(missing[k]);
         continue;
       }
+      read.push_back(ask[k]);
       arrived(missing[k], *got[k]);
     }
+    // This rank is the only reader of a key <prefix>/p/<peer>/<rank>: once read it is garbage
+    // (best effort: a store that cannot erase, or an outage, leaves it).
+    if (!read.empty()) (void)options_.store->erase(read);
     missing = std::move(still);
     if (missing.empty()) break;
     if (Clock::now() >= deadline) {

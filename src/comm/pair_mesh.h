@@ -9,7 +9,8 @@
 //
 // Rendezvous per batch: the asking rank creates one pair per new peer, publishes every pair's
 // address in one store write (key <prefix>/p/<from>/<to>), and reads the peers' addresses for it
-// with one multi-key read per poll; then it connects the pairs. Both ends of a pair must ask for
+// with one multi-key read per poll, and erases what it read (each key has one reader); then it
+// connects the pairs. Both ends of a pair must ask for
 // it (any group, any order): every group that names a peer is symmetric (if i's algorithms talk
 // to j, j's talk to i). Of a pair's ends the lower address listens (Gloo's rule) and its device
 // accepts on its own, so each rank dials its share first and then waits for the dials of the

@@ -369,6 +369,19 @@ Status RedisStore::set_many(const std::vector<std::pair<std::string, std::string
   return ok_status();
 }
 
+Status RedisStore::erase(const std::vector<std::string>& keys) {
+  if (keys.empty()) return ok_status();
+  std::vector<std::string> args{"UNLINK"};
+  args.reserve(keys.size() + 1);
+  for (const std::string& key : keys) args.push_back(prefix_ + key);
+  NTP_ASSIGN_OR_RETURN(ReplyPtr reply, command(args, "UNLINK " + keys.front() + " ..."));
+  if (reply->type == REDIS_REPLY_ERROR) {
+    return internal_error("redis UNLINK " + keys.front() +
+                          " ... failed: " + reply_text(reply.get()));
+  }
+  return ok_status();
+}
+
 Status RedisStore::append(const std::string& stream, const std::string& value) {
   NTP_ASSIGN_OR_RETURN(ReplyPtr reply,
                        command({"XADD", prefix_ + stream, "MAXLEN", "~", "10000", "*", "v", value},

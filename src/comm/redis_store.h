@@ -62,6 +62,7 @@ class RedisStore : public Store {
   // One MGET; XADD (trimmed to about the last 10,000 events); a reader on its own connection that
   // blocks in XREAD BLOCK (redis_stream.cpp), woken by shutting its socket down.
   Status set_many(const std::vector<std::pair<std::string, std::string>>& entries) override;
+  Status erase(const std::vector<std::string>& keys) override;
   Result<std::vector<std::optional<std::string>>> get_many(
       const std::vector<std::string>& keys) override;
   Status append(const std::string& stream, const std::string& value) override;

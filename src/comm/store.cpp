@@ -36,6 +36,11 @@ Status Store::set_many(const std::vector<std::pair<std::string, std::string>>& e
   return ok_status();
 }
 
+Status Store::erase(const std::vector<std::string>& keys) {
+  (void)keys;
+  return unimplemented("store " + describe() + " cannot erase keys");
+}
+
 Result<std::vector<std::optional<std::string>>> Store::get_many(
     const std::vector<std::string>& keys) {
   std::vector<std::optional<std::string>> values;

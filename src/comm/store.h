@@ -44,6 +44,10 @@ class Store {
   // Sets every (key, value), in one round trip where the backend can (RedisStore: one MSET);
   // the default sets them one by one.
   virtual Status set_many(const std::vector<std::pair<std::string, std::string>>& entries);
+  // Removes `keys` (absent ones are no error), in one round trip where the backend can
+  // (RedisStore: one UNLINK). The default is kUnimplemented: callers that collect keys treat it
+  // as best effort.
+  virtual Status erase(const std::vector<std::string>& keys);
   // Appends `value` to the event stream `stream` (comm/stream.h); the default keeps it in keys.
   virtual Status append(const std::string& stream, const std::string& value);
   // A reader of event streams; it must not outlive this store. The default polls the keys.

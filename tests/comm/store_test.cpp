@@ -38,6 +38,20 @@ void check_conformance(const std::function<std::shared_ptr<Store>(const std::str
   ASSERT_TRUE(store->set("..", "dots").ok());
   EXPECT_EQ(*store->get(".."), "dots");
 
+  // set_many / get_many / erase: several keys per call, binary values, absent keys are nullopt
+  // and erasing an absent key is no error.
+  ASSERT_TRUE(store->set_many({{"many/a", std::string("1\0", 2)}, {"many/b", "2"}}).ok());
+  Result<std::vector<std::optional<std::string>>> got =
+      store->get_many({"many/a", "many/none", "many/b"});
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 3u);
+  EXPECT_EQ((*got)[0], std::optional<std::string>(std::string("1\0", 2)));
+  EXPECT_EQ((*got)[1], std::nullopt);
+  EXPECT_EQ((*got)[2], std::optional<std::string>("2"));
+  ASSERT_TRUE(store->erase({"many/a", "many/none"}).ok());
+  EXPECT_FALSE(*store->exists("many/a"));
+  EXPECT_TRUE(*store->exists("many/b"));
+
   // Keys are namespaced by the run id.
   std::shared_ptr<Store> other = open("run-b");
   EXPECT_FALSE(*other->exists("k/with/slashes"));
