@@ -33,6 +33,7 @@
 
 #include "bench_member.h"
 #include "comm/exit_notice.h"
+#include "comm/gloo_communicator.h"
 #include "comm/gloo_tree.h"
 #include "machine_info.h"
 #include "redis_process.h"
@@ -119,8 +120,9 @@ Options parse(int argc, char** argv) {
 // a pair shared by groups once), plus per member its device's epoll and wake pipe and its two
 // store connections.
 long formation_descriptors(int n, int tp) {
-  auto links = [](int rank, int size) {
-    if (size > 32) return ntp::comm::gloo_ops::sparse_peers(rank, size);
+  const int full_mesh_max_size = ntp::comm::GlooOptions{}.full_mesh_max_size;
+  auto links = [full_mesh_max_size](int rank, int size) {
+    if (size > full_mesh_max_size) return ntp::comm::gloo_ops::sparse_peers(rank, size);
     std::vector<int> all;
     for (int q = 0; q < size; ++q) {
       if (q != rank) all.push_back(q);

@@ -3,13 +3,11 @@
 #include <gloo/common/error.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <csignal>
 #include <cstring>
 #include <functional>
 #include <mutex>
 #include <numeric>
-#include <thread>
 
 #include "comm/gloo_collectives.h"
 #include "comm/gloo_tree.h"
@@ -411,7 +409,7 @@ class GlooCommunicator final : public Communicator {
       };
       Status status;
       try {
-        status = await_links([this] { return in_flight_.aborted() || cancelled()(); });
+        if (!links_.empty()) status = await_links(stopping());
         if (status.ok()) status = body(tag);
       } catch (const gloo::IoException& e) {
         status = unavailable(where() + ": peer dead or hung: " + e.what());
@@ -478,9 +476,7 @@ class GlooCommunicator final : public Communicator {
     n.size = size();
     n.members = members_.empty() ? nullptr : &members_;
     n.sparse = sparse_;
-    n.connect = [this](const std::vector<int>& peers) {
-      return connect_peers(peers, [this] { return in_flight_.aborted() || cancelled()(); });
-    };
+    n.connect = [this](const std::vector<int>& peers) { return connect_peers(peers, stopping()); };
     return n;
   }
 
@@ -496,9 +492,9 @@ class GlooCommunicator final : public Communicator {
     return members_.empty() ? group_rank : members_[static_cast<std::size_t>(group_rank)];
   }
 
-  // The rendezvous' cancel flag as a predicate (never true without one).
-  std::function<bool()> cancelled() const {
-    return [cancel = options_.cancel] { return cancel && cancel->load(); };
+  // When a wait for links ends early: the rendezvous was cancelled or this group aborted.
+  std::function<bool()> stopping() {
+    return [this] { return in_flight_.aborted() || (options_.cancel && options_.cancel->load()); };
   }
 
   Status connect_peers(const std::vector<int>& group_peers, const std::function<bool()>& stop) {
@@ -562,9 +558,9 @@ Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
   auto world = std::make_unique<GlooCommunicator>(options, std::move(mesh), std::vector<int>(), 0);
   const ScopedWait observed;
   const std::shared_ptr<const std::atomic<bool>> cancel = options.cancel;
-  Status connected = world->start_links();
-  if (connected.ok()) connected = world->await_links([cancel] { return cancel && cancel->load(); });
-  if (Status s = connected; !s.ok()) {
+  Status s = world->start_links();
+  if (s.ok()) s = world->await_links([cancel] { return cancel && cancel->load(); });
+  if (!s.ok()) {
     return unavailable(where() + s.message());
   }
   return std::unique_ptr<Communicator>(std::move(world));

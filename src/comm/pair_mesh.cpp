@@ -82,12 +82,6 @@ std::string PairMesh::address_key(int from, int to) const {
   return options_.prefix + "/p/" + std::to_string(from) + "/" + std::to_string(to);
 }
 
-bool PairMesh::connected(int peer) const {
-  std::lock_guard lock(mutex_);
-  return peer >= 0 && peer < size &&
-         state_[static_cast<std::size_t>(peer)] == PairState::kConnected;
-}
-
 Status PairMesh::claim_group(std::uint32_t id, const std::string& name) {
   std::lock_guard lock(mutex_);
   if (!groups_.insert(id).second) {

@@ -66,15 +66,10 @@ class PairMesh final : public gloo::Context, public std::enable_shared_from_this
   Status start(const std::vector<int>& peers);
   Status await(const std::vector<int>& peers, const std::function<bool()>& stop);
 
-  // True once the pair to `peer` is connected (then it stays usable until closeConnections()).
-  bool connected(int peer) const;
-
   // Group ids name a group's messages on shared pairs (comm/gloo_communicator.cpp). A group
   // claims its id for its lifetime; kInternal when another live group of this rank holds it.
   Status claim_group(std::uint32_t id, const std::string& name);
   void release_group(std::uint32_t id);
-
-  std::chrono::milliseconds timeout() const { return options_.timeout; }
 
  private:
   enum class PairState : std::uint8_t { kNone, kConnecting, kConnected, kFailed };

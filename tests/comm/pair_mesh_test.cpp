@@ -52,7 +52,7 @@ void expect_no_address_keys(const std::string& dir, int n) {
   }
 }
 
-TEST(PairMeshTest, DenseWorldAndSubgroupsShareLinksAndLeaveNoKeys) {
+TEST(PairMeshTest, ConcurrentGroupsOverOneMeshAreExactAndLeaveNoKeys) {
   TempDir dir;
   constexpr int kRanks = 4;
   run_ranks(dir.path(), kRanks, 32, [](int r, Communicator& world) {
