@@ -120,8 +120,16 @@ Status PairMesh::start(const std::vector<int>& peers) {
         published.emplace_back(address_key(rank, peer),
                                std::string(address.begin(), address.end()));
       } catch (const std::exception& e) {
-        return unavailable("PairMesh (" + options_.prefix + "): cannot create the pair to rank " +
-                           std::to_string(peer) + ": " + e.what());
+        // The pairs this call already took would never be published: fail them, so that no
+        // await() waits on them.
+        const std::string why =
+            "cannot create the pair to rank " + std::to_string(peer) + ": " + e.what();
+        for (int taken : mine) {
+          state_[static_cast<std::size_t>(taken)] = PairState::kFailed;
+          error_[static_cast<std::size_t>(taken)] = why;
+        }
+        settled_.notify_all();
+        return unavailable("PairMesh (" + options_.prefix + "): " + why);
       }
       state = PairState::kConnecting;
       mine.push_back(peer);
