@@ -110,8 +110,8 @@ Result<train::WorkerContext> worker_context(train::TrainConfig& config,
   const int rank = id.rank;
   // The step report first, so that `ntp launch` sees the step at which an injected stall blocks
   // this thread (elastic/stall.h).
-  ctx.on_step = [store, rank](int64_t step) {
-    (void)elastic::report_step(*store, rank, step);
+  ctx.on_step = [store, rank, report = elastic::steps_wanted()](int64_t step) {
+    if (report) (void)elastic::report_step(*store, rank, step);
     elastic::stall_if_asked(step);
   };
   ctx.compute_factor = [](int64_t step) { return elastic::throttle_factor(step); };

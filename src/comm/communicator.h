@@ -148,6 +148,11 @@ class Communicator {
                                   View output, std::vector<std::size_t> recv_counts) = 0;
   // data on `root` is copied to data on every other rank (same count everywhere).
   virtual WorkPtr broadcast_async(View data, int root) = 0;
+  // Every rank's input (the same count and dtype everywhere) to `root`: its output receives
+  // size() x input.count elements, rank r's input at r x input.count. The output of the other
+  // ranks is not touched (it may be empty). A small group's ranks send to the root directly, a
+  // large one's go up a tree (no rank connects to all).
+  virtual WorkPtr gather_async(ConstView input, View output, int root) = 0;
   // Point to point. A send completes once `dst` has posted the matching recv (same tag, same
   // byte count), so two ranks exchanging must order their calls (e.g. lower rank sends first) or
   // use alltoallv; operations of one communicator run in submission order.
@@ -183,6 +188,9 @@ class Communicator {
     return alltoallv_async(input, std::move(send_counts), output, std::move(recv_counts))->wait();
   }
   virtual Status broadcast(View data, int root) { return broadcast_async(data, root)->wait(); }
+  virtual Status gather(ConstView input, View output, int root) {
+    return gather_async(input, output, root)->wait();
+  }
   virtual Status send(ConstView data, int dst, std::uint32_t tag) {
     return send_async(data, dst, tag)->wait();
   }

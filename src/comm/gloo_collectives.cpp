@@ -299,6 +299,31 @@ Status broadcast(const Net& net, void* data, std::size_t bytes, int root, std::u
   return ok_status();
 }
 
+Status gather(const Net& net, const void* mine, void* gathered, std::size_t bytes, int root,
+              std::uint64_t slot) {
+  if (net.sparse) {
+    if (root != 0) NTP_RETURN_IF_ERROR(net.connect(sparse_peers_for_root(net, root)));
+    return tree_gather(net, mine, gathered, bytes, root, slot);
+  }
+  const int n = net.size;
+  char* out = static_cast<char*>(gathered);
+  if (net.rank != root) {
+    if (bytes == 0) return ok_status();
+    Tracked piece(net, mine, bytes);
+    piece.send(root, slot, 0, bytes);
+    return piece.wait_send();
+  }
+  const auto at = [bytes](int q) { return static_cast<std::size_t>(q) * bytes; };
+  if (out + at(root) != mine) std::memmove(out + at(root), mine, bytes);
+  if (n == 1 || bytes == 0) return ok_status();
+  Tracked all(net, out, at(n));
+  for (int q = 0; q < n; ++q) {
+    if (q != root) all.recv(q, slot, at(q), bytes);
+  }
+  for (int i = 1; i < n; ++i) NTP_RETURN_IF_ERROR(all.wait_recv());
+  return ok_status();
+}
+
 Status alltoallv(const Net& net, const void* input, const std::vector<std::size_t>& send_bytes,
                  void* output, const std::vector<std::size_t>& recv_bytes, std::uint64_t slot) {
   const int n = net.size;

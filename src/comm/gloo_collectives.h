@@ -101,6 +101,12 @@ Status allgather(const Net& net, void* output, const std::vector<std::size_t>& c
 
 Status broadcast(const Net& net, void* data, std::size_t bytes, int root, std::uint64_t slot);
 
+// Every rank's `bytes` of `mine` at `root`, in `gathered` (size x bytes, rank q's at q x bytes;
+// read on `root` only, where `mine` may be its own place in it). A small group sends to the
+// root directly; a large one up the tree (tree_gather), so no rank holds more than its links.
+Status gather(const Net& net, const void* mine, void* gathered, std::size_t bytes, int root,
+              std::uint64_t slot);
+
 // Piece i of `input` (send_bytes[i]) goes to rank i; piece j of `output` comes from rank j.
 Status alltoallv(const Net& net, const void* input, const std::vector<std::size_t>& send_bytes,
                  void* output, const std::vector<std::size_t>& recv_bytes, std::uint64_t slot);

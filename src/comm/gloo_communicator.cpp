@@ -28,6 +28,7 @@ constexpr std::uint8_t kAllgatherSlotPrefix = 0x73;
 constexpr std::uint8_t kBroadcastSlotPrefix = 0x74;
 constexpr std::uint8_t kAlltoallvSlotPrefix = 0x75;
 constexpr std::uint8_t kBarrierSlotPrefix = 0x76;
+constexpr std::uint8_t kGatherSlotPrefix = 0x77;
 
 // A message's slot: the operation's prefix (8 bits), its tag within the communicator (32 bits)
 // and the communicator's group id (24 bits), so that groups sharing a pair never match each
@@ -162,6 +163,12 @@ class GlooCommunicator final : public Communicator {
     return launch(prepare_broadcast(data, root));
   }
   Status broadcast(View data, int root) override { return run_now(prepare_broadcast(data, root)); }
+  WorkPtr gather_async(ConstView input, View output, int root) override {
+    return launch(prepare_gather(input, output, root));
+  }
+  Status gather(ConstView input, View output, int root) override {
+    return run_now(prepare_gather(input, output, root));
+  }
   WorkPtr send_async(ConstView data, int dst, std::uint32_t tag) override {
     return launch(prepare_send(data, dst, tag));
   }
@@ -274,6 +281,30 @@ class GlooCommunicator final : public Communicator {
     return Prepared{ok_status(), "broadcast", [this, data, root](std::uint32_t tag) -> Status {
                       return gloo_ops::broadcast(net(), data.data, data.bytes(), root,
                                                  slot(kBroadcastSlotPrefix, tag, group_));
+                    }};
+  }
+
+  Prepared prepare_gather(ConstView input, View output, int root) {
+    if (root < 0 || root >= size()) {
+      return Prepared{
+          invalid_argument("gather root " + std::to_string(root) +
+                           " is not a rank of a group of size " + std::to_string(size())),
+          "",
+          {}};
+    }
+    const std::size_t all = input.count * static_cast<std::size_t>(size());
+    if (rank() == root && (output.dtype != input.dtype || output.count != all)) {
+      return Prepared{
+          invalid_argument("gather at root " + std::to_string(root) + ": the output" +
+                           " must hold size() x input count = " + std::to_string(all) + " " +
+                           dtype_name(input.dtype) + " elements (it holds " +
+                           std::to_string(output.count) + " " + dtype_name(output.dtype) + ")"),
+          "",
+          {}};
+    }
+    return Prepared{ok_status(), "gather", [this, input, output, root](std::uint32_t tag) {
+                      return gloo_ops::gather(net(), input.data, output.data, input.bytes(), root,
+                                              slot(kGatherSlotPrefix, tag, group_));
                     }};
   }
 

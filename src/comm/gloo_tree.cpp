@@ -1,6 +1,7 @@
 #include "comm/gloo_tree.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "comm/gloo_tracked.h"
 
@@ -41,6 +42,9 @@ Status reduce_up(const Net& net, char* data, std::size_t count, std::size_t elem
   mine.send(links.parent, slot, 0, bytes);
   return mine.wait_send();
 }
+
+// The ranks of v's subtree in the tree over n: v .. v + span - 1 in tree order.
+int subtree_span(int v, int n) { return v == 0 ? n : std::min(v & -v, n - v); }
 
 }  // namespace
 
@@ -96,6 +100,50 @@ Status tree_allreduce(const Net& net, void* data, std::size_t count, std::size_t
   // sends to receives per direction.
   NTP_RETURN_IF_ERROR(reduce_up(net, static_cast<char*>(data), count, element, reduce, slot));
   return tree_broadcast(net, data, count * element, 0, slot);
+}
+
+Status tree_gather(const Net& net, const void* mine, void* gathered, std::size_t bytes, int root,
+                   std::uint64_t slot) {
+  const int n = net.size;
+  char* out = static_cast<char*>(gathered);
+  const auto piece_at = [bytes](int q) { return static_cast<std::size_t>(q) * bytes; };
+  if (n == 1 || bytes == 0) {
+    if (n == 1 && out + piece_at(net.rank) != mine) std::memmove(out, mine, bytes);
+    return ok_status();
+  }
+  const TreeLinks links = binomial_tree(net.rank, n, root);
+  const int v = mod(static_cast<long long>(net.rank) - root, n);
+  const int span = subtree_span(v, n);
+  // The subtree's pieces in tree order: straight into `gathered` at root 0 (tree order is rank
+  // order there), else in scratch.
+  char* block = out;
+  if (root != 0 || v != 0) {
+    std::vector<char>& scratch = *net.scratch;
+    if (scratch.size() < piece_at(span)) scratch.resize(piece_at(span));
+    block = scratch.data();
+  }
+  if (block != mine) std::memmove(block, mine, bytes);
+  {
+    Tracked subtree(net, block, piece_at(span));
+    for (const int child : links.children) {
+      const int w = mod(static_cast<long long>(child) - root, n);
+      subtree.recv(child, slot, piece_at(w - v), piece_at(subtree_span(w, n)));
+    }
+    for (std::size_t i = 0; i < links.children.size(); ++i) {
+      NTP_RETURN_IF_ERROR(subtree.wait_recv());
+    }
+    if (links.parent >= 0) {
+      subtree.send(links.parent, slot, 0, piece_at(span));
+      return subtree.wait_send();
+    }
+  }
+  if (block != out) {  // the root of another rank than 0: tree order back to rank order
+    for (int w = 0; w < n; ++w) {
+      std::memcpy(out + piece_at(mod(static_cast<long long>(w) + root, n)), block + piece_at(w),
+                  bytes);
+    }
+  }
+  return ok_status();
 }
 
 Status tree_barrier(const Net& net, std::uint64_t slot) {

@@ -35,6 +35,14 @@ Status tree_allreduce(const Net& net, void* data, std::size_t count, std::size_t
 // root other than 0 first).
 Status tree_broadcast(const Net& net, void* data, std::size_t bytes, int root, std::uint64_t slot);
 
+// Every rank's `bytes` at `root`: up the tree rooted at `root`, each rank forwarding its subtree's
+// pieces (ranks v .. v + lowest bit of v - 1 in tree order: contiguous) in one message. `mine`
+// is this rank's piece; on `root`, `gathered` receives size x bytes, rank q's piece at q x bytes
+// (`mine` may be its own place there). Connected: callers connect the links of a root other than
+// 0 first. Uses net.scratch on every rank but root 0.
+Status tree_gather(const Net& net, const void* mine, void* gathered, std::size_t bytes, int root,
+                   std::uint64_t slot);
+
 // Every rank reports up the tree rooted at 0, then the root releases everyone down it.
 Status tree_barrier(const Net& net, std::uint64_t slot);
 

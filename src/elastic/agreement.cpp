@@ -56,6 +56,12 @@ std::optional<int> parse_failure_event(const std::string& event) {
   return static_cast<int>(epoch);
 }
 
+Status post_join_notice(comm::Store& store, const std::string& group, int id) {
+  return store.append(job_events(group), "join " + std::to_string(id));
+}
+
+bool is_join_event(const std::string& event) { return event.rfind("join ", 0) == 0; }
+
 std::string done_key(const std::string& group, int epoch, int id) {
   return epoch_key(group, epoch, "done/" + std::to_string(id));
 }

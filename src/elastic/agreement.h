@@ -8,7 +8,7 @@
 //   <group>/e<T>/ticket      the decider's ticket    <group>/e<T>/decider   the decider's id
 //   <group>/e<T>/list        the member list, once   <group>/e<T>/done/<id> its reshard is done
 //   <group>/fail/<T>         T failed (a retry follows)
-//   <group>/events           the job's events: "list <T>" and "fail <T>" (job_events)
+//   <group>/events           the job's events: "list <T>", "fail <T>", "join <id>" (job_events)
 //   <group>/silent/<id>      a watcher found id's progress still at this heartbeat value
 // Store load: nothing polls fast. The decider reads the announcements as they arrive (a blocking
 // stream read), and the candidates that have not announced, with the epoch's failure key, in one
@@ -66,6 +66,10 @@ std::string job_events(const std::string& group);
 Status post_failure_notice(comm::Store& store, const std::string& group, int epoch);
 // The epoch of a "fail <T>" event; nullopt for any other event.
 std::optional<int> parse_failure_event(const std::string& event);
+// `id` asks to join (train/admission.h: after its request key is written): "join <id>", which
+// every failure watch counts, so the job's leader learns of it with no store I/O of its own.
+Status post_join_notice(comm::Store& store, const std::string& group, int id);
+bool is_join_event(const std::string& event);
 std::string done_key(const std::string& group, int epoch, int id);
 std::string silent_key(const std::string& group, int id);
 

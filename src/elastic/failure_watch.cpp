@@ -98,6 +98,7 @@ void FailureWatch::notice_thread() {
     if (cursors_.size() != 2 || cursors_[1].stream != job_events(e.group)) {
       cursors_ = {{comm::kLaunchEvents, ""}, {job_events(e.group), ""}};  // from their start
       failed_epochs_.clear();
+      join_notices_ = 0;
     }
     std::string reason;
     if (generation != looked) {  // a new epoch: what arrived before it counts too
@@ -125,6 +126,8 @@ void FailureWatch::remember(const comm::StreamEvent& event) {
     }
   } else if (std::optional<int> epoch = parse_failure_event(event.value)) {
     failed_epochs_.insert(*epoch);
+  } else if (is_join_event(event.value)) {
+    ++join_notices_;
   }
 }
 

@@ -22,6 +22,8 @@
 //     that the others have gone on without it, and it leaves (`on_fenced`, which exits) instead
 //     of lingering as a zombie member.
 // Per member that is 1/poll + 0.5 store operations a second, plus its heartbeat's own writes.
+// The notice thread also counts the job's join notices (join_notices): the leader's look for
+// repairs at a step boundary costs no store I/O while none arrives (train/admission.h).
 // On the first sign it calls the epoch's `abort` once (the trainer aborts every communicator of
 // the epoch, and cancels a rendezvous in progress).
 //
@@ -30,6 +32,7 @@
 // destroyed; abort is never called outside arm..disarm. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -68,6 +71,9 @@ class FailureWatch {
 
   void arm(WatchedEpoch epoch);
   void disarm();
+  // The join notices (post_join_notice) read so far in the job's events of the last armed
+  // group: each one counted once, from the stream's start. Read while armed; any thread.
+  std::int64_t join_notices() const { return join_notices_.load(); }
 
  private:
   void notice_thread();
@@ -100,6 +106,7 @@ class FailureWatch {
   std::vector<comm::StreamCursor> cursors_;      // the launcher's events, then the group's
   std::map<int, std::set<std::string>> exited_;  // rank -> incarnations reported gone
   std::set<int> failed_epochs_;
+  std::atomic<std::int64_t> join_notices_{0};
   // The liveness thread's only.
   std::uint64_t looked_generation_ = 0;
   Stillness stillness_;

@@ -182,6 +182,8 @@ class LaunchJob {
     if (const std::optional<long long> stall = injector_.stall_step(slot.id.rank)) {
       env.push_back("NTP_STALL_AT=" + std::to_string(*stall));
     }
+    // After stall_step, which may arm a chaos stall: a fault placed at a step needs the steps.
+    if (injector_.needs_steps()) env.push_back(kReportStepsEnv);
     if (const std::optional<std::string> throttle = injector_.throttle_env(slot.id.rank)) {
       env.push_back("NTP_THROTTLE=" + *throttle);
     }

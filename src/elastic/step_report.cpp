@@ -1,11 +1,18 @@
 #include "elastic/step_report.h"
 
+#include <cstdlib>
+
 namespace ntp::elastic {
 
 std::string step_key(int rank) { return "launch/step/" + std::to_string(rank); }
 
 Status report_step(comm::Store& store, int rank, long long step) {
   return store.set(step_key(rank), std::to_string(step));
+}
+
+bool steps_wanted() {
+  const char* value = std::getenv("NTP_REPORT_STEPS");
+  return value != nullptr && std::string(value) == "1";
 }
 
 std::string left_key(int rank) { return "launch/left/" + std::to_string(rank); }

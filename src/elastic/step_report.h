@@ -1,7 +1,9 @@
 // How workers talk back to their launcher through the store.
 //
 // * Steps (so faults can be placed at steps): "launch/step/<rank>" holds the last step the worker
-//   started, in decimal.
+//   started, in decimal. Written only by a worker the launcher started with NTP_REPORT_STEPS=1
+//   (while a fault placed at a step is pending: steps_wanted), so a job without such faults has
+//   no store I/O per step.
 // * Leaving a job that goes on (so `ntp launch --replace-failed` replaces the worker):
 //   "launch/left/<rank>" = the restart count (NTP_RESTART_COUNT) of the worker process that was
 //   fenced out of the job (declared dead by the others, e.g. on the far side of a healed network
@@ -25,6 +27,9 @@ namespace ntp::elastic {
 
 std::string step_key(int rank);
 Status report_step(comm::Store& store, int rank, long long step);
+// The environment entry that asks a worker for its step reports, and the worker's reading of it.
+inline constexpr const char* kReportStepsEnv = "NTP_REPORT_STEPS=1";
+bool steps_wanted();
 
 std::string left_key(int rank);
 Status report_left(comm::Store& store, int rank, int restart_count);

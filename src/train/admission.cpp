@@ -4,13 +4,13 @@
 #include <chrono>
 #include <thread>
 
+#include "elastic/agreement.h"
+
 namespace ntp::train {
 
 std::string join_key(const std::string& group, int rank) {
   return group + "/join/" + std::to_string(rank);
 }
-
-std::string join_requests_key(const std::string& group) { return group + "/join_requests"; }
 
 std::string stopped_key(const std::string& group) { return group + "/stopped"; }
 
@@ -32,26 +32,35 @@ std::vector<int> admissible(std::vector<int> asking, const shard::ClusterLayout&
 }  // namespace
 
 std::vector<int> joiners_asking(const WorkerContext& ctx, const std::string& group, const Job& job,
-                                int min_tp, int64_t& seen) {
-  // One read when nothing changed: the count of join requests ever made in this group.
-  const Result<int64_t> requests = ctx.store->add(join_requests_key(group), 0);
-  if (requests.ok() && *requests == seen) return {};
+                                int min_tp, std::int64_t notices, std::int64_t& seen) {
+  if (notices == seen) return {};
   const int slots = job.layout.spec.domains * job.layout.spec.domain_size;
   const std::vector<int> members = slot_ranks(job.layout);
-  std::vector<int> out;
+  std::vector<int> outside;
+  std::vector<std::string> keys;  // per slot outside: its request, then its admission
   for (int r = 0; r < slots; ++r) {
     if (std::binary_search(members.begin(), members.end(), r)) continue;
-    // Pending: a join request whose restart count was not admitted yet.
-    Result<std::string> asked = ctx.store->get(join_key(group, r));
-    if (!asked.ok()) continue;
-    Result<std::string> taken = ctx.store->get(join_key(group, r) + "/taken");
-    if (taken.ok() && *taken == *asked) continue;
-    out.push_back(r);
+    outside.push_back(r);
+    keys.push_back(join_key(group, r));
+    keys.push_back(join_key(group, r) + "/taken");
   }
-  // Seen only once none is pending: an admission that did not complete, or one held back until
-  // its domain can run again, is looked for again.
-  if (requests.ok() && out.empty()) seen = *requests;
-  return admissible(std::move(out), job.layout, min_tp);
+  if (keys.empty()) {
+    seen = notices;
+    return {};
+  }
+  Result<std::vector<std::optional<std::string>>> values = ctx.store->get_many(keys);
+  if (!values.ok()) return {};  // looked for again at the next boundary
+  std::vector<int> out;
+  for (size_t i = 0; i < outside.size(); ++i) {
+    // Pending: a join request whose restart count was not admitted yet.
+    const std::optional<std::string>& asked = (*values)[2 * i];
+    const std::optional<std::string>& taken = (*values)[2 * i + 1];
+    if (asked && !(taken && *taken == *asked)) out.push_back(outside[i]);
+  }
+  out = admissible(std::move(out), job.layout, min_tp);
+  // Seen once none is left to admit: an admission that did not complete is looked for again.
+  if (out.empty()) seen = notices;
+  return out;
 }
 
 Status admit(const WorkerContext& ctx, const std::string& group, const std::vector<int>& joiners,
@@ -81,7 +90,7 @@ Result<elastic::MemberList> wait_for_admission(const WorkerContext& ctx, const s
                                                elastic::Progress& progress,
                                                std::chrono::seconds patience) {
   NTP_RETURN_IF_ERROR(ctx.store->set(join_key(group, ctx.slot_rank), ticket));
-  NTP_RETURN_IF_ERROR(ctx.store->add(join_requests_key(group), 1).status());  // after the key
+  NTP_RETURN_IF_ERROR(elastic::post_join_notice(*ctx.store, group, ctx.slot_rank));  // after it
   const std::string key = group + "/admit/" + std::to_string(ctx.slot_rank) + "/" + ticket;
   const Clock::time_point start = Clock::now();
   while (true) {

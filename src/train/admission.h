@@ -1,10 +1,12 @@
 // Admission of repairs: a replacement worker (NTP_RESTART_COUNT > 0), or a worker whose replica
-// left the job (parked below --min-tp), writes "<group>/join/<rank>" = its ticket and waits;
-// world rank 0 of the job looks for such keys at every step boundary and tells everyone (a
-// broadcast), then writes "<group>/admit/<rank>/<ticket>" = the members' last member list, from
-// which the joiner enters the same agreement as the members (docs/recovery.md). A ticket is the
-// restart count, then for a parked worker ".p<epoch>" (the epoch that parked it): each request of
-// one incarnation is admitted once.
+// left the job (parked below --min-tp), writes "<group>/join/<rank>" = its ticket, posts a join
+// notice on the job's events (elastic/agreement.h) and waits. Every failure watch counts those
+// notices; when the job's world rank 0 sees the count move, it says so in the next step's
+// totals (live_step.cpp), looks for the requests at the step boundary after it, tells everyone
+// (a broadcast), then writes "<group>/admit/<rank>/<ticket>" = the members' last member list,
+// from which the joiner enters the same agreement as the members (docs/recovery.md). A ticket is
+// the restart count, then for a parked worker ".p<epoch>" (the epoch that parked it): each
+// request of one incarnation is admitted once.
 #pragma once
 
 #include <chrono>
@@ -21,19 +23,17 @@ namespace ntp::train {
 
 std::string join_key(const std::string& group, int rank);
 
-// "<group>/join_requests": a counter every joiner raises after writing its request.
-std::string join_requests_key(const std::string& group);
-
 // "<group>/stopped": the job stopped (live recovery could not go on); parked workers leave.
 std::string stopped_key(const std::string& group);
 
 // World rank 0: the slots asking to join that were not admitted yet (an unreadable request counts
 // as none, to be seen at a later boundary), less those of a domain that left the job while they
-// are fewer than `min_tp` (admitted, they would be parked again). `seen`: the request count of
-// the last look that found none pending; while the count stays there, the look is one store read
-// (not two per slot).
+// are fewer than `min_tp` (admitted, they would be parked again: a later request of their domain
+// looks again). `notices`: the join notices its watch has read; `seen`: their count at the last
+// look that left none to admit. While `notices` == `seen` the look is no store I/O at all; else
+// it is one get_many (every slot out of the job: its request and its admission).
 std::vector<int> joiners_asking(const WorkerContext& ctx, const std::string& group, const Job& job,
-                                int min_tp, int64_t& seen);
+                                int min_tp, std::int64_t notices, std::int64_t& seen);
 
 // World rank 0: admits `joiners` with the members' last list `last`.
 Status admit(const WorkerContext& ctx, const std::string& group, const std::vector<int>& joiners,

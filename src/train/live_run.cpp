@@ -128,6 +128,8 @@ Status LiveRun::mirror_moments(Job& j) {
 }
 
 Result<LiveRun::StepBoundary> LiveRun::step_boundary() {
+  if (!boundary_announced) return StepBoundary{};  // the common case: no collective at all
+  boundary_announced = false;
   const auto slots = static_cast<size_t>(job->layout.spec.domains * job->layout.spec.domain_size);
   const auto tp = static_cast<size_t>(job->layout.spec.domain_size);
   // [slots] join flags, [slots] drop flags, then 0 (go on), 1 (rebalance) or 2 (equal shares
@@ -135,7 +137,7 @@ Result<LiveRun::StepBoundary> LiveRun::step_boundary() {
   const size_t mode = 2 * slots;
   std::vector<double> words(3 * slots + 1, 0.0);
   if (job->role.world_rank == 0) {
-    for (int r : joiners_asking(ctx, group, *job, c.min_tp, join_requests_seen)) {
+    for (int r : joiners_asking(ctx, group, *job, c.min_tp, watch.join_notices(), join_seen)) {
       words[static_cast<size_t>(r)] = 1.0;
     }
     if (proposal) {

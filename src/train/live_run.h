@@ -94,15 +94,17 @@ struct LiveRun {
                      const StepTimes& times, Clock::time_point step_start);
   Status checkpoint_and_eval(int64_t step, elastic::Phase phase);
   Status observe_speeds(const std::vector<double>& figures);
-  // What every member does at a step boundary, as world rank 0 says (one broadcast): admit the
-  // slots asking to join, or re-form onto the slots' speeds its rebalancer proposed (empty:
-  // equal shares again), or go on.
+  // What every member does at a step boundary, as world rank 0 says: admit the slots asking to
+  // join, or re-form onto the slots' speeds its rebalancer proposed (empty: equal shares again),
+  // or go on. World rank 0 announces in a step's totals (leader_has_news) that it has something
+  // to say; only then does the next boundary cost a collective (one broadcast), else none.
   struct StepBoundary {
     std::vector<int> joiners;
     std::vector<int> drops;  // slots measured too slow (--drop-below): re-form without them
     std::optional<std::vector<std::vector<double>>> speeds;
   };
   Result<StepBoundary> step_boundary();
+  bool leader_has_news() const;
   Status start_rebalancer(bool same_members);
   // `speeds`: a rebalance onto these slot speeds (same members).
   Result<int64_t> reform(const Status& cause, const std::vector<int>& joiners, double detect_s,
@@ -161,8 +163,13 @@ struct LiveRun {
   std::optional<Rebalancer> rebalancer;
   std::optional<RebalanceTarget> proposal;
   std::vector<double> rebalance_raw_speeds;
-  int64_t join_requests_seen = -1;  // the leader's last look at the join requests (admission.h)
-  UndoLog undo;                     // the state before the last update (live recovery)
+  // The leader's: the join notices its watch had read at its last look that left none to admit
+  // (admission.h joiners_asking).
+  int64_t join_seen = -1;
+  // The last step's totals said that world rank 0 speaks at the next step boundary. Every member
+  // of an epoch holds the same value; a re-formation clears it.
+  bool boundary_announced = false;
+  UndoLog undo;              // the state before the last update (live recovery)
   bool state_ahead = false;  // the job's state is one update past `committed` (ZeRO-1, mid-update)
   const int64_t global_batch;
   double timed_seconds = 0.0;

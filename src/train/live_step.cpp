@@ -1,5 +1,6 @@
 // One training step of a LiveRun: data -> forward/backward with overlapped sync -> wait -> loss and
 // norm -> clip -> optimizer -> commit -> metrics -> checkpoint -> eval.
+#include <array>
 #include <cmath>
 #include <thread>
 
@@ -104,26 +105,31 @@ void LiveRun::throttle(int64_t step, double compute_s, int64_t samples) const {
   if (sleep_s > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
 }
 
-// The global loss and gradient norm: one float64 allreduce, one contributor per slot, so every
-// rank of every replica gets bit-identical values.
+// The global loss and gradient norm, and whether world rank 0 speaks at the next step boundary:
+// one allreduce of three float64s (every rank of every replica gets the same bits: every path of
+// comm::Communicator::allreduce hands all ranks one sum). The loss has one contributor per slot
+// of the replica (its TP rank 0).
 Result<LiveRun::StepTotals> LiveRun::step_totals(double replica_loss) {
   const WorkerRole& role = job->role;
   const ReplicaBatch& mine = job->batches[static_cast<size_t>(role.replica)];
-  std::vector<double> slots(2 * static_cast<size_t>(role.world_size), 0.0);
-  slots[2 * static_cast<size_t>(role.world_rank)] = job->sync->accounted_sum_of_squares();
+  std::array<double, 3> words{job->sync->accounted_sum_of_squares(), 0.0,
+                              leader_has_news() ? 1.0 : 0.0};
   if (role.tp_rank == 0) {
-    slots[2 * static_cast<size_t>(role.world_rank) + 1] =
-        replica_loss * static_cast<double>(mine.samples) / static_cast<double>(global_batch);
+    words[1] = replica_loss * static_cast<double>(mine.samples) / static_cast<double>(global_batch);
   }
-  NTP_RETURN_IF_ERROR(job->world->allreduce(comm::view(slots)));
-  double sum_of_squares = 0.0;
+  NTP_RETURN_IF_ERROR(
+      job->world->allreduce(comm::View{words.data(), words.size(), comm::DType::kFloat64}));
+  boundary_announced = words[2] != 0.0;
   StepTotals totals;
-  for (size_t r = 0; r < slots.size(); r += 2) {
-    sum_of_squares += slots[r];
-    totals.loss += slots[r + 1];
-  }
-  totals.grad_norm = std::sqrt(sum_of_squares);
+  totals.grad_norm = std::sqrt(words[0]);
+  totals.loss = words[1];
   return totals;
+}
+
+// World rank 0 has a proposal of its rebalancer to tell, or join notices arrived since its last
+// look (admission.h): a counter read, no store I/O.
+bool LiveRun::leader_has_news() const {
+  return job->role.world_rank == 0 && (proposal.has_value() || watch.join_notices() != join_seen);
 }
 
 // Clip + optimizer, the state before it kept (undo) so that a step not every survivor applied
@@ -152,31 +158,33 @@ Result<LiveRun::Update> LiveRun::apply_update(int64_t step, double grad_norm) {
   return update;
 }
 
-// Metrics: per-rank figures to the leader, which writes the step's line.
+// Metrics: per-rank figures to the leader (a gather: the others get nothing back), which writes
+// the step's line.
 Status LiveRun::report_step(int64_t step, const StepTotals& totals, const Update& update,
                             const StepTimes& times, Clock::time_point step_start) {
   const WorkerRole& role = job->role;
-  std::vector<double> figures(kRankFigures * static_cast<size_t>(role.world_size), 0.0);
   const SyncStats& stats = job->sync->stats();
-  const RankFigures my_figures{times.fwd_bwd_s,
-                               times.sync_wait_s,
-                               times.optimizer_s,
-                               stats.overlap_fraction(),
-                               static_cast<double>(stats.fold_bytes_sent + stats.dp_bytes),
-                               times.compute_s};
-  const auto mine = static_cast<long>(kRankFigures * static_cast<size_t>(role.world_rank));
-  std::copy(my_figures.begin(), my_figures.end(), figures.begin() + mine);
-  // The step is committed here; should a peer die in this all-reduce, the leader still logs
-  // the step (with the figures it has) before the error starts a re-formation.
-  const Status gathered = job->world->allreduce(comm::view(figures));
-  if (!gathered.ok()) {  // what arrived is partial: keep only this worker's own figures
-    std::fill(figures.begin(), figures.end(), 0.0);
-    std::copy(my_figures.begin(), my_figures.end(), figures.begin() + mine);
-  }
+  const RankFigures mine{times.fwd_bwd_s,
+                         times.sync_wait_s,
+                         times.optimizer_s,
+                         stats.overlap_fraction(),
+                         static_cast<double>(stats.fold_bytes_sent + stats.dp_bytes),
+                         times.compute_s};
+  const bool leader = role.world_rank == 0;
+  std::vector<double> figures(leader ? kRankFigures * static_cast<size_t>(role.world_size) : 0);
+  // The step is committed here; should a peer die in this gather, the leader still logs the
+  // step (with the figures it has) before the error starts a re-formation.
+  const Status gathered = job->world->gather(
+      comm::ConstView{mine.data(), mine.size(), comm::DType::kFloat64}, comm::view(figures), 0);
   const double step_s = seconds_since(step_start);  // the metrics' exchange included
   if (step > first_step) {  // the first step pays for first touches of every buffer
     timed_seconds += step_s;
     ++timed_steps;
+  }
+  if (!leader) return gathered;
+  if (!gathered.ok()) {  // what arrived is partial: keep only this worker's own figures
+    std::fill(figures.begin(), figures.end(), 0.0);
+    std::copy(mine.begin(), mine.end(), figures.begin());
   }
   if (report) {
     report->step({step, totals.loss, update.lr, totals.grad_norm, update.clip, step_s,
@@ -189,8 +197,8 @@ Status LiveRun::report_step(int64_t step, const StepTotals& totals, const Update
   return gathered;
 }
 
-// The leader's rebalancer takes the step's compute seconds of every rank; a proposal waits for
-// the next step boundary.
+// The leader's rebalancer takes the step's compute seconds of every rank; a proposal is announced
+// in the next step's totals and carried out at the boundary after that step.
 Status LiveRun::observe_speeds(const std::vector<double>& figures) {
   std::vector<double> compute(figures.size() / kRankFigures);
   for (size_t r = 0; r < compute.size(); ++r) {

@@ -45,6 +45,7 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
   event.detect_s = detect_s;
   event.cause = !cause.ok() ? cause.message() : speeds ? "rebalance" : job ? "repair" : "join";
   watch.disarm();
+  boundary_announced = false;  // the new epoch's members start without the old one's totals
   if (job) job->abort_all(cause.ok() ? "re-forming to admit repaired slots" : cause.message());
   if (state_ahead) {  // a ZeRO-1 update that did not complete: the state goes back to the claim
     undo.restore(*job);

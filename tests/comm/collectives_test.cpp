@@ -257,6 +257,34 @@ int check_large(Communicator& comm, int r, int n) {
   return 0;
 }
 
+// Every root, a piece of 0, 3 and 20011 elements (the large one past the scratch the tree first
+// holds), the root's own piece given in place or apart; non-roots pass no output. Exact.
+int check_gather(Communicator& comm, int r, int n) {
+  for (int root = 0; root < n; ++root) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{3}, std::size_t{20011}}) {
+      std::vector<std::int64_t> mine(count);
+      for (std::size_t i = 0; i < count; ++i) mine[i] = r * 1000000 + static_cast<int>(i);
+      std::vector<std::int64_t> all(r == root ? count * static_cast<std::size_t>(n) : 0, -1);
+      const bool in_place = root % 2 == 1 && r == root;
+      if (in_place) std::copy(mine.begin(), mine.end(), all.begin() + static_cast<long>(r * count));
+      const ConstView input =
+          in_place ? ConstView{all.data() + r * count, count, DType::kInt64} : const_view(mine);
+      Status s = comm.gather(input, view(all), root);
+      CHILD_CHECK(s.ok(), r, "gather at " + std::to_string(root) + ": " + s.to_string());
+      for (std::size_t k = 0; k < all.size(); ++k) {
+        const auto q = static_cast<std::int64_t>(k / count);
+        CHILD_CHECK(all[k] == q * 1000000 + static_cast<std::int64_t>(k % count), r,
+                    "gather at " + std::to_string(root) + " element " + std::to_string(k));
+      }
+    }
+  }
+  // Every rank the root of its own call, with no room: refused before anything is sent.
+  std::vector<float> one(1), none;
+  CHILD_CHECK(comm.gather(const_view(one), view(none), r).code() == StatusCode::kInvalidArgument, r,
+              "a root's output of the wrong size is refused");
+  return 0;
+}
+
 int check_async(Communicator& comm, int r, int n) {
   // Three operations in flight at once; they run in submission order and each result is exact.
   std::vector<float> a(4099), b(13);
@@ -303,6 +331,15 @@ int check_subgroup(Communicator& comm, int r, int n) {
     for (int q : members) sum += contribution(q, i);
     CHILD_CHECK(data[i] == sum, r, "subgroup sum");
   }
+  // A gather at the subgroup's last rank: pieces in subgroup rank order.
+  const int root = static_cast<int>(members.size()) - 1;
+  const std::vector<double> mine{static_cast<double>(r), contribution(r, 0)};
+  std::vector<double> all((*sub)->rank() == root ? 2 * members.size() : 0);
+  CHILD_CHECK((*sub)->gather(const_view(mine), view(all), root).ok(), r, "subgroup gather");
+  for (std::size_t k = 0; k < all.size(); k += 2) {
+    CHILD_CHECK(all[k] == members[k / 2] && all[k + 1] == contribution(members[k / 2], 0), r,
+                "subgroup gather piece " + std::to_string(k / 2));
+  }
   return 0;
 }
 
@@ -319,6 +356,7 @@ int run_all(const std::string& dir, int r, int n, int full_mesh_max_size) {
   if (check_alltoallv(c, r, n) != 0) return 1;
   if (check_broadcast_and_p2p(c, r, n) != 0) return 1;
   if (check_large(c, r, n) != 0) return 1;
+  if (check_gather(c, r, n) != 0) return 1;
   if (check_async(c, r, n) != 0) return 1;
   if (check_subgroup(c, r, n) != 0) return 1;
   CHILD_CHECK(c.health().ok(), r, "healthy at the end");

@@ -1,7 +1,7 @@
 // FailureWatch on a real file store: each of its three signs (a member's failure notice, the
 // launcher's exit notice for a member's current incarnation, a ring neighbour whose progress stands
 // still, whether its heartbeat stops or only its training thread does) aborts the armed epoch
-// once; nothing else does, and nothing after disarm().
+// once; nothing else does, and nothing after disarm(). Join notices are counted.
 #include "elastic/failure_watch.h"
 
 #include <gtest/gtest.h>
@@ -103,6 +103,23 @@ TEST_F(FailureWatchTest, AnExitNoticePostedBeforeArmingIsSeen) {
   FailureWatch watch(store_, milliseconds(10), milliseconds(0));
   watch.arm(epoch());
   EXPECT_TRUE(aborted_within(milliseconds(1000)));
+}
+
+// Join notices are counted, each once, those posted before arming too, and abort nothing.
+TEST_F(FailureWatchTest, JoinNoticesAreCountedOnceAndAbortNothing) {
+  ASSERT_TRUE(post_join_notice(*store_, "train/a0", 5).ok());
+  FailureWatch watch(store_, milliseconds(10), milliseconds(0));
+  watch.arm(epoch());
+  ASSERT_TRUE(post_join_notice(*store_, "train/a0", 6).ok());
+  report_failure(2);  // an ended epoch's failure: not a join
+  ASSERT_TRUE(post_join_notice(*store_, "train/a0", 6).ok());
+  const auto end = std::chrono::steady_clock::now() + milliseconds(2000);
+  while (watch.join_notices() < 3 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  std::this_thread::sleep_for(milliseconds(100));  // a double count would show by now
+  EXPECT_EQ(watch.join_notices(), 3);
+  EXPECT_EQ(aborts_.load(), 0);
 }
 
 TEST_F(FailureWatchTest, AStillRingNeighbourAbortsAndIsRecordedSilent) {

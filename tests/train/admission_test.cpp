@@ -1,6 +1,6 @@
-// The leader's look for repairs at every step boundary (train/admission.h): while no join request
-// was made since its last look found none pending, the look is one store read; a request is found
-// and stays found until its admission is written, then the look is one read again.
+// The leader's look for repairs at a step boundary (train/admission.h): while no join notice
+// arrived since its last look left none to admit, the look is no store I/O; a notice makes it
+// one get_many; a request is found and stays found until its admission is written.
 #include "train/admission.h"
 
 #include <gtest/gtest.h>
@@ -36,6 +36,11 @@ class CountingStore : public comm::Store {
     ++ops;
     return inner_->add(key, delta);
   }
+  Result<std::vector<std::optional<std::string>>> get_many(
+      const std::vector<std::string>& keys) override {
+    ++ops;
+    return inner_->get_many(keys);
+  }
   std::string describe() const override { return inner_->describe(); }
   int ops = 0;
 
@@ -54,7 +59,7 @@ shard::ClusterSpec two_by_four() {
   return cluster_spec(c);
 }
 
-TEST(AdmissionTest, TheLeadersLookIsOneStoreReadWhileNoJoinRequestArrives) {
+TEST(AdmissionTest, TheLeadersLookIsNoStoreIoWhileNoJoinNoticeArrives) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("ntp-admission-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -72,25 +77,27 @@ TEST(AdmissionTest, TheLeadersLookIsOneStoreReadWhileNoJoinRequestArrives) {
   job.layout = *layout;
   const std::string group = "train/a0";
 
-  int64_t seen = -1;
+  int64_t seen = -1, notices = 0;  // `notices`: what the leader's failure watch has counted
   store->ops = 0;
-  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, seen).empty());
-  EXPECT_EQ(store->ops, 1 + 2);  // the count, then each slot out of the job: one read when absent
+  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, notices, seen).empty());
+  EXPECT_EQ(store->ops, 1);  // a first look: the requests and admissions of slots 5 and 6
   store->ops = 0;
-  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, seen).empty());
-  EXPECT_EQ(store->ops, 1);  // nothing new: the count alone
+  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, notices, seen).empty());
+  EXPECT_EQ(store->ops, 0);  // no notice since: nothing read
 
-  // Slot 6's replacement asks (what wait_for_admission writes: its request, then the count).
+  // Slot 6's replacement asks (what wait_for_admission writes: its request, then the notice).
   ASSERT_TRUE(store->set(join_key(group, 6), "1").ok());
-  ASSERT_TRUE(store->add(join_requests_key(group), 1).ok());
-  EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/1, seen), (std::vector<int>{6}));
-  // Not admitted yet (say the re-formation failed before admit): found again.
-  EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/1, seen), (std::vector<int>{6}));
-  ASSERT_TRUE(store->set(join_key(group, 6) + "/taken", "1").ok());
-  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, seen).empty());
+  ++notices;
   store->ops = 0;
-  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, seen).empty());
+  EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/1, notices, seen), (std::vector<int>{6}));
   EXPECT_EQ(store->ops, 1);
+  // Not admitted yet (say the re-formation failed before admit): found again.
+  EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/1, notices, seen), (std::vector<int>{6}));
+  ASSERT_TRUE(store->set(join_key(group, 6) + "/taken", "1").ok());
+  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, notices, seen).empty());
+  store->ops = 0;
+  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, notices, seen).empty());
+  EXPECT_EQ(store->ops, 0);
   std::filesystem::remove_all(dir);
 }
 
@@ -111,18 +118,23 @@ TEST(AdmissionTest, JoinersOfADomainThatLeftAreHeldBackUntilMinTpOfThemAsk) {
   Job job;
   job.layout = *layout;
   const std::string group = "train/a0";
+  int64_t notices = 0;
   auto ask = [&](int rank, const std::string& ticket) {
     ASSERT_TRUE((*store)->set(join_key(group, rank), ticket).ok());
-    ASSERT_TRUE((*store)->add(join_requests_key(group), 1).ok());
+    ++notices;
   };
-  int64_t seen = -1;
   ask(4, "0.p3");  // three parked survivors ask at once
   ask(5, "0.p3");
   ask(7, "0.p3");
-  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/4, seen).empty());
-  EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/3, seen), (std::vector<int>{4, 5, 7}));
+  int64_t seen = -1;
+  EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/4, notices, seen).empty());
+  EXPECT_EQ(seen, notices);  // held back: looked for again at the next notice, not before
+  int64_t seen_at_min_tp_3 = -1;
+  EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/3, notices, seen_at_min_tp_3),
+            (std::vector<int>{4, 5, 7}));
   ask(6, "1");  // the repaired slot's replacement
-  EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/4, seen), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/4, notices, seen),
+            (std::vector<int>{4, 5, 6, 7}));
   std::filesystem::remove_all(dir);
 }
 

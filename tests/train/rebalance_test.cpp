@@ -35,24 +35,26 @@ int64_t sum(const std::vector<int64_t>& v) {
 const std::vector<std::string> kModel = {"--layers",  "2",  "--heads",    "8", "--width", "128",
                                          "--context", "64", "--ffn-unit", "16"};
 
-// Rank 5 (slot 1:1) computes at 0.25 of its speed from step 3 to step 40 of 60 (`throttle:`: its
+// Rank 5 (slot 1:1) computes at 0.25 of its speed from step 3 to step 40 of 80 (`throttle:`: its
 // communication keeps its pace, as a throttled GPU's links do). The estimator needs a window of 8
-// steps and 3 evaluations in a row before it proposes anything, so the throttle is long enough for
-// a rebalance onto weighted shares while it lasts, and the 20 steps after it for the way back to
-// equal shares. A healthy run of the same job moves no unit: the hysteresis keeps noise from
-// moving any.
+// steps and 3 evaluations in a row before it proposes anything (and the move takes effect at the
+// step boundary after the next step), so the throttle is long enough for a rebalance onto
+// weighted shares while it lasts, and the 40 steps after it for the way back to equal shares in
+// up to two moves (a run took 15 steps to the first move back, at 0.53: two moves need ~30). A
+// healthy run of the same job moves no unit: the hysteresis keeps noise from moving any.
 TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
   const std::vector<std::string> flags = {"--rebalance"};
-  const JobRun clean = train("rebalance-clean", 60, {}, {}, flags, kModel);
+  constexpr int kSteps = 80;
+  const JobRun clean = train("rebalance-clean", kSteps, {}, {}, flags, kModel);
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
   EXPECT_TRUE(lines_of(clean, "rebalanced").empty()) << clean.log;
 
-  const JobRun run = train("rebalance-throttled", 60, {"throttle:rank=5,factor=0.25,at=3,until=40"},
-                           {}, flags, kModel);
+  const JobRun run = train("rebalance-throttled", kSteps,
+                           {"throttle:rank=5,factor=0.25,at=3,until=40"}, {}, flags, kModel);
   ASSERT_EQ(run.exit_code, 0) << run.log;
   // Weighted layouts change only how units are split, i.e. the order of float32 additions.
-  expect_same_trajectory(run, clean, 60, kDegradedTolerance);
-  EXPECT_EQ(expect_each_update_applied_once(run.out, 60), 12) << run.log;
+  expect_same_trajectory(run, clean, kSteps, kDegradedTolerance);
+  EXPECT_EQ(expect_each_update_applied_once(run.out, kSteps), 12) << run.log;
   EXPECT_TRUE(run.recoveries.empty()) << run.log;  // nobody was lost
 
   // Transitions between equal and weighted shares: exactly one each way, onto weighted shares

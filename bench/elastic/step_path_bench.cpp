@@ -1,0 +1,190 @@
+// The per-step control path of a training step (issue 20, item 3), before and now, side by side
+// in one run: N ranks (threads of one process, each with its own real Gloo pairs over loopback,
+// formed through a file store; a world above GlooOptions::full_mesh_max_size is sparse, as a
+// job's is) run the world collectives a step of `ntp train` runs besides its gradient sync.
+//   before: the step-boundary broadcast of 3N+1 float64s from rank 0, the totals allreduce of
+//           2N (one slot per rank), the figures allreduce of 6N
+//   now:    the totals allreduce of 3 (sum of squares, loss, the leader's announce word: the
+//           boundary costs nothing unless it is set), the figures gather of 6 per rank to rank 0
+// The store I/O the step path had (the leader's read of the join count, every worker's step
+// report) is gone too; it is not timed here (docs/perf.md counts it).
+//
+// Each variant runs in blocks of --steps steps between barriers, ABAB --rounds times; the
+// figure is the median block's time per step on rank 0. One JSON line per N on stdout:
+//   {"members":N,"before_s":..,"now_s":..,"speedup":..,"before_payload_bytes":..,
+//    "now_payload_bytes":..}
+// (payload: the float64s each rank puts into the step's collectives, times 8).
+//
+//   build/bench/elastic/step_path_bench --members 16,64,256 [--steps 50] [--rounds 5]
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <barrier>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/gloo_communicator.h"
+#include "comm/store.h"
+#include "machine_info.h"
+
+namespace {
+
+using ntp::comm::Communicator;
+using ntp::comm::ConstView;
+using ntp::comm::DType;
+using ntp::comm::View;
+
+struct Options {
+  std::vector<int> members;
+  int steps = 50;
+  int rounds = 5;
+};
+
+[[noreturn]] void bad(const std::string& message) {
+  std::fprintf(stderr, "step_path_bench: %s\n", message.c_str());
+  std::exit(2);
+}
+
+long number(const std::string& flag, const std::string& text, long low, long high) {
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < low || v > high) {
+    bad(flag + " '" + text + "': give a whole number in [" + std::to_string(low) + ", " +
+        std::to_string(high) + "]");
+  }
+  return v;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) bad(flag + ": missing value (see the usage at the top of the source)");
+    const std::string value = argv[++i];
+    if (flag == "--members") {
+      for (size_t begin = 0;;) {
+        const size_t comma = value.find(',', begin);
+        o.members.push_back(
+            static_cast<int>(number(flag, value.substr(begin, comma - begin), 2, 1024)));
+        if (comma == std::string::npos) break;
+        begin = comma + 1;
+      }
+    } else if (flag == "--steps") {
+      o.steps = static_cast<int>(number(flag, value, 1, 100000));
+    } else if (flag == "--rounds") {
+      o.rounds = static_cast<int>(number(flag, value, 1, 1000));
+    } else {
+      bad("unknown flag '" + flag + "': use --members N[,N...], --steps, --rounds");
+    }
+  }
+  if (o.members.empty()) bad("no --members given: e.g. --members 16,64,256");
+  return o;
+}
+
+void check(const ntp::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "step_path_bench: %s: %s\n", what, s.to_string().c_str());
+    std::exit(1);
+  }
+}
+
+// One step's control collectives as the trainer ran them before this change.
+void step_before(Communicator& world) {
+  const auto n = static_cast<size_t>(world.size());
+  const auto r = static_cast<size_t>(world.rank());
+  std::vector<double> boundary(3 * n + 1, 0.0), totals(2 * n, 0.0), figures(6 * n, 0.0);
+  check(world.broadcast(ntp::comm::view(boundary), 0), "boundary broadcast");
+  totals[2 * r] = 1.0;
+  check(world.allreduce(ntp::comm::view(totals)), "totals allreduce");
+  std::fill(figures.begin() + static_cast<long>(6 * r),
+            figures.begin() + static_cast<long>(6 * r + 6), 1.0);
+  check(world.allreduce(ntp::comm::view(figures)), "figures allreduce");
+}
+
+// ... and as it runs them now.
+void step_now(Communicator& world) {
+  std::array<double, 3> totals{1.0, 1.0, 0.0};
+  check(world.allreduce(View{totals.data(), totals.size(), DType::kFloat64}), "totals allreduce");
+  const std::array<double, 6> mine{1, 2, 3, 4, 5, 6};
+  std::vector<double> figures(world.rank() == 0 ? 6 * static_cast<size_t>(world.size()) : 0);
+  check(world.gather(ConstView{mine.data(), mine.size(), DType::kFloat64}, ntp::comm::view(figures),
+                     0),
+        "figures gather");
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void run_one(const Options& o, int n) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("ntp-step-path-" + std::to_string(::getpid()) + "-" + std::to_string(n));
+  std::filesystem::create_directories(dir);
+  std::vector<double> before, now;  // rank 0's seconds per step, one per block
+  std::vector<std::thread> ranks;
+  std::barrier sync(n);
+  for (int r = 0; r < n; ++r) {
+    ranks.emplace_back([&, r] {
+      ntp::Result<std::shared_ptr<ntp::comm::Store>> store =
+          ntp::comm::open_store("file:" + dir.string(), "steps");
+      check(store.status(), "store");
+      ntp::comm::GlooOptions options;
+      options.store = *store;
+      options.rank = r;
+      options.size = n;
+      options.prefix = "world";
+      ntp::Result<std::unique_ptr<Communicator>> world = ntp::comm::connect_gloo(options);
+      check(world.status(), "connect");
+      for (int round = 0; round < o.rounds + 1; ++round) {  // round 0 warms up
+        for (const bool old_path : {true, false}) {
+          check((*world)->barrier(), "barrier");
+          const auto start = std::chrono::steady_clock::now();
+          for (int s = 0; s < o.steps; ++s) old_path ? step_before(**world) : step_now(**world);
+          check((*world)->barrier(), "barrier");
+          const double per_step =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+              o.steps;
+          if (r == 0 && round > 0) (old_path ? before : now).push_back(per_step);
+        }
+      }
+      sync.arrive_and_wait();  // no rank closes its pairs while another still uses them
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  std::filesystem::remove_all(dir);
+  const double b = median(before), a = median(now);
+  nlohmann::ordered_json line;
+  line["members"] = n;
+  line["before_s"] = b;
+  line["now_s"] = a;
+  line["speedup"] = std::round(100 * b / a) / 100;
+  line["before_payload_bytes"] = 8 * (3 * n + 1 + 2 * n + 6 * n);
+  line["now_payload_bytes"] = 8 * (3 + 6);
+  line["sparse"] = n > ntp::comm::GlooOptions{}.full_mesh_max_size;
+  std::printf("%s\n", line.dump().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  std::string command = "step_path_bench";
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  std::fprintf(stderr, "# %s\n# machine: %s\n# %d steps per block, %d rounds (ABAB), median\n",
+               command.c_str(), ntp::bench::machine_description().c_str(), o.steps, o.rounds);
+  for (int n : o.members) run_one(o, n);
+  return 0;
+}
