@@ -33,7 +33,7 @@ struct SimOptions {
   std::string csv_dir, plot_dir;
   // The live recovery cost model's inputs ([recovery] keys), its breakdown, its calibration.
   std::optional<double> detect_kill_s, detect_hang_s, hang_fraction, heartbeat_stale_s, store_rtt_s,
-      connect_s, reshard_gbytes_per_s;
+      formation_s, reshard_gbytes_per_s;
   bool recovery_cost = false;
   std::string calibrate_from;
   // Fail-slow ([fail_slow] keys); the rate, factor and duration flags also enable it.
@@ -48,7 +48,6 @@ nlohmann::json cost_json(const sim::RecoveryCost& c) {
           {"agree_s", c.agree_s},
           {"rebuild_s", c.rebuild_s},
           {"reshard_s", c.reshard_s},
-          {"communicators", c.communicators},
           {"busiest_gpu_bytes", c.busiest_gpu_bytes},
           {"changed_group_bytes", c.changed_group_bytes},
           {"dp_peer_bytes", c.dp_peer_bytes}};
@@ -113,7 +112,7 @@ int run_sim(const SimOptions& o) {
   set("hang_fraction", o.hang_fraction);
   set("heartbeat_stale_seconds", o.heartbeat_stale_s);
   set("store_rtt_seconds", o.store_rtt_s);
-  set("communicator_connect_seconds", o.connect_s);
+  set("formation_seconds", o.formation_s);
   set("reshard_gbytes_per_s", o.reshard_gbytes_per_s);
   auto set_slow = [&](const char* key, const std::optional<double>& v, bool enables) {
     if (!v) return;
@@ -367,9 +366,9 @@ void add_sim_command(CLI::App& app, int& exit_code) {
                   "(recovery.heartbeat_stale_seconds, 1)");
   cmd->add_option("--store-rtt-s", o->store_rtt_s,
                   "store round trip of the agreement (recovery.store_rtt_seconds, 0.005)");
-  cmd->add_option("--connect-s", o->connect_s,
-                  "seconds to rebuild one communicator (recovery.communicator_connect_seconds, "
-                  "0.5)");
+  cmd->add_option("--formation-s", o->formation_s,
+                  "seconds to form a new layout's groups over shared links, at least "
+                  "(recovery.formation_seconds, 0.055)");
   cmd->add_option("--reshard-gbytes-per-s", o->reshard_gbytes_per_s,
                   "per-GPU intra-domain reshard bandwidth, GB/s (recovery.reshard_gbytes_per_s; "
                   "default half of system.scale_up_gbytes_per_s: one direction of NVLink)");

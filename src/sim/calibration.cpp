@@ -116,7 +116,8 @@ Result<Calibration> calibrate(const SimConfig& config, const RuntimeMetrics& met
   }
 
   std::vector<double> kill_detect, hang_detect, repair_agree, fail_agree;
-  double rebuild_num = 0, rebuild_den = 0, bytes = 0, seconds = 0;
+  std::vector<double> rebuilds;
+  double bytes = 0, seconds = 0;
   for (std::size_t i = 0; i < metrics.events.size(); ++i) {
     const MeasuredRecovery& e = metrics.events[i];
     if (e.repair) {
@@ -125,9 +126,7 @@ Result<Calibration> calibrate(const SimConfig& config, const RuntimeMetrics& met
       (e.hang ? hang_detect : kill_detect).push_back(e.detect_s - cal.step_s / 2);
       fail_agree.push_back(e.agree_s);
     }
-    const double n = plans[i].communicators;
-    rebuild_num += e.rebuild_s * n;
-    rebuild_den += n * n;
+    rebuilds.push_back(e.rebuild_s);
     bytes += static_cast<double>(plans[i].busiest_gpu_bytes);
     seconds += e.reshard_s;
   }
@@ -143,7 +142,8 @@ Result<Calibration> calibrate(const SimConfig& config, const RuntimeMetrics& met
     f.hang_fraction = static_cast<double>(hang_detect.size()) /
                       static_cast<double>(kill_detect.size() + hang_detect.size());
   }
-  if (rebuild_den > 0) f.communicator_connect_seconds = rebuild_num / rebuild_den;
+  // One formation per event (the runtime's small jobs are far below the store's capacity).
+  if (!rebuilds.empty()) f.formation_seconds = mean(rebuilds);
   cal.reshard_bytes_per_s = seconds > 0 && bytes > 0 ? bytes / seconds : 0.0;
   if (cal.reshard_bytes_per_s > 0) f.reshard_gbytes_per_s = cal.reshard_bytes_per_s / 1e9;
 
@@ -173,7 +173,7 @@ Result<Calibration> calibrate(const SimConfig& config, const RuntimeMetrics& met
       "recovery.hang_fraction=" + num(f.hang_fraction),
       "recovery.heartbeat_stale_seconds=" + num(f.heartbeat_stale_seconds),
       "recovery.store_rtt_seconds=" + num(f.store_rtt_seconds),
-      "recovery.communicator_connect_seconds=" + num(f.communicator_connect_seconds),
+      "recovery.formation_seconds=" + num(f.formation_seconds),
       "recovery.reshard_gbytes_per_s=" + num(f.reshard_gbytes_per_s),
       "system.scale_out_gbits_per_s=" + num(fitted.system.scale_out_gbits_per_s),
   };
@@ -226,9 +226,9 @@ std::string format_calibration(const Calibration& cal) {
   std::snprintf(
       buf, sizeof(buf),
       "fitted: detect %.3f s (kill) / %.3f s (hang), heartbeat stale %.3f s, store round trip "
-      "%.4f s x %d, %.4f s per communicator, reshard %.3g GB/s\n",
+      "%.4f s x %d, formation %.4f s, reshard %.3g GB/s\n",
       f.detect_kill_seconds, f.detect_hang_seconds, f.heartbeat_stale_seconds, f.store_rtt_seconds,
-      f.agree_round_trips, f.communicator_connect_seconds, cal.reshard_bytes_per_s / 1e9);
+      f.agree_round_trips, f.formation_seconds, cal.reshard_bytes_per_s / 1e9);
   os << buf << "as overrides:";
   for (const std::string& s : cal.set_lines) os << " --set " << s;
   os << "\n";

@@ -11,7 +11,7 @@
 //                        detect_hang_seconds the same over timeouts;
 //   store_rtt_seconds    mean(agree_s) / agree_round_trips over repairs (no stale wait);
 //   heartbeat_stale_seconds  mean(agree_s) - round trips + detect over failures;
-//   communicator_connect_seconds  least squares of rebuild_s = communicators x c;
+//   formation_seconds    mean(rebuild_s): one formation of the new groups per event;
 //   reshard_gbytes_per_s  sum of the busiest GPU's bytes / sum of reshard_s (one effective
 //                        bandwidth for both links: the CPU runtime's are loopback TCP alike).
 #pragma once

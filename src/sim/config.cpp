@@ -265,9 +265,17 @@ Status parse_sections(const toml::table& root, SimConfig& c, const std::string& 
       r.get("notice_store_ops_per_member", c.recovery.notice_store_ops_per_member, 0, 1e9));
   NTP_RETURN_IF_ERROR(
       r.get("agree_store_ops_per_member", c.recovery.agree_store_ops_per_member, 0, 1e9));
-  NTP_RETURN_IF_ERROR(r.get("base_communicators", c.recovery.base_communicators, 0, 1e6));
+  for (const char* gone : {"base_communicators", "communicator_connect_seconds"}) {
+    if (r.has(gone)) {
+      return invalid_argument(std::string("recovery.") + gone +
+                              " is gone: a re-formation forms its groups once, over shared "
+                              "links, not once per communicator; set recovery.formation_seconds "
+                              "(and recovery.formation_store_ops_per_member) instead");
+    }
+  }
+  NTP_RETURN_IF_ERROR(r.get("formation_seconds", c.recovery.formation_seconds, 0, kBig));
   NTP_RETURN_IF_ERROR(
-      r.get("communicator_connect_seconds", c.recovery.communicator_connect_seconds, 0, kBig));
+      r.get("formation_store_ops_per_member", c.recovery.formation_store_ops_per_member, 0, 1e9));
   NTP_RETURN_IF_ERROR(r.get("reshard_gbytes_per_s", c.recovery.reshard_gbytes_per_s, 0, kBig));
   NTP_RETURN_IF_ERROR(r.get("state_bytes_per_param", c.recovery.state_bytes_per_param, 1, 1e3));
   NTP_RETURN_IF_ERROR(r.check_unknown());

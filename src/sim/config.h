@@ -14,8 +14,8 @@
 //   [recovery]  restart_minutes, checkpoint_write_seconds, replace_hours, live_recovery_seconds,
 //               detect_kill_seconds, detect_hang_seconds, hang_fraction, heartbeat_stale_seconds,
 //               agree_round_trips, store_rtt_seconds, store_ops_per_s,
-//               notice_store_ops_per_member, agree_store_ops_per_member, base_communicators,
-//               communicator_connect_seconds, reshard_gbytes_per_s, state_bytes_per_param
+//               notice_store_ops_per_member, agree_store_ops_per_member, formation_seconds,
+//               formation_store_ops_per_member, reshard_gbytes_per_s, state_bytes_per_param
 //   [fail_slow] enabled, rate_per_gpu_day, rate_multiplier, factors, factor_weights, mean_hours,
 //               drop_below
 //   [sim]       days, trials, seed, sample_hours, fixed_batch, target_batch_fraction, spares,
@@ -128,8 +128,15 @@ struct RecoveryConfig {
   double store_ops_per_s = 100000;
   double notice_store_ops_per_member = 8;
   double agree_store_ops_per_member = 15;
-  int base_communicators = 3;  // world, TP, replica; DP sets come from the sync plan
-  double communicator_connect_seconds = 0.5;
+  // A re-formation forms the new layout's groups once, over links they share (comm/pair_mesh.h:
+  // a member connects its O(log N) ring and tree links, and its TP peers, concurrently): at
+  // least formation_seconds (control_plane_bench form_s at 16 members, the smallest it runs:
+  // 0.055 s), or the formation's store operations (address writes, polls, erases) over
+  // store_ops_per_s when longer. The bench counts 5.7-6.6 per member at 16-32 members and
+  // 17-30 at 64-192, where the members' starvation on its 2 cores stretches the formation and
+  // its polls (one per 100 ms at most) with it; 10 sits between (docs/sim.md: the range).
+  double formation_seconds = 0.055;
+  double formation_store_ops_per_member = 10;
   double reshard_gbytes_per_s = 0.0;  // per GPU, intra-domain; 0: system.scale_up_gbytes_per_s / 2
   int state_bytes_per_param = 14;     // bf16 weight + fp32 master + two fp32 Adam moments
 };

@@ -240,7 +240,6 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
       t.sum.busiest_gpu_bytes += cost.busiest_gpu_bytes;
       t.sum.changed_group_bytes += cost.changed_group_bytes;
       t.sum.dp_peer_bytes += cost.dp_peer_bytes;
-      t.sum.communicators += cost.communicators;
     }
     return cost.total_s;
   };

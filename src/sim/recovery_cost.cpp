@@ -36,21 +36,6 @@ shard::ClusterSpec spec_of(const std::vector<int>& degrees, int domain_size,
   return spec;
 }
 
-// Communicators one rank of `layout` builds: `base` + the distinct member lists of the DP groups
-// it joins (groups with the same members share one communicator, as in train/worker_role.cpp);
-// the most over all ranks.
-int communicators(const shard::ClusterLayout& layout, int base) {
-  std::map<std::pair<int, int>, std::set<std::vector<std::pair<int, int>>>> sets;
-  for (const shard::DpGroup& g : layout.sync.groups) {
-    std::vector<std::pair<int, int>> members;
-    for (const shard::RankRef& m : g.members) members.emplace_back(m.domain, m.rank);
-    for (const shard::RankRef& m : g.members) sets[{m.domain, m.rank}].insert(members);
-  }
-  std::size_t most = 0;
-  for (const auto& [rank, s] : sets) most = std::max(most, s.size());
-  return base + static_cast<int>(most);
-}
-
 }  // namespace
 
 Result<std::vector<shard::UnitSpace>> stage_unit_spaces(const SimConfig& c) {
@@ -189,7 +174,6 @@ Result<ReshardEstimate> RecoveryCostModel::plan(const std::vector<int>& from_deg
       e.busiest_gpu_bytes = intra + peer;
     }
   }
-  e.communicators = communicators(to, r_.base_communicators);
   return e;
 }
 
@@ -237,18 +221,10 @@ ReshardEstimate RecoveryCostModel::group_reshard(int from, int to, int others_mi
       e.changed_group_bytes = e.busiest_gpu_bytes;
       e.dp_peer_bytes = e.busiest_gpu_bytes;
     }
-    const int layout_degree = from > 0 ? from : tp_;
-    Result<ReshardEstimate> same = plan(cluster(layout_degree), cluster(layout_degree), nullptr);
-    NTP_CHECK_MSG(same.ok(), same.status().to_string());
-    e.communicators = same->communicators;
   } else if (from == 0 || to == 0) {
     // A group that comes back fetches its whole state from DP peers; one that stops moves nothing
     // (the others keep their layouts until the next event).
     if (from == 0) e = full_fetch(to);
-    const int running = to > 0 ? to : tp_;
-    Result<ReshardEstimate> same = plan(cluster(running), cluster(running), nullptr);
-    NTP_CHECK_MSG(same.ok(), same.status().to_string());
-    e.communicators = same->communicators;
   } else {
     Result<ReshardEstimate> r = plan(cluster(from), cluster(to), nullptr);
     NTP_CHECK_MSG(r.ok(), r.status().to_string());
@@ -276,7 +252,6 @@ RecoveryCost RecoveryCostModel::event(bool failure, const std::vector<DegreeChan
     }
     worst.changed_group_bytes += e.changed_group_bytes;
     worst.dp_peer_bytes += e.dp_peer_bytes;
-    worst.communicators = std::max(worst.communicators, e.communicators);
   }
   if (!any) return c;
   return price(failure, worst, step_s_);
@@ -298,8 +273,8 @@ RecoveryCost RecoveryCostModel::price(bool failure, const ReshardEstimate& worst
   }
   c.agree_s += std::max(r.agree_round_trips * r.store_rtt_seconds,
                         r.agree_store_ops_per_member * members_ / r.store_ops_per_s);
-  c.communicators = worst.communicators;
-  c.rebuild_s = worst.communicators * r.communicator_connect_seconds;
+  c.rebuild_s = std::max(r.formation_seconds,
+                         r.formation_store_ops_per_member * members_ / r.store_ops_per_s);
   c.reshard_s = worst.seconds;
   c.busiest_gpu_bytes = worst.busiest_gpu_bytes;
   c.changed_group_bytes = worst.changed_group_bytes;

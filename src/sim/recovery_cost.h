@@ -14,9 +14,9 @@
 //              failure the decider also waits
 //              until the dead member's heartbeat is heartbeat_stale_seconds old, a wait that runs
 //              concurrently with detection: max(0, heartbeat_stale_seconds - detect).
-//   rebuild    communicators a rank rebuilds x communicator_connect_seconds; the count is
-//              base_communicators (world, TP, replica) + the most distinct DP member sets any
-//              rank joins in the new layout's sync plan (what train/worker_role.cpp builds).
+//   rebuild    one formation of the new layout's groups over shared links (comm/pair_mesh.h):
+//              formation_seconds, or formation_store_ops_per_member x members / store_ops_per_s
+//              when longer. The number of groups does not count: they share their links.
 //   reshard    the layout algebra's plan: shard::plan_cluster before and after (fold strategy,
 //              keeping units where they are) and shard::plan_reshard between them, with the
 //              model's unit spaces (heads, FFN blocks, vocabulary when pp = 1) for one pipeline
@@ -55,7 +55,6 @@ struct ReshardEstimate {
   std::int64_t busiest_gpu_bytes = 0;    // bytes into or out of the GPU that takes longest
   std::int64_t changed_group_bytes = 0;  // bytes received by the GPUs of the changed group
   std::int64_t dp_peer_bytes = 0;        // of those, from DP peers (scale-out)
-  int communicators = 0;                 // communicators a rank rebuilds in the new layout
 };
 
 // One reconfiguration, broken down. total_s = lost_step_s + detect_s + agree_s + rebuild_s +
@@ -63,7 +62,6 @@ struct ReshardEstimate {
 struct RecoveryCost {
   double lost_step_s = 0, detect_s = 0, agree_s = 0, rebuild_s = 0, reshard_s = 0, total_s = 0;
   std::int64_t busiest_gpu_bytes = 0, changed_group_bytes = 0, dp_peer_bytes = 0;
-  int communicators = 0;
 };
 
 // A TP group whose running degree changed (0 = it cannot run).

@@ -67,12 +67,12 @@ std::string gigabytes(std::int64_t bytes) {
 std::string breakdown(const RecoveryCost& c) {
   char buf[512];
   std::snprintf(buf, sizeof(buf),
-                "%.2f s = lost half step %.2f + detect %.2f + agree %.2f + rebuild %.2f (%d "
-                "communicators) + reshard %.3f (%s through the busiest GPU; %s into the group, "
+                "%.2f s = lost half step %.2f + detect %.2f + agree %.2f + rebuild %.2f "
+                "+ reshard %.3f (%s through the busiest GPU; %s into the group, "
                 "%s of it from DP peers)",
-                c.total_s, c.lost_step_s, c.detect_s, c.agree_s, c.rebuild_s, c.communicators,
-                c.reshard_s, gigabytes(c.busiest_gpu_bytes).c_str(),
-                gigabytes(c.changed_group_bytes).c_str(), gigabytes(c.dp_peer_bytes).c_str());
+                c.total_s, c.lost_step_s, c.detect_s, c.agree_s, c.rebuild_s, c.reshard_s,
+                gigabytes(c.busiest_gpu_bytes).c_str(), gigabytes(c.changed_group_bytes).c_str(),
+                gigabytes(c.dp_peer_bytes).c_str());
   return buf;
 }
 

@@ -44,6 +44,13 @@ TEST(SimConfig, UnknownKeyIsNamed) {
   expect_error(parse_error("gpus = 3\n"), "gpus");
 }
 
+// The per-communicator rebuild's keys are gone: a config that sets one is told what replaced it.
+TEST(SimConfig, TheRemovedCommunicatorKeysNameTheirReplacement) {
+  expect_error(parse_error("[recovery]\ncommunicator_connect_seconds = 0.5\n"),
+               "recovery.formation_seconds");
+  expect_error(parse_error("", {"recovery.base_communicators=3"}), "recovery.base_communicators");
+}
+
 TEST(SimConfig, NegativeRateIsNamed) {
   const Status s = parse_error("[failures]\nrate_per_gpu_day = -1e-3\n");
   expect_error(s, "failures.rate_per_gpu_day");

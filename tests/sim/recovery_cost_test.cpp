@@ -119,16 +119,15 @@ TEST(RecoveryCost, BreakdownAddsUpAndFollowsItsInputs) {
   const SimConfig c = toy({"recovery.detect_kill_seconds=2", "recovery.detect_hang_seconds=10",
                            "recovery.hang_fraction=0.25", "recovery.heartbeat_stale_seconds=3",
                            "recovery.agree_round_trips=4", "recovery.store_rtt_seconds=0.01",
-                           "recovery.communicator_connect_seconds=0.5"});
+                           "recovery.formation_seconds=0.5"});
   const RecoveryCostModel m = model_of(c);
   const RecoveryCost f = m.event(true, {{1, 4, 3}}, 4);
   EXPECT_NEAR(f.lost_step_s, m.healthy_step_s() / 2, 1e-12);
   EXPECT_NEAR(f.detect_s, 0.75 * 2 + 0.25 * 10, 1e-12);
   // The stale-heartbeat wait overlaps detection: 3 - 2 after a kill, nothing after a hang.
   EXPECT_NEAR(f.agree_s, 0.75 * 1 + 4 * 0.01, 1e-12);
-  EXPECT_EQ(f.communicators, m.group_reshard(4, 3, 4).communicators);
-  EXPECT_GE(f.communicators, 4);  // world, TP, replica and at least one DP set
-  EXPECT_NEAR(f.rebuild_s, 0.5 * f.communicators, 1e-12);
+  // One formation: the toy's few members are far below the store's capacity.
+  EXPECT_EQ(f.rebuild_s, 0.5);
   EXPECT_NEAR(f.total_s, f.lost_step_s + f.detect_s + f.agree_s + f.rebuild_s + f.reshard_s, 1e-12);
   // A repair: no lost step, no detection, no stale wait.
   const RecoveryCost r = m.event(false, {{1, 3, 4}}, 4);
@@ -140,21 +139,26 @@ TEST(RecoveryCost, BreakdownAddsUpAndFollowsItsInputs) {
 
 // The control plane's store load (bench/elastic/control_plane_bench): a phase lasts at least its
 // store operations over the store's capacity, members being the cluster's GPUs. The toy's 12
-// members cost microseconds (round trips dominate); with capacity 10 ops/s they dominate.
-TEST(RecoveryCost, TheStoresCapacityBoundsTheNoticeAndTheAgreement) {
+// members cost microseconds (round trips and the formation's latency dominate); with capacity
+// 10 ops/s they dominate.
+TEST(RecoveryCost, TheStoresCapacityBoundsTheNoticeTheAgreementAndTheFormation) {
   const std::vector<std::string> base = {
       "recovery.detect_kill_seconds=0.5", "recovery.detect_hang_seconds=1",
       "recovery.hang_fraction=0",         "recovery.heartbeat_stale_seconds=0",
-      "recovery.agree_round_trips=4",     "recovery.store_rtt_seconds=0.01"};
+      "recovery.agree_round_trips=4",     "recovery.store_rtt_seconds=0.01",
+      "recovery.formation_seconds=0.05"};
   const RecoveryCost fast = model_of(toy(base)).event(true, {{1, 4, 3}}, 4);
   EXPECT_NEAR(fast.detect_s, 0.5, 1e-12);
   EXPECT_NEAR(fast.agree_s, 0.04, 1e-12);
+  EXPECT_EQ(fast.rebuild_s, 0.05);
   std::vector<std::string> slow = base;
   slow.insert(slow.end(), {"recovery.store_ops_per_s=10", "recovery.notice_store_ops_per_member=2",
-                           "recovery.agree_store_ops_per_member=3"});
+                           "recovery.agree_store_ops_per_member=3",
+                           "recovery.formation_store_ops_per_member=5"});
   const RecoveryCost bound = model_of(toy(slow)).event(true, {{1, 4, 3}}, 4);
   EXPECT_NEAR(bound.detect_s, 2.0 * 12 / 10, 1e-12);  // 12 members x 2 ops at 10 ops/s
   EXPECT_NEAR(bound.agree_s, 3.0 * 12 / 10, 1e-12);
+  EXPECT_NEAR(bound.rebuild_s, 5.0 * 12 / 10, 1e-12);
 }
 
 TEST(RecoveryCost, EventsThatLeaveTheRunningJobAloneCostNothing) {
@@ -235,7 +239,7 @@ TEST(RecoveryCost, NtpLiveGoodputRespondsToTheInputs) {
     return run(traced(o)).policies[1].goodput;
   };
   const double base = goodput({});
-  EXPECT_LT(goodput({"recovery.communicator_connect_seconds=30"}), base);
+  EXPECT_LT(goodput({"recovery.formation_seconds=30"}), base);
   EXPECT_LT(goodput({"recovery.hang_fraction=1", "recovery.detect_hang_seconds=600"}), base);
   // A slow link makes the reshard dominate; a faster one buys goodput back.
   const double slow =
