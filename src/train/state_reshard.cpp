@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "core/check.h"
 #include "shard/reshard_plan.h"
@@ -32,11 +33,8 @@ bool active_in(const shard::ClusterLayout& layout, shard::SlotRef slot) {
   return std::find(slots.begin(), slots.end(), slot.slot) != slots.end();
 }
 
-// The moves of a derived space's groups (shard::plan_reshard moves owned units only; a derived
-// group is stored by every rank its source units read, WorkerRole::held): each slot of the new
-// layout receives what it stores there and did not store before, each group from the first
-// survivor that stores it, its own domain's slots first, then the next domains' (every member
-// computes the same list).
+}  // namespace
+
 std::vector<shard::ShardTransfer> derived_transfers(const shard::ClusterLayout& from,
                                                     const shard::ClusterLayout& to,
                                                     const std::vector<shard::SlotRef>& world) {
@@ -53,6 +51,7 @@ std::vector<shard::ShardTransfer> derived_transfers(const shard::ClusterLayout& 
     for (const shard::SlotRef& s : survivors) {
       stored_before.push_back(held_units_of(from, s, static_cast<int>(sp)));
     }
+    std::vector<int64_t> sent(survivors.size(), 0);  // groups each survivor sends so far
     for (const shard::SlotRef& dst : world) {
       const shard::IntervalSet had = active_in(from, dst)
                                          ? held_units_of(from, dst, static_cast<int>(sp))
@@ -62,13 +61,14 @@ std::vector<shard::ShardTransfer> derived_transfers(const shard::ClusterLayout& 
       for (int64_t g : wanted.ids()) {
         for (int step = 0; step < domains; ++step) {
           const int domain = (dst.domain + step) % domains;
-          size_t k = 0;
-          while (k < survivors.size() &&
-                 (survivors[k].domain != domain || !stored_before[k].contains(g))) {
-            ++k;
+          std::optional<size_t> source;  // the holder in `domain` that sends least so far
+          for (size_t k = 0; k < survivors.size(); ++k) {
+            if (survivors[k].domain != domain || !stored_before[k].contains(g)) continue;
+            if (!source || sent[k] < sent[*source]) source = k;
           }
-          if (k == survivors.size()) continue;
-          by_source[k].append(g, g + 1);
+          if (!source) continue;
+          ++sent[*source];
+          by_source[*source].append(g, g + 1);
           break;
         }
       }
@@ -79,6 +79,8 @@ std::vector<shard::ShardTransfer> derived_transfers(const shard::ClusterLayout& 
   }
   return out;
 }
+
+namespace {
 
 // What one transfer carries: for each tensor of the space (or each replicated tensor), the
 // value, exp_avg and exp_avg_sq blocks of the moved units, in parameter order.

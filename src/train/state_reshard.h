@@ -17,6 +17,7 @@
 #include "core/status.h"
 #include "model/param.h"
 #include "shard/cluster_layout.h"
+#include "shard/reshard_plan.h"
 #include "train/adamw_optimizer.h"
 
 namespace ntp::train {
@@ -31,6 +32,17 @@ struct HeldState {
 struct ReshardStats {
   int64_t bytes_received = 0;  // from other slots (kept units are copied locally)
 };
+
+// The moves of a derived space's groups (shard::plan_reshard moves owned units only; a derived
+// group is stored by every rank its source units read, WorkerRole::held): each slot of `world`
+// (the new layout's active slots) receives what it stores in `to` and did not store in `from`,
+// each group from a survivor that stores it, its own domain's first, then the next domains'; in
+// that domain, the holder that sends fewest groups so far (ties: the lowest slot), so the groups
+// a repair or a returning replica needs come from all their holders, not from the first one.
+// Every member computes the same list.
+std::vector<shard::ShardTransfer> derived_transfers(const shard::ClusterLayout& from,
+                                                    const shard::ClusterLayout& to,
+                                                    const std::vector<shard::SlotRef>& world);
 
 // `from`: the state this worker held in layout `from_layout`, or null (a repair joining with
 // nothing). `to`: its freshly built state in `to_layout`. `world` spans the active slots of
