@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_flags.h"
 #include "bench_member.h"
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
@@ -53,20 +54,12 @@ struct Options {
   double max_s = 900.0;
 };
 
-[[noreturn]] void bad(const std::string& message) {
-  std::fprintf(stderr, "control_plane_bench: %s\n", message.c_str());
-  std::exit(2);
-}
+constexpr const char* kProgram = "control_plane_bench";
 
-// A whole positive number in [low, high], or a one-line exit naming `flag`.
+[[noreturn]] void bad(const std::string& message) { ntp::bench::flag_error(kProgram, message); }
+
 long number(const std::string& flag, const std::string& text, long low, long high) {
-  char* end = nullptr;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < low || v > high) {
-    bad(flag + " '" + text + "': give a whole number in [" + std::to_string(low) + ", " +
-        std::to_string(high) + "]");
-  }
-  return v;
+  return ntp::bench::whole_number(kProgram, flag, text, low, high);
 }
 
 double seconds(const std::string& flag, const std::string& text, double low, double high) {
@@ -81,35 +74,27 @@ double seconds(const std::string& flag, const std::string& text, double low, dou
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) bad(flag + ": missing value (see the usage at the top of the source)");
-    const std::string value = argv[++i];
-    if (flag == "--members") {
-      size_t begin = 0;
-      for (;;) {
-        const size_t comma = value.find(',', begin);
-        o.members.push_back(
-            static_cast<int>(number("--members", value.substr(begin, comma - begin), 4, 16384)));
-        if (comma == std::string::npos) break;
-        begin = comma + 1;
-      }
-    } else if (flag == "--port") {
-      o.port = static_cast<int>(number(flag, value, 1, 65535));
-    } else if (flag == "--redis-server") {
-      if (value.empty()) bad("--redis-server '': give the path of a redis-server binary");
-      o.redis_server = value;
-    } else if (flag == "--steady-s") {
-      o.steady_s = seconds(flag, value, 0.5, 600);
-    } else if (flag == "--tp") {
-      o.tp = static_cast<int>(number(flag, value, 1, 64));
-    } else if (flag == "--max-s") {
-      o.max_s = seconds(flag, value, 10, 7200);
-    } else {
-      bad("unknown flag '" + flag +
-          "': use --members N[,N...], --port, --redis-server, --steady-s, --tp, --max-s");
-    }
-  }
+  ntp::bench::for_each_flag(
+      kProgram, argc, argv, [&](const std::string& flag, const std::string& value) {
+        if (flag == "--members") {
+          const std::vector<int> more = ntp::bench::number_list(kProgram, flag, value, 4, 16384);
+          o.members.insert(o.members.end(), more.begin(), more.end());
+        } else if (flag == "--port") {
+          o.port = static_cast<int>(number(flag, value, 1, 65535));
+        } else if (flag == "--redis-server") {
+          if (value.empty()) bad("--redis-server '': give the path of a redis-server binary");
+          o.redis_server = value;
+        } else if (flag == "--steady-s") {
+          o.steady_s = seconds(flag, value, 0.5, 600);
+        } else if (flag == "--tp") {
+          o.tp = static_cast<int>(number(flag, value, 1, 64));
+        } else if (flag == "--max-s") {
+          o.max_s = seconds(flag, value, 10, 7200);
+        } else {
+          bad("unknown flag '" + flag +
+              "': use --members N[,N...], --port, --redis-server, --steady-s, --tp, --max-s");
+        }
+      });
   if (o.members.empty()) bad("no --members given: e.g. --members 256,512,1024");
   return o;
 }

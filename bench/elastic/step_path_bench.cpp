@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_flags.h"
 #include "comm/communicator.h"
 #include "comm/gloo_communicator.h"
 #include "comm/store.h"
@@ -50,43 +51,25 @@ struct Options {
   int rounds = 5;
 };
 
-[[noreturn]] void bad(const std::string& message) {
-  std::fprintf(stderr, "step_path_bench: %s\n", message.c_str());
-  std::exit(2);
-}
+constexpr const char* kProgram = "step_path_bench";
 
-long number(const std::string& flag, const std::string& text, long low, long high) {
-  char* end = nullptr;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < low || v > high) {
-    bad(flag + " '" + text + "': give a whole number in [" + std::to_string(low) + ", " +
-        std::to_string(high) + "]");
-  }
-  return v;
-}
+[[noreturn]] void bad(const std::string& message) { ntp::bench::flag_error(kProgram, message); }
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) bad(flag + ": missing value (see the usage at the top of the source)");
-    const std::string value = argv[++i];
-    if (flag == "--members") {
-      for (size_t begin = 0;;) {
-        const size_t comma = value.find(',', begin);
-        o.members.push_back(
-            static_cast<int>(number(flag, value.substr(begin, comma - begin), 2, 1024)));
-        if (comma == std::string::npos) break;
-        begin = comma + 1;
-      }
-    } else if (flag == "--steps") {
-      o.steps = static_cast<int>(number(flag, value, 1, 100000));
-    } else if (flag == "--rounds") {
-      o.rounds = static_cast<int>(number(flag, value, 1, 1000));
-    } else {
-      bad("unknown flag '" + flag + "': use --members N[,N...], --steps, --rounds");
-    }
-  }
+  ntp::bench::for_each_flag(
+      kProgram, argc, argv, [&](const std::string& flag, const std::string& value) {
+        if (flag == "--members") {
+          const std::vector<int> more = ntp::bench::number_list(kProgram, flag, value, 2, 1024);
+          o.members.insert(o.members.end(), more.begin(), more.end());
+        } else if (flag == "--steps") {
+          o.steps = static_cast<int>(ntp::bench::whole_number(kProgram, flag, value, 1, 100000));
+        } else if (flag == "--rounds") {
+          o.rounds = static_cast<int>(ntp::bench::whole_number(kProgram, flag, value, 1, 1000));
+        } else {
+          bad("unknown flag '" + flag + "': use --members N[,N...], --steps, --rounds");
+        }
+      });
   if (o.members.empty()) bad("no --members given: e.g. --members 16,64,256");
   return o;
 }

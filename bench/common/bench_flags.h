@@ -1,0 +1,27 @@
+// Flag values of the benches' own command lines: a bad one ends the bench with exit code 2 and
+// one stderr line "<program>: <flag> '<value>': <what to give>".
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ntp::bench {
+
+// Calls take(flag, value) for each "--flag value" pair of argv[1..], in order; a flag without a
+// value ends the bench.
+void for_each_flag(
+    const std::string& program, int argc, char** argv,
+    const std::function<void(const std::string& flag, const std::string& value)>& take);
+
+[[noreturn]] void flag_error(const std::string& program, const std::string& message);
+
+// A whole number in [low, high].
+long whole_number(const std::string& program, const std::string& flag, const std::string& text,
+                  long low, long high);
+
+// Comma-separated whole numbers, each in [low, high].
+std::vector<int> number_list(const std::string& program, const std::string& flag,
+                             const std::string& text, long low, long high);
+
+}  // namespace ntp::bench
