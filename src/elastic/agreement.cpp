@@ -69,6 +69,10 @@ std::string silent_key(const std::string& group, int id) {
   return group + "/silent/" + std::to_string(id);
 }
 
+void forget_silent_record(comm::Store& store, const std::string& group, int id) {
+  if (!store.erase({silent_key(group, id)}).ok()) (void)store.set(silent_key(group, id), "");
+}
+
 bool still_since_recorded(const std::optional<std::string>& silent,
                           const std::optional<std::string>& beat) {
   return silent && beat && parse_progress(*beat).moving == parse_progress(*silent).moving;

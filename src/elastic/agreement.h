@@ -73,6 +73,9 @@ bool is_join_event(const std::string& event);
 std::string done_key(const std::string& group, int epoch, int id);
 std::string silent_key(const std::string& group, int id);
 
+// Removes `id`'s silent record (best effort: a store without erase gets an empty record, which
+// matches no progress). A new process of the slot calls it before it joins.
+void forget_silent_record(comm::Store& store, const std::string& group, int id);
 // Whether a watcher recorded `id` still and its progress has not moved since.
 bool still_silent(comm::Store& store, const std::string& group, int id);
 // The same rule on values already read: `silent` (the record) and `beat` (its heartbeat now).

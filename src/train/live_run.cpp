@@ -201,6 +201,10 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
   if (ctx.restart_count > 0) {
     // ---- a repair: wait to be admitted at a step boundary, then join through the same
     //      re-formation as any member, holding nothing ----
+    // A silent record left for this slot's previous process (a hung one) names that process's
+    // progress: this one's own count would meet it after as many marks and read it as its own
+    // (its watch would fence it, a decider would take it as still). The slot's record goes first.
+    elastic::forget_silent_record(*ctx.store, group, ctx.slot_rank);
     Result<elastic::MemberList> admitted = wait_for_admission(
         ctx, group, std::to_string(ctx.restart_count), progress, kRepairPatience);
     if (!admitted.ok()) {

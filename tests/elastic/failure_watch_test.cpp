@@ -122,6 +122,18 @@ TEST_F(FailureWatchTest, JoinNoticesAreCountedOnceAndAbortNothing) {
   EXPECT_EQ(aborts_.load(), 0);
 }
 
+// A slot's new process forgets the record of its hung predecessor: a record of a progress count
+// the new process reaches later would otherwise read as this one's (LiveRun::start, a repair).
+TEST_F(FailureWatchTest, AForgottenSilentRecordMatchesNoProgress) {
+  const std::string beat = "7|12:1:3:0";  // a heartbeat carrying progress token 12:1:3:0
+  ASSERT_TRUE(store_->set(silent_key("train/a0", 5), beat).ok());
+  ASSERT_TRUE(store_->set(comm::Heartbeat::key("train/a0", 5), beat).ok());
+  EXPECT_TRUE(still_silent(*store_, "train/a0", 5));  // the record matches the beat
+  forget_silent_record(*store_, "train/a0", 5);
+  EXPECT_FALSE(still_silent(*store_, "train/a0", 5));
+  EXPECT_FALSE(store_->exists(silent_key("train/a0", 5)).value());
+}
+
 TEST_F(FailureWatchTest, AStillRingNeighbourAbortsAndIsRecordedSilent) {
   // Member 2's ring neighbours are 0 and 5; member 7 is no neighbour and may stay still.
   // (Still for 500 ms against beats every 20 ms: a loaded machine's scheduling does not reach it.)
