@@ -183,7 +183,7 @@ class LaunchJob {
       env.push_back("NTP_STALL_AT=" + std::to_string(*stall));
     }
     // After stall_step, which may arm a chaos stall: a fault placed at a step needs the steps.
-    if (injector_.needs_steps()) env.push_back(kReportStepsEnv);
+    if (injector_.needs_steps()) env.push_back(report_steps_env());
     if (const std::optional<std::string> throttle = injector_.throttle_env(slot.id.rank)) {
       env.push_back("NTP_THROTTLE=" + *throttle);
     }

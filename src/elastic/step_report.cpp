@@ -10,8 +10,10 @@ Status report_step(comm::Store& store, int rank, long long step) {
   return store.set(step_key(rank), std::to_string(step));
 }
 
+std::string report_steps_env() { return std::string(kReportStepsVar) + "=1"; }
+
 bool steps_wanted() {
-  const char* value = std::getenv("NTP_REPORT_STEPS");
+  const char* value = std::getenv(kReportStepsVar);
   return value != nullptr && std::string(value) == "1";
 }
 

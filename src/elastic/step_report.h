@@ -27,8 +27,10 @@ namespace ntp::elastic {
 
 std::string step_key(int rank);
 Status report_step(comm::Store& store, int rank, long long step);
-// The environment entry that asks a worker for its step reports, and the worker's reading of it.
-inline constexpr const char* kReportStepsEnv = "NTP_REPORT_STEPS=1";
+// The environment variable that asks a worker for its step reports ("1"), the entry the launcher
+// sets, and the worker's reading of it.
+inline constexpr const char* kReportStepsVar = "NTP_REPORT_STEPS";
+std::string report_steps_env();
 bool steps_wanted();
 
 std::string left_key(int rank);

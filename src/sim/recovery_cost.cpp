@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "shard/balance.h"
 #include "shard/cluster_layout.h"
