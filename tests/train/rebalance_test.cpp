@@ -35,22 +35,25 @@ int64_t sum(const std::vector<int64_t>& v) {
 const std::vector<std::string> kModel = {"--layers",  "2",  "--heads",    "8", "--width", "128",
                                          "--context", "64", "--ffn-unit", "16"};
 
-// Rank 5 (slot 1:1) computes at 0.25 of its speed from step 3 to step 40 of 80 (`throttle:`: its
-// communication keeps its pace, as a throttled GPU's links do). The estimator needs a window of 8
-// steps and 3 evaluations in a row before it proposes anything (and the move takes effect at the
-// step boundary after the next step), so the throttle is long enough for a rebalance onto
-// weighted shares while it lasts, and the 40 steps after it for the way back to equal shares in
-// up to two moves (a run took 15 steps to the first move back, at 0.53: two moves need ~30). A
-// healthy run of the same job moves no unit: the hysteresis keeps noise from moving any.
+// Rank 5 (slot 1:1) computes at 0.25 of its speed from step 3 to step 40 of 80, on an emulated
+// device (--emulate-device-gflops 0.05: a micro-batch of 2 samples sleeps ~30 ms in proportion to
+// the units the rank holds, ~30 times its real compute, and `throttle:` stretches both; its
+// communication keeps its pace, as a throttled GPU's links do). On an emulated device the measured
+// speeds are the devices' and not the host scheduler's: with 12 workers on 2 cores a rank's real
+// compute can run at 0.8 of the others' for a dozen steps (seen in CI, where a healthy run then
+// rebalanced), and a rank's work that does not shrink with its units made it look slow after the
+// throttle ended (0.5, so that the way back took two moves or more). The estimator needs a window
+// of 8 steps and 3 evaluations in a row before it proposes anything (and the move takes effect at
+// the step boundary after the next step): ~12 steps from a change of speed to the move.
 TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
-  const std::vector<std::string> flags = {"--rebalance"};
+  const std::vector<std::string> flags = {"--rebalance", "--emulate-device-gflops", "0.05"};
   constexpr int kSteps = 80;
-  const JobRun clean = train("rebalance-clean", kSteps, {}, {}, flags, kModel);
+  const JobRun clean = train("rebalance-clean", kSteps, {}, {}, flags);
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
   EXPECT_TRUE(lines_of(clean, "rebalanced").empty()) << clean.log;
 
   const JobRun run = train("rebalance-throttled", kSteps,
-                           {"throttle:rank=5,factor=0.25,at=3,until=40"}, {}, flags, kModel);
+                           {"throttle:rank=5,factor=0.25,at=3,until=40"}, {}, flags);
   ASSERT_EQ(run.exit_code, 0) << run.log;
   // Weighted layouts change only how units are split, i.e. the order of float32 additions.
   expect_same_trajectory(run, clean, kSteps, kDegradedTolerance);
@@ -58,10 +61,9 @@ TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
   EXPECT_TRUE(run.recoveries.empty()) << run.log;  // nobody was lost
 
   // Transitions between equal and weighted shares: exactly one each way, onto weighted shares
-  // while the throttle lasts and back once it ended. Re-weightings in between (weighted to
-  // weighted) are the estimator's to make: per-rank costs that do not scale with units (LayerNorm
-  // and other work on the full activations) make a rank that lost units look slower still, so
-  // it may be re-weighted once on the way down and once on the way back; no more.
+  // while the throttle lasts and back once it ended, and no re-weighting in between: a rank's
+  // emulated time is in proportion to the units it holds, so its measured speed does not change
+  // when it holds fewer (what does not shrink with units is its real compute, ~1/30 of the step).
   const std::vector<nlohmann::json> rebalanced = lines_of(run, "rebalanced");
   int to_weighted = 0, to_equal = 0, reweighted = 0;
   bool weighted_now = false;
@@ -74,7 +76,7 @@ TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
   }
   EXPECT_EQ(to_weighted, 1) << run.log;
   EXPECT_EQ(to_equal, 1) << run.log;
-  EXPECT_LE(reweighted, 2) << run.log;
+  EXPECT_EQ(reweighted, 0) << run.log;
   ASSERT_FALSE(rebalanced.empty()) << run.log;
   const nlohmann::json& weighted = rebalanced[0];
   EXPECT_TRUE(weighted["weighted"].get<bool>()) << weighted.dump();
@@ -82,8 +84,8 @@ TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
   EXPECT_LE(weighted["step"].get<int64_t>(), 40) << weighted.dump();  // while it was slow
   // Replica 1's slot 1 is slow: its rank holds no more units in any space and fewer in all (the
   // 2 heads per rank may stay), the replica's total is unchanged, and the others stay as they
-  // were. Its measured speed depends on the host (its stopped time goes to the other workers
-  // when the cores are oversubscribed), so only "below full speed" is asserted.
+  // were. Its measured speed is the throttle's 0.25: the median of 8 relative rates keeps the
+  // others' jitter (a few percent, from the real compute and the scheduler's wake-up) inside 0.05.
   for (const nlohmann::json& replica : weighted["replicas"]) {
     const int domain = replica["domain"].get<int>();
     const std::vector<int> slots = replica["slots"].get<std::vector<int>>();
@@ -95,7 +97,7 @@ TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
       EXPECT_EQ(sum(after), sum(before)) << space;
       for (size_t k = 0; k < slots.size(); ++k) {
         if (domain == 1 && slots[k] == 1) {
-          EXPECT_LT(speeds[k], 1.0) << replica.dump();
+          EXPECT_NEAR(speeds[k], 0.25, 0.05) << replica.dump();
           EXPECT_LE(after[k], before[k]) << space << ": " << replica.dump();
           slow_before += before[k];
           slow_after += after[k];
