@@ -195,7 +195,7 @@ Status BenchMember::form(const elastic::MemberList& list) {
   groups_.push_back(std::move(tp_group));
   groups_.push_back(std::move(sync_group));
   groups_.push_back(std::move(dp_group));
-  return agreement_.mark_done(list.epoch);
+  return agreement_.mark_done(list);
 }
 
 }  // namespace ntp::bench

@@ -66,6 +66,8 @@ class RedisStore : public Store {
   Result<std::vector<std::optional<std::string>>> get_many(
       const std::vector<std::string>& keys) override;
   Status append(const std::string& stream, const std::string& value) override;
+  // A stream is one key (XADD): erase() of the stream names.
+  Status erase_streams(const std::vector<std::string>& streams) override { return erase(streams); }
   std::unique_ptr<StreamReader> open_reader() override;
   std::string describe() const override;
 

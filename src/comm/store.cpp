@@ -62,6 +62,10 @@ Status Store::append(const std::string& stream, const std::string& value) {
   return append_by_keys(*this, stream, value);
 }
 
+Status Store::erase_streams(const std::vector<std::string>& streams) {
+  return erase_by_keys(*this, streams);
+}
+
 std::unique_ptr<StreamReader> Store::open_reader() { return open_polling_reader(*this); }
 
 namespace {

@@ -50,6 +50,10 @@ class Store {
   virtual Status erase(const std::vector<std::string>& keys);
   // Appends `value` to the event stream `stream` (comm/stream.h); the default keeps it in keys.
   virtual Status append(const std::string& stream, const std::string& value);
+  // Removes the event streams `streams` with their events (absent ones are no error); a reader
+  // of one finds it empty. RedisStore: one UNLINK; the default erases the keys that append()'s
+  // default wrote (kUnimplemented where erase() is).
+  virtual Status erase_streams(const std::vector<std::string>& streams);
   // A reader of event streams; it must not outlive this store. The default polls the keys.
   virtual std::unique_ptr<StreamReader> open_reader();
   // Human-readable description ("file:/tmp/x run=abc").

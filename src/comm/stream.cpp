@@ -99,6 +99,20 @@ Status append_by_keys(Store& store, const std::string& stream, const std::string
   return store.set(event_key(stream, i), value);
 }
 
+Status erase_by_keys(Store& store, const std::vector<std::string>& streams) {
+  std::vector<std::string> lengths;
+  for (const std::string& stream : streams) lengths.push_back(length_key(stream));
+  NTP_ASSIGN_OR_RETURN(std::vector<std::optional<std::string>> counts, store.get_many(lengths));
+  std::vector<std::string> keys;
+  for (size_t s = 0; s < streams.size(); ++s) {
+    const std::int64_t n = counts[s] ? number_or_zero(*counts[s]) : 0;
+    for (std::int64_t i = 1; i <= n; ++i) keys.push_back(event_key(streams[s], i));
+  }
+  // The length last: were the erase cut short, what is left is still found by a later one.
+  NTP_RETURN_IF_ERROR(store.erase(keys));
+  return store.erase(lengths);
+}
+
 std::unique_ptr<StreamReader> open_polling_reader(Store& store) {
   return std::make_unique<PollingReader>(store);
 }

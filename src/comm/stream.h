@@ -54,6 +54,8 @@ class StreamReader {
 // few milliseconds. An event whose number was drawn but whose value never appeared (its appender
 // died in between) is skipped after a second.
 Status append_by_keys(Store& store, const std::string& stream, const std::string& value);
+// Erases the streams that append_by_keys wrote: their lengths and events.
+Status erase_by_keys(Store& store, const std::vector<std::string>& streams);
 // The reader must not outlive `store`.
 std::unique_ptr<StreamReader> open_polling_reader(Store& store);
 

@@ -321,8 +321,34 @@ Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, 
   return unavailable("no member list agreed after " + std::to_string(kMaxEpochs) + " epochs");
 }
 
-Status Agreement::mark_done(int epoch) {
-  return c_.store->set(done_key(c_.group, epoch, c_.me), "1");
+Status Agreement::mark_done(const MemberList& list) {
+  NTP_RETURN_IF_ERROR(c_.store->set(done_key(c_.group, list.epoch, c_.me), "1"));
+  if (list.decider == c_.me) collect_below(list.epoch);
+  return ok_status();
+}
+
+void Agreement::collect_below(int below) {
+  const std::string floor_key = c_.group + "/collected";
+  const std::optional<std::string> floor = read(*c_.store, floor_key);
+  const int from = std::max(1, floor ? std::atoi(floor->c_str()) : 1);  // epoch 0 has neither
+  if (from >= below) return;
+  std::vector<std::string> list_keys, streams;
+  for (int e = from; e < below; ++e) {
+    list_keys.push_back(epoch_key(c_.group, e, "list"));
+    streams.push_back(epoch_key(c_.group, e, "alive"));
+  }
+  Result<std::vector<std::optional<std::string>>> lists = c_.store->get_many(list_keys);
+  if (!lists.ok()) return;
+  std::vector<std::string> done;
+  for (int e = from; e < below; ++e) {
+    const std::optional<std::string>& text = (*lists)[static_cast<size_t>(e - from)];
+    Result<MemberList> list = text ? decode_member_list(*text) : Result<MemberList>(MemberList{});
+    if (!list.ok()) continue;
+    for (int id : list->members) done.push_back(done_key(c_.group, e, id));
+  }
+  if (c_.store->erase(done).ok() && c_.store->erase_streams(streams).ok()) {
+    (void)c_.store->set(floor_key, std::to_string(below));
+  }
 }
 
 void Agreement::report_failure(int epoch) { (void)post_failure_notice(*c_.store, c_.group, epoch); }

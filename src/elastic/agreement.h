@@ -10,6 +10,15 @@
 //   <group>/fail/<T>         T failed (a retry follows)
 //   <group>/events           the job's events: "list <T>", "fail <T>", "join <id>" (job_events)
 //   <group>/silent/<id>      a watcher found id's progress still at this heartbeat value
+//   <group>/collected        epochs below it had their per-member keys collected
+// Collection: the N done keys and the announcement stream of an epoch are the only keys of an
+// agreement that grow with the members; once a later list L is published nothing reads those of
+// the epochs below L (every such epoch failed or was listed, so a member's walk passes it by its
+// fail key or list, which are kept; their readers are the decider of the epoch and the decider
+// whose last list it is, and each of those is done or deciding an epoch that failed). So the
+// decider of L, once its own re-formation is done, erases them (best effort), and what an epoch
+// keeps is its ticket, decider, fail key and list: a member away for many epochs still finds
+// them and is fenced.
 // Store load: nothing polls fast. The decider reads the announcements as they arrive (a blocking
 // stream read), and the candidates that have not announced, with the epoch's failure key, in one
 // get_many every 100 ms. A waiter blocks on the job's events, and every 250 ms reads the list,
@@ -102,7 +111,8 @@ class Agreement {
                            const std::vector<int>& dropping = {});
 
   // The agreed list's epoch is complete for this member: its state in the new layout is whole.
-  Status mark_done(int epoch);
+  // The list's decider then collects the keys of the epochs below it (see above).
+  Status mark_done(const MemberList& list);
   // This member's operation of `epoch` failed: every member of it learns so (best effort).
   void report_failure(int epoch);
 
@@ -122,6 +132,10 @@ class Agreement {
                               const std::map<int, Announcement>& announced, Stillness& stillness,
                               std::set<int>& gone);
   bool complete(const MemberList& list);
+  // Erases the done keys and announcement streams of the epochs from <group>/collected up to
+  // `below`, then moves that key to `below` (best effort: a failed erase is retried by the next
+  // collection, which starts where the key says).
+  void collect_below(int below);
   void tick(std::int64_t step);
   comm::StreamReader& reader();
   // Whether `id`'s exit notice names the incarnation it must have in `last`.

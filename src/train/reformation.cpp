@@ -114,7 +114,7 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
     Result<MovedState> state = moved.ok() ? move_state(list, source, from_layout, *next, event)
                                           : Result<MovedState>(moved);
     moved = state.status();
-    if (moved.ok()) moved = agreement.mark_done(list.epoch);
+    if (moved.ok()) moved = agreement.mark_done(list);
     if (!moved.ok()) {
       watch.disarm();  // before `next` goes
       if (moved.code() != StatusCode::kUnavailable) return moved;

@@ -2,7 +2,9 @@
 // implementation) and on a real redis-server (MGET, XADD, XREAD BLOCK on the reader's own
 // connection): every event appended after a cursor is read exactly once, in append order per
 // stream, by appenders in other processes too; a read blocks until an event, its timeout or a
-// wake(); streams are namespaced by run id; a redis reader resumes after a server restart.
+// wake(); streams are namespaced by run id; erase_streams removes a stream and its events and
+// no other (a reader of it finds it empty, and later appends again); a redis reader resumes after
+// a server restart.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -148,6 +150,27 @@ void check_blocking(const Opener& open) {
   EXPECT_EQ(after[0].value, "y");
 }
 
+void check_erase_streams(const Opener& open) {
+  std::shared_ptr<Store> store = open("erase");
+  for (const char* stream : {"x", "y", "z"}) {
+    ASSERT_TRUE(store->append(stream, std::string(stream) + "1").ok());
+    ASSERT_TRUE(store->append(stream, std::string(stream) + "2").ok());
+  }
+  ASSERT_TRUE(store->erase_streams({"x", "z", "never"}).ok());
+  std::unique_ptr<StreamReader> reader = store->open_reader();
+  std::vector<StreamCursor> cursors{{"x", ""}, {"y", ""}, {"z", ""}};
+  Result<std::vector<StreamEvent>> left = reader->read(cursors, milliseconds(200));
+  ASSERT_TRUE(left.ok()) << left.status().to_string();
+  ASSERT_EQ(left->size(), 2u);  // y's two events, and nothing of x or z
+  EXPECT_EQ((*left)[0].value, "y1");
+  EXPECT_EQ((*left)[1].value, "y2");
+  ASSERT_TRUE(store->append("x", "x3").ok());  // an erased stream starts again
+  const std::vector<StreamEvent> again = read_until(*reader, cursors, 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].stream, 0u);
+  EXPECT_EQ(again[0].value, "x3");
+}
+
 TEST(FileStoreStreamTest, GetManyStreamsAndBlocking) {
   TempDir dir;
   const Opener open = [&](const std::string& run) {
@@ -156,6 +179,7 @@ TEST(FileStoreStreamTest, GetManyStreamsAndBlocking) {
   check_get_many(open);
   check_streams(open);
   check_blocking(open);
+  check_erase_streams(open);
 }
 
 #define REQUIRE_REDIS() \
@@ -173,6 +197,7 @@ TEST(RedisStoreStreamTest, GetManyStreamsAndBlocking) {
   check_get_many(open);
   check_streams(open);
   check_blocking(open);
+  check_erase_streams(open);
 }
 
 // A reader whose server was killed says kUnavailable (it does not hang); once a server is back
