@@ -80,6 +80,29 @@ std::vector<shard::ShardTransfer> derived_transfers(const shard::ClusterLayout& 
   return out;
 }
 
+std::vector<std::pair<shard::SlotRef, shard::IntervalSet>> replicated_sources(
+    const shard::ClusterLayout& from, const std::vector<shard::SlotRef>& world,
+    shard::SlotRef joiner, int64_t rows) {
+  const int domains = from.spec.domains;
+  std::vector<shard::SlotRef> near;
+  for (int step = 0; step < domains && near.empty(); ++step) {
+    const int domain = (joiner.domain + step) % domains;
+    for (const shard::SlotRef& s : world) {
+      if (s.domain == domain && active_in(from, s)) near.push_back(s);
+    }
+  }
+  std::vector<std::pair<shard::SlotRef, shard::IntervalSet>> out;
+  const auto k = static_cast<int64_t>(near.size());
+  int64_t begin = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t end = begin + rows / k + (i < rows % k ? 1 : 0);
+    if (end > begin)
+      out.emplace_back(near[static_cast<size_t>(i)], shard::IntervalSet::range(begin, end));
+    begin = end;
+  }
+  return out;
+}
+
 namespace {
 
 // What one transfer carries: for each tensor of the space (or each replicated tensor), the
@@ -127,17 +150,17 @@ Result<ReshardStats> execute_state_reshard(const shard::ClusterLayout& from_layo
       if (receiving) recv[world_rank(t.source)].blocks.emplace_back(i, t.units);
     }
   }
-  // Replicated tensors for slots that held nothing: from the first slot active in both layouts.
-  const auto keeper = std::find_if(world_slots.begin(), world_slots.end(),
-                                   [&](shard::SlotRef s) { return active_in(from_layout, s); });
-  if (keeper == world_slots.end()) return unavailable("no slot of the old layout survived");
+  // Replicated tensors for slots that held nothing: shares from the nearest survivors.
   for (const shard::SlotRef& s : world_slots) {
     if (active_in(from_layout, s)) continue;
     for (size_t i = 0; i < geometry.size(); ++i) {
       if (geometry[i].space >= 0) continue;
-      const shard::IntervalSet all = shard::IntervalSet::range(0, geometry[i].units);
-      if (*keeper == me) send[world_rank(s)].blocks.emplace_back(i, all);
-      if (s == me) recv[world_rank(*keeper)].blocks.emplace_back(i, all);
+      const auto sources = replicated_sources(from_layout, world_slots, s, geometry[i].units);
+      if (sources.empty()) return unavailable("no slot of the old layout survived");
+      for (const auto& [source, rows] : sources) {
+        if (source == me) send[world_rank(s)].blocks.emplace_back(i, rows);
+        if (s == me) recv[world_rank(source)].blocks.emplace_back(i, rows);
+      }
     }
   }
 

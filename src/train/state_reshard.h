@@ -7,10 +7,11 @@
 // as one alltoallv over the new world communicator, moving for every moved unit the weights and
 // both AdamW moments of every tensor of its space, and copies what stays on a slot from its old
 // model into its new one. Replicated tensors (and their moments) go to slots that held nothing
-// before (repairs) from the first slot of the new layout that was active in the old one.
+// before (repairs) in shares from every survivor of the nearest domain (replicated_sources).
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -43,6 +44,16 @@ struct ReshardStats {
 std::vector<shard::ShardTransfer> derived_transfers(const shard::ClusterLayout& from,
                                                     const shard::ClusterLayout& to,
                                                     const std::vector<shard::SlotRef>& world);
+
+// Where `joiner` (a slot of `world` that held nothing in `from`) gets a replicated tensor of
+// `rows` rows: from the survivors (slots of `world` active in `from`) of the nearest domain that
+// has any, its own first, then the next domains', each a contiguous share of the rows in slot
+// order (the first rows % survivors one row more; a survivor with no share is left out). Every
+// survivor holds the same bits of a replicated tensor, so the shares add up to any one's copy.
+// Empty when no slot survived.
+std::vector<std::pair<shard::SlotRef, shard::IntervalSet>> replicated_sources(
+    const shard::ClusterLayout& from, const std::vector<shard::SlotRef>& world,
+    shard::SlotRef joiner, int64_t rows);
 
 // `from`: the state this worker held in layout `from_layout`, or null (a repair joining with
 // nothing). `to`: its freshly built state in `to_layout`. `world` spans the active slots of

@@ -1,6 +1,8 @@
 // The derived space's moves (train/state_reshard.h derived_transfers): a replica that comes back
 // holding nothing receives each KV group once, from the holders of the nearest domain, spread over
-// all of them rather than taken from the first.
+// all of them rather than taken from the first. Replicated tensors (replicated_sources): a repair
+// gets them in shares from the survivors of its own domain, a returning replica from those of
+// the next domain; the shares cover every row once.
 #include "train/state_reshard.h"
 
 #include <gtest/gtest.h>
@@ -59,6 +61,59 @@ TEST(DerivedTransfers, AReturningReplicasKvGroupsComeFromEveryHolder) {
   EXPECT_EQ(received, 4);  // each slot of domain 1 its one group, once
   // Spread: each of the four holders sends one (the first holder of each group used to send both).
   EXPECT_EQ(sent_by, (std::map<int, int>{{0, 1}, {1, 1}, {2, 1}, {3, 1}}));
+}
+
+// The rows of a replicated tensor of `rows` rows, each once and in order, from `sources`.
+std::vector<int64_t> rows_covered(
+    const std::vector<std::pair<shard::SlotRef, shard::IntervalSet>>& sources) {
+  std::vector<int64_t> out;
+  for (const auto& [source, rows] : sources) {
+    for (int64_t r : rows.ids()) out.push_back(r);
+  }
+  return out;
+}
+
+TEST(ReplicatedSources, ARepairGetsSharesFromEverySurvivorOfItsDomain) {
+  shard::ClusterSpec spec = grouped_query(2);
+  spec.failed = {{1, 2}};  // slot 1:2 died; its repair comes back holding nothing
+  const auto from = shard::plan_cluster(spec, shard::FoldSyncStrategy());
+  const auto to = shard::plan_cluster(grouped_query(2), shard::FoldSyncStrategy());
+  ASSERT_TRUE(from.ok() && to.ok());
+  const auto sources = replicated_sources(*from, active_slots(*to), {1, 2}, 10);
+  // 10 rows over domain 1's three survivors: 4, 3, 3 in slot order.
+  ASSERT_EQ(sources.size(), 3u);
+  const std::vector<int> slots{0, 1, 3};
+  const std::vector<int64_t> counts{4, 3, 3};
+  for (size_t k = 0; k < sources.size(); ++k) {
+    EXPECT_EQ(sources[k].first.domain, 1);
+    EXPECT_EQ(sources[k].first.slot, slots[k]);
+    EXPECT_EQ(sources[k].second.count(), counts[k]);
+  }
+  std::vector<int64_t> all(10);
+  for (int64_t r = 0; r < 10; ++r) all[static_cast<size_t>(r)] = r;
+  EXPECT_EQ(rows_covered(sources), all);
+  // Fewer rows than survivors: one row each from the first, no empty share.
+  EXPECT_EQ(rows_covered(replicated_sources(*from, active_slots(*to), {1, 2}, 2)),
+            (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(replicated_sources(*from, active_slots(*to), {1, 2}, 2).size(), 2u);
+}
+
+TEST(ReplicatedSources, AReturningReplicaGetsSharesFromTheNextDomain) {
+  shard::ClusterSpec left = grouped_query(2);
+  left.left = {1};
+  const auto from = shard::plan_cluster(left, shard::FoldSyncStrategy());
+  const auto to = shard::plan_cluster(grouped_query(2), shard::FoldSyncStrategy());
+  ASSERT_TRUE(from.ok() && to.ok());
+  for (int slot = 0; slot < 4; ++slot) {
+    const auto sources = replicated_sources(*from, active_slots(*to), {1, slot}, 8);
+    ASSERT_EQ(sources.size(), 4u) << slot;
+    for (size_t k = 0; k < 4; ++k) {
+      EXPECT_EQ(sources[k].first.domain, 0);
+      EXPECT_EQ(sources[k].first.slot, static_cast<int>(k));
+      EXPECT_EQ(sources[k].second.count(), 2);
+    }
+    EXPECT_EQ(rows_covered(sources), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  }
 }
 
 }  // namespace
