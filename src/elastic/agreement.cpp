@@ -107,6 +107,10 @@ EpochView Agreement::view(int epoch) {
   if (!keys.ok()) return v;  // nothing known of the epoch
   v.failed = (*keys)[0].has_value();
   if (const std::optional<std::string>& text = (*keys)[1]) {
+    if (const std::optional<int> by = decode_tombstone(*text)) {
+      v.superseded_by = *by;
+      return v;
+    }
     Result<MemberList> list = decode_member_list(*text);
     v.has_me = list.ok() && list->has(c_.me);
     v.parks_me = list.ok() && list->parks(c_.me);
@@ -232,6 +236,7 @@ Result<std::optional<MemberList>> Agreement::await_list(int epoch, const MemberL
     const bool fresh = Clock::now() - asked <= liveness_period(c_.hang_detect);
     if (seen.ok()) {
       const std::vector<std::optional<std::string>>& v = *seen;
+      if (v[0] && decode_tombstone(*v[0])) return std::optional<MemberList>();  // collected
       if (v[0]) {
         NTP_ASSIGN_OR_RETURN(MemberList list, decode_member_list(*v[0]));
         return std::optional<MemberList>(std::move(list));
@@ -275,17 +280,22 @@ Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, 
     if (target == kFenced) {
       return Status(StatusCode::kAborted, "fenced at epoch " + std::to_string(newest));
     }
+    // A list read after the walk may have been collected since (it is then a tombstone): the
+    // walk is taken again, and passes it.
     if (target == kParked) {  // a list this member missed parked it
-      NTP_ASSIGN_OR_RETURN(std::string text, c_.store->get(epoch_key(c_.group, newest, "list")));
-      return decode_member_list(text);
+      NTP_ASSIGN_OR_RETURN(std::optional<MemberList> parking, read_list(newest));
+      if (!parking) continue;
+      return std::move(*parking);
     }
     if (newest != last.epoch) {  // catch up: adopt the newest list that names this member
-      NTP_ASSIGN_OR_RETURN(std::string text, c_.store->get(epoch_key(c_.group, newest, "list")));
-      NTP_ASSIGN_OR_RETURN(last, decode_member_list(text));
+      NTP_ASSIGN_OR_RETURN(std::optional<MemberList> newer, read_list(newest));
+      if (!newer) continue;
+      last = std::move(*newer);
     }
     if (view(target).has_me.value_or(false)) {  // published (and not failed): follow it
-      NTP_ASSIGN_OR_RETURN(std::string text, c_.store->get(epoch_key(c_.group, target, "list")));
-      NTP_ASSIGN_OR_RETURN(last, decode_member_list(text));
+      NTP_ASSIGN_OR_RETURN(std::optional<MemberList> published, read_list(target));
+      if (!published) continue;
+      last = std::move(*published);
       return last;
     }
     NTP_RETURN_IF_ERROR(c_.store->append(epoch_key(c_.group, target, "alive"),
@@ -327,26 +337,39 @@ Status Agreement::mark_done(const MemberList& list) {
   return ok_status();
 }
 
+Result<std::optional<MemberList>> Agreement::read_list(int epoch) {
+  NTP_ASSIGN_OR_RETURN(std::string text, c_.store->get(epoch_key(c_.group, epoch, "list")));
+  if (decode_tombstone(text)) return std::optional<MemberList>();
+  NTP_ASSIGN_OR_RETURN(MemberList list, decode_member_list(text));
+  return std::optional<MemberList>(std::move(list));
+}
+
 void Agreement::collect_below(int below) {
   const std::string floor_key = c_.group + "/collected";
   const std::optional<std::string> floor = read(*c_.store, floor_key);
-  const int from = std::max(1, floor ? std::atoi(floor->c_str()) : 1);  // epoch 0 has neither
+  const int from = std::max(1, floor ? std::atoi(floor->c_str()) : 1);  // epoch 0 has no keys
   if (from >= below) return;
-  std::vector<std::string> list_keys, streams;
+  std::vector<std::string> list_keys, streams, erased;
+  std::vector<std::pair<std::string, std::string>> tombstones;
   for (int e = from; e < below; ++e) {
     list_keys.push_back(epoch_key(c_.group, e, "list"));
     streams.push_back(epoch_key(c_.group, e, "alive"));
+    erased.push_back(epoch_key(c_.group, e, "ticket"));
+    erased.push_back(epoch_key(c_.group, e, "decider"));
+    tombstones.emplace_back(list_keys.back(), encode_tombstone(below));
   }
   Result<std::vector<std::optional<std::string>>> lists = c_.store->get_many(list_keys);
   if (!lists.ok()) return;
-  std::vector<std::string> done;
   for (int e = from; e < below; ++e) {
     const std::optional<std::string>& text = (*lists)[static_cast<size_t>(e - from)];
-    Result<MemberList> list = text ? decode_member_list(*text) : Result<MemberList>(MemberList{});
+    if (!text || decode_tombstone(*text)) continue;  // none published, or collected already
+    Result<MemberList> list = decode_member_list(*text);
     if (!list.ok()) continue;
-    for (int id : list->members) done.push_back(done_key(c_.group, e, id));
+    for (int id : list->members) erased.push_back(done_key(c_.group, e, id));
   }
-  if (c_.store->erase(done).ok() && c_.store->erase_streams(streams).ok()) {
+  // The tombstones last: a collection cut short leaves lists that the next one finds and reads.
+  if (c_.store->erase(erased).ok() && c_.store->erase_streams(streams).ok() &&
+      c_.store->set_many(tombstones).ok()) {
     (void)c_.store->set(floor_key, std::to_string(below));
   }
 }

@@ -10,15 +10,17 @@
 //   <group>/fail/<T>         T failed (a retry follows)
 //   <group>/events           the job's events: "list <T>", "fail <T>", "join <id>" (job_events)
 //   <group>/silent/<id>      a watcher found id's progress still at this heartbeat value
-//   <group>/collected        epochs below it had their per-member keys collected
-// Collection: the N done keys and the announcement stream of an epoch are the only keys of an
-// agreement that grow with the members; once a later list L is published nothing reads those of
-// the epochs below L (every such epoch failed or was listed, so a member's walk passes it by its
-// fail key or list, which are kept; their readers are the decider of the epoch and the decider
-// whose last list it is, and each of those is done or deciding an epoch that failed). So the
-// decider of L, once its own re-formation is done, erases them (best effort), and what an epoch
-// keeps is its ticket, decider, fail key and list: a member away for many epochs still finds
-// them and is fenced.
+//   <group>/collected        the epochs below it are collected
+// Collection. Once a list L is published, every epoch below it failed or was listed, and a
+// member's walk (next_target) needs of such an epoch only where to go on: so the decider of L,
+// once its own re-formation is done, collects the epochs below L (best effort). It erases their
+// done keys, announcement streams, tickets and decider keys, and replaces each list with a
+// tombstone naming L ("superseded L"), which the walk follows to L: a member away since any of
+// them is fenced (or parked) by L's list, as it was by the lists in between. Fail keys stay (a
+// counter each): a decider of a failed epoch that wakes and publishes late leaves a list that
+// walks still pass as failed. Those late deciders and waiters are the only other readers of a
+// collected epoch: a waiter that finds the tombstone gives the epoch up, a decider's look finds
+// the fail key. What an epoch leaves is two small keys, whatever the job's size.
 // Store load: nothing polls fast. The decider reads the announcements as they arrive (a blocking
 // stream read), and the candidates that have not announced, with the epoch's failure key, in one
 // get_many every 100 ms. A waiter blocks on the job's events, and every 250 ms reads the list,
@@ -136,6 +138,8 @@ class Agreement {
   // `below`, then moves that key to `below` (best effort: a failed erase is retried by the next
   // collection, which starts where the key says).
   void collect_below(int below);
+  // The list published for `epoch`; nullopt when it was collected (a tombstone).
+  Result<std::optional<MemberList>> read_list(int epoch);
   void tick(std::int64_t step);
   comm::StreamReader& reader();
   // Whether `id`'s exit notice names the incarnation it must have in `last`.

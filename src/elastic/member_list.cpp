@@ -1,6 +1,9 @@
 #include "elastic/member_list.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +33,23 @@ std::string encode(const MemberList& list) {
                         {"decider", list.decider},
                         {"parked", list.parked}}
       .dump();
+}
+
+namespace {
+constexpr std::string_view kTombstone = "superseded ";
+}  // namespace
+
+std::string encode_tombstone(int superseded_by) {
+  return std::string(kTombstone) + std::to_string(superseded_by);
+}
+
+std::optional<int> decode_tombstone(const std::string& text) {
+  if (!text.starts_with(kTombstone)) return std::nullopt;
+  const std::string number = text.substr(kTombstone.size());
+  char* end = nullptr;
+  const long epoch = std::strtol(number.c_str(), &end, 10);
+  if (number.empty() || *end != '\0' || epoch <= 0 || epoch > INT32_MAX) return std::nullopt;
+  return static_cast<int>(epoch);
 }
 
 Result<MemberList> decode_member_list(const std::string& text) {
@@ -166,6 +186,10 @@ int next_target(int received, const std::function<EpochView(int epoch)>& view, i
   *newest = received;
   for (int target = received + 1;; ++target) {
     const EpochView v = view(target);
+    if (v.superseded_by > target) {
+      target = v.superseded_by - 1;  // the loop's increment lands on it
+      continue;
+    }
     if (v.has_me.has_value() && !*v.has_me) {
       *newest = target;
       return v.parks_me ? kParked : kFenced;

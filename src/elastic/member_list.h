@@ -57,6 +57,11 @@ struct MemberList {
 
 std::string encode(const MemberList& list);
 Result<MemberList> decode_member_list(const std::string& text);
+// A collected epoch's list key holds a tombstone naming the later epoch whose list superseded it
+// (elastic/agreement.h, "Collection"): what a member's walk needs of the epoch, in a few bytes.
+std::string encode_tombstone(int superseded_by);
+// The epoch a tombstone names; nullopt for any other text (a member list).
+std::optional<int> decode_tombstone(const std::string& text);
 std::string encode(const Announcement& a);
 Result<Announcement> decode_announcement(const std::string& text);
 
@@ -115,13 +120,15 @@ struct EpochView {
   bool failed = false;         // its failure notice exists
   std::optional<bool> has_me;  // nullopt: no list published; else whether it names this member
   bool parks_me = false;       // the published list parks this member
+  int superseded_by = 0;       // > 0: collected (its list is a tombstone naming this epoch)
 };
 // The epoch a member enters after a failure, having last received the list of `received`: the
 // first later epoch not known failed. kFenced when a later list was published without it (it
 // was declared dead while away and must leave; `newest` is then that epoch), kParked when such a
 // list parks it (its replica left the job: it asks to join again). `newest` is set to
 // the newest such epoch whose list names it (the member adopts that list as its last received
-// one, without acting on it).
+// one, without acting on it). A collected epoch is passed to the epoch that superseded it: every
+// epoch in between was failed or listed, and a later list decides this member's place alone.
 constexpr int kFenced = -1;
 constexpr int kParked = -2;
 int next_target(int received, const std::function<EpochView(int epoch)>& view, int* newest);

@@ -1,34 +1,26 @@
 // Agreement on a real file store, members as threads: three epochs agreed in a row (the third
 // member reported gone after the first), and what each epoch leaves in the store. The decider of
-// an epoch collects the per-member keys (done keys, announcement stream) of the epochs below it
-// once its own re-formation is done, and keeps what a member's walk reads (lists, fail keys), so
-// that a member away since the first epoch is still fenced.
+// an epoch collects the epochs below it once its own re-formation is done: their done keys,
+// announcement streams, tickets and decider keys go, their lists become tombstones naming it,
+// their fail keys stay; a member away since the first epoch walks the tombstones and is fenced
+// by the second epoch's list.
 #include "elastic/agreement.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <thread>
 
 #include "comm/exit_notice.h"
+#include "file_store_test_base.h"
 
 namespace ntp::elastic {
 namespace {
 
 constexpr const char* kGroup = "train/a0";
 
-class AgreementTest : public ::testing::Test {
+class AgreementTest : public FileStoreTestBase {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ntp-agreement-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    Result<std::shared_ptr<comm::Store>> store = comm::open_store("file:" + dir_.string(), "run");
-    ASSERT_TRUE(store.ok()) << store.status().message();
-    store_ = *store;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  AgreementTest() : FileStoreTestBase("agreement") {}
 
   AgreementConfig config(int id, Progress* progress) {
     AgreementConfig c;
@@ -72,9 +64,6 @@ class AgreementTest : public ::testing::Test {
   std::string epoch_key(int epoch, const std::string& what) {
     return std::string(kGroup) + "/e" + std::to_string(epoch) + "/" + what;
   }
-
-  std::filesystem::path dir_;
-  std::shared_ptr<comm::Store> store_;
 };
 
 TEST_F(AgreementTest, EachDeciderCollectsThePerMemberKeysOfTheEpochsBelowItsOwn) {
@@ -88,6 +77,9 @@ TEST_F(AgreementTest, EachDeciderCollectsThePerMemberKeysOfTheEpochsBelowItsOwn)
   EXPECT_FALSE(present(std::string(kGroup) + "/collected"));
   const MemberList away = last[2];  // member 2 is gone from here on
   ASSERT_TRUE(comm::post_exit_notice(*store_, 2, "0.0").ok());
+  // Epoch 1 fails (the fault path of a member that saw it), epoch 2 does not (3 is agreed as an
+  // admission would be).
+  ASSERT_TRUE(post_failure_notice(*store_, kGroup, 1).ok());
   for (int epoch : {2, 3}) {
     for (const Result<MemberList>& list : agree({0, 1}, last)) {
       ASSERT_TRUE(list.ok()) << list.status().message();
@@ -102,13 +94,23 @@ TEST_F(AgreementTest, EachDeciderCollectsThePerMemberKeysOfTheEpochsBelowItsOwn)
   for (int epoch : {1, 2}) {
     for (int id : {0, 1, 2}) EXPECT_FALSE(present(done_key(kGroup, epoch, id))) << epoch;
     EXPECT_FALSE(present(epoch_key(epoch, "alive/n"))) << epoch;  // FileStore's stream length
-    EXPECT_TRUE(present(epoch_key(epoch, "list"))) << epoch;
-    EXPECT_TRUE(present(epoch_key(epoch, "ticket"))) << epoch;
+    EXPECT_FALSE(present(epoch_key(epoch, "alive/1"))) << epoch;  // and its first event
+    EXPECT_FALSE(present(epoch_key(epoch, "ticket"))) << epoch;
+    EXPECT_FALSE(present(epoch_key(epoch, "decider"))) << epoch;
+    // Epoch 1 was collected by the decider of 2, epoch 2 by that of 3.
+    const Result<std::string> list = store_->get(epoch_key(epoch, "list"));
+    ASSERT_TRUE(list.ok()) << epoch;
+    EXPECT_EQ(decode_tombstone(*list), std::optional<int>(epoch + 1)) << *list;
   }
+  // Epoch 1's fail key stays.
+  EXPECT_TRUE(present(fail_key(kGroup, 1)));
   for (int id : {0, 1}) EXPECT_TRUE(present(done_key(kGroup, 3, id)));
   EXPECT_TRUE(present(epoch_key(3, "alive/n")));
+  EXPECT_TRUE(present(epoch_key(3, "ticket")));
+  EXPECT_TRUE(decode_member_list(*store_->get(epoch_key(3, "list"))).ok());
 
-  // Member 2 comes back with the list of epoch 1: its walk finds epoch 2's list, without it.
+  // Member 2 comes back with the list of epoch 1: its walk passes the tombstone of 2 to 3, whose
+  // list does not name it.
   Progress progress;
   Agreement agreement(config(2, &progress));
   MemberList stale = away;
@@ -116,7 +118,7 @@ TEST_F(AgreementTest, EachDeciderCollectsThePerMemberKeysOfTheEpochsBelowItsOwn)
       agreement.agree(stale, {0, 0}, false, {}, [] { return std::string("layout"); });
   ASSERT_FALSE(back.ok());
   EXPECT_EQ(back.status().code(), StatusCode::kAborted);
-  EXPECT_EQ(back.status().message(), "fenced at epoch 2");
+  EXPECT_EQ(back.status().message(), "fenced at epoch 3");
 }
 
 }  // namespace

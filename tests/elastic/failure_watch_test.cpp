@@ -5,33 +5,24 @@
 #include "elastic/failure_watch.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <thread>
 
 #include "comm/exit_notice.h"
 #include "comm/survivors.h"
 #include "elastic/agreement.h"
+#include "file_store_test_base.h"
 
 namespace ntp::elastic {
 namespace {
 
 using std::chrono::milliseconds;
 
-class FailureWatchTest : public ::testing::Test {
+class FailureWatchTest : public FileStoreTestBase {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ntp-failure-watch-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    Result<std::shared_ptr<comm::Store>> store = comm::open_store("file:" + dir_.string(), "run");
-    ASSERT_TRUE(store.ok()) << store.status().message();
-    store_ = *store;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  FailureWatchTest() : FileStoreTestBase("failure-watch") {}
 
   // Epoch 3 of members {0, 2, 5, 7} as seen by member 2; every member at incarnation "0.1".
   WatchedEpoch epoch() {
@@ -68,8 +59,6 @@ class FailureWatchTest : public ::testing::Test {
     ASSERT_TRUE(post_failure_notice(*store_, "train/a0", epoch).ok());
   }
 
-  std::filesystem::path dir_;
-  std::shared_ptr<comm::Store> store_;
   std::atomic<int> aborts_{0};
   std::string reason_;
 };

@@ -98,6 +98,38 @@ TEST(MemberListTest, NextTargetSkipsFailedEpochsAndFencesOnAListWithoutIt) {
   EXPECT_EQ(newest, 6);
 }
 
+// Collected epochs (tombstones) are passed to the epoch that superseded them, whatever their
+// fail keys say; a tombstone chain is followed to its end; the list found there decides.
+TEST(MemberListTest, NextTargetFollowsTombstonesToTheEpochThatSupersededThem) {
+  std::map<int, EpochView> store;
+  auto view = [&store](int e) { return store.count(e) ? store.at(e) : EpochView{}; };
+  int newest = 0;
+  EpochView collected_by_6;
+  collected_by_6.superseded_by = 6;
+  for (int e = 4; e < 6; ++e) store[e] = collected_by_6;
+  store[4].failed = true;
+  store[6] = EpochView{false, false};  // listed without us: fenced there
+  EXPECT_EQ(next_target(3, view, &newest), kFenced);
+  EXPECT_EQ(newest, 6);
+  store[6] = EpochView{true, true};  // listed with us, then failed: adopt it, go on to 7
+  EXPECT_EQ(next_target(3, view, &newest), 7);
+  EXPECT_EQ(newest, 6);
+  EpochView collected_by_8;
+  collected_by_8.superseded_by = 8;
+  store[6] = store[7] = collected_by_8;  // 6 and 7 collected later: 4 -> 6 -> 8
+  store[8] = EpochView{false, false, true};
+  EXPECT_EQ(next_target(3, view, &newest), kParked);
+  EXPECT_EQ(newest, 8);
+}
+
+TEST(MemberListTest, TombstonesRoundTripAndNoListIsOne) {
+  EXPECT_EQ(decode_tombstone(encode_tombstone(17)), std::optional<int>(17));
+  EXPECT_EQ(decode_tombstone(encode(initial_list({0, 1}, 2))), std::nullopt);
+  for (const char* bad : {"superseded ", "superseded 0", "superseded -3", "superseded 4x", ""}) {
+    EXPECT_EQ(decode_tombstone(bad), std::nullopt) << bad;
+  }
+}
+
 // Ids are domain * 4 + slot; domains 0, 1, 2 keep 3, 2 and 3 candidates. With --min-tp 3, domain 1
 // is parked (its replica leaves the job): its candidates neither listed nor holders, their
 // committed steps not counted. With --min-tp 4 every domain is short: parking everyone publishes
