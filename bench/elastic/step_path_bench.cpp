@@ -6,13 +6,17 @@
 //           2N (one slot per rank), the figures allreduce of 6N
 //   now:    the totals allreduce of 3 (sum of squares, loss, the leader's announce word: the
 //           boundary costs nothing unless it is set), the figures gather of 6 per rank to rank 0
+//   gloo:   the same two collectives with raw Gloo (gloo::allreduce, its default algorithm, and
+//           gloo::gather) over a full mesh from gloo::rendezvous, what a user would pick instead;
+//           up to kGlooMaxMembers ranks (a full mesh of threads in one process needs N(N-1)
+//           sockets: 16,256 at 128, near this machine's descriptor limit), null above
 // The store I/O the step path had (the leader's read of the join count, every worker's step
 // report) is gone too; it is not timed here (docs/perf.md counts it).
 //
-// Each variant runs in blocks of --steps steps between barriers, ABAB --rounds times; the
+// Each variant runs in blocks of --steps steps between barriers, ABCABC --rounds times; the
 // figure is the median block's time per step on rank 0. One JSON line per N on stdout:
-//   {"members":N,"before_s":..,"now_s":..,"speedup":..,"before_payload_bytes":..,
-//    "now_payload_bytes":..}
+//   {"members":N,"before_s":..,"now_s":..,"gloo_s":..,"speedup":..,"now_over_gloo":..,
+//    "before_payload_bytes":..,"now_payload_bytes":..}
 // (payload: the float64s each rank puts into the step's collectives, times 8).
 //
 //   build/bench/elastic/step_path_bench --members 16,64,256 [--steps 50] [--rounds 5]
@@ -31,6 +35,13 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gloo/allreduce.h>
+#include <gloo/gather.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
 
 #include "bench_flags.h"
 #include "comm/communicator.h"
@@ -52,6 +63,7 @@ struct Options {
 };
 
 constexpr const char* kProgram = "step_path_bench";
+constexpr int kGlooMaxMembers = 64;
 
 [[noreturn]] void bad(const std::string& message) { ntp::bench::flag_error(kProgram, message); }
 
@@ -105,6 +117,34 @@ void step_now(Communicator& world) {
         "figures gather");
 }
 
+// ... and with raw Gloo.
+void step_gloo(const std::shared_ptr<gloo::Context>& context) {
+  std::array<double, 3> totals{1.0, 1.0, 0.0};
+  gloo::AllreduceOptions reduce(context);
+  reduce.setOutput(totals.data(), totals.size());
+  reduce.setReduceFunction(
+      static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<double>));
+  gloo::allreduce(reduce);
+  std::array<double, 6> mine{1, 2, 3, 4, 5, 6};
+  std::vector<double> figures(context->rank == 0 ? 6 * static_cast<size_t>(context->size) : 0);
+  gloo::GatherOptions gather(context);
+  gather.setInput(mine.data(), mine.size());
+  if (context->rank == 0) gather.setOutput(figures.data(), figures.size());
+  gather.setRoot(0);
+  gloo::gather(gather);
+}
+
+std::shared_ptr<gloo::Context> connect_raw_gloo(const std::filesystem::path& dir, int rank,
+                                                int size) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+  gloo::rendezvous::FileStore store((dir / "gloo").string());
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->connectFullMesh(store, device);
+  return context;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -114,8 +154,9 @@ void run_one(const Options& o, int n) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() /
       ("ntp-step-path-" + std::to_string(::getpid()) + "-" + std::to_string(n));
-  std::filesystem::create_directories(dir);
-  std::vector<double> before, now;  // rank 0's seconds per step, one per block
+  std::filesystem::create_directories(dir / "gloo");
+  const bool with_gloo = n <= kGlooMaxMembers;
+  std::vector<double> before, now, gloo;  // rank 0's seconds per step, one per block
   std::vector<std::thread> ranks;
   std::barrier sync(n);
   for (int r = 0; r < n; ++r) {
@@ -130,16 +171,22 @@ void run_one(const Options& o, int n) {
       options.prefix = "world";
       ntp::Result<std::unique_ptr<Communicator>> world = ntp::comm::connect_gloo(options);
       check(world.status(), "connect");
+      const std::shared_ptr<gloo::Context> raw = with_gloo ? connect_raw_gloo(dir, r, n) : nullptr;
       for (int round = 0; round < o.rounds + 1; ++round) {  // round 0 warms up
-        for (const bool old_path : {true, false}) {
+        for (std::vector<double>* variant : {&before, &now, &gloo}) {
+          if (variant == &gloo && !raw) continue;
           check((*world)->barrier(), "barrier");
           const auto start = std::chrono::steady_clock::now();
-          for (int s = 0; s < o.steps; ++s) old_path ? step_before(**world) : step_now(**world);
+          for (int s = 0; s < o.steps; ++s) {
+            if (variant == &before) step_before(**world);
+            if (variant == &now) step_now(**world);
+            if (variant == &gloo) step_gloo(raw);
+          }
           check((*world)->barrier(), "barrier");
           const double per_step =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
               o.steps;
-          if (r == 0 && round > 0) (old_path ? before : now).push_back(per_step);
+          if (r == 0 && round > 0) variant->push_back(per_step);
         }
       }
       sync.arrive_and_wait();  // no rank closes its pairs while another still uses them
@@ -152,7 +199,10 @@ void run_one(const Options& o, int n) {
   line["members"] = n;
   line["before_s"] = b;
   line["now_s"] = a;
+  line["gloo_s"] = with_gloo ? nlohmann::ordered_json(median(gloo)) : nullptr;
   line["speedup"] = std::round(100 * b / a) / 100;
+  line["now_over_gloo"] =
+      with_gloo ? nlohmann::ordered_json(std::round(100 * a / median(gloo)) / 100) : nullptr;
   line["before_payload_bytes"] = 8 * (3 * n + 1 + 2 * n + 6 * n);
   line["now_payload_bytes"] = 8 * (3 + 6);
   line["sparse"] = n > ntp::comm::GlooOptions{}.full_mesh_max_size;
@@ -166,8 +216,10 @@ int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   std::string command = "step_path_bench";
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
-  std::fprintf(stderr, "# %s\n# machine: %s\n# %d steps per block, %d rounds (ABAB), median\n",
-               command.c_str(), ntp::bench::machine_description().c_str(), o.steps, o.rounds);
+  std::fprintf(
+      stderr,
+      "# %s\n# machine: %s\n# %d steps per block, %d rounds (before, now, gloo in turn), median\n",
+      command.c_str(), ntp::bench::machine_description().c_str(), o.steps, o.rounds);
   for (int n : o.members) run_one(o, n);
   return 0;
 }
