@@ -30,7 +30,7 @@ void Progress::waiting(bool begins) {
 
 std::string Progress::token() const {
   char text[80];
-  std::snprintf(text, sizeof text, "%llu:%u:%lld:%d",
+  std::snprintf(text, sizeof text, "%d.%llu:%u:%lld:%d", incarnation_,
                 static_cast<unsigned long long>(sequence_.load(std::memory_order_relaxed)),
                 static_cast<unsigned>(phase_.load(std::memory_order_relaxed)),
                 static_cast<long long>(step_.load(std::memory_order_relaxed)),
@@ -46,7 +46,8 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
     return out;
   }
   out.beat = heartbeat_value.substr(0, bar);
-  const std::string token = heartbeat_value.substr(bar + 1);  // sequence:phase:step:waiting
+  const std::string token =
+      heartbeat_value.substr(bar + 1);  // incarnation.sequence:phase:step:waiting
   const size_t a = token.find(':');
   const size_t b = a == std::string::npos ? a : token.find(':', a + 1);
   const size_t c = b == std::string::npos ? b : token.find(':', b + 1);

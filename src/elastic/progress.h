@@ -41,9 +41,13 @@ enum class Phase : std::uint8_t {
 // is waiting, not stuck, and its token says so.
 class Progress : public comm::WaitObserver {
  public:
+  // `incarnation`: the process's restart count in its slot (the launcher's NTP_RESTART_COUNT). It
+  // leads the moving part of the token, so that a record of a previous process's progress (a
+  // silent record, agreement.h) never matches this one's, however many marks it has made.
+  explicit Progress(int incarnation = 0) : incarnation_(incarnation) {}
   // The training thread reached `phase` of `step`. Every call counts as progress.
   void mark(Phase phase, std::int64_t step);
-  // "<sequence>:<phase>:<step>:<waiting 0|1>" for the heartbeat (any thread).
+  // "<incarnation>.<sequence>:<phase>:<step>:<waiting 0|1>" for the heartbeat (any thread).
   std::string token() const;
   void waiting(bool begins) override;
   // Seconds the training thread has spent waiting on its peers so far (outermost waits; read on
@@ -51,6 +55,7 @@ class Progress : public comm::WaitObserver {
   double waited_seconds() const { return 1e-9 * static_cast<double>(waited_ns_); }
 
  private:
+  const int incarnation_;
   std::atomic<int> waits_{0};
   std::int64_t wait_start_ns_ = 0, waited_ns_ = 0;  // the training thread's only
   std::atomic<std::uint64_t> sequence_{0};
@@ -62,7 +67,7 @@ class Progress : public comm::WaitObserver {
 // its training thread works), the phase it is in, and whether it waits on its peers.
 struct ProgressToken {
   std::string beat;
-  std::string moving;  // the progress sequence; the whole value for a plain heartbeat
+  std::string moving;  // incarnation.sequence; the whole value for a plain heartbeat
   Phase phase = Phase::kStep;
   bool waiting = false;
 };

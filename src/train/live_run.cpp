@@ -56,6 +56,7 @@ LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, Batche
       strategy(make_strategy(config)),
       group("train/a" + std::to_string(context.attempt)),
       hang_detect(config.hang_detect_ms),
+      progress(context.restart_count),
       heartbeat(context.store, group, context.slot_rank, elastic::liveness_period(hang_detect),
                 [this] { return progress.token(); }),
       events(config.out_dir, context.slot_rank),
@@ -202,8 +203,8 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
     // ---- a repair: wait to be admitted at a step boundary, then join through the same
     //      re-formation as any member, holding nothing ----
     // A silent record left for this slot's previous process (a hung one) names that process's
-    // progress: this one's own count would meet it after as many marks and read it as its own
-    // (its watch would fence it, a decider would take it as still). The slot's record goes first.
+    // progress, which this one's never matches (the token leads with the incarnation,
+    // elastic/progress.h); the record goes anyway, so that nothing reads a stale one.
     elastic::forget_silent_record(*ctx.store, group, ctx.slot_rank);
     Result<elastic::MemberList> admitted = wait_for_admission(
         ctx, group, std::to_string(ctx.restart_count), progress, kRepairPatience);

@@ -123,6 +123,30 @@ TEST_F(FailureWatchTest, AForgottenSilentRecordMatchesNoProgress) {
   EXPECT_FALSE(store_->exists(silent_key("train/a0", 5)).value());
 }
 
+// A new process of a slot counts its marks from zero again: after as many marks as its hung
+// predecessor had made, its token still differs (the incarnation leads it), so the predecessor's
+// silent record neither fences it nor makes it look still.
+TEST_F(FailureWatchTest, APreviousIncarnationsSilentRecordMatchesNotTheNextOne) {
+  Progress hung(0), repair(1);
+  for (int k = 0; k < 37; ++k) {
+    hung.mark(Phase::kStep, k);
+    repair.mark(Phase::kStep, k);
+  }
+  ASSERT_TRUE(store_->set(silent_key("train/a0", 2), "r.9|" + hung.token()).ok());
+  ASSERT_TRUE(store_->set(comm::Heartbeat::key("train/a0", 2), "s.1|" + repair.token()).ok());
+  EXPECT_FALSE(still_silent(*store_, "train/a0", 2));
+  ASSERT_TRUE(store_->set(comm::Heartbeat::key("train/a0", 2), "s.2|" + hung.token()).ok());
+  EXPECT_TRUE(still_silent(*store_, "train/a0", 2));  // the same process's progress does match
+  std::atomic<int> fenced{0};
+  FailureWatch watch(store_, milliseconds(10), milliseconds(0), &repair,
+                     [&] { fenced.fetch_add(1); });
+  watch.arm(epoch());
+  // Its watch reads its own slot's record at every poll (10 ms): a second is ~100 looks (with
+  // its own progress as the hung one's, AWorkerRecordedSilentAtItsOwnProgressLeaves is fenced).
+  std::this_thread::sleep_for(milliseconds(1000));
+  EXPECT_EQ(fenced.load(), 0);
+}
+
 TEST_F(FailureWatchTest, AStillRingNeighbourAbortsAndIsRecordedSilent) {
   // Member 2's ring neighbours are 0 and 5; member 7 is no neighbour and may stay still.
   // (Still for 500 ms against beats every 20 ms: a loaded machine's scheduling does not reach it.)
