@@ -2,7 +2,8 @@
 //
 // Layout: DIR/<run_id>/<escaped key>. set() writes a temporary file and renames it, so readers
 // see either the old or the new value, never a torn one; add() serializes through flock(2) on a
-// per-key lock file. wait() polls with a short backoff (<= 2 ms between looks).
+// per-key lock file. wait() polls with a short backoff (<= 2 ms between looks). erase() leaves a
+// counter's lock file (empty): removing it could let two concurrent add()s lock different files.
 #pragma once
 
 #include <string>
