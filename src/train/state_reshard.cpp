@@ -96,8 +96,9 @@ std::vector<std::pair<shard::SlotRef, shard::IntervalSet>> replicated_sources(
   int64_t begin = 0;
   for (int64_t i = 0; i < k; ++i) {
     const int64_t end = begin + rows / k + (i < rows % k ? 1 : 0);
-    if (end > begin)
+    if (end > begin) {
       out.emplace_back(near[static_cast<size_t>(i)], shard::IntervalSet::range(begin, end));
+    }
     begin = end;
   }
   return out;
