@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "comm/exit_notice.h"
@@ -36,6 +37,14 @@ class FailureWatchTest : public FileStoreTestBase {
               aborts_.fetch_add(1);
             }};
   }
+  // A watch of epoch() that checks this worker's own record against `own` at every poll (10 ms)
+  // and watches no neighbour; its on_fenced calls are counted in fenced_.
+  std::unique_ptr<FailureWatch> self_checking_watch(Progress* own) {
+    auto watch = std::make_unique<FailureWatch>(store_, milliseconds(10), milliseconds(0), own,
+                                                [this] { fenced_.fetch_add(1); });
+    watch->arm(epoch());
+    return watch;
+  }
   // Waits up to `limit` for an abort.
   bool aborted_within(milliseconds limit) {
     const auto end = std::chrono::steady_clock::now() + limit;
@@ -59,7 +68,7 @@ class FailureWatchTest : public FileStoreTestBase {
     ASSERT_TRUE(post_failure_notice(*store_, "train/a0", epoch).ok());
   }
 
-  std::atomic<int> aborts_{0};
+  std::atomic<int> aborts_{0}, fenced_{0};
   std::string reason_;
 };
 
@@ -137,14 +146,11 @@ TEST_F(FailureWatchTest, APreviousIncarnationsSilentRecordMatchesNotTheNextOne) 
   EXPECT_FALSE(still_silent(*store_, "train/a0", 2));
   ASSERT_TRUE(store_->set(comm::Heartbeat::key("train/a0", 2), "s.2|" + hung.token()).ok());
   EXPECT_TRUE(still_silent(*store_, "train/a0", 2));  // the same process's progress does match
-  std::atomic<int> fenced{0};
-  FailureWatch watch(store_, milliseconds(10), milliseconds(0), &repair,
-                     [&] { fenced.fetch_add(1); });
-  watch.arm(epoch());
-  // Its watch reads its own slot's record at every poll (10 ms): a second is ~100 looks (with
-  // its own progress as the hung one's, AWorkerRecordedSilentAtItsOwnProgressLeaves is fenced).
+  const auto watch = self_checking_watch(&repair);
+  // A second is ~100 looks at its own record (with its own progress as the hung one's,
+  // AWorkerRecordedSilentAtItsOwnProgressLeaves is fenced within one).
   std::this_thread::sleep_for(milliseconds(1000));
-  EXPECT_EQ(fenced.load(), 0);
+  EXPECT_EQ(fenced_.load(), 0);
 }
 
 TEST_F(FailureWatchTest, AStillRingNeighbourAbortsAndIsRecordedSilent) {
@@ -233,22 +239,24 @@ TEST_F(FailureWatchTest, AFinishedNeighbourIsNotHung) {
 
 TEST_F(FailureWatchTest, AWorkerRecordedSilentAtItsOwnProgressLeaves) {
   // This worker's training thread is stuck at its current progress, and a watcher recorded it
-  // silent there: its own watch calls on_fenced (within its 25-poll self-check period).
+  // silent there: its own watch calls on_fenced at its next look. It calls it at every look while
+  // the record matches (a worker's on_fenced ends the process at the first), and no more once
+  // the progress moved.
   Progress mine;
   mine.mark(Phase::kStep, 4);
-  std::atomic<int> fenced{0};
-  FailureWatch watch(store_, milliseconds(10), milliseconds(0), &mine,
-                     [&] { fenced.fetch_add(1); });
-  watch.arm(epoch());
+  const auto watch = self_checking_watch(&mine);
   std::this_thread::sleep_for(milliseconds(400));
-  EXPECT_EQ(fenced.load(), 0);
+  EXPECT_EQ(fenced_.load(), 0);
   ASSERT_TRUE(store_->set(silent_key("train/a0", 2), "r.5|" + mine.token()).ok());
   const auto end = std::chrono::steady_clock::now() + milliseconds(2000);
-  while (fenced.load() == 0 && std::chrono::steady_clock::now() < end) {
+  while (fenced_.load() == 0 && std::chrono::steady_clock::now() < end) {
     std::this_thread::sleep_for(milliseconds(5));
   }
-  EXPECT_GE(fenced.load(), 1);
+  ASSERT_GT(fenced_.load(), 0);
   mine.mark(Phase::kStep, 5);  // it moved after all: the record is not about its present
+  const int at_move = fenced_.load();
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_LE(fenced_.load(), at_move + 1);  // a look in flight when it moved, then none
 }
 
 }  // namespace
