@@ -54,9 +54,15 @@ constexpr const char* kAddrB = "10.77.0.2";
 constexpr int kRedisPort = 6390;  // inside namespace A: no other process listens there
 // Redis refuses clients from other hosts without a password (protected mode).
 constexpr const char* kRedisPassword = "partition-test";
-// Enough steps that A is still training when B's replacements ask to join after the heal, even
-// at 10 ms a step (a CI run at 400 steps finished before the replacements were admitted).
-constexpr int kSteps = 1200;
+// Enough steps that A is still training when B's replacements ask to join after the heal. The
+// steps are paced by an emulated device (kDeviceGflops: a step's 2 micro-batches of 4 sequences
+// sleep ~10 ms at TP 2, ~20 ms at TP 1), so that how fast this host computes does not decide it:
+// unpaced, a CI run's steps took 4.5 ms and the job's 1200 ended 1.3 s after the heal, before the
+// replacements were admitted. Paced, runs healed at step ~100 and were back at TP 2,2 at ~245
+// (3.4 s after the heal): 800 steps leave ~550 more, >= 11 s at TP 1,1's pace. (The failure-free
+// run is not paced: it only gives the loss, which the sleeps do not change.)
+constexpr int kSteps = 800;
+constexpr const char* kDeviceGflops = "1.3";
 constexpr int kCutAtStep = 12;
 // The link stays cut until A trained this many steps at TP 1,1 and at least kMinCut seconds
 // passed (two communicator timeouts: B's members have certainly failed a step while cut off).
@@ -220,14 +226,17 @@ bool wait_until(const std::function<bool()>& ready, std::chrono::seconds limit) 
   return true;
 }
 
-// The `ntp train` flags of both runs (the partitioned one and the failure-free one).
-std::vector<std::string> train_flags(const fs::path& out) {
-  return {"--domains",     "2",          "--tp",         "2",
-          "--min-tp",      "1",          "--batch",      "16",
-          "--micro-batch", "4",          "--steps",      std::to_string(kSteps),
-          "--warmup",      "5",          "--timeout-ms", "2000",
-          "--out",         out.string(), "--save-dir",   (out / "ckpt").string(),
-          "--save-every",  "10",         "--keep-last",  "0"};
+// The `ntp train` flags of both runs: the partitioned one (`paced`) and the failure-free one.
+std::vector<std::string> train_flags(const fs::path& out, bool paced) {
+  // clang-format off
+  std::vector<std::string> flags = {
+      "--domains", "2", "--tp", "2", "--min-tp", "1", "--batch", "16", "--micro-batch", "4",
+      "--steps", std::to_string(kSteps), "--warmup", "5", "--timeout-ms", "2000",
+      "--out", out.string(), "--save-dir", (out / "ckpt").string(),
+      "--save-every", "10", "--keep-last", "0"};
+  // clang-format on
+  if (paced) flags.insert(flags.end(), {"--emulate-device-gflops", kDeviceGflops});
+  return flags;
 }
 
 int last_step(const std::vector<nlohmann::json>& metrics) {
@@ -249,8 +258,9 @@ TEST(PartitionTest, TheCutOffNodeIsFencedTheRestGoesOnAndTheHealedNodeRejoinsAsA
 
   // The failure-free run of the same job: one launcher, four workers, loopback.
   const fs::path clean_out = train::test_jobs::scratch_dir() / "partition-clean";
-  const ntp::testing::CommandOutput clean = ntp::testing::run_command(
-      train::test_jobs::small_job(4, {}, train_flags(clean_out)), {}, std::chrono::seconds(300));
+  const ntp::testing::CommandOutput clean =
+      ntp::testing::run_command(train::test_jobs::small_job(4, {}, train_flags(clean_out, false)),
+                                {}, std::chrono::seconds(300));
   ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
   double clean_loss = NAN;
   for (const nlohmann::json& j : read_metrics(clean_out / "metrics.jsonl")) {
@@ -283,7 +293,7 @@ TEST(PartitionTest, TheCutOffNodeIsFencedTheRestGoesOnAndTheHealedNodeRejoinsAsA
         2,
         {"--nnodes", "2", "--node-rank", std::to_string(rank), "--ranks", ranks, "--local-addr",
          addr, "--store", store, "--run-id", run_id, "--replace-failed", "2"},
-        train_flags(out));
+        train_flags(out, true));
   };
   Child a(net.in_a(node(0, "0,3", kAddrA)));
   Child b(net.in_b(node(1, "1,2", kAddrB)));
