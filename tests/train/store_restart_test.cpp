@@ -29,13 +29,24 @@ using comm::testing::RedisServer;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kSteps = 150;
+// The run with the restart is paced by an emulated device: a step's 2 micro-batches of 2
+// sequences sleep ~26 ms, so that its 150 steps outlast the 1.5 s outage however fast this host
+// computes (the step path has no store I/O: unpaced, a fast host's steps take a few ms). The
+// sleeps change no loss.
+constexpr const char* kDeviceGflops = "0.25";
 
 std::vector<std::string> job_argv(const RedisServer& server, const std::string& run_id,
-                                  const fs::path& out) {
-  return test_jobs::small_job(
-      4, {"--store", server.spec(), "--run-id", run_id},
-      {"--domains", "2", "--tp", "2", "--batch", "8", "--micro-batch", "2", "--steps",
-       std::to_string(kSteps), "--warmup", "5", "--out", out.string(), "--timeout-ms", "5000"});
+                                  const fs::path& out, bool paced) {
+  std::vector<std::string> train = {"--domains",     "2",
+                                    "--tp",          "2",
+                                    "--batch",       "8",
+                                    "--micro-batch", "2",
+                                    "--steps",       std::to_string(kSteps),
+                                    "--warmup",      "5",
+                                    "--out",         out.string(),
+                                    "--timeout-ms",  "5000"};
+  if (paced) train.insert(train.end(), {"--emulate-device-gflops", kDeviceGflops});
+  return test_jobs::small_job(4, {"--store", server.spec(), "--run-id", run_id}, train);
 }
 
 struct Metrics {
@@ -67,7 +78,7 @@ TEST(StoreRestartTest, AJobKeepsTrainingThroughARedisServerRestart) {
   const fs::path clean_out = test_jobs::scratch_dir() / "store-clean";
   const Clock::time_point clean_start = Clock::now();
   const testing::CommandOutput clean = testing::run_command(
-      job_argv(server, "clean-" + tag, clean_out), {}, std::chrono::seconds(300));
+      job_argv(server, "clean-" + tag, clean_out, false), {}, std::chrono::seconds(300));
   const double clean_s = std::chrono::duration<double>(Clock::now() - clean_start).count();
   ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
   const Metrics reference = read_metrics(clean_out);
@@ -76,7 +87,8 @@ TEST(StoreRestartTest, AJobKeepsTrainingThroughARedisServerRestart) {
   // The same job, its redis-server killed after a few steps and restarted 1.5 s later.
   const fs::path out = test_jobs::scratch_dir() / "store-restart";
   const Clock::time_point start = Clock::now();
-  const testing::ChildProcess child = testing::start_child(job_argv(server, "restart-" + tag, out));
+  const testing::ChildProcess child =
+      testing::start_child(job_argv(server, "restart-" + tag, out, true));
   size_t steps_at_kill = 0;
   for (int i = 0; i < 6000 && steps_at_kill < 5; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
