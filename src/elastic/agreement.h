@@ -134,9 +134,9 @@ class Agreement {
                               const std::map<int, Announcement>& announced, Stillness& stillness,
                               std::set<int>& gone);
   bool complete(const MemberList& list);
-  // Erases the done keys and announcement streams of the epochs from <group>/collected up to
-  // `below`, then moves that key to `below` (best effort: a failed erase is retried by the next
-  // collection, which starts where the key says).
+  // Collects the epochs from <group>/collected up to `below` (see "Collection" above), then moves
+  // that key to `below`: six operations on redis, whatever the count of epochs and members (best
+  // effort: what a failed one leaves, the next collection, starting where the key says, redoes).
   void collect_below(int below);
   // The list published for `epoch`; nullopt when it was collected (a tombstone).
   Result<std::optional<MemberList>> read_list(int epoch);

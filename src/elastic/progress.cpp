@@ -46,8 +46,8 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
     return out;
   }
   out.beat = heartbeat_value.substr(0, bar);
-  const std::string token =
-      heartbeat_value.substr(bar + 1);  // incarnation.sequence:phase:step:waiting
+  // incarnation.sequence:phase:step:waiting
+  const std::string token = heartbeat_value.substr(bar + 1);
   const size_t a = token.find(':');
   const size_t b = a == std::string::npos ? a : token.find(':', a + 1);
   const size_t c = b == std::string::npos ? b : token.find(':', b + 1);

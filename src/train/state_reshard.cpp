@@ -80,9 +80,13 @@ std::vector<shard::ShardTransfer> derived_transfers(const shard::ClusterLayout& 
   return out;
 }
 
-std::vector<std::pair<shard::SlotRef, shard::IntervalSet>> replicated_sources(
-    const shard::ClusterLayout& from, const std::vector<shard::SlotRef>& world,
-    shard::SlotRef joiner, int64_t rows) {
+namespace {
+
+// The survivors (slots of `world` active in `from`) of the nearest domain to `joiner` that has
+// any: its own first, then the next domains'.
+std::vector<shard::SlotRef> nearest_survivors(const shard::ClusterLayout& from,
+                                              const std::vector<shard::SlotRef>& world,
+                                              shard::SlotRef joiner) {
   const int domains = from.spec.domains;
   std::vector<shard::SlotRef> near;
   for (int step = 0; step < domains && near.empty(); ++step) {
@@ -91,6 +95,12 @@ std::vector<std::pair<shard::SlotRef, shard::IntervalSet>> replicated_sources(
       if (s.domain == domain && active_in(from, s)) near.push_back(s);
     }
   }
+  return near;
+}
+
+// `rows` rows in contiguous shares over `near`, in order (the first rows % near one row more).
+std::vector<std::pair<shard::SlotRef, shard::IntervalSet>> row_shares(
+    const std::vector<shard::SlotRef>& near, int64_t rows) {
   std::vector<std::pair<shard::SlotRef, shard::IntervalSet>> out;
   const auto k = static_cast<int64_t>(near.size());
   int64_t begin = 0;
@@ -102,6 +112,14 @@ std::vector<std::pair<shard::SlotRef, shard::IntervalSet>> replicated_sources(
     begin = end;
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<shard::SlotRef, shard::IntervalSet>> replicated_sources(
+    const shard::ClusterLayout& from, const std::vector<shard::SlotRef>& world,
+    shard::SlotRef joiner, int64_t rows) {
+  return row_shares(nearest_survivors(from, world, joiner), rows);
 }
 
 namespace {
@@ -154,11 +172,11 @@ Result<ReshardStats> execute_state_reshard(const shard::ClusterLayout& from_layo
   // Replicated tensors for slots that held nothing: shares from the nearest survivors.
   for (const shard::SlotRef& s : world_slots) {
     if (active_in(from_layout, s)) continue;
+    const std::vector<shard::SlotRef> near = nearest_survivors(from_layout, world_slots, s);
+    if (near.empty()) return unavailable("no slot of the old layout survived");
     for (size_t i = 0; i < geometry.size(); ++i) {
       if (geometry[i].space >= 0) continue;
-      const auto sources = replicated_sources(from_layout, world_slots, s, geometry[i].units);
-      if (sources.empty()) return unavailable("no slot of the old layout survived");
-      for (const auto& [source, rows] : sources) {
+      for (const auto& [source, rows] : row_shares(near, geometry[i].units)) {
         if (source == me) send[world_rank(s)].blocks.emplace_back(i, rows);
         if (s == me) recv[world_rank(source)].blocks.emplace_back(i, rows);
       }

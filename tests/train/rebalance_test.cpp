@@ -37,14 +37,14 @@ const std::vector<std::string> kModel = {"--layers",  "2",  "--heads",    "8", "
 
 // Rank 5 (slot 1:1) computes at 0.25 of its speed from step 3 to step 40 of 80, on an emulated
 // device (--emulate-device-gflops 0.05: a micro-batch of 2 samples sleeps ~30 ms in proportion to
-// the units the rank holds, ~30 times its real compute, and `throttle:` stretches both; its
-// communication keeps its pace, as a throttled GPU's links do). On an emulated device the measured
-// speeds are the devices' and not the host scheduler's: with 12 workers on 2 cores a rank's real
-// compute can run at 0.8 of the others' for a dozen steps (seen in CI, where a healthy run then
-// rebalanced), and a rank's work that does not shrink with its units made it look slow after the
-// throttle ended (0.5, so that the way back took two moves or more). The estimator needs a window
-// of 8 steps and 3 evaluations in a row before it proposes anything (and the move takes effect at
-// the step boundary after the next step): ~12 steps from a change of speed to the move.
+// the units the rank holds, against ~1 ms of real compute a step, and `throttle:` stretches both;
+// its communication keeps its pace, as a throttled GPU's links do). On an emulated device the
+// measured speeds are the devices' and not the host scheduler's: with 12 workers on 2 cores a
+// rank's real compute can run at 0.8 of the others' for a dozen steps (seen in CI, where a healthy
+// run then rebalanced), and a rank's work that does not shrink with its units made it look slow
+// after the throttle ended (0.5, so that the way back took two moves or more). The estimator needs
+// a window of 8 steps and 3 evaluations in a row before it proposes anything (and the move takes
+// effect at the step boundary after the next step): ~12 steps from a change of speed to the move.
 TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
   const std::vector<std::string> flags = {"--rebalance", "--emulate-device-gflops", "0.05"};
   constexpr int kSteps = 80;
@@ -63,7 +63,8 @@ TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
   // Transitions between equal and weighted shares: exactly one each way, onto weighted shares
   // while the throttle lasts and back once it ended, and no re-weighting in between: a rank's
   // emulated time is in proportion to the units it holds, so its measured speed does not change
-  // when it holds fewer (what does not shrink with units is its real compute, ~1/30 of the step).
+  // when it holds fewer (what does not shrink with units is in its real compute, ~1 ms of a ~60 ms
+  // step).
   const std::vector<nlohmann::json> rebalanced = lines_of(run, "rebalanced");
   int to_weighted = 0, to_equal = 0, reweighted = 0;
   bool weighted_now = false;
