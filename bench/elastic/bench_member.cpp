@@ -177,15 +177,16 @@ Status BenchMember::form(const elastic::MemberList& list) {
   gloo.prefix = group_ + "/e" + std::to_string(list.epoch);
   gloo.timeout = setup_.comm_timeout;
   gloo.cancel = cancel_;
-  NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::connect_gloo(gloo));
   const int tp = setup_.tp, replica = id_ / tp, position = id_ % tp;
   const std::string d = std::to_string(replica);
   const std::vector<int> replica_ranks =
       ranks_where(list.members, [&](int id) { return id / tp == replica; });
-  NTP_ASSIGN_OR_RETURN(auto tp_group, world->subgroup(replica_ranks, "tp" + d));
-  NTP_ASSIGN_OR_RETURN(auto sync_group, world->subgroup(replica_ranks, "sync" + d));
   const std::vector<int> dp_ranks =
       ranks_where(list.members, [&](int id) { return id % tp == position; });
+  if (setup_.one_batch) gloo.planned_subgroups = {replica_ranks, dp_ranks};
+  NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::connect_gloo(gloo));
+  NTP_ASSIGN_OR_RETURN(auto tp_group, world->subgroup(replica_ranks, "tp" + d));
+  NTP_ASSIGN_OR_RETURN(auto sync_group, world->subgroup(replica_ranks, "sync" + d));
   NTP_ASSIGN_OR_RETURN(auto dp_group, world->subgroup(dp_ranks, "dp" + std::to_string(position)));
   for (comm::Communicator* group :
        {world.get(), tp_group.get(), sync_group.get(), dp_group.get()}) {

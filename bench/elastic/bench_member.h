@@ -31,9 +31,12 @@
 namespace ntp::bench {
 
 struct MemberSetup {
-  int members = 0;                                // the job's slots, ids 0..members-1
-  int tp = 8;                                     // replica size: slot id / tp is its replica
-  bool form = true;                               // build the new groups after the agreement
+  int members = 0;   // the job's slots, ids 0..members-1
+  int tp = 8;        // replica size: slot id / tp is its replica
+  bool form = true;  // build the new groups after the agreement
+  // The groups' links in the world's batch (GlooOptions::planned_subgroups, as build_job does),
+  // or a batch per group (the code before).
+  bool one_batch = true;
   std::chrono::milliseconds comm_timeout{30000};  // the trainer's --timeout-ms default
 };
 

@@ -14,6 +14,11 @@
 //
 //   build/bench/elastic/control_plane_bench --members 256,512,1024 [--port P]
 //       [--redis-server PATH] [--steady-s S] [--tp T] [--max-s S]
+//       [--formation one-batch|per-group|both]
+//
+// --formation: the groups' links exchanged in the world's one batch (the default, what
+// build_job does: GlooOptions::planned_subgroups) or a batch per group (the code before); both
+// runs each N both ways, one after the other ("formation" in each line).
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -52,6 +57,9 @@ struct Options {
   double steady_s = 3.0;
   int tp = 8;
   double max_s = 900.0;
+  // How the new groups' links are exchanged: in the world's one batch (what build_job does),
+  // a batch per group (before), or both, one after the other for each N.
+  std::vector<bool> one_batch{true};
 };
 
 constexpr const char* kProgram = "control_plane_bench";
@@ -90,9 +98,20 @@ Options parse(int argc, char** argv) {
           o.tp = static_cast<int>(number(flag, value, 1, 64));
         } else if (flag == "--max-s") {
           o.max_s = seconds(flag, value, 10, 7200);
+        } else if (flag == "--formation") {
+          if (value == "one-batch") {
+            o.one_batch = {true};
+          } else if (value == "per-group") {
+            o.one_batch = {false};
+          } else if (value == "both") {
+            o.one_batch = {false, true};
+          } else {
+            bad("--formation '" + value + "': give one-batch, per-group or both");
+          }
         } else {
           bad("unknown flag '" + flag +
-              "': use --members N[,N...], --port, --redis-server, --steady-s, --tp, --max-s");
+              "': use --members N[,N...], --port, --redis-server, --steady-s, --tp, --max-s, "
+              "--formation");
         }
       });
   if (o.members.empty()) bad("no --members given: e.g. --members 256,512,1024");
@@ -178,7 +197,8 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
 
 // One N, in a child process: prints its JSON line, then leaves without tearing down (a member
 // still blocked in an agreement that cannot end must not hold the next N back).
-[[noreturn]] void measure(const Options& o, int n, const ntp::bench::RedisProcess& server) {
+[[noreturn]] void measure(const Options& o, int n, bool one_batch,
+                          const ntp::bench::RedisProcess& server) {
   // Ends in time to print what it has before the parent kills it at --max-s.
   // (the phases get 0.7 of it; what a short run prints takes store reads of its own).
   const std::int64_t start = now_ns();
@@ -197,7 +217,8 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
     line[key] = nullptr;  // the fields first, in its order
   }
   const long need = formation_descriptors(n, o.tp), have = descriptor_limit();
-  ntp::bench::MemberSetup setup{n, o.tp, need < have, std::chrono::milliseconds(30000)};
+  line["formation"] = one_batch ? "one-batch" : "per-group";
+  ntp::bench::MemberSetup setup{n, o.tp, need < have, one_batch, std::chrono::milliseconds(30000)};
   const std::string run_id = "cpbench" + std::to_string(n);
   auto open = [&] {
     ntp::Result<std::shared_ptr<ntp::comm::Store>> s = ntp::comm::open_store(server.spec(), run_id);
@@ -353,7 +374,7 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
 }
 
 // Runs one N in a child; its line, or one saying why there is none.
-bool run_one(const Options& o, int n) {
+bool run_one(const Options& o, int n, bool one_batch) {
   ntp::Result<std::unique_ptr<ntp::bench::RedisProcess>> server =
       ntp::bench::RedisProcess::start(o.redis_server, o.port);
   if (!server.ok()) {
@@ -362,14 +383,16 @@ bool run_one(const Options& o, int n) {
   }
   std::fflush(stdout);
   const pid_t child = fork();
-  if (child == 0) measure(o, n, **server);
+  if (child == 0) measure(o, n, one_batch, **server);
   const auto start = std::chrono::steady_clock::now();
   int status = 0;
   while (waitpid(child, &status, WNOHANG) == 0) {
     if (std::chrono::steady_clock::now() - start > std::chrono::duration<double>(o.max_s)) {
       kill(child, SIGKILL);
       waitpid(child, &status, 0);
-      std::printf("{\"members\":%d,\"failed\":\"killed after --max-s %.0f s\"}\n", n, o.max_s);
+      std::printf(
+          "{\"members\":%d,\"formation\":\"%s\",\"failed\":\"killed after --max-s %.0f s\"}\n", n,
+          one_batch ? "one-batch" : "per-group", o.max_s);
       std::fflush(stdout);
       return false;
     }
@@ -393,6 +416,8 @@ int main(int argc, char** argv) {
                command.c_str(), ntp::bench::machine_description().c_str(), descriptor_limit(), o.tp,
                o.steady_s);
   bool all_ok = true;
-  for (int n : o.members) all_ok = run_one(o, n) && all_ok;
+  for (int n : o.members) {
+    for (bool one_batch : o.one_batch) all_ok = run_one(o, n, one_batch) && all_ok;
+  }
   return all_ok ? 0 : 1;
 }

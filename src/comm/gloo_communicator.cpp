@@ -2,6 +2,7 @@
 
 #include <gloo/common/error.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -49,6 +50,36 @@ std::uint32_t group_id(const std::string& name, const std::vector<int>& members)
   const std::uint32_t mask = (1u << kGroupIdBits) - 1;
   const auto id = static_cast<std::uint32_t>(hash & mask);
   return id == 0 ? 1 : id;
+}
+
+// The mesh ranks that the member at `index` of a group over `members` (mesh ranks; empty: the
+// group is the whole mesh of `size`) connects when the group forms: every other member of a
+// group up to `full_mesh_max_size`, its ring and tree links in a larger one.
+std::vector<int> formation_links(const std::vector<int>& members, int index, int size,
+                                 int full_mesh_max_size) {
+  const auto mesh_rank = [&members](int q) {
+    return members.empty() ? q : members[static_cast<std::size_t>(q)];
+  };
+  std::vector<int> links;
+  if (size > full_mesh_max_size) {
+    for (int q : gloo_ops::sparse_peers(index, size)) links.push_back(mesh_rank(q));
+  } else {
+    for (int q = 0; q < size; ++q) {
+      if (q != index) links.push_back(mesh_rank(q));
+    }
+  }
+  return links;
+}
+
+// The index of `rank` in `ranks` when they are strictly increasing ranks of a group of `size`;
+// -1 when it is not among them, -2 when `ranks` are not such ranks.
+int index_in_group(const std::vector<int>& ranks, int rank, int size) {
+  int index = -1;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= size || (i > 0 && ranks[i] <= ranks[i - 1])) return -2;
+    if (ranks[i] == rank) index = static_cast<int>(i);
+  }
+  return index;
 }
 
 bool reducible(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kFloat64; }
@@ -99,11 +130,15 @@ class GlooCommunicator final : public Communicator {
 
   // Starts connecting the pairs this group's algorithms use from the start (every peer of a
   // small group; the ring and tree links of a large one): the first operation awaits them.
-  Status start_links() {
-    for (int q : sparse_ ? gloo_ops::sparse_peers(rank(), size()) : all_peers()) {
-      links_.push_back(mesh_rank(q));
-    }
-    return mesh_->start(links_);
+  // `also`: mesh ranks of other groups' links to start in the same batch (not awaited here).
+  Status start_links(const std::vector<int>& also = {}) {
+    links_ = formation_links(members_, rank(), size(), options_.full_mesh_max_size);
+    if (also.empty()) return mesh_->start(links_);
+    std::vector<int> batch = links_;
+    batch.insert(batch.end(), also.begin(), also.end());
+    std::sort(batch.begin(), batch.end());
+    batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
+    return mesh_->start(batch);
   }
 
   // Awaits what start_links() started; `stop` ends the wait early (kUnavailable).
@@ -333,22 +368,20 @@ class GlooCommunicator final : public Communicator {
  public:
   Result<std::unique_ptr<Communicator>> subgroup(const std::vector<int>& ranks,
                                                  const std::string& name) override {
-    int my_index = -1;
-    std::vector<int> members;
-    members.reserve(ranks.size());
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      if (ranks[i] < 0 || ranks[i] >= size() || (i > 0 && ranks[i] <= ranks[i - 1])) {
-        return invalid_argument("subgroup '" + name +
-                                "': ranks must be strictly increasing ranks of the group");
-      }
-      if (ranks[i] == rank()) my_index = static_cast<int>(i);
-      members.push_back(mesh_rank(ranks[i]));
+    const int my_index = index_in_group(ranks, rank(), size());
+    if (my_index == -2) {
+      return invalid_argument("subgroup '" + name +
+                              "': ranks must be strictly increasing ranks of the group");
     }
     if (my_index < 0) {
       return invalid_argument("subgroup '" + name + "': rank " + std::to_string(rank()) +
                               " is not a member; only members call subgroup()");
     }
+    std::vector<int> members;
+    members.reserve(ranks.size());
+    for (int r : ranks) members.push_back(mesh_rank(r));
     GlooOptions sub = options_;
+    sub.planned_subgroups.clear();
     sub.rank = my_index;
     sub.size = static_cast<int>(ranks.size());
     sub.prefix = options_.prefix + "/g/" + name;
@@ -511,14 +544,6 @@ class GlooCommunicator final : public Communicator {
     return n;
   }
 
-  std::vector<int> all_peers() const {
-    std::vector<int> peers;
-    for (int q = 0; q < size(); ++q) {
-      if (q != rank()) peers.push_back(q);
-    }
-    return peers;
-  }
-
   int mesh_rank(int group_rank) const {
     return members_.empty() ? group_rank : members_[static_cast<std::size_t>(group_rank)];
   }
@@ -573,6 +598,18 @@ Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
     return "connect_gloo rank " + std::to_string(options.rank) + "/" +
            std::to_string(options.size) + " (" + options.prefix + "): ";
   };
+  std::vector<int> planned_links;  // mesh ranks: a subgroup's ranks are the world's
+  for (const std::vector<int>& ranks : options.planned_subgroups) {
+    const int index = index_in_group(ranks, options.rank, options.size);
+    if (index < 0) {
+      return invalid_argument(where() + "a planned subgroup of " + std::to_string(ranks.size()) +
+                              " ranks is not strictly increasing ranks of the world with rank " +
+                              std::to_string(options.rank) + " among them");
+    }
+    const std::vector<int> links =
+        formation_links(ranks, index, static_cast<int>(ranks.size()), options.full_mesh_max_size);
+    planned_links.insert(planned_links.end(), links.begin(), links.end());
+  }
   if (options.cancel && options.cancel->load()) {
     return unavailable(where() + "rendezvous cancelled");
   }
@@ -589,7 +626,7 @@ Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
   auto world = std::make_unique<GlooCommunicator>(options, std::move(mesh), std::vector<int>(), 0);
   const ScopedWait observed;
   const std::shared_ptr<const std::atomic<bool>> cancel = options.cancel;
-  Status s = world->start_links();
+  Status s = world->start_links(planned_links);
   if (s.ok()) s = world->await_links([cancel] { return cancel && cancel->load(); });
   if (!s.ok()) {
     return unavailable(where() + s.message());

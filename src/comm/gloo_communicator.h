@@ -52,6 +52,13 @@ struct GlooOptions {
   // the peers an alltoallv, send/recv or broadcast from another root names) and take the tree
   // for small messages (comm/gloo_tree.h), so a member of a large group holds O(log n) pairs.
   int full_mesh_max_size = 32;
+  // The subgroups this rank will form over this world, each as subgroup()'s `ranks` (world
+  // ranks, strictly increasing, this rank among them). connect_gloo starts their links with the
+  // world's, in one batch: a formation then publishes its addresses in one store write and reads
+  // its peers' in one poll loop, where a group at a time took one of each per group (and the
+  // groups' batches ran one after another). The subgroup() calls find their links started and
+  // start nothing; a subgroup not named here starts its own batch. Subgroups do not inherit it.
+  std::vector<std::vector<int>> planned_subgroups;
 };
 
 Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options);
