@@ -70,9 +70,14 @@ Result<shard::ClusterLayout> next_layout(const TrainConfig& c, const shard::Sync
   return layout;
 }
 
-Status build_forward_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
-                         shard::ClusterLayout layout, shard::SlotRef slot, int epoch,
-                         InitialState state) {
+namespace {
+
+// build_forward_job; with `with_sync`, the world's connect also starts the links of the sync and
+// DP groups that build_job forms next, so the formation exchanges its addresses once
+// (GlooOptions::planned_subgroups).
+Status build_forward_part(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
+                          shard::ClusterLayout layout, shard::SlotRef slot, int epoch,
+                          InitialState state, bool with_sync) {
   Job* job = &job_ref;
   job->epoch = epoch;
   job->layout = std::move(layout);
@@ -87,6 +92,10 @@ Status build_forward_job(Job& job_ref, const TrainConfig& c, const WorkerContext
   gloo.timeout = std::chrono::milliseconds(c.comm_timeout_ms);
   gloo.cancel = job->cancel;
   if (!ctx.local_addr.empty()) gloo.hostname = ctx.local_addr;
+  gloo.planned_subgroups.push_back(role.replica_members());  // tp (and sync: the same ranks)
+  if (with_sync) {
+    for (const DpSet& set : role.dp_sets) gloo.planned_subgroups.push_back(set.world_ranks);
+  }
   NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::connect_gloo(gloo));
   job->install(job->world, std::move(world));
   const std::string d = std::to_string(role.replica);
@@ -101,10 +110,20 @@ Status build_forward_job(Job& job_ref, const TrainConfig& c, const WorkerContext
   return ok_status();
 }
 
+}  // namespace
+
+Status build_forward_job(Job& job, const TrainConfig& c, const WorkerContext& ctx,
+                         shard::ClusterLayout layout, shard::SlotRef slot, int epoch,
+                         InitialState state) {
+  return build_forward_part(job, c, ctx, std::move(layout), slot, epoch, state,
+                            /*with_sync=*/false);
+}
+
 Status build_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
                  shard::ClusterLayout layout, shard::SlotRef slot, int epoch, InitialState state) {
   Job* job = &job_ref;
-  NTP_RETURN_IF_ERROR(build_forward_job(job_ref, c, ctx, std::move(layout), slot, epoch, state));
+  NTP_RETURN_IF_ERROR(build_forward_part(job_ref, c, ctx, std::move(layout), slot, epoch, state,
+                                         /*with_sync=*/true));
   const WorkerRole& role = job->role;
   const std::string d = std::to_string(role.replica);
   NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> replica,

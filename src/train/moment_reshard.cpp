@@ -5,15 +5,6 @@
 namespace ntp::train {
 namespace {
 
-enum Kind : int64_t { kOwned = 0, kCopy = 1, kNeeded = 2 };
-
-// One block of a member's description: what it holds (owned or copy) or needs.
-struct Item {
-  int64_t kind = kOwned;
-  int chunk = 0, block = 0, param = 0;
-  shard::IntervalSet units;
-};
-
 // A description as integers: per block kind, chunk, block, param, the interval count, then the
 // intervals' (begin, end).
 void describe(int64_t kind, int first_chunk, const std::vector<MomentChunk>& chunks,
@@ -29,49 +20,20 @@ void describe(int64_t kind, int first_chunk, const std::vector<MomentChunk>& chu
   }
 }
 
-std::vector<Item> decode(const std::vector<int64_t>& in) {
-  std::vector<Item> out;
+std::vector<MomentItem> decode(const std::vector<int64_t>& in) {
+  std::vector<MomentItem> out;
   for (size_t at = 0; at < in.size();) {
-    Item item{in[at],
-              static_cast<int>(in[at + 1]),
-              static_cast<int>(in[at + 2]),
-              static_cast<int>(in[at + 3]),
-              {}};
+    MomentItem item{in[at],
+                    static_cast<int>(in[at + 1]),
+                    static_cast<int>(in[at + 2]),
+                    static_cast<int>(in[at + 3]),
+                    {}};
     const int64_t intervals = in[at + 4];
     at += 5;
     for (int64_t k = 0; k < intervals; ++k, at += 2) item.units.append(in[at], in[at + 1]);
     out.push_back(std::move(item));
   }
   return out;
-}
-
-struct Holding {
-  int rank = 0;
-  const Item* item = nullptr;
-};
-
-// The sources of `need` (a block member `destination` needs): itself first, then owners, then
-// copies, in world-rank order. Appends the transfers; returns the units no member holds.
-shard::IntervalSet take_sources(const Item& need, int destination,
-                                const std::vector<Holding>& holders,
-                                std::vector<MomentReshard::Transfer>& out) {
-  shard::IntervalSet remaining = need.units;
-  auto take = [&](bool self, int64_t kind) {
-    for (const Holding& h : holders) {
-      if (remaining.empty()) return;
-      if ((h.rank == destination) != self || h.item->kind != kind) continue;
-      shard::IntervalSet units = intersect(remaining, h.item->units);
-      if (units.empty()) continue;
-      remaining = subtract(remaining, units);
-      out.push_back({h.rank, destination, h.item->chunk, h.item->block, need.chunk, need.block,
-                     need.param, std::move(units)});
-    }
-  };
-  take(true, kOwned);
-  take(true, kCopy);
-  take(false, kOwned);
-  take(false, kCopy);
-  return remaining;
 }
 
 }  // namespace
@@ -81,34 +43,20 @@ Result<MomentReshard> MomentReshard::plan(const HeldMoments& held,
                                           const std::vector<ParamGeometry>& geometry,
                                           const std::vector<std::string>& names,
                                           comm::Communicator& world) {
+  if (geometry.size() != names.size()) {  // the same on every member: all return alike
+    return invalid_argument("moment reshard: " + std::to_string(geometry.size()) +
+                            " parameter geometries for " + std::to_string(names.size()) + " names");
+  }
   std::vector<int64_t> mine;
-  describe(kOwned, 0, held.owned, mine);
-  describe(kCopy, static_cast<int>(held.owned.size()), held.copies, mine);
-  describe(kNeeded, 0, needed, mine);
+  describe(MomentItem::kOwned, 0, held.owned, mine);
+  describe(MomentItem::kCopy, static_cast<int>(held.owned.size()), held.copies, mine);
+  describe(MomentItem::kNeeded, 0, needed, mine);
   NTP_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> all,
                        comm::allgather_varying(world, std::span<const int64_t>(mine)));
-  std::vector<std::vector<Item>> items;
+  std::vector<std::vector<MomentItem>> items;
+  items.reserve(all.size());
   for (const std::vector<int64_t>& d : all) items.push_back(decode(d));
-  std::vector<std::vector<Holding>> holders(geometry.size());  // [param]
-  for (size_t r = 0; r < items.size(); ++r) {
-    for (const Item& item : items[r]) {
-      if (item.kind != kNeeded)
-        holders[static_cast<size_t>(item.param)].push_back({static_cast<int>(r), &item});
-    }
-  }
-  std::vector<Transfer> transfers;
-  for (size_t r = 0; r < items.size(); ++r) {
-    for (const Item& need : items[r]) {
-      if (need.kind != kNeeded) continue;
-      const shard::IntervalSet lost = take_sources(
-          need, static_cast<int>(r), holders[static_cast<size_t>(need.param)], transfers);
-      if (!lost.empty()) {
-        return not_found("no live member holds the ZeRO-1 moments of " +
-                         names[static_cast<size_t>(need.param)] + " units " + lost.to_string() +
-                         " (their owner and the DP peer with their copy were both lost)");
-      }
-    }
-  }
+  NTP_ASSIGN_OR_RETURN(std::vector<Transfer> transfers, plan_moment_transfers(items, names));
   return MomentReshard(held, needed, geometry, std::move(transfers), world.rank());
 }
 

@@ -5,9 +5,9 @@
 // on the next member of the chunk's DP set (SyncExecutor::mirror_layouts). After a re-formation
 // the new job's owners need the moments of their new chunks. Every member describes what it holds
 // (its own chunks, then its copies) and what it needs; all-gathered, the descriptions give every
-// member the same transfer list: a needed block comes from the member itself when it holds it,
-// else from the lowest world rank that owns it, else from the lowest that holds a copy. One
-// alltoallv over the new world communicator moves both moments.
+// member the same transfer list (train/moment_plan.h): a needed block comes from the member
+// itself when it holds it, else from the lowest world rank that owns it, else from the lowest
+// that holds a copy. One alltoallv over the new world communicator moves both moments.
 //
 // plan() fails with kNotFound, on every member alike, when some needed block is held by no
 // member: its owner and the peer with its copy were both lost (the job then falls back to a
@@ -21,6 +21,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "shard/interval_set.h"
+#include "train/moment_plan.h"
 #include "train/unit_blocks.h"
 
 namespace ntp::train {
@@ -49,13 +50,7 @@ class MomentReshard {
   // Moves the moments into the needed chunks. Returns the bytes received from other members.
   Result<int64_t> run(comm::Communicator& world);
 
-  struct Transfer {
-    int source = 0, destination = 0;  // world ranks
-    int source_chunk = 0;             // index into the source's owned chunks, then its copies
-    int source_block = 0, destination_chunk = 0, destination_block = 0;
-    int param = 0;
-    shard::IntervalSet units;
-  };
+  using Transfer = MomentTransfer;
 
  private:
   MomentReshard(HeldMoments held, std::vector<MomentChunk> needed,
