@@ -74,7 +74,11 @@ TEST_P(ReformationFaultTest, TheJobFinishesWithEveryUpdateAppliedOnce) {
                                : std::string(c.role) == "leader" ? "0"
                                : std::string(c.role) == "keeper" ? "2"
                                                                  : "5";
-    point = std::string("forward:5:6,") + c.phase + ":5:" + victim;
+    // Any step: a member's re-formation runs at its committed step, and an abort can cut a
+    // member's allreduce of step 5 that the others completed, leaving it at step 4 (seen once
+    // on a 2-core host: the keeper's point at step 5 never fired). The only re-formations of
+    // these runs come after the kill, so the point fires in the first of them.
+    point = std::string("forward:5:6,") + c.phase + ":*:" + victim;
   }
   const JobRun run = train(name, 10, faults, {"NTP_FAULT_POINT=" + point});
   ASSERT_EQ(clean_run().exit_code, 0) << clean_run().log;
