@@ -40,7 +40,6 @@
 #include "bench_member.h"
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
-#include "comm/gloo_tree.h"
 #include "machine_info.h"
 #include "redis_process.h"
 
@@ -124,24 +123,21 @@ Options parse(int argc, char** argv) {
 // a pair shared by groups once), plus per member its device's epoll and wake pipe and its two
 // store connections.
 long formation_descriptors(int n, int tp) {
-  const int full_mesh_max_size = ntp::comm::GlooOptions{}.full_mesh_max_size;
-  auto links = [full_mesh_max_size](int rank, int size) {
-    if (size > full_mesh_max_size) return ntp::comm::gloo_ops::sparse_peers(rank, size);
-    std::vector<int> all;
-    for (int q = 0; q < size; ++q) {
-      if (q != rank) all.push_back(q);
-    }
-    return all;
-  };
+  const int dense_max = ntp::comm::GlooOptions{}.full_mesh_max_size;
   long sockets = 0;
   for (int id = 0; id < n; ++id) {
-    std::vector<int> peers = links(id, n);  // the world's, in member ids
+    std::vector<int> peers = ntp::comm::formation_links({}, id, n, dense_max);  // the world's
     const int replica = id / tp, position = id % tp;
-    for (int q = replica * tp; q < std::min(n, (replica + 1) * tp); ++q) {
-      if (q != id) peers.push_back(q);
+    std::vector<int> replica_ids, dp_ids;
+    for (int q = replica * tp; q < std::min(n, (replica + 1) * tp); ++q) replica_ids.push_back(q);
+    for (int q = position; q < n; q += tp) dp_ids.push_back(q);
+    const std::pair<const std::vector<int>*, int> groups[] = {{&replica_ids, position},
+                                                              {&dp_ids, replica}};
+    for (const auto& [ids, index] : groups) {
+      const std::vector<int> more =
+          ntp::comm::formation_links(*ids, index, static_cast<int>(ids->size()), dense_max);
+      peers.insert(peers.end(), more.begin(), more.end());
     }
-    const int dp_size = (n - position + tp - 1) / tp;
-    for (int q : links(id / tp, dp_size)) peers.push_back(q * tp + position);
     std::sort(peers.begin(), peers.end());
     sockets += std::unique(peers.begin(), peers.end()) - peers.begin();
   }

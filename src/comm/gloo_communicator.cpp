@@ -52,25 +52,6 @@ std::uint32_t group_id(const std::string& name, const std::vector<int>& members)
   return id == 0 ? 1 : id;
 }
 
-// The mesh ranks that the member at `index` of a group over `members` (mesh ranks; empty: the
-// group is the whole mesh of `size`) connects when the group forms: every other member of a
-// group up to `full_mesh_max_size`, its ring and tree links in a larger one.
-std::vector<int> formation_links(const std::vector<int>& members, int index, int size,
-                                 int full_mesh_max_size) {
-  const auto mesh_rank = [&members](int q) {
-    return members.empty() ? q : members[static_cast<std::size_t>(q)];
-  };
-  std::vector<int> links;
-  if (size > full_mesh_max_size) {
-    for (int q : gloo_ops::sparse_peers(index, size)) links.push_back(mesh_rank(q));
-  } else {
-    for (int q = 0; q < size; ++q) {
-      if (q != index) links.push_back(mesh_rank(q));
-    }
-  }
-  return links;
-}
-
 // The index of `rank` in `ranks` when they are strictly increasing ranks of a group of `size`;
 // -1 when it is not among them, -2 when `ranks` are not such ranks.
 int index_in_group(const std::vector<int>& ranks, int rank, int size) {
@@ -580,6 +561,22 @@ class GlooCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+std::vector<int> formation_links(const std::vector<int>& members, int index, int size,
+                                 int full_mesh_max_size) {
+  const auto mesh_rank = [&members](int q) {
+    return members.empty() ? q : members[static_cast<std::size_t>(q)];
+  };
+  std::vector<int> links;
+  if (size > full_mesh_max_size) {
+    for (int q : gloo_ops::sparse_peers(index, size)) links.push_back(mesh_rank(q));
+  } else {
+    for (int q = 0; q < size; ++q) {
+      if (q != index) links.push_back(mesh_rank(q));
+    }
+  }
+  return links;
+}
 
 Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
   if (options.store == nullptr) return invalid_argument("connect_gloo: no store given");

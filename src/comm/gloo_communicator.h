@@ -63,4 +63,10 @@ struct GlooOptions {
 
 Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options);
 
+// The links (mesh ranks) that the member at `index` of a group over `members` (mesh ranks; empty:
+// the group is the whole mesh of `size`) connects when the group forms: every other member of a
+// group up to `full_mesh_max_size`, its ring and tree links (comm/gloo_tree.h) in a larger one.
+std::vector<int> formation_links(const std::vector<int>& members, int index, int size,
+                                 int full_mesh_max_size);
+
 }  // namespace ntp::comm
