@@ -10,6 +10,11 @@
 #include "comm/survivors.h"
 
 namespace ntp::elastic {
+
+std::string epoch_key(const std::string& group, int epoch, const std::string& what) {
+  return group + "/e" + std::to_string(epoch) + "/" + what;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -22,10 +27,6 @@ constexpr std::chrono::milliseconds kWaiterRead{250};
 // Epochs one agreement may skip or give up on before it returns an error (each costs a fault or
 // a dead decider; far more than the three nested faults the protocol is checked against).
 constexpr int kMaxEpochs = 32;
-
-std::string epoch_key(const std::string& group, int epoch, const std::string& what) {
-  return group + "/e" + std::to_string(epoch) + "/" + what;
-}
 
 std::optional<std::string> read(comm::Store& store, const std::string& key) {
   Result<std::string> v = store.get(key);

@@ -82,6 +82,8 @@ std::optional<int> parse_failure_event(const std::string& event);
 Status post_join_notice(comm::Store& store, const std::string& group, int id);
 bool is_join_event(const std::string& event);
 std::string done_key(const std::string& group, int epoch, int id);
+// Epoch `epoch`'s key `what` ("list", "alive" (its announcement stream), "ticket", "decider").
+std::string epoch_key(const std::string& group, int epoch, const std::string& what);
 std::string silent_key(const std::string& group, int id);
 
 // Removes `id`'s silent record (best effort: a store without erase gets an empty record, which
