@@ -45,4 +45,10 @@ std::vector<int> number_list(const std::string& program, const std::string& flag
   }
 }
 
+std::string command_line(const std::string& program, int argc, char** argv) {
+  std::string command = program;
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  return command;
+}
+
 }  // namespace ntp::bench

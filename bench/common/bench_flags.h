@@ -14,6 +14,9 @@ void for_each_flag(
     const std::string& program, int argc, char** argv,
     const std::function<void(const std::string& flag, const std::string& value)>& take);
 
+// "<program> <argv[1]> <argv[2]> ...": the command a bench prints so its figures can be reproduced.
+std::string command_line(const std::string& program, int argc, char** argv);
+
 [[noreturn]] void flag_error(const std::string& program, const std::string& message);
 
 // A whole number in [low, high].

@@ -11,14 +11,15 @@
 // One JSON line per (N, epochs): median seconds of each mark_done, their ratio, the store
 // commands of one collection, and whether the epochs were collected (their done keys gone,
 // their lists tombstones).
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_flags.h"
+#include "bench_timing.h"
 #include "comm/store.h"
 #include "elastic/agreement.h"
 #include "elastic/member_list.h"
@@ -26,6 +27,9 @@
 #include "redis_process.h"
 
 namespace {
+
+using ntp::bench::median;
+using ntp::bench::seconds_of;
 
 constexpr const char* kProgram = "collect_bench";
 constexpr const char* kGroup = "train/a0";
@@ -112,24 +116,12 @@ ntp::elastic::MemberList next_list(int n, int epoch) {
   return list;
 }
 
-double seconds_of(const std::function<void()>& fn) {
-  const auto start = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  std::string command = kProgram;
-  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
-  std::fprintf(stderr, "# %s\n# machine: %s\n", command.c_str(),
+  std::fprintf(stderr, "# %s\n# machine: %s\n",
+               ntp::bench::command_line(kProgram, argc, argv).c_str(),
                ntp::bench::machine_description().c_str());
   bool all_collected = true;
   for (int n : o.members) {

@@ -406,8 +406,7 @@ int main(int argc, char** argv) {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
-  std::string command = "control_plane_bench";
-  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  const std::string command = ntp::bench::command_line(kProgram, argc, argv);
   std::fprintf(stderr, "# %s\n# machine: %s\n# descriptors: %ld; tp %d; steady %.1f s\n",
                command.c_str(), ntp::bench::machine_description().c_str(), descriptor_limit(), o.tp,
                o.steady_s);

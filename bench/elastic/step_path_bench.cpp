@@ -44,6 +44,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "bench_flags.h"
+#include "bench_timing.h"
 #include "comm/communicator.h"
 #include "comm/gloo_communicator.h"
 #include "comm/store.h"
@@ -61,6 +62,8 @@ struct Options {
   int steps = 50;
   int rounds = 5;
 };
+
+using ntp::bench::median;
 
 constexpr const char* kProgram = "step_path_bench";
 constexpr int kGlooMaxMembers = 64;
@@ -145,11 +148,6 @@ std::shared_ptr<gloo::Context> connect_raw_gloo(const std::filesystem::path& dir
   return context;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 void run_one(const Options& o, int n) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() /
@@ -214,8 +212,7 @@ void run_one(const Options& o, int n) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  std::string command = "step_path_bench";
-  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  const std::string command = ntp::bench::command_line(kProgram, argc, argv);
   std::fprintf(
       stderr,
       "# %s\n# machine: %s\n# %d steps per block, %d rounds (before, now, gloo in turn), median\n",

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "core/rng.h"
 #include "machine_info.h"
 #include "shard/cluster_layout.h"
@@ -24,19 +25,8 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <typename Fn>
-double seconds_of(Fn&& fn) {
-  const auto start = Clock::now();
-  fn();
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using ntp::bench::median;
+using ntp::bench::seconds_of;
 
 }  // namespace
 

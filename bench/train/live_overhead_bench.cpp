@@ -21,9 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "machine_info.h"
 
 namespace {
+
+using ntp::bench::median;
 
 namespace fs = std::filesystem;
 
@@ -81,11 +84,6 @@ Run run_job(const std::string& name, const std::string& flags, const fs::path& d
   r.median_step_s = steps[steps.size() / 2];
   r.ok = true;
   return r;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 }  // namespace

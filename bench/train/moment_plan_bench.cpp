@@ -10,14 +10,15 @@
 //
 // One JSON line per N: median seconds of each (the scan above --scan-max is not run), their
 // ratio, the transfers and whether the two plans are equal.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_flags.h"
+#include "bench_timing.h"
 #include "machine_info.h"
 #include "moment_cases.h"
 #include "train/moment_plan.h"
@@ -61,25 +62,20 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// The median of `repeats` timed calls of fn().
 template <typename Fn>
 double median_seconds(int repeats, Fn&& fn) {
   std::vector<double> runs;
-  for (int k = 0; k < repeats; ++k) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    runs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(runs.begin(), runs.end());
-  return runs[runs.size() / 2];
+  for (int k = 0; k < repeats; ++k) runs.push_back(ntp::bench::seconds_of(fn));
+  return ntp::bench::median(std::move(runs));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  std::string command = kProgram;
-  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
-  std::fprintf(stderr, "# %s\n# machine: %s\n", command.c_str(),
+  std::fprintf(stderr, "# %s\n# machine: %s\n",
+               ntp::bench::command_line(kProgram, argc, argv).c_str(),
                ntp::bench::machine_description().c_str());
   const std::vector<std::string> names = ntp::train::testing::param_names(o.params);
   bool all_equal = true;

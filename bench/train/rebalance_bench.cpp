@@ -25,9 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "machine_info.h"
 
 namespace {
+
+using ntp::bench::median;
 
 namespace fs = std::filesystem;
 
@@ -37,11 +40,6 @@ struct Run {
   int rebalances = 0;
   bool ok = false;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 Run run_job(const std::string& name, const std::string& launch, const std::string& flags,
             const fs::path& dir, int tail) {
