@@ -17,7 +17,7 @@
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "core/plot.h"
-#include "elastic/fault_spec.h"
+#include "launch/fault_spec.h"
 
 namespace ntp::cli {
 namespace {
@@ -70,9 +70,9 @@ std::vector<std::pair<int64_t, int64_t>> slowed_spans(const std::vector<std::str
                                                       int64_t steps) {
   std::vector<std::pair<int64_t, int64_t>> out;
   for (const std::string& f : faults) {
-    Result<elastic::FaultSpec> spec = elastic::parse_fault_spec(f);
+    Result<launch::FaultSpec> spec = launch::parse_fault_spec(f);
     if (!spec.ok() || !spec->step) continue;
-    if (spec->kind != elastic::FaultKind::kSlow && spec->kind != elastic::FaultKind::kThrottle) {
+    if (spec->kind != launch::FaultKind::kSlow && spec->kind != launch::FaultKind::kThrottle) {
       continue;
     }
     out.emplace_back(*spec->step, spec->until.value_or(steps));

@@ -14,10 +14,10 @@
 
 #include "cli/cli_error.h"
 #include "cli/commands.h"
-#include "elastic/identity.h"
+#include "data/token_file.h"
+#include "launch/identity.h"
 #include "train/job.h"
 #include "train/job_window_eval.h"
-#include "train/token_file.h"
 #include "train/weight_source.h"
 #include "train/window_eval.h"
 
@@ -45,7 +45,7 @@ struct EvalInputs {
 Result<EvalInputs> read_inputs(const EvalArgs& args) {
   EvalInputs in;
   NTP_ASSIGN_OR_RETURN(in.source, train::open_weight_source(args.source));
-  Result<std::vector<uint16_t>> tokens = train::read_token_file(args.data);
+  Result<std::vector<uint16_t>> tokens = data::read_token_file(args.data);
   if (!tokens.ok()) {
     if (tokens.status().code() == StatusCode::kNotFound) {
       return invalid_argument("--data " + args.data + " does not exist");
@@ -69,7 +69,7 @@ Result<EvalInputs> read_inputs(const EvalArgs& args) {
 // The worker's place under `ntp launch`; nullopt for a one-process run (no NTP_RANK), which only
 // a layout of one slot may be.
 Result<std::optional<train::WorkerContext>> launched_context(const train::TrainConfig& c) {
-  const elastic::EnvLookup env = elastic::process_env();
+  const launch::EnvLookup env = launch::process_env();
   if (!env("NTP_RANK")) {
     if (c.world_slots() == 1) return std::optional<train::WorkerContext>();
     return invalid_argument("a layout of " + std::to_string(c.world_slots()) +
@@ -77,7 +77,7 @@ Result<std::optional<train::WorkerContext>> launched_context(const train::TrainC
                             "--nproc-per-node " +
                             std::to_string(c.world_slots()) + " -- ntp eval ...`");
   }
-  NTP_ASSIGN_OR_RETURN(elastic::WorkerIdentity id, elastic::worker_identity_from_env(env));
+  NTP_ASSIGN_OR_RETURN(launch::WorkerIdentity id, launch::worker_identity_from_env(env));
   if (id.world_size != c.world_slots()) {
     return invalid_argument("ntp launch started " + std::to_string(id.world_size) +
                             " workers but --domains " + std::to_string(c.domains) + " x --tp " +

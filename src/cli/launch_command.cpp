@@ -4,8 +4,8 @@
 
 #include "cli/cli_error.h"
 #include "cli/commands.h"
-#include "elastic/comm_worker.h"
-#include "elastic/launcher.h"
+#include "launch/comm_worker.h"
+#include "launch/launcher.h"
 
 namespace ntp::cli {
 namespace {
@@ -50,19 +50,19 @@ Result<std::vector<int>> parse_ranks(const std::string& text) {
   }
 }
 
-Result<elastic::LaunchOptions> to_options(const LaunchArgs& args) {
-  elastic::LaunchOptions options;
+Result<launch::LaunchOptions> to_options(const LaunchArgs& args) {
+  launch::LaunchOptions options;
   options.nproc_per_node = args.nproc_per_node;
   options.nnodes = args.nnodes;
   options.node_rank = args.node_rank;
   options.store = args.store;
   options.run_id = args.run_id;
   for (const std::string& text : args.inject) {
-    NTP_ASSIGN_OR_RETURN(elastic::FaultSpec fault, elastic::parse_fault_spec(text));
+    NTP_ASSIGN_OR_RETURN(launch::FaultSpec fault, launch::parse_fault_spec(text));
     options.faults.push_back(fault);
   }
   if (!args.chaos.empty()) {
-    NTP_ASSIGN_OR_RETURN(elastic::ChaosSpec chaos, elastic::parse_chaos_spec(args.chaos));
+    NTP_ASSIGN_OR_RETURN(launch::ChaosSpec chaos, launch::parse_chaos_spec(args.chaos));
     options.chaos = chaos;
   }
   options.log_dir = args.log_dir;
@@ -87,7 +87,7 @@ Result<elastic::LaunchOptions> to_options(const LaunchArgs& args) {
 }
 
 void add_comm_worker_command(CLI::App& app, int& exit_code) {
-  auto options = std::make_shared<elastic::CommWorkerOptions>();
+  auto options = std::make_shared<launch::CommWorkerOptions>();
   auto timeout_ms = std::make_shared<long long>(2000);
   auto step_ms = std::make_shared<long long>(20);
   CLI::App* cmd = app.add_subcommand(
@@ -103,7 +103,7 @@ void add_comm_worker_command(CLI::App& app, int& exit_code) {
   cmd->callback([&exit_code, options, timeout_ms, step_ms] {
     options->timeout = std::chrono::milliseconds(*timeout_ms);
     options->step_time = std::chrono::milliseconds(*step_ms);
-    exit_code = elastic::run_comm_worker(*options);
+    exit_code = launch::run_comm_worker(*options);
   });
 }
 
@@ -157,12 +157,12 @@ void add_launch_command(CLI::App& app, int& exit_code) {
   cmd->add_option("command", args->command, "Worker command after --, e.g. -- ntp comm-worker")
       ->required();
   cmd->callback([&exit_code, args] {
-    Result<elastic::LaunchOptions> options = to_options(*args);
+    Result<launch::LaunchOptions> options = to_options(*args);
     if (!options.ok()) {
       exit_code = report_error("launch", options.status());
       return;
     }
-    Result<int> code = elastic::run_launch(*options);
+    Result<int> code = launch::run_launch(*options);
     exit_code = code.ok() ? *code : report_error("launch", code.status());
   });
   add_comm_worker_command(app, exit_code);

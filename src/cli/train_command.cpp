@@ -9,10 +9,10 @@
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "comm/exit_notice.h"
-#include "elastic/identity.h"
-#include "elastic/stall.h"
-#include "elastic/step_report.h"
-#include "elastic/throttle.h"
+#include "launch/identity.h"
+#include "launch/stall.h"
+#include "launch/step_report.h"
+#include "launch/throttle.h"
 #include "train/trainer.h"
 #include "train/weight_source.h"
 
@@ -69,7 +69,7 @@ Status adopt_init_model(TrainArgs& args) {
 Result<train::WorkerContext> worker_context(train::TrainConfig& config,
                                             std::string& temporary_store) {
   train::WorkerContext ctx;
-  elastic::EnvLookup env = elastic::process_env();
+  launch::EnvLookup env = launch::process_env();
   if (!env("NTP_RANK")) {
     if (config.world_slots() != 1) {
       return invalid_argument("a job of " + std::to_string(config.world_slots()) +
@@ -83,7 +83,7 @@ Result<train::WorkerContext> worker_context(train::TrainConfig& config,
     NTP_ASSIGN_OR_RETURN(ctx.store, comm::open_store("file:" + temporary_store, "solo"));
     return ctx;
   }
-  NTP_ASSIGN_OR_RETURN(elastic::WorkerIdentity id, elastic::worker_identity_from_env(env));
+  NTP_ASSIGN_OR_RETURN(launch::WorkerIdentity id, launch::worker_identity_from_env(env));
   if (id.world_size != config.world_slots()) {
     return invalid_argument(
         "ntp launch started " + std::to_string(id.world_size) + " workers but --domains " +
@@ -109,12 +109,12 @@ Result<train::WorkerContext> worker_context(train::TrainConfig& config,
   comm::Store* store = ctx.store.get();
   const int rank = id.rank;
   // The step report first, so that `ntp launch` sees the step at which an injected stall blocks
-  // this thread (elastic/stall.h).
-  ctx.on_step = [store, rank, report = elastic::steps_wanted()](int64_t step) {
-    if (report) (void)elastic::report_step(*store, rank, step);
-    elastic::stall_if_asked(step);
+  // this thread (launch/stall.h).
+  ctx.on_step = [store, rank, report = launch::steps_wanted()](int64_t step) {
+    if (report) (void)launch::report_step(*store, rank, step);
+    launch::stall_if_asked(step);
   };
-  ctx.compute_factor = [](int64_t step) { return elastic::throttle_factor(step); };
+  ctx.compute_factor = [](int64_t step) { return launch::throttle_factor(step); };
   return ctx;
 }
 
@@ -166,10 +166,10 @@ int run(TrainArgs& args) {
   }
   if (summary->took_part && temporary_store.empty()) {
     // Tells `ntp launch` that the job trained to its end, so that workers lost on the way do not
-    // make its exit code a failure (elastic/step_report.h).
-    (void)elastic::report_finished(*ctx->store, ctx->slot_rank,
-                                   comm::incarnation(ctx->attempt, ctx->restart_count),
-                                   summary->steps);
+    // make its exit code a failure (launch/step_report.h).
+    (void)launch::report_finished(*ctx->store, ctx->slot_rank,
+                                  comm::incarnation(ctx->attempt, ctx->restart_count),
+                                  summary->steps);
   }
   if (!summary->took_part && summary->left.empty()) {
     std::printf("slot %d:%d is failed (--failed): this worker takes no part\n", slot.domain,
@@ -177,7 +177,7 @@ int run(TrainArgs& args) {
   } else if (!summary->took_part) {
     std::printf("slot %d:%d: %s\n", slot.domain, slot.slot, summary->left.c_str());
     if (summary->fenced) {  // `ntp launch --replace-failed` starts a successor that rejoins
-      (void)elastic::report_left(*ctx->store, ctx->slot_rank, ctx->restart_count);
+      (void)launch::report_left(*ctx->store, ctx->slot_rank, ctx->restart_count);
     }
   }
   return kExitOk;

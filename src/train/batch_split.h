@@ -1,7 +1,7 @@
 // How a step's global batch is split over replicas that do not all run at the same speed.
 //
 // The global batch is `global_batch` sequences; replica d takes the consecutive samples
-// [begin, begin + samples) of each step's batch (train/batcher.h) in micro-batches of at most
+// [begin, begin + samples) of each step's batch (data/batcher.h) in micro-batches of at most
 // `micro_batch` (the last one may be smaller) and accumulates their gradients. A replica's *pace*
 // is its speed relative to a healthy replica's (train/replica_pace.h: fewer devices, a slowed
 // device, a power boost). Policies:

@@ -193,14 +193,14 @@ Status dump_logical(const std::string& path, Job& job, bool grads) {
   return out ? ok_status() : unavailable("cannot write " + path);
 }
 
-Result<double> evaluate(const TrainConfig& c, Job& job, const Batcher& val) {
+Result<double> evaluate(const TrainConfig& c, Job& job, const data::Batcher& val) {
   const WorkerRole& role = job.role;
   const int64_t n = shard::balanced_count(c.eval_samples, role.replicas, role.replica_index);
   const int64_t begin = shard::balanced_offset(c.eval_samples, role.replicas, role.replica_index);
   double weighted = 0.0;
   for (int64_t k = 0; k < n; k += c.micro_batch) {
     const int64_t m = std::min(c.micro_batch, n - k);
-    NTP_ASSIGN_OR_RETURN(Batch batch, val.get(0, begin + k, m));
+    NTP_ASSIGN_OR_RETURN(data::Batch batch, val.get(0, begin + k, m));
     NTP_ASSIGN_OR_RETURN(double loss,
                          job.model->loss(batch.tokens, batch.targets, m, c.model.n_ctx));
     weighted += loss * static_cast<double>(m) / static_cast<double>(c.eval_samples);

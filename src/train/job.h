@@ -15,6 +15,7 @@
 
 #include "comm/communicator.h"
 #include "core/status.h"
+#include "data/batcher.h"
 #include "elastic/member_list.h"
 #include "model/comm_tp_group.h"
 #include "model/model.h"
@@ -23,7 +24,6 @@
 #include "shard/sync_plan.h"
 #include "train/adamw_optimizer.h"
 #include "train/batch_split.h"
-#include "train/batcher.h"
 #include "train/replica_pace.h"
 #include "train/sharded_adamw.h"
 #include "train/sync_executor.h"
@@ -126,7 +126,7 @@ Status build_job(Job& job, const TrainConfig& c, const WorkerContext& ctx,
 Status dump_logical(const std::string& path, Job& job, bool grads);
 
 // Mean loss over a fixed held-out set: `eval_samples` sequences split over the replicas.
-Result<double> evaluate(const TrainConfig& c, Job& job, const Batcher& val);
+Result<double> evaluate(const TrainConfig& c, Job& job, const data::Batcher& val);
 
 // Loads the job's latest committed checkpoint in --save-dir into `job` (the same one on every
 // rank: the leader picks it). nullopt when there is none.

@@ -46,8 +46,8 @@ elastic::AgreementConfig agreement_config(const TrainConfig& c, const WorkerCont
 }
 }  // namespace
 
-LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, Batcher train,
-                 Batcher val)
+LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, data::Batcher train,
+                 data::Batcher val)
     : c(config),
       ctx(context),
       slot{context.slot_rank / config.tp, context.slot_rank % config.tp},

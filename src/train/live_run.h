@@ -12,12 +12,12 @@
 
 #include "comm/survivors.h"
 #include "comm/wait_observer.h"
+#include "data/batcher.h"
 #include "elastic/agreement.h"
 #include "elastic/failure_watch.h"
 #include "elastic/member_list.h"
 #include "elastic/progress.h"
 #include "power/power_control.h"
-#include "train/batcher.h"
 #include "train/event_log.h"
 #include "train/job.h"
 #include "train/rebalancer.h"
@@ -53,7 +53,8 @@ struct ReshardTotals {
 // the jobs, stops before the jobs go; the heartbeat, which reads the progress, before the
 // progress.
 struct LiveRun {
-  LiveRun(const TrainConfig& config, const WorkerContext& context, Batcher train, Batcher val);
+  LiveRun(const TrainConfig& config, const WorkerContext& context, data::Batcher train,
+          data::Batcher val);
   ~LiveRun() { comm::observe_waits(nullptr); }
   LiveRun(const LiveRun&) = delete;
   LiveRun& operator=(const LiveRun&) = delete;
@@ -134,7 +135,7 @@ struct LiveRun {
   const WorkerContext& ctx;
   const shard::SlotRef slot;
   TrainSummary summary;
-  Batcher train_batches, val_batches;
+  data::Batcher train_batches, val_batches;
   const Clock::time_point run_start = Clock::now();
   const std::unique_ptr<shard::SyncStrategy> strategy;
   const std::string group;

@@ -67,7 +67,7 @@ Result<double> LiveRun::forward_backward(int64_t step, elastic::Phase phase) {
   double replica_loss = 0.0;
   for (int64_t k = 0; k < mine.micro_batches; ++k) {
     const int64_t size = mine.micro_size(k, c.micro_batch);
-    NTP_ASSIGN_OR_RETURN(Batch batch,
+    NTP_ASSIGN_OR_RETURN(data::Batch batch,
                          train_batches.get(step, mine.begin + k * c.micro_batch, size));
     model::BackwardOptions backward;
     // The micro-batch's mean loss weighs size / global_batch in the step's sample-weighted mean.

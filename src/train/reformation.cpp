@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "elastic/step_report.h"
+#include "launch/step_report.h"
 #include "train/admission.h"
 #include "train/fault_point.h"
 #include "train/layout_codec.h"
@@ -354,7 +354,7 @@ Status LiveRun::await_recovery() {
     NTP_RETURN_IF_ERROR(job_still_running(ctx, group));
     int64_t step = 0;  // the job's: the latest any worker started
     for (int r = 0; r < c.world_slots(); ++r) {
-      Result<std::string> s = ctx.store->get(elastic::step_key(r));
+      Result<std::string> s = ctx.store->get(launch::step_key(r));
       if (s.ok()) step = std::max<int64_t>(step, std::atoll(s->c_str()));
     }
     speed = probe_speed(probe_baseline_s, ctx.compute_factor ? ctx.compute_factor(step) : 1.0);

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "train/byte_tokenizer.h"
+#include "data/byte_tokenizer.h"
 #include "train/worker_role.h"
 
 namespace ntp::train {
@@ -67,7 +67,7 @@ Status validate_train_config(TrainConfig& c) {
   if (c.strategy != "fold" && c.strategy != "native") {
     return invalid_argument("--strategy '" + c.strategy + "' is unknown; use fold or native");
   }
-  if (c.model.vocab_size < kByteVocabSize) {
+  if (c.model.vocab_size < data::kByteVocabSize) {
     return invalid_argument("the vocabulary must hold the 256 byte tokens");
   }
   c.model.vocab_size =

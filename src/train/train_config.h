@@ -30,7 +30,7 @@ struct TrainConfig {
   // gradients, their reductions and the optimizer state are float32 under either.
   kernels::cpu::MatmulDtype dtype = kernels::cpu::MatmulDtype::kFp32;
 
-  // Data: llm.c .bin token files (train/token_file.h).
+  // Data: llm.c .bin token files (data/token_file.h).
   std::string train_data = "data/fortunes_train.bin";
   std::string val_data = "data/fortunes_val.bin";
   uint64_t data_seed = 1;

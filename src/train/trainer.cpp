@@ -6,15 +6,15 @@
 #include <algorithm>
 #include <memory>
 
+#include "data/token_file.h"
 #include "train/live_run.h"
-#include "train/token_file.h"
 
 namespace ntp::train {
 namespace {
 
 Result<std::shared_ptr<const std::vector<uint16_t>>> load_tokens(const std::string& path,
                                                                  const char* flag) {
-  Result<std::vector<uint16_t>> tokens = read_token_file(path);
+  Result<std::vector<uint16_t>> tokens = data::read_token_file(path);
   if (!tokens.ok()) {
     return invalid_argument(std::string(flag) + " " + path + ": " + tokens.status().message() +
                             (tokens.status().code() == StatusCode::kNotFound
@@ -35,10 +35,12 @@ Result<TrainSummary> run_training(TrainConfig c, const WorkerContext& ctx) {
   }
   NTP_ASSIGN_OR_RETURN(auto train_tokens, load_tokens(c.train_data, "--train-data"));
   NTP_ASSIGN_OR_RETURN(auto val_tokens, load_tokens(c.val_data, "--val-data"));
-  NTP_ASSIGN_OR_RETURN(Batcher train_batches,
-                       Batcher::create(train_tokens, c.global_batch(), c.model.n_ctx, c.data_seed));
-  NTP_ASSIGN_OR_RETURN(Batcher val_batches,
-                       Batcher::create(val_tokens, c.eval_samples, c.model.n_ctx, c.data_seed + 1));
+  NTP_ASSIGN_OR_RETURN(
+      data::Batcher train_batches,
+      data::Batcher::create(train_tokens, c.global_batch(), c.model.n_ctx, c.data_seed));
+  NTP_ASSIGN_OR_RETURN(
+      data::Batcher val_batches,
+      data::Batcher::create(val_tokens, c.eval_samples, c.model.n_ctx, c.data_seed + 1));
   auto run = std::make_unique<LiveRun>(c, ctx, std::move(train_batches), std::move(val_batches));
   NTP_ASSIGN_OR_RETURN(std::optional<TrainSummary> left, run->start());
   if (left) return *left;

@@ -45,7 +45,7 @@ struct TrainSummary {
   bool took_part = true;           // false for a worker of a failed slot, or one that left:
   std::string left;                // why it left early (fenced, never admitted); empty otherwise
   // It left because the others declared it dead (fenced) and the job goes on without it: `ntp
-  // train` tells the launcher (elastic::report_left), whose --replace-failed starts a successor.
+  // train` tells the launcher (launch::report_left), whose --replace-failed starts a successor.
   bool fenced = false;
   // The job stopped cleanly because live recovery cannot go on (below --min-tp, no copy of some
   // state): the reason, the same on every survivor; `speaks` on one of them, which says it.

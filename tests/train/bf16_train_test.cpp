@@ -34,6 +34,9 @@
 #include <nlohmann/json.hpp>
 
 #include "child_process.h"
+#include "data/batcher.h"
+#include "data/byte_tokenizer.h"
+#include "data/fortunes_corpus.h"
 #include "dependency.h"
 #include "job_scratch.h"
 #include "kernels/cpu/clip.h"
@@ -42,9 +45,6 @@
 #include "model/model_factory.h"
 #include "parity_jobs.h"
 #include "train/adamw_optimizer.h"
-#include "train/batcher.h"
-#include "train/byte_tokenizer.h"
-#include "train/fortunes_corpus.h"
 
 namespace ntp::train {
 namespace {
@@ -70,10 +70,10 @@ std::vector<double> train_curve(const model::ModelConfig& c, MatmulDtype dtype,
   m->set_matmul_dtype(dtype);
   AdamWOptimizer opt(
       m->params(), {.lr = 0.0f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f});
-  auto batches = Batcher::create(std::move(tokens), 8, c.n_ctx, 1).value();
+  auto batches = data::Batcher::create(std::move(tokens), 8, c.n_ctx, 1).value();
   std::vector<double> losses;
   for (int64_t step = 0; step < steps; ++step) {
-    const Batch b = batches.get(step).value();
+    const data::Batch b = batches.get(step).value();
     m->zero_grad();
     losses.push_back(m->forward_backward(b.tokens, b.targets, b.samples, b.seq_len).value());
     const double norm = m->grad_norm().value();
@@ -90,9 +90,9 @@ double mean_of_last(const std::vector<double>& v, size_t n) {
 }
 
 TEST(Bf16TrainingTest, LossCurveFollowsFp32OnTheCorpus) {
-  auto text = load_fortunes_text();
+  auto text = data::load_fortunes_text();
   NTP_REQUIRE_DEPENDENCY(text.ok(), text.status().to_string());
-  auto tokens = std::make_shared<const std::vector<uint16_t>>(encode_bytes(*text));
+  auto tokens = std::make_shared<const std::vector<uint16_t>>(data::encode_bytes(*text));
   for (model::ModelFamily family : {model::ModelFamily::kGpt2, model::ModelFamily::kLlama}) {
     model::ModelConfig c;
     c.family = family;
@@ -101,7 +101,7 @@ TEST(Bf16TrainingTest, LossCurveFollowsFp32OnTheCorpus) {
     c.n_kv_head = family == model::ModelFamily::kLlama ? 2 : 0;
     c.n_embd = 64;
     c.n_ctx = 32;
-    c.vocab_size = kByteVocabSize;
+    c.vocab_size = data::kByteVocabSize;
     SCOPED_TRACE(model::model_family_name(family));
     const int64_t steps = 200;
     const std::vector<double> fp32 = train_curve(c, MatmulDtype::kFp32, tokens, steps);

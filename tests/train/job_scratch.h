@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "train/token_file.h"
+#include "data/token_file.h"
 
 namespace ntp::train::test_jobs {
 
@@ -47,7 +47,7 @@ inline const std::filesystem::path& synthetic_corpus() {
         tokens.push_back(rng.below(10) == 0 ? static_cast<uint16_t>(rng.below(256))
                                             : static_cast<uint16_t>(text[i % text.size()]));
       }
-      EXPECT_TRUE(write_token_file((d / name).string(), tokens).ok());
+      EXPECT_TRUE(data::write_token_file((d / name).string(), tokens).ok());
     }
     return d;
   }();

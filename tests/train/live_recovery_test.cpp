@@ -16,10 +16,10 @@
 
 #include "child_process.h"
 #include "core/rng.h"
+#include "data/token_file.h"
 #include "job_scratch.h"
 #include "json_lines.h"
 #include "recovery_jobs.h"
-#include "train/token_file.h"
 
 namespace ntp::train {
 namespace {

@@ -24,11 +24,11 @@
 
 #include "child_process.h"
 #include "core/rng.h"
+#include "data/token_file.h"
 #include "dependency.h"
 #include "job_scratch.h"
 #include "model/gpt_model.h"
 #include "parity_jobs.h"
-#include "train/token_file.h"
 
 namespace ntp::train {
 namespace {
@@ -300,7 +300,7 @@ TEST(RestartTest, RestartOnFailureResumesFromTheLatestCheckpointAtTheReducedDegr
 // the unigram (byte-frequency) entropy of the training text, i.e. the mixed job learns context.
 TEST(TrainCorpusTest, MixedJobLearnsBelowTheUnigramEntropy) {
   const fs::path data = fs::path(NTP_SOURCE_DIR) / "data";
-  auto tokens = read_token_file((data / "fortunes_train.bin").string());
+  auto tokens = data::read_token_file((data / "fortunes_train.bin").string());
   NTP_REQUIRE_DEPENDENCY(tokens.ok(),
                          "the fortunes corpus in data/ (scripts/setup.sh prepares it): "
                              << tokens.status().to_string());

@@ -8,13 +8,13 @@
 #include <cstdio>
 #include <memory>
 
+#include "data/batcher.h"
+#include "data/byte_tokenizer.h"
+#include "data/fortunes_corpus.h"
 #include "dependency.h"
 #include "kernels/cpu/clip.h"
 #include "model/gpt_model.h"
 #include "train/adamw_optimizer.h"
-#include "train/batcher.h"
-#include "train/byte_tokenizer.h"
-#include "train/fortunes_corpus.h"
 
 namespace ntp::train {
 namespace {
@@ -34,9 +34,9 @@ double unigram_entropy(const std::vector<uint16_t>& tokens) {
 }
 
 TEST(TrainingRunTest, LossFallsWellBelowUnigramEntropy) {
-  auto text = load_fortunes_text();
+  auto text = data::load_fortunes_text();
   NTP_REQUIRE_DEPENDENCY(text.ok(), text.status().to_string());
-  const std::vector<uint16_t> all = encode_bytes(*text);
+  const std::vector<uint16_t> all = data::encode_bytes(*text);
   const size_t split = all.size() / 10 * 9;
   auto train_tokens =
       std::make_shared<const std::vector<uint16_t>>(all.begin(), all.begin() + split);
@@ -48,20 +48,20 @@ TEST(TrainingRunTest, LossFallsWellBelowUnigramEntropy) {
   config.n_head = 4;
   config.n_embd = 64;
   config.n_ctx = 64;
-  config.vocab_size = kByteVocabSize;
+  config.vocab_size = data::kByteVocabSize;
   const int64_t batch = 8, steps = 500;
   auto created = model::GptModel::create(config, model::full_shard(config), 2024);
   ASSERT_TRUE(created.ok());
   model::GptModel& m = *created;
   AdamWOptimizer opt(
       m.params(), {.lr = 0.0f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f});
-  auto train = Batcher::create(train_tokens, batch, config.n_ctx, 1).value();
-  auto val = Batcher::create(val_tokens, 16, config.n_ctx, 2).value();
+  auto train = data::Batcher::create(train_tokens, batch, config.n_ctx, 1).value();
+  auto val = data::Batcher::create(val_tokens, 16, config.n_ctx, 2).value();
 
   auto val_loss = [&]() {
     double total = 0.0;
     for (int64_t s = 0; s < 4; ++s) {
-      const Batch b = val.get(s).value();
+      const data::Batch b = val.get(s).value();
       total += m.loss(b.tokens, b.targets, b.samples, b.seq_len).value();
     }
     return total / 4.0;
@@ -69,7 +69,7 @@ TEST(TrainingRunTest, LossFallsWellBelowUnigramEntropy) {
   const double initial = val_loss();
   const auto start = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < steps; ++step) {
-    const Batch b = train.get(step).value();
+    const data::Batch b = train.get(step).value();
     m.zero_grad();
     ASSERT_TRUE(m.forward_backward(b.tokens, b.targets, b.samples, b.seq_len).ok());
     const double norm = m.grad_norm().value();
