@@ -1,7 +1,8 @@
 // The agreement of a re-formation, run against the store: a member enters the epoch that
 // next_target names, announces itself, and either decides (it drew the epoch's first ticket)
-// or waits for the decider's list. The rules are member_list.h's; this file adds only I/O and
-// time: the store's keys, the polling, and the bounds.
+// or waits for the decider's list. The rules are member_list.h's, the sequence of operations and
+// the bounds are the machine's (elastic/agreement_machine.h); this file names the store's keys
+// and drives the machine with a real store and the wall clock (elastic/store_driver.h).
 //
 // Keys and streams (under the job's group "train/a<attempt>"):
 //   <group>/e<T>/alive       the announcements, an event stream ("<id> <announcement>")
@@ -43,8 +44,10 @@
 
 #include "comm/store.h"
 #include "core/status.h"
+#include "elastic/agreement_machine.h"
 #include "elastic/member_list.h"
 #include "elastic/progress.h"
+#include "elastic/store_driver.h"
 
 namespace ntp::elastic {
 
@@ -97,8 +100,7 @@ bool still_since_recorded(const std::optional<std::string>& silent,
 
 class Agreement {
  public:
-  explicit Agreement(AgreementConfig config) : c_(std::move(config)) {}
-  ~Agreement();
+  explicit Agreement(AgreementConfig config);
   Agreement(const Agreement&) = delete;
   Agreement& operator=(const Agreement&) = delete;
 
@@ -121,34 +123,10 @@ class Agreement {
   void report_failure(int epoch);
 
  private:
-  EpochView view(int epoch);
-  // The decided list, or nullopt when the epoch was given up (its failure notice appeared).
-  Result<std::optional<MemberList>> decide_epoch(int epoch, const MemberList& last,
-                                                 const std::vector<int>& joiners,
-                                                 const std::function<std::string()>& encode_layout,
-                                                 const std::vector<int>& dropping);
-  // `drew_ticket`: this member drew a ticket after the decider's, so a decider that never names
-  // itself (it died between its draw and writing its id) is given up after --hang-detect-ms.
-  Result<std::optional<MemberList>> await_list(int epoch, const MemberList& last, bool drew_ticket);
-  // One look at the expected candidates that have not announced: `gone` becomes those the
-  // launcher reported gone, recorded silent, or seen still; true when the epoch failed.
-  Result<bool> look_at_absent(int epoch, const MemberList& last, const std::vector<int>& expected,
-                              const std::map<int, Announcement>& announced, Stillness& stillness,
-                              std::set<int>& gone);
-  bool complete(const MemberList& list);
-  // Collects the epochs from <group>/collected up to `below` (see "Collection" above), then moves
-  // that key to `below`: six operations on redis, whatever the count of epochs and members (best
-  // effort: what a failed one leaves, the next collection, starting where the key says, redoes).
-  void collect_below(int below);
-  // The list published for `epoch`; nullopt when it was collected (a tombstone).
-  Result<std::optional<MemberList>> read_list(int epoch);
-  void tick(std::int64_t step);
-  comm::StreamReader& reader();
-  // Whether `id`'s exit notice names the incarnation it must have in `last`.
-  bool reported_gone(int id, const MemberList& last, const std::optional<std::string>& notice);
-
-  AgreementConfig c_;
-  std::unique_ptr<comm::StreamReader> reader_;  // opened at the first agreement, then kept
+  std::shared_ptr<comm::Store> store_;  // kept alive for the driver
+  StoreDriver driver_;  // its stream reader is opened at the first agreement, then kept
+  IoSlot io_;
+  AgreementMachine machine_;
 };
 
 }  // namespace ntp::elastic

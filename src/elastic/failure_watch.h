@@ -11,7 +11,8 @@
 //     still for its phase's allowance: a SIGSTOPped or dead process, or a live process whose
 //     training thread is stuck. The watcher records the still value under "<group>/silent/<id>"
 //     (still_silent) and posts the failure notice.
-// Two threads, so that the store load per worker does not grow with the job:
+// The rounds of its two loops are machines (elastic/watch_machine.h) that this class drives on
+// two threads, so that the store load per worker does not grow with the job:
 //   - the notice thread blocks on the store's event streams (comm/stream.h: the launcher's
 //     "launch/events" and the job's "<group>/events"), so one notice reaches every watch in one
 //     round trip; it reads nothing else, and re-issues its read every `kNoticeBlock` (2 s) when
@@ -48,17 +49,10 @@
 
 #include "comm/store.h"
 #include "elastic/progress.h"
+#include "elastic/store_driver.h"
+#include "elastic/watch_machine.h"
 
 namespace ntp::elastic {
-
-struct WatchedEpoch {
-  std::string group;  // the job's store namespace ("train/a<attempt>")
-  int epoch = 0;
-  int me = 0;                             // this worker's id (its global rank)
-  std::vector<int> members;               // ids, increasing
-  std::vector<std::string> incarnations;  // [id]: as the launcher names it (a snapshot)
-  std::function<void(const std::string& reason)> abort;
-};
 
 class FailureWatch {
  public:
@@ -82,18 +76,9 @@ class FailureWatch {
   bool wait_armed(std::unique_lock<std::mutex>& lock, WatchedEpoch& e, std::uint64_t& generation);
   // Calls the abort of `generation`'s epoch with `reason`, unless it fired already or is gone.
   void fire(std::uint64_t generation, const std::string& reason);
-  // The notices remembered so far against `e`: the reason to abort, or empty.
-  std::string known_notice(const WatchedEpoch& e) const;
-  void remember(const comm::StreamEvent& event);
-  // One look at the neighbours and at this worker's own record: a neighbour that stood still
-  // (then recorded silent and its epoch failed by the caller), or nullopt.
-  std::optional<int> look_at_neighbours(const WatchedEpoch& e, bool* fenced);
 
   std::shared_ptr<comm::Store> store_;
-  std::unique_ptr<comm::StreamReader> reader_;
   std::chrono::milliseconds poll_;
-  std::chrono::milliseconds hang_detect_;  // <= 0: no progress checks (tests of the notices)
-  const Progress* own_progress_;
   std::function<void()> on_fenced_;
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -102,14 +87,14 @@ class FailureWatch {
   bool fired_ = false;
   std::uint64_t generation_ = 0;  // raised by every arm/disarm: a look at an old epoch is void
   WatchedEpoch current_;
-  // The notice thread's only: its place in the streams, and what it read there.
-  std::vector<comm::StreamCursor> cursors_;      // the launcher's events, then the group's
-  std::map<int, std::set<std::string>> exited_;  // rank -> incarnations reported gone
-  std::set<int> failed_epochs_;
+  // The notice thread's only (but its reader's wake()), then the liveness thread's only.
+  IoSlot notice_io_;
+  StoreDriver notice_driver_;
+  NoticeMachine notices_machine_;
   std::atomic<std::int64_t> join_notices_{0};
-  // The liveness thread's only.
-  std::uint64_t looked_generation_ = 0;
-  Stillness stillness_;
+  IoSlot liveness_io_;
+  StoreDriver liveness_driver_;
+  LivenessMachine liveness_machine_;
   std::thread notices_, liveness_;  // last: start once everything above is built
 };
 

@@ -1,0 +1,428 @@
+#include "elastic/sim/control_plane_sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "comm/exit_notice.h"
+#include "comm/gloo_communicator.h"
+#include "comm/survivors.h"
+#include "core/check.h"
+#include "core/rng.h"
+#include "elastic/agreement.h"
+#include "elastic/agreement_machine.h"
+#include "elastic/watch_machine.h"
+
+namespace ntp::elastic::sim {
+namespace {
+
+constexpr const char* kGroup = "train/a0";
+// comm/pair_mesh.h's polls of its peers' addresses, and the trainer's full-mesh bound.
+constexpr Duration kFirstPoll = std::chrono::milliseconds(1);
+constexpr Duration kMaxPoll = std::chrono::milliseconds(100);
+constexpr int kFullMeshMaxSize = 32;
+
+double seconds(Duration d) { return 1e-9 * static_cast<double>(d.count()); }
+
+// What every member shares: the agenda, the store, the configuration.
+struct World {
+  const SimConfig& config;
+  EventLoop loop;
+  SimStore store;
+  std::vector<std::string> incarnations;  // every slot's first process
+  World(const SimConfig& c) : config(c), store(loop, c.store) {}
+};
+
+// One member: what an `ntp train` worker runs of the control plane (bench/elastic/bench_member.h
+// runs the same against redis), each machine on an IoSlot of its own, its I/O through the world's
+// store. A dead or hung member ignores every reply still on its way.
+class Member {
+ public:
+  Member(World& w, int id)
+      : w_(w),
+        id_(id),
+        agreement_(params(w.config, id, &progress_), agree_io_),
+        notices_(notice_io_),
+        liveness_(live_io_, liveness_period(w.config.hang_detect), w.config.hang_detect,
+                  &progress_) {
+    progress_.mark(Phase::kStep, 0);
+    progress_.waiting(true);  // in the step's collective: waiting on its peers, not stuck
+  }
+
+  void start(Duration beat_offset) {
+    w_.loop.after(beat_offset, [this] { beat(); });
+    arm(initial_list(all_ids(), w_.config.gpus));
+  }
+  void stop(bool post_exit);
+  bool running() const { return *running_; }
+
+  std::optional<Time> aborted, agreed, formed;
+  bool fired_early = false, fenced = false;
+  std::optional<MemberList> agreed_list;
+  std::string error;
+  Time fault_at = Time::max();
+
+ private:
+  static AgreementParams params(const SimConfig& c, int id, Progress* progress) {
+    AgreementParams p;
+    p.group = kGroup;
+    p.me = id;
+    p.progress = progress;
+    p.hang_detect = c.hang_detect;
+    p.window = 10 * c.hang_detect;  // as train/live_run.cpp sets it
+    p.incarnation = [](int who, const MemberList& list) {
+      return comm::incarnation(0, list.restarts[static_cast<size_t>(who)]);
+    };
+    return p;
+  }
+  std::vector<int> all_ids() const {
+    std::vector<int> ids(static_cast<size_t>(w_.config.gpus));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
+    return ids;
+  }
+
+  // Runs `task` on `io` through the world's store; `done` gets its result (never once stopped).
+  template <typename T, typename Done>
+  void drive(IoSlot& io, Task<T> task, Done done) {
+    auto t = std::make_shared<Task<T>>(std::move(task));
+    io.set_now(w_.loop.now());
+    t->start();
+    pump(io, std::move(t), std::move(done));
+  }
+  template <typename T, typename Done>
+  void pump(IoSlot& io, std::shared_ptr<Task<T>> t, Done done) {
+    if (!io.has_pending()) {
+      done(std::move(t->result()));
+      return;
+    }
+    const void* reader = &io;
+    w_.store.submit(
+        io.take_pending(),
+        [this, &io, t, done, running = running_](io::Reply reply) mutable {
+          if (!*running) return;
+          io.resume(std::move(reply));
+          pump(io, std::move(t), std::move(done));
+        },
+        reader);
+  }
+
+  void beat() {
+    if (!*running_) return;
+    w_.store.submit(io::set(comm::Heartbeat::key(kGroup, id_), "s" + std::to_string(id_) + "." +
+                                                                   std::to_string(beats_++) + "|" +
+                                                                   progress_.token()),
+                    nullptr);
+    w_.loop.after(liveness_period(w_.config.hang_detect), [this] { beat(); });
+  }
+
+  void arm(const MemberList& list) {
+    armed_ = WatchedEpoch{kGroup, list.epoch, id_, list.members, w_.incarnations, nullptr};
+    is_armed_ = true;
+    fired_ = false;
+    ++generation_;
+    w_.store.wake(&notice_io_);  // a read blocked for the last epoch looks at this one now
+    if (!notice_running_) notice_round();
+    if (!liveness_running_) liveness_round();
+  }
+  void disarm() {
+    is_armed_ = false;
+    ++generation_;
+  }
+  void fire(std::uint64_t generation, const std::string& reason);
+
+  void notice_round() {
+    if (!*running_ || !is_armed_) {
+      notice_running_ = false;
+      return;
+    }
+    notice_running_ = true;
+    const std::uint64_t generation = generation_;
+    const bool new_epoch = generation != notice_looked_;
+    notice_looked_ = generation;
+    drive(notice_io_, notices_.round(armed_, new_epoch, liveness_period(w_.config.hang_detect)),
+          [this, generation](std::string reason) {
+            fire(generation, reason);
+            notice_round();
+          });
+  }
+
+  void liveness_round() {
+    if (!*running_ || !is_armed_) {
+      liveness_running_ = false;
+      return;
+    }
+    liveness_running_ = true;
+    const std::uint64_t generation = generation_;
+    const bool new_epoch = generation != liveness_looked_;
+    liveness_looked_ = generation;
+    const WatchedEpoch e = armed_;
+    drive(live_io_, liveness_.round(armed_, new_epoch),
+          [this, generation, e](LivenessMachine::Look look) {
+            if (look.fenced) fenced = true;
+            auto next = [this] {
+              w_.loop.after(liveness_period(w_.config.hang_detect), [this] { liveness_round(); });
+            };
+            if (!look.still) return next();
+            fire(generation, "rank " + std::to_string(*look.still) + " made no progress");
+            drive(live_io_, post_failure(live_io_, kGroup, e.epoch), [next](Status) { next(); });
+          });
+  }
+
+  // The training thread after its step failed: as LiveRun's re-formation does.
+  void reform();
+  void form(const MemberList& list);
+  void poll_addresses(std::shared_ptr<std::vector<std::string>> missing, Duration pause,
+                      MemberList list, int links);
+
+  World& w_;
+  int id_;
+  Progress progress_;
+  IoSlot agree_io_, notice_io_, live_io_, form_io_;
+  AgreementMachine agreement_;
+  NoticeMachine notices_;
+  LivenessMachine liveness_;
+  std::shared_ptr<bool> running_ = std::make_shared<bool>(true);
+  std::int64_t beats_ = 0;
+  WatchedEpoch armed_;
+  bool is_armed_ = false, fired_ = false, notice_running_ = false, liveness_running_ = false;
+  std::uint64_t generation_ = 0, notice_looked_ = 0, liveness_looked_ = 0;
+  MemberList last_;
+};
+
+void Member::stop(bool post_exit) {
+  *running_ = false;
+  if (!post_exit) return;
+  // The launcher reaps the process and posts its exit notice (comm/exit_notice.h).
+  const std::string who = w_.incarnations[static_cast<size_t>(id_)];
+  w_.store.submit(io::set(comm::exit_notice_key(id_), who), nullptr);
+  w_.store.submit(io::Append{comm::kLaunchEvents, "exit " + std::to_string(id_) + " " + who},
+                  nullptr);
+}
+
+void Member::fire(std::uint64_t generation, const std::string& reason) {
+  if (reason.empty() || generation != generation_ || !is_armed_ || fired_) return;
+  fired_ = true;
+  if (w_.loop.now() < fault_at) {
+    fired_early = true;
+    error = "fired at " + std::to_string(seconds(w_.loop.now() - Time{})) + " s: " + reason;
+  }
+  if (!aborted) {
+    aborted = w_.loop.now();
+    last_ = initial_list(all_ids(), w_.config.gpus);
+    w_.loop.after(Duration(0), [this] { reform(); });
+  }
+}
+
+void Member::reform() {
+  if (!*running_) return;
+  progress_.waiting(false);
+  drive(agree_io_, agreement_.report_failure(0), [this](Status) {
+    disarm();
+    progress_.mark(Phase::kReform, 0);
+    drive(agree_io_,
+          agreement_.agree(last_, Announcement{0, 0}, false, {},
+                           [] { return std::string("sim layout"); }, {}),
+          [this](Result<MemberList> list) {
+            if (!list.ok()) {
+              error = list.status().to_string();
+              return;
+            }
+            agreed = w_.loop.now();
+            agreed_list = *list;
+            arm(*list);
+            if (w_.config.form) {
+              form(*list);
+            } else {
+              formed = agreed;
+            }
+          });
+  });
+}
+
+// comm/pair_mesh.h's formation, modeled: the member publishes one address per link in one
+// batch, reads its peers' with polls from 1 ms doubling to 100 ms, erases what it read, then
+// sets its links up and passes a barrier in each of its four groups (world, TP, sync, DP).
+void Member::form(const MemberList& list) {
+  const std::vector<int>& m = list.members;
+  const int me = static_cast<int>(std::find(m.begin(), m.end(), id_) - m.begin());
+  const int size = static_cast<int>(m.size());
+  std::set<int> peers;  // mesh ranks
+  for (int r : comm::formation_links({}, me, size, kFullMeshMaxSize)) peers.insert(r);
+  const int tp = w_.config.tp;
+  std::vector<int> replica, dp;
+  for (int r = 0; r < size; ++r) {
+    if (m[static_cast<size_t>(r)] / tp == id_ / tp) replica.push_back(r);
+    if (m[static_cast<size_t>(r)] % tp == id_ % tp) dp.push_back(r);
+  }
+  for (const std::vector<int>* group : {&replica, &dp}) {
+    const int index =
+        static_cast<int>(std::find(group->begin(), group->end(), me) - group->begin());
+    const int group_size = static_cast<int>(group->size());
+    for (int i : comm::formation_links(*group, index, group_size, kFullMeshMaxSize)) {
+      peers.insert(i);
+    }
+  }
+  peers.erase(me);
+  const std::string prefix = std::string(kGroup) + "/e" + std::to_string(list.epoch) + "/p/";
+  io::SetMany publish;
+  auto missing = std::make_shared<std::vector<std::string>>();
+  for (int peer : peers) {
+    publish.entries.emplace_back(prefix + std::to_string(me) + "/" + std::to_string(peer), "addr");
+    missing->push_back(prefix + std::to_string(peer) + "/" + std::to_string(me));
+  }
+  const int links = static_cast<int>(peers.size());
+  w_.store.submit(
+      std::move(publish),
+      [this, missing, list, links, running = running_](io::Reply) {
+        if (*running) poll_addresses(missing, kFirstPoll, list, links);
+      },
+      nullptr);
+}
+
+void Member::poll_addresses(std::shared_ptr<std::vector<std::string>> missing, Duration pause,
+                            MemberList list, int links) {
+  if (missing->empty()) {
+    const Duration setup = links * w_.config.connect_per_link;
+    const double hops = std::ceil(std::log2(std::max(2, static_cast<int>(list.members.size()))));
+    const Duration barriers = 4 * static_cast<std::int64_t>(2 * hops) * w_.config.link_round_trip;
+    w_.loop.after(setup + barriers, [this, list] {
+      drive(agree_io_, agreement_.mark_done(list), [this](Status s) {
+        if (!s.ok()) error = s.to_string();
+        formed = w_.loop.now();
+      });
+    });
+    return;
+  }
+  w_.store.submit(
+      io::GetMany{*missing},
+      [this, missing, pause, list, links, running = running_](io::Reply r) {
+        if (!*running) return;
+        std::vector<std::string> still, read;
+        for (size_t k = 0; k < missing->size(); ++k) {
+          if (r.status.ok() && r.values[k]) {
+            read.push_back((*missing)[k]);
+          } else {
+            still.push_back((*missing)[k]);
+          }
+        }
+        if (!read.empty()) w_.store.submit(io::Erase{std::move(read)}, nullptr);
+        *missing = std::move(still);
+        const Duration wait = missing->empty() ? Duration(0) : pause;
+        w_.loop.after(wait, [this, missing, pause, list, links] {
+          poll_addresses(missing, std::min<Duration>(2 * pause, kMaxPoll), list, links);
+        });
+      },
+      nullptr);
+}
+
+// The invariants of one run; "ok" or the first violation.
+std::string check(const std::vector<std::unique_ptr<Member>>& members, int victim,
+                  const SimStore& store, const std::map<std::string, int>& list_writes) {
+  std::optional<MemberList> first;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (static_cast<int>(i) == victim) continue;
+    const Member& m = *members[i];
+    const std::string who = "member " + std::to_string(i);
+    if (m.fired_early) return who + "'s watch fired before the fault (" + m.error + ")";
+    if (m.fenced) return who + " was fenced while healthy";
+    if (!m.error.empty()) return who + " failed: " + m.error;
+    if (!m.agreed_list) return who + " agreed on no list";
+    if (!m.formed) return who + " did not form its groups";
+    if (!first) first = *m.agreed_list;
+    if (m.agreed_list->epoch != first->epoch || m.agreed_list->members != first->members) {
+      return who + " agreed on another list than member " + std::to_string(first->members[0]);
+    }
+  }
+  if (!first) return "no survivor";
+  if (first->has(victim)) return "the victim is in the agreed list";
+  if (first->members.size() + 1 != members.size()) return "a survivor is missing from the list";
+  const std::string* published = store.value(epoch_key(kGroup, first->epoch, "list"));
+  if (published == nullptr || *published != encode(*first)) {
+    return "the store's list of epoch " + std::to_string(first->epoch) + " is not the agreed one";
+  }
+  for (const auto& [key, writes] : list_writes) {
+    if (writes > 1) return key + " was published " + std::to_string(writes) + " times";
+  }
+  return "ok";
+}
+
+}  // namespace
+
+SimResult simulate(const SimConfig& c) {
+  NTP_CHECK_MSG(c.steady >= std::chrono::milliseconds(2500), "steady: at least 2.5 s");
+  NTP_CHECK_MSG(c.gpus >= 2, "gpus: at least 2");
+  World w(c);
+  std::map<std::string, int> list_writes;  // member lists published, per key (not tombstones)
+  w.store.observe_writes([&list_writes](const std::string& key, const std::string& value) {
+    if (key.size() > 5 && key.compare(key.size() - 5, 5, "/list") == 0 &&
+        !decode_tombstone(value)) {
+      ++list_writes[key];
+    }
+  });
+  w.incarnations.assign(static_cast<size_t>(c.gpus), comm::incarnation(0, 0));
+  Rng rng(c.seed);
+  std::vector<std::unique_ptr<Member>> members;
+  members.reserve(static_cast<size_t>(c.gpus));
+  for (int id = 0; id < c.gpus; ++id) members.push_back(std::make_unique<Member>(w, id));
+  const Duration period = liveness_period(c.hang_detect);
+  for (auto& m : members) {
+    m->start(
+        Duration(static_cast<std::int64_t>(rng.uniform() * static_cast<double>(period.count()))));
+  }
+  SimResult out;
+  const Time fault_at = Time(c.steady);
+  // The steady load: store ops in the last kNoticeBlock (2 s) before the fault, a whole period of
+  // every loop (a shorter window would count each member's blocking read once or not at all).
+  const Time steady_from = fault_at - kNoticeBlock;
+  const double steady_s = seconds(kNoticeBlock);
+  out.events += w.loop.run_until(steady_from, [] { return false; });
+  const std::int64_t ops_before = w.store.counts().ops;
+  const std::map<std::string, std::int64_t> kinds_before = w.store.counts().by_kind;
+  const int victim = c.gpus / 2;  // as control_plane_bench: a member in the middle of the ring
+  out.victim = victim;
+  for (auto& m : members) m->fault_at = fault_at;
+  std::int64_t ops_at_fault = 0;
+  w.loop.at(fault_at, [&] {
+    out.steady_store_ops_per_s = static_cast<double>(w.store.counts().ops - ops_before) / steady_s;
+    for (const auto& [kind, count] : w.store.counts().by_kind) {
+      const auto it = kinds_before.find(kind);
+      out.steady_ops_by_kind[kind] = count - (it == kinds_before.end() ? 0 : it->second);  // in 2 s
+    }
+    ops_at_fault = w.store.counts().ops;
+    members[static_cast<size_t>(victim)]->stop(c.fault == Fault::kKill);
+  });
+  auto all = [&](std::optional<Time> Member::*moment) -> std::optional<Time> {
+    Time last{};
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (static_cast<int>(i) == victim) continue;
+      const std::optional<Time>& t = (*members[i]).*moment;
+      if (!t) return std::nullopt;
+      last = std::max(last, *t);
+    }
+    return last;
+  };
+  out.events +=
+      w.loop.run_until(fault_at + c.limit, [&] { return all(&Member::formed).has_value(); });
+  out.recovery_store_ops = w.store.counts().ops - ops_at_fault;
+  out.peak_store_queue = w.store.counts().peak_queue;
+  const std::optional<Time> aborted = all(&Member::aborted), agreed = all(&Member::agreed),
+                            formed = all(&Member::formed);
+  if (aborted) out.abort_all_s = seconds(*aborted - fault_at);
+  if (aborted && agreed) out.agree_s = seconds(*agreed - *aborted);
+  if (agreed && formed) out.form_s = seconds(*formed - *agreed);
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (static_cast<int>(i) != victim && members[i]->agreed_list) {
+      out.agreed_epoch = members[i]->agreed_list->epoch;
+      break;
+    }
+  }
+  out.invariants = check(members, victim, w.store, list_writes);
+  return out;
+}
+
+}  // namespace ntp::elastic::sim

@@ -1,0 +1,61 @@
+// control_plane_sim: a deterministic discrete-event simulation of a job's control plane, in
+// virtual time, single-threaded, reproducible by seed. Each of N members runs the protocol's own
+// machines (elastic/watch_machine.h: the failure watch's notice and liveness rounds;
+// elastic/agreement_machine.h: the agreement and the collection) against a modeled store
+// (elastic/sim/sim_store.h), as bench/elastic/control_plane_bench runs them against a real
+// redis-server: every member beats, its watch reads the event streams and looks at its two ring
+// neighbours, one member dies (or hangs) and every survivor aborts, agrees on the next epoch's
+// list, forms its new groups and marks the epoch done.
+//
+// What is modeled rather than run: the group formation (comm/pair_mesh.h's address exchange as
+// store ops: one batch of its links' addresses, polls of its peers' doubling from 1 ms to 100 ms,
+// an erase of what it read; then a connect cost per link and a barrier per group over the links'
+// round trip) and the heartbeat's writes (one set every liveness period).
+//
+// Checked on every run: one list per epoch (its key written once), every survivor in the agreed
+// list and no one else, every survivor on the same epoch, no watch fired before the fault, every
+// survivor formed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "elastic/sim/sim_store.h"
+
+namespace ntp::elastic::sim {
+
+enum class Fault { kKill, kHang };
+
+struct SimConfig {
+  int gpus = 64;
+  int tp = 8;  // a replica's size: member id / tp is its replica (its scale-up domain)
+  StoreModel store;
+  Duration link_round_trip = std::chrono::microseconds(50);
+  Duration connect_per_link = std::chrono::microseconds(50);  // a member's CPU per link set up
+  std::chrono::milliseconds hang_detect{1000};
+  std::chrono::milliseconds steady{3000};  // failure-free time before the fault, >= 2.5 s
+  Fault fault = Fault::kKill;
+  bool form = true;
+  std::uint64_t seed = 1;
+  std::chrono::milliseconds limit{120000};  // virtual time after the fault before giving up
+};
+
+struct SimResult {
+  double abort_all_s = -1;  // fault -> every survivor's watch fired
+  double agree_s = -1;      // -> every survivor agreed
+  double form_s = -1;       // -> every survivor formed its groups and marked the epoch done
+  double steady_store_ops_per_s = 0;
+  std::map<std::string, std::int64_t> steady_ops_by_kind;  // in the 2 s before the fault
+  std::int64_t peak_store_queue = 0;
+  std::int64_t recovery_store_ops = 0;  // from the fault to the last member formed
+  int agreed_epoch = -1;
+  int victim = -1;
+  std::int64_t events = 0;  // the simulation's own work
+  std::string invariants;   // "ok", or the first violation
+};
+
+SimResult simulate(const SimConfig& config);
+
+}  // namespace ntp::elastic::sim

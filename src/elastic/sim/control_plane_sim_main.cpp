@@ -1,0 +1,114 @@
+// control_plane_sim: the control plane of a job of N GPUs through one fault, simulated in virtual
+// time with the protocol's own machines (elastic/sim/control_plane_sim.h). One JSON line per N
+// and seed on stdout; progress on stderr.
+//
+//   build/bin/control_plane_sim --gpus 64,256,1024 [--store-ops 100000] [--rtt-us 100]
+//       [--fault kill|hang] [--seeds K] [--seed S] [--tp 8] [--no-form]
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "elastic/sim/control_plane_sim.h"
+
+namespace {
+
+using ntp::elastic::sim::Fault;
+using ntp::elastic::sim::SimConfig;
+using ntp::elastic::sim::SimResult;
+
+nlohmann::ordered_json seconds_or_null(double s) {
+  return s < 0 ? nlohmann::ordered_json(nullptr)
+               : nlohmann::ordered_json(std::round(s * 1e4) / 1e4);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Simulates a job's control plane through one fault, in virtual time: every member runs the\n"
+      "recovery protocol's own machines (failure watch, agreement) against a modeled store\n"
+      "(one server: service rate, round trip, FIFO queue) and modeled links. Prints one JSON line\n"
+      "per GPU count and seed; exits 1 when a run breaks an invariant or does not recover."};
+  std::vector<int> gpus{64, 256, 1024};
+  SimConfig c;
+  double store_ops = c.store.ops_per_s, rtt_us = 100, link_rtt_us = 50, connect_us = 50;
+  double steady_s = 3, limit_s = 120;
+  int hang_detect_ms = 1000, seeds = 1;
+  std::string fault = "kill";
+  bool no_form = false;
+  app.add_option("--gpus", gpus, "GPU (member) counts to simulate, e.g. 64,256,1024")
+      ->delimiter(',')
+      ->check(CLI::Range(2, 1 << 20));
+  app.add_option("--tp", c.tp, "members per replica (the TP and DP groups formed)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--store-ops", store_ops, "the store's service rate, single-key ops per second")
+      ->check(CLI::Range(100.0, 1e9));
+  app.add_option("--rtt-us", rtt_us, "the store's unloaded round trip, microseconds")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--per-extra-key", c.store.per_extra_key,
+                 "cost of each key of a multi-key op past the first, in single-key ops")
+      ->check(CLI::Range(0.0, 10.0));
+  app.add_option("--link-rtt-us", link_rtt_us, "a link's round trip, microseconds")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--connect-us", connect_us, "a member's time to set one link up, microseconds")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--hang-detect-ms", hang_detect_ms, "as ntp train's --hang-detect-ms")
+      ->check(CLI::Range(50, 600000));
+  app.add_option("--steady-s", steady_s, "failure-free seconds before the fault")
+      ->check(CLI::Range(2.5, 3600.0));
+  app.add_option("--limit-s", limit_s, "virtual seconds after the fault before a run fails")
+      ->check(CLI::Range(1.0, 36000.0));
+  app.add_option("--fault", fault, "kill (the launcher posts an exit notice) or hang (SIGSTOP)")
+      ->check(CLI::IsMember({"kill", "hang"}));
+  app.add_option("--seed", c.seed, "the first seed");
+  app.add_option("--seeds", seeds, "seeds per GPU count (S, S+1, ...)")
+      ->check(CLI::Range(1, 100000));
+  app.add_flag("--no-form", no_form, "stop at the agreement (no group formation)");
+  CLI11_PARSE(app, argc, argv);
+
+  c.store.ops_per_s = store_ops;
+  c.store.round_trip = std::chrono::nanoseconds(static_cast<long long>(rtt_us * 1e3));
+  c.link_round_trip = std::chrono::nanoseconds(static_cast<long long>(link_rtt_us * 1e3));
+  c.connect_per_link = std::chrono::nanoseconds(static_cast<long long>(connect_us * 1e3));
+  c.hang_detect = std::chrono::milliseconds(hang_detect_ms);
+  c.steady = std::chrono::milliseconds(static_cast<long long>(steady_s * 1e3));
+  c.limit = std::chrono::milliseconds(static_cast<long long>(limit_s * 1e3));
+  c.fault = fault == "kill" ? Fault::kKill : Fault::kHang;
+  c.form = !no_form;
+  const std::uint64_t first_seed = c.seed;
+  int failures = 0;
+  for (int n : gpus) {
+    for (int k = 0; k < seeds; ++k) {
+      c.gpus = n;
+      c.seed = first_seed + static_cast<std::uint64_t>(k);
+      const auto wall_start = std::chrono::steady_clock::now();
+      const SimResult r = ntp::elastic::sim::simulate(c);
+      const double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+      nlohmann::ordered_json line;
+      line["gpus"] = n;
+      line["domain"] = c.tp;
+      line["seed"] = c.seed;
+      line["fault"] = fault;
+      line["abort_all_s"] = seconds_or_null(r.abort_all_s);
+      line["agree_s"] = seconds_or_null(r.agree_s);
+      line["form_s"] = seconds_or_null(r.form_s);
+      line["steady_store_ops_per_s"] = std::round(r.steady_store_ops_per_s);
+      line["steady_store_ops_per_s_per_gpu"] = std::round(100 * r.steady_store_ops_per_s / n) / 100;
+      line["steady_ops_by_kind"] = r.steady_ops_by_kind;
+      line["peak_store_queue"] = r.peak_store_queue;
+      line["recovery_store_ops"] = r.recovery_store_ops;
+      line["agreed_epoch"] = r.agreed_epoch;
+      line["invariants"] = r.invariants;
+      line["events"] = r.events;
+      line["wall_s"] = std::round(wall * 100) / 100;
+      std::printf("%s\n", line.dump().c_str());
+      std::fflush(stdout);
+      if (r.invariants != "ok") ++failures;
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,133 @@
+// The simulator's modeled store in exact virtual time, and the simulated control plane: every
+// seeded fault schedule keeps the invariants, a run is a function of its seed, and the figures
+// it reports are the ones the protocol's own rules give.
+#include "elastic/sim/control_plane_sim.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "elastic/sim/sim_store.h"
+
+namespace ntp::elastic::sim {
+namespace {
+
+using std::chrono::milliseconds;
+
+double at_s(Time t) { return 1e-9 * static_cast<double>(t.time_since_epoch().count()); }
+
+TEST(SimStoreTest, OpsSentTogetherAreServedOneAfterAnotherAtTheServiceRate) {
+  EventLoop loop;
+  StoreModel model;
+  model.ops_per_s = 1000;              // 1 ms of service an op
+  model.round_trip = milliseconds(2);  // 1 ms each way
+  SimStore store(loop, model);
+  std::vector<double> replies;
+  for (int k = 0; k < 5; ++k) {
+    store.submit(io::set("k" + std::to_string(k), "v"),
+                 [&](io::Reply r) { replies.push_back(at_s(r.now)); });
+  }
+  loop.run_until(Time::max(), [] { return false; });
+  // Op k: arrives at 1 ms, waits for the k before it, takes 1 ms, 1 ms back: (k + 3) ms.
+  ASSERT_EQ(replies.size(), 5u);
+  for (int k = 0; k < 5; ++k) EXPECT_NEAR(replies[static_cast<size_t>(k)], 1e-3 * (k + 3), 1e-12);
+  EXPECT_EQ(store.counts().peak_queue, 5);
+  EXPECT_EQ(store.counts().ops, 5);
+}
+
+TEST(SimStoreTest, ABlockedReadAnswersAtTheAppendOrAtItsBlockOrAtAWake) {
+  EventLoop loop;
+  StoreModel model;
+  model.ops_per_s = 1e6;  // 1 us an op
+  model.round_trip = milliseconds(2);
+  SimStore store(loop, model);
+  double woken_by_event = -1, timed_out = -1, woken = -1;
+  std::size_t events = 99;
+  int reader_a = 0, reader_b = 0, reader_c = 0;
+  store.submit(
+      io::ReadStreams{{{"s", ""}}, milliseconds(100)},
+      [&](io::Reply r) {
+        woken_by_event = at_s(r.now);
+        events = r.events.size();
+      },
+      &reader_a);
+  store.submit(
+      io::ReadStreams{{{"quiet", ""}}, milliseconds(100)},
+      [&](io::Reply r) { timed_out = at_s(r.now); }, &reader_b);
+  store.submit(
+      io::ReadStreams{{{"quiet", ""}}, milliseconds(100)},
+      [&](io::Reply r) { woken = at_s(r.now); }, &reader_c);
+  loop.at(Time(milliseconds(30)), [&] { store.submit(io::Append{"s", "e"}, nullptr); });
+  loop.at(Time(milliseconds(50)), [&] { store.wake(&reader_c); });
+  loop.run_until(Time::max(), [] { return false; });
+  // The append reaches the server at 31 ms (+ 1 us of service); the reply 1 ms later.
+  EXPECT_NEAR(woken_by_event, 0.032001, 1e-9);
+  EXPECT_EQ(events, 1u);
+  // Blocked from its service at 1.002 ms for 100 ms, then 1 ms back.
+  EXPECT_NEAR(timed_out, 0.102002, 1e-9);
+  EXPECT_NEAR(woken, 0.051, 1e-9);
+}
+
+SimConfig small(int gpus, Fault fault, std::uint64_t seed) {
+  SimConfig c;
+  c.gpus = gpus;
+  c.tp = 4;
+  c.fault = fault;
+  c.seed = seed;
+  return c;
+}
+
+TEST(ControlPlaneSimTest, EverySeededKillAndHangKeepsTheInvariantsInOneEpoch) {
+  // 100 schedules of each fault at 16 members (the beats' phases are the seed's): one list per
+  // epoch, every survivor in it and on it, no false verdict before the fault, every survivor
+  // formed; one fault is agreed in exactly one epoch (none given up).
+  for (Fault fault : {Fault::kKill, Fault::kHang}) {
+    for (std::uint64_t seed = 1; seed <= 100; ++seed) {
+      const SimResult r = simulate(small(16, fault, seed));
+      ASSERT_EQ(r.invariants, "ok") << "seed " << seed;
+      ASSERT_EQ(r.agreed_epoch, 1) << "seed " << seed;
+    }
+  }
+}
+
+TEST(ControlPlaneSimTest, ARunIsAFunctionOfItsSeed) {
+  const SimResult a = simulate(small(64, Fault::kHang, 7)),
+                  b = simulate(small(64, Fault::kHang, 7));
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.abort_all_s, b.abort_all_s);
+  EXPECT_EQ(a.agree_s, b.agree_s);
+  EXPECT_EQ(a.form_s, b.form_s);
+  EXPECT_EQ(a.recovery_store_ops, b.recovery_store_ops);
+  EXPECT_EQ(a.peak_store_queue, b.peak_store_queue);
+  const SimResult c = simulate(small(64, Fault::kHang, 8));
+  EXPECT_NE(a.events, c.events);  // another seed, other phases
+  EXPECT_EQ(c.invariants, "ok");
+}
+
+TEST(ControlPlaneSimTest, AHangIsSeenWithinTheWatchsBoundAndAKillAtTheNotice) {
+  // elastic/progress.h: a stopped beat is a hang after --hang-detect-ms, seen within
+  // hang_detect + 2 liveness periods (1 s + 2 x 250 ms here); never before hang_detect.
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    const SimResult hang = simulate(small(32, Fault::kHang, seed));
+    EXPECT_GE(hang.abort_all_s, 1.0) << "seed " << seed;
+    EXPECT_LE(hang.abort_all_s, 1.5) << "seed " << seed;
+    // A kill is the launcher's exit notice: two store ops and the blocked reads' wake, a few
+    // round trips of 0.1 ms with the store idle, far below one liveness period.
+    const SimResult kill = simulate(small(32, Fault::kKill, seed));
+    EXPECT_LT(kill.abort_all_s, 0.001) << "seed " << seed;
+  }
+}
+
+TEST(ControlPlaneSimTest, TheSteadyLoadIsTheWatchsAndTheBeatsExactly) {
+  // Per member and per 2 s: 8 heartbeat sets and 8 neighbour looks (every 250 ms) and one
+  // blocking read of the event streams (2 s): 8.5 ops/s, what control_plane_bench measures on
+  // redis (docs/perf.md).
+  const SimResult r = simulate(small(64, Fault::kKill, 3));
+  EXPECT_EQ(r.steady_ops_by_kind.at("set_many"), 64 * 8);
+  EXPECT_EQ(r.steady_ops_by_kind.at("get_many"), 64 * 8);
+  EXPECT_EQ(r.steady_ops_by_kind.at("read"), 64);
+  EXPECT_DOUBLE_EQ(r.steady_store_ops_per_s, 64 * 8.5);
+}
+
+}  // namespace
+}  // namespace ntp::elastic::sim
