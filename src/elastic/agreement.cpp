@@ -71,12 +71,9 @@ bool still_silent(comm::Store& store, const std::string& group, int id) {
 }
 
 Agreement::Agreement(AgreementConfig config)
-    : store_(config.store),
+    : store_(std::move(config.store)),
       driver_(*store_),
-      machine_(AgreementParams{std::move(config.group), config.me, config.progress,
-                               config.hang_detect, config.window, config.domain_size, config.min_tp,
-                               std::move(config.incarnation), std::move(config.on_phase)},
-               io_) {}
+      machine_(std::move(static_cast<AgreementParams&>(config)), io_) {}
 
 Result<MemberList> Agreement::agree(MemberList& last, const Announcement& mine, bool joiner,
                                     const std::vector<int>& joiners,

@@ -51,24 +51,9 @@
 
 namespace ntp::elastic {
 
-struct AgreementConfig {
+// The machine's parameters (elastic/agreement_machine.h) and the store it runs against.
+struct AgreementConfig : AgreementParams {
   std::shared_ptr<comm::Store> store;
-  std::string group;  // the job's namespace
-  int me = 0;         // this member's id (its global rank)
-  Progress* progress = nullptr;
-  std::chrono::milliseconds hang_detect{1000};
-  std::chrono::milliseconds window{10000};
-  // The decider parks the candidates of a domain below min_tp (DecisionInput); 0: never.
-  int domain_size = 0;
-  int min_tp = 1;
-  // The incarnation of `id` whose exit notice (comm/exit_notice.h) means it is gone (from the
-  // restarts of `list`); empty: exit notices are not looked at.
-  std::function<std::string(int id, const MemberList& list)> incarnation;
-  // Null, or called by this member on its own thread as the decider of `epoch` at `phase`:
-  // "decider_publish", after it decided the epoch's list and before it publishes it. A test's
-  // fault point (train/fault_point.h): it may not return (SIGKILL), or return much later (SIGSTOP
-  // then SIGCONT), and the agreement then goes on as if nothing happened.
-  std::function<void(const char* phase, int epoch)> on_phase;
 };
 
 std::string fail_key(const std::string& group, int epoch);

@@ -35,9 +35,10 @@ struct AgreementParams {
   // The incarnation of `id` whose exit notice (comm/exit_notice.h) means it is gone (from the
   // restarts of `list`); empty: exit notices are not looked at.
   std::function<std::string(int id, const MemberList& list)> incarnation;
-  // Null, or called as the decider of `epoch` at `phase` ("decider_publish": after it decided the
-  // epoch's list and before it publishes it). A fault point: the runtime's may not return
-  // (SIGKILL) or return much later (SIGSTOP); the simulator's may stop the member there.
+  // Null, or called by this member as the decider of `epoch` at `phase` ("decider_publish": after
+  // it decided the epoch's list and before it publishes it). A fault point (train/fault_point.h):
+  // the runtime's may not return (SIGKILL), or return much later (SIGSTOP then SIGCONT), and the
+  // agreement then goes on as if nothing happened.
   std::function<void(const char* phase, int epoch)> on_phase;
 };
 
