@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "elastic/sim/host_cpu.h"
 #include "elastic/sim/sim_store.h"
 
 namespace ntp::elastic::sim {
@@ -66,6 +67,20 @@ TEST(SimStoreTest, ABlockedReadAnswersAtTheAppendOrAtItsBlockOrAtAWake) {
   // Blocked from its service at 1.002 ms for 100 ms, then 1 ms back.
   EXPECT_NEAR(timed_out, 0.102002, 1e-9);
   EXPECT_NEAR(woken, 0.051, 1e-9);
+}
+
+TEST(HostCpuTest, WorkQueuesOnTheCoreFreeFirstAndRunsAtOnceOnACpuOfItsOwn) {
+  EventLoop loop;
+  HostCpu shared(loop, 2), own(loop, 0);
+  std::vector<double> done_shared, done_own;
+  for (int k = 0; k < 5; ++k) {
+    shared.run(milliseconds(1), [&] { done_shared.push_back(at_s(loop.now())); });
+    own.run(milliseconds(1), [&] { done_own.push_back(at_s(loop.now())); });
+  }
+  loop.run_until(Time::max(), [] { return false; });
+  // Two cores, five pieces of 1 ms sent at once: two end at 1 ms, two at 2 ms, one at 3 ms.
+  EXPECT_EQ(done_shared, (std::vector<double>{1e-3, 1e-3, 2e-3, 2e-3, 3e-3}));
+  EXPECT_EQ(done_own, (std::vector<double>(5, 1e-3)));
 }
 
 SimConfig small(int gpus, Fault fault, std::uint64_t seed) {

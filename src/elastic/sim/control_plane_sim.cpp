@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "elastic/agreement.h"
 #include "elastic/agreement_machine.h"
+#include "elastic/sim/host_cpu.h"
 #include "elastic/watch_machine.h"
 
 namespace ntp::elastic::sim {
@@ -34,8 +35,31 @@ struct World {
   const SimConfig& config;
   EventLoop loop;
   SimStore store;
+  HostCpu host;
   std::vector<std::string> incarnations;  // every slot's first process
-  World(const SimConfig& c) : config(c), store(loop, c.store) {}
+  explicit World(const SimConfig& c) : config(c), store(loop, c.store), host(loop, c.host_cores) {}
+
+  // A member's store op: its CPU to send it, the store, its CPU to take the reply in. A sleep
+  // costs no CPU.
+  void send(io::Op op, std::function<void(io::Reply)> done, const void* reader = nullptr) {
+    if (std::holds_alternative<io::Sleep>(op) || config.cpu_per_op.count() == 0) {
+      store.submit(std::move(op), std::move(done), reader);
+      return;
+    }
+    host.run(config.cpu_per_op,
+             [this, op = std::move(op), done = std::move(done), reader]() mutable {
+               store.submit(
+                   std::move(op),
+                   [this, done = std::move(done)](io::Reply reply) mutable {
+                     host.run(config.cpu_per_op,
+                              [this, done = std::move(done), reply = std::move(reply)]() mutable {
+                                reply.now = loop.now();
+                                if (done) done(std::move(reply));
+                              });
+                   },
+                   reader);
+             });
+  }
 };
 
 // One member: what an `ntp train` worker runs of the control plane (bench/elastic/bench_member.h
@@ -101,7 +125,7 @@ class Member {
       return;
     }
     const void* reader = &io;
-    w_.store.submit(
+    w_.send(
         io.take_pending(),
         [this, &io, t, done, running = running_](io::Reply reply) mutable {
           if (!*running) return;
@@ -113,10 +137,10 @@ class Member {
 
   void beat() {
     if (!*running_) return;
-    w_.store.submit(io::set(comm::Heartbeat::key(kGroup, id_), "s" + std::to_string(id_) + "." +
-                                                                   std::to_string(beats_++) + "|" +
-                                                                   progress_.token()),
-                    nullptr);
+    w_.send(io::set(comm::Heartbeat::key(kGroup, id_), "s" + std::to_string(id_) + "." +
+                                                           std::to_string(beats_++) + "|" +
+                                                           progress_.token()),
+            nullptr);
     w_.loop.after(liveness_period(w_.config.hang_detect), [this] { beat(); });
   }
 
@@ -199,9 +223,8 @@ void Member::stop(bool post_exit) {
   if (!post_exit) return;
   // The launcher reaps the process and posts its exit notice (comm/exit_notice.h).
   const std::string who = w_.incarnations[static_cast<size_t>(id_)];
-  w_.store.submit(io::set(comm::exit_notice_key(id_), who), nullptr);
-  w_.store.submit(io::Append{comm::kLaunchEvents, "exit " + std::to_string(id_) + " " + who},
-                  nullptr);
+  w_.send(io::set(comm::exit_notice_key(id_), who), nullptr);
+  w_.send(io::Append{comm::kLaunchEvents, "exit " + std::to_string(id_) + " " + who}, nullptr);
 }
 
 void Member::fire(std::uint64_t generation, const std::string& reason) {
@@ -276,7 +299,7 @@ void Member::form(const MemberList& list) {
     missing->push_back(prefix + std::to_string(peer) + "/" + std::to_string(me));
   }
   const int links = static_cast<int>(peers.size());
-  w_.store.submit(
+  w_.send(
       std::move(publish),
       [this, missing, list, links, running = running_](io::Reply) {
         if (*running) poll_addresses(missing, kFirstPoll, list, links);
@@ -287,18 +310,20 @@ void Member::form(const MemberList& list) {
 void Member::poll_addresses(std::shared_ptr<std::vector<std::string>> missing, Duration pause,
                             MemberList list, int links) {
   if (missing->empty()) {
-    const Duration setup = links * w_.config.connect_per_link;
     const double hops = std::ceil(std::log2(std::max(2, static_cast<int>(list.members.size()))));
     const Duration barriers = 4 * static_cast<std::int64_t>(2 * hops) * w_.config.link_round_trip;
-    w_.loop.after(setup + barriers, [this, list] {
-      drive(agree_io_, agreement_.mark_done(list), [this](Status s) {
-        if (!s.ok()) error = s.to_string();
-        formed = w_.loop.now();
+    w_.host.run(links * w_.config.connect_per_link, [this, list, barriers, running = running_] {
+      if (!*running) return;
+      w_.loop.after(barriers, [this, list] {
+        drive(agree_io_, agreement_.mark_done(list), [this](Status s) {
+          if (!s.ok()) error = s.to_string();
+          formed = w_.loop.now();
+        });
       });
     });
     return;
   }
-  w_.store.submit(
+  w_.send(
       io::GetMany{*missing},
       [this, missing, pause, list, links, running = running_](io::Reply r) {
         if (!*running) return;
@@ -310,7 +335,7 @@ void Member::poll_addresses(std::shared_ptr<std::vector<std::string>> missing, D
             still.push_back((*missing)[k]);
           }
         }
-        if (!read.empty()) w_.store.submit(io::Erase{std::move(read)}, nullptr);
+        if (!read.empty()) w_.send(io::Erase{std::move(read)}, nullptr);
         *missing = std::move(still);
         const Duration wait = missing->empty() ? Duration(0) : pause;
         w_.loop.after(wait, [this, missing, pause, list, links] {

@@ -34,6 +34,10 @@ struct SimConfig {
   StoreModel store;
   Duration link_round_trip = std::chrono::microseconds(50);
   Duration connect_per_link = std::chrono::microseconds(50);  // a member's CPU per link set up
+  // The members' own CPU: per store op sent and per reply taken in (syscalls, parsing, waking a
+  // thread), on a host of `host_cores` cores shared by every member (0: a CPU each).
+  Duration cpu_per_op{0};
+  int host_cores = 0;
   std::chrono::milliseconds hang_detect{1000};
   std::chrono::milliseconds steady{3000};  // failure-free time before the fault, >= 2.5 s
   Fault fault = Fault::kKill;

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   std::vector<int> gpus{64, 256, 1024};
   SimConfig c;
   double store_ops = c.store.ops_per_s, rtt_us = 100, link_rtt_us = 50, connect_us = 50;
+  double cpu_per_op_us = 0;
   double steady_s = 3, limit_s = 120;
   int hang_detect_ms = 1000, seeds = 1;
   std::string fault = "kill";
@@ -55,6 +56,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--connect-us", connect_us, "a member's time to set one link up, microseconds")
       ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--cpu-per-op-us", cpu_per_op_us,
+                 "a member's CPU per store op sent and per reply taken in, microseconds")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--host-cores", c.host_cores,
+                 "cores shared by every member (0: a CPU each, as on a cluster)")
+      ->check(CLI::Range(0, 1 << 16));
   app.add_option("--hang-detect-ms", hang_detect_ms, "as ntp train's --hang-detect-ms")
       ->check(CLI::Range(50, 600000));
   app.add_option("--steady-s", steady_s, "failure-free seconds before the fault")
@@ -73,6 +80,7 @@ int main(int argc, char** argv) {
   c.store.round_trip = std::chrono::nanoseconds(static_cast<long long>(rtt_us * 1e3));
   c.link_round_trip = std::chrono::nanoseconds(static_cast<long long>(link_rtt_us * 1e3));
   c.connect_per_link = std::chrono::nanoseconds(static_cast<long long>(connect_us * 1e3));
+  c.cpu_per_op = std::chrono::nanoseconds(static_cast<long long>(cpu_per_op_us * 1e3));
   c.hang_detect = std::chrono::milliseconds(hang_detect_ms);
   c.steady = std::chrono::milliseconds(static_cast<long long>(steady_s * 1e3));
   c.limit = std::chrono::milliseconds(static_cast<long long>(limit_s * 1e3));
