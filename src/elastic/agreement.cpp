@@ -1,12 +1,5 @@
 #include "elastic/agreement.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <map>
-#include <set>
-#include <thread>
-
-#include "comm/exit_notice.h"
 #include "comm/survivors.h"
 
 namespace ntp::elastic {

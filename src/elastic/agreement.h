@@ -33,12 +33,9 @@
 // goes on to the next) when the decider is gone in the same sense, or after window + 2 s.
 #pragma once
 
-#include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 

@@ -29,7 +29,9 @@ TEST(SimStoreTest, OpsSentTogetherAreServedOneAfterAnotherAtTheServiceRate) {
                  [&](io::Reply r) { replies.push_back(at_s(r.now)); });
   }
   loop.run_until(Time::max(), [] { return false; });
-  // Op k: arrives at 1 ms, waits for the k before it, takes 1 ms, 1 ms back: (k + 3) ms.
+  // Op k: arrives at 1 ms, waits for the k before it, takes 1 ms, 1 ms back: (k + 3) ms. Virtual
+  // time is whole nanoseconds, so the bound (1 ps) asks for the exact figure; it allows only the
+  // rounding of converting nanoseconds to seconds in double.
   ASSERT_EQ(replies.size(), 5u);
   for (int k = 0; k < 5; ++k) EXPECT_NEAR(replies[static_cast<size_t>(k)], 1e-3 * (k + 3), 1e-12);
   EXPECT_EQ(store.counts().peak_queue, 5);
@@ -61,7 +63,8 @@ TEST(SimStoreTest, ABlockedReadAnswersAtTheAppendOrAtItsBlockOrAtAWake) {
   loop.at(Time(milliseconds(30)), [&] { store.submit(io::Append{"s", "e"}, nullptr); });
   loop.at(Time(milliseconds(50)), [&] { store.wake(&reader_c); });
   loop.run_until(Time::max(), [] { return false; });
-  // The append reaches the server at 31 ms (+ 1 us of service); the reply 1 ms later.
+  // Exact figures (bounds of 1 ns: the clock's resolution). The append reaches the server at
+  // 31 ms (+ 1 us of service); the reply 1 ms later.
   EXPECT_NEAR(woken_by_event, 0.032001, 1e-9);
   EXPECT_EQ(events, 1u);
   // Blocked from its service at 1.002 ms for 100 ms, then 1 ms back.
@@ -72,15 +75,17 @@ TEST(SimStoreTest, ABlockedReadAnswersAtTheAppendOrAtItsBlockOrAtAWake) {
 TEST(HostCpuTest, WorkQueuesOnTheCoreFreeFirstAndRunsAtOnceOnACpuOfItsOwn) {
   EventLoop loop;
   HostCpu shared(loop, 2), own(loop, 0);
-  std::vector<double> done_shared, done_own;
+  std::vector<Time> done_shared, done_own;
   for (int k = 0; k < 5; ++k) {
-    shared.run(milliseconds(1), [&] { done_shared.push_back(at_s(loop.now())); });
-    own.run(milliseconds(1), [&] { done_own.push_back(at_s(loop.now())); });
+    shared.run(milliseconds(1), [&] { done_shared.push_back(loop.now()); });
+    own.run(milliseconds(1), [&] { done_own.push_back(loop.now()); });
   }
   loop.run_until(Time::max(), [] { return false; });
-  // Two cores, five pieces of 1 ms sent at once: two end at 1 ms, two at 2 ms, one at 3 ms.
-  EXPECT_EQ(done_shared, (std::vector<double>{1e-3, 1e-3, 2e-3, 2e-3, 3e-3}));
-  EXPECT_EQ(done_own, (std::vector<double>(5, 1e-3)));
+  // Two cores, five pieces of 1 ms sent at once: two end at 1 ms, two at 2 ms, one at 3 ms
+  // (exact: virtual time in whole nanoseconds).
+  const Time ms1(milliseconds(1)), ms2(milliseconds(2)), ms3(milliseconds(3));
+  EXPECT_EQ(done_shared, (std::vector<Time>{ms1, ms1, ms2, ms2, ms3}));
+  EXPECT_EQ(done_own, (std::vector<Time>(5, ms1)));
 }
 
 SimConfig small(int gpus, Fault fault, std::uint64_t seed) {

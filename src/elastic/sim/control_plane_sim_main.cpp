@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
       line["domain"] = c.tp;
       line["seed"] = c.seed;
       line["fault"] = fault;
+      line["victim"] = r.victim;
       line["abort_all_s"] = seconds_or_null(r.abort_all_s);
       line["agree_s"] = seconds_or_null(r.agree_s);
       line["form_s"] = seconds_or_null(r.form_s);

@@ -40,7 +40,6 @@ class EventLoop {
     }
     return ran;
   }
-  std::size_t pending() const { return agenda_.size(); }
 
  private:
   struct Entry {
