@@ -177,7 +177,15 @@ TEST(ReformationTest, ZeroOneNestedFaultsRecoverFromTheCopies) {
   EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 10) << run.log;
   ASSERT_EQ(run.recoveries.size(), 1u) << run.log;
   EXPECT_EQ(run.recoveries[0]["state_from"], "live") << run.recoveries[0].dump();
-  EXPECT_EQ(run.recoveries[0]["step"].get<int>(), 5) << run.recoveries[0].dump();
+  // The agreed step is the lowest step a survivor claims. Rank 6 dies entering step 5, so every
+  // member of its DP sets has finished step 4; a member of another set can still be publishing
+  // step 4's update (ZeRO-1's gather) when the abort reaches it. Then it claims 4 and the members
+  // that finished step 4 take its update back. Which of the two happens is the scheduler's choice
+  // (CI saw both); each is exact, and the trajectory check above holds for both.
+  const int step = run.recoveries[0]["step"].get<int>();
+  const bool rolled_back = run.recoveries[0]["rolled_back"].get<bool>();
+  EXPECT_TRUE((step == 5 && !rolled_back) || (step == 4 && rolled_back))
+      << run.recoveries[0].dump();
   EXPECT_EQ(run.degrees_at_end, (std::vector<int>{4, 3, 3}));
 }
 
