@@ -144,7 +144,7 @@ void expect_stopped_worker_killed_at_the_end(const JobRun& run, int rank) {
 // decider takes rank 10 as gone at once (the silent record) and publishes the ten others, from
 // the base of epoch 0.
 TEST(ReformationPauseTest, AWorkerStoppedInTheReshardIsTakenAsHungAndTheRetryGoesOnWithout) {
-  const JobRun run = train_with_points("pause-reshard", "forward:5:6,reform_reshard:5:10:stop");
+  const JobRun run = train_with_points("pause-reshard", "forward:5:6,reform_reshard:*:10:stop");
   ASSERT_EQ(clean_run().exit_code, 0) << clean_run().log;
   expect_same_trajectory(run, clean_run(), 10, kDegradedTolerance);
   const std::vector<int> lost = {6, 10};
