@@ -17,7 +17,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libgloo-dev libopenblas-dev libblis-dev libdnnl-dev libhiredis-dev redis-server
   gnuplot-nox fortunes iproute2 spin
-  python3 python3-pip clang libclang-rt-14-dev
+  python3 python3-pip python3-venv clang libclang-rt-14-dev
 )
 
 missing=()

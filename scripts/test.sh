@@ -14,6 +14,9 @@ scripts/setup.sh build
 echo "== tests (all but the soak target: scripts/soak.sh)"
 ctest --test-dir build --output-on-failure -j "$jobs" --no-tests=error --timeout 600 -LE soak
 
+echo "== Python package (pip install . into build-py/venv, pytest tests/python)"
+scripts/python_test.sh build
+
 echo "== ASan/UBSan build of the unit tests"
 scripts/setup.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DNTP_SANITIZE=ON -DNTP_BUILD_BENCH=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -192,96 +192,9 @@ void render_reshard(std::string& out, const char* title, const ClusterLayout& to
   }
 }
 
-nlohmann::json ranges_json(const IntervalSet& s) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& i : s.intervals()) out.push_back({i.begin, i.end});
-  return out;
-}
-
-nlohmann::json slots_json(const std::vector<shard::SlotRef>& slots) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : slots) out.push_back({s.domain, s.slot});
-  return out;
-}
-
-nlohmann::json replicas_json(const ClusterLayout& layout) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const ReplicaLayout& r : layout.replicas) {
-    nlohmann::json units = nlohmann::json::object(), imbalance = nlohmann::json::object();
-    for (std::size_t sp = 0; sp < layout.spec.spaces.size(); ++sp) {
-      nlohmann::json per_rank = nlohmann::json::array();
-      for (const IntervalSet& s : r.units[sp]) per_rank.push_back(s.ids());
-      units[layout.spec.spaces[sp].name] = std::move(per_rank);
-      imbalance[layout.spec.spaces[sp].name] = r.imbalance(static_cast<int>(sp));
-    }
-    out.push_back({{"domain", r.domain},
-                   {"degree", r.degree()},
-                   {"slots", r.slots},
-                   {"units", std::move(units)},
-                   {"imbalance", std::move(imbalance)}});
-  }
-  return out;
-}
-
-nlohmann::json sync_json(const ClusterLayout& layout) {
-  const auto& spec = layout.spec;
-  auto unit_bytes = [&](int sp) {
-    return spec.spaces[static_cast<std::size_t>(sp)].params_per_unit * spec.bytes.grad_bytes;
-  };
-  nlohmann::json folds = nlohmann::json::array(), groups = nlohmann::json::array(),
-                 costs = nlohmann::json::array();
-  for (const auto& f : layout.sync.folds) {
-    folds.push_back({{"space", spec.spaces[static_cast<std::size_t>(f.space)].name},
-                     {"domain", f.domain},
-                     {"from_rank", f.from_rank},
-                     {"to_rank", f.to_rank},
-                     {"units", ranges_json(f.units)},
-                     {"bytes", f.units.count() * unit_bytes(f.space)}});
-  }
-  for (const auto& g : layout.sync.groups) {
-    nlohmann::json members = nlohmann::json::array();
-    for (const auto& m : g.members) members.push_back({m.domain, m.rank});
-    groups.push_back({{"space", spec.spaces[static_cast<std::size_t>(g.space)].name},
-                      {"index", g.index},
-                      {"units", ranges_json(g.units)},
-                      {"bytes_per_member", g.units.count() * unit_bytes(g.space)},
-                      {"members", std::move(members)}});
-  }
-  for (const auto& replica : layout.sync.costs) {
-    nlohmann::json per_rank = nlohmann::json::array();
-    for (const auto& c : replica) {
-      per_rank.push_back({{"fold_out_bytes", c.fold_out_bytes},
-                          {"fold_in_bytes", c.fold_in_bytes},
-                          {"dp_bytes", c.dp_bytes}});
-    }
-    costs.push_back(std::move(per_rank));
-  }
-  return {{"strategy", layout.sync.strategy},
-          {"sync_degree", layout.sync.sync_degree},
-          {"folds", std::move(folds)},
-          {"dp_groups", std::move(groups)},
-          {"rank_costs", std::move(costs)}};
-}
-
-nlohmann::json reshard_json(const ClusterLayout& to, const ReshardPlan& plan) {
-  nlohmann::json transfers = nlohmann::json::array();
-  for (const auto& t : plan.transfers) {
-    transfers.push_back({{"space", to.spec.spaces[static_cast<std::size_t>(t.space)].name},
-                         {"source", {t.source.domain, t.source.slot}},
-                         {"destination", {t.destination.domain, t.destination.slot}},
-                         {"units", ranges_json(t.units)},
-                         {"bytes", t.bytes}});
-  }
-  return {{"transfers", std::move(transfers)},
-          {"intra_domain_bytes", plan.intra_domain_bytes},
-          {"dp_peer_bytes", plan.dp_peer_bytes},
-          {"kept_bytes", plan.kept_bytes},
-          {"max_bytes_into_slot", plan.max_bytes_into_slot}};
-}
-
 }  // namespace
 
-std::string render_plan_text(const PlanResult& result, bool details) {
+std::string render_plan_text(const api::PlanResult& result, bool details) {
   const auto& spec = result.degraded.spec;
   const auto& m = result.shape;
   std::string out;
@@ -316,45 +229,6 @@ std::string render_plan_text(const PlanResult& result, bool details) {
     render_reshard(out, ("repair (" + std::to_string(back) + " GPUs back)").c_str(),
                    *result.repaired, *result.on_repair, details);
   }
-  return out;
-}
-
-nlohmann::json plan_to_json(const PlanResult& result) {
-  const auto& spec = result.degraded.spec;
-  const auto& m = result.shape;
-  nlohmann::json spaces = nlohmann::json::array();
-  for (const auto& s : spec.spaces) {
-    spaces.push_back(
-        {{"name", s.name}, {"units", s.units}, {"params_per_unit", s.params_per_unit}});
-  }
-  nlohmann::json out = {
-      {"cluster",
-       {{"domains", spec.domains},
-        {"tp", spec.domain_size},
-        {"min_tp", spec.min_tp},
-        {"failed", slots_json(spec.failed)},
-        {"repaired_failed",
-         result.repaired ? slots_json(result.repaired->spec.failed) : nlohmann::json(nullptr)}}},
-      {"model",
-       {{"heads", m.heads},
-        {"hidden", m.hidden},
-        {"ffn", m.ffn},
-        {"ffn_block", m.ffn_block},
-        {"vocab", m.vocab},
-        {"layers", m.layers},
-        {"grad_bytes", spec.bytes.grad_bytes},
-        {"state_bytes", spec.bytes.state_bytes}}},
-      {"spaces", std::move(spaces)},
-      {"replicas", replicas_json(result.degraded)},
-      {"sync", sync_json(result.degraded)},
-      {"reshard",
-       {{"failure", reshard_json(result.degraded, result.on_failure)},
-        {"repair", result.on_repair ? reshard_json(*result.repaired, *result.on_repair)
-                                    : nlohmann::json(nullptr)}}},
-      {"repaired", result.repaired ? nlohmann::json{{"replicas", replicas_json(*result.repaired)},
-                                                    {"sync", sync_json(*result.repaired)}}
-                                   : nlohmann::json(nullptr)},
-  };
   return out;
 }
 

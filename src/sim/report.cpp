@@ -101,7 +101,8 @@ std::string format_recovery(const RecoverySummary& r) {
 }
 
 Summary run_monte_carlo(const Simulator& sim, bool series,
-                        const std::function<void(int, int)>& progress) {
+                        const std::function<void(int, int)>& progress,
+                        std::vector<TrialRecord>* records) {
   const SimConfig& c = sim.config();
   const std::size_t n = c.run.policies.size();
   const auto start = std::chrono::steady_clock::now();
@@ -136,7 +137,9 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
       spares[i].add(o.spares_needed);
       slow_loss[i].add(o.fail_slow_loss);
       // Without active fail-slow the run is its own run without it.
-      slow_goodput_loss[i].add(slow_on ? base.policies[i].goodput - o.goodput : 0.0);
+      const double slow_goodput = slow_on ? base.policies[i].goodput - o.goodput : 0.0;
+      slow_goodput_loss[i].add(slow_goodput);
+      if (records != nullptr) records->push_back({t, c.run.policies[i].name(), o, slow_goodput});
     }
     live.failures += r.live_recovery.failures;
     live.repairs += r.live_recovery.repairs;

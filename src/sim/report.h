@@ -56,11 +56,21 @@ struct Summary {
   MetricStat slow_episodes, mean_slow_gpus;
 };
 
+// One policy's outcome in one trial: the values the summary's means are taken over.
+struct TrialRecord {
+  int trial = 0;
+  std::string policy;
+  PolicyOutcome outcome;
+  double fail_slow_goodput_loss = 0;  // as in PolicySummary; 0 without active fail-slow
+};
+
 // Runs config.run.trials trials (trial 0 records its time series when `series` is set);
 // `progress(done, total)` is called after each trial when given. With fail-slow active every trial
-// also runs without it (same failure trajectory) for fail_slow_goodput_loss.
+// also runs without it (same failure trajectory) for fail_slow_goodput_loss. With `records`, one
+// record per trial and policy is appended to it, trial by trial in policy order.
 Summary run_monte_carlo(const Simulator& sim, bool series,
-                        const std::function<void(int, int)>& progress = {});
+                        const std::function<void(int, int)>& progress = {},
+                        std::vector<TrialRecord>* records = nullptr);
 
 // A fixed-width table, one row per policy, means with +- 95% half-widths.
 std::string format_table(const Summary& summary);
