@@ -1,9 +1,12 @@
 #include "elastic/progress.h"
 
-#include <algorithm>
+#include <pthread.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+
+#include "core/check.h"
 
 namespace ntp::elastic {
 
@@ -28,13 +31,63 @@ void Progress::waiting(bool begins) {
   sequence_.fetch_add(1, std::memory_order_relaxed);  // a wait that starts or ends is progress
 }
 
+clockid_t Progress::this_thread_cpu_clock() {
+  clockid_t clock{};
+  NTP_CHECK(pthread_getcpuclockid(pthread_self(), &clock) == 0);
+  return clock;
+}
+
+namespace {
+
+std::int64_t clock_ns(clockid_t clock) {
+  timespec t{};
+  clock_gettime(clock, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+}  // namespace
+
+// The training thread's CPU time against the wall time since the previous call: 1% to 50% of it
+// (starved_share). A first call, or calls less than 1 ms apart, know nothing of it.
+Progress::Sample Progress::sample() const {
+  if (!cpu_clock_) return {};  // no clocks read: the simulator's tokens stay deterministic
+  const std::int64_t wall = clock_ns(CLOCK_MONOTONIC), cpu = clock_ns(*cpu_clock_);
+  const std::lock_guard<std::mutex> lock(sample_mutex_);
+  const std::int64_t wall_delta = wall - sample_wall_ns_, cpu_delta = cpu - sample_cpu_ns_;
+  Sample out;
+  if (sample_wall_ns_ >= 0 && wall_delta < 1'000'000) {  // too soon to tell anything new
+    out.beat_gap_ms = *std::max_element(gaps_ms_.begin(), gaps_ms_.end());
+    return out;
+  }
+  if (sample_wall_ns_ >= 0) {
+    out.starved = starved_share(wall_delta, cpu_delta);
+    gaps_ms_[next_gap_] = wall_delta / 1'000'000;
+    next_gap_ = (next_gap_ + 1) % gaps_ms_.size();
+  }
+  sample_wall_ns_ = wall;
+  sample_cpu_ns_ = cpu;
+  out.beat_gap_ms = *std::max_element(gaps_ms_.begin(), gaps_ms_.end());
+  return out;
+}
+
+bool starved_share(std::int64_t wall_ns, std::int64_t cpu_ns) {
+  return wall_ns > 0 && 100 * cpu_ns >= wall_ns && 2 * cpu_ns < wall_ns;
+}
+
+std::string Progress::moving() const {
+  return std::to_string(incarnation_) + "." +
+         std::to_string(sequence_.load(std::memory_order_relaxed));
+}
+
 std::string Progress::token() const {
-  char text[80];
-  std::snprintf(text, sizeof text, "%d.%llu:%u:%lld:%d", incarnation_,
+  const bool waiting = waits_.load(std::memory_order_relaxed) > 0;
+  const Sample now = sample();
+  char text[112];
+  std::snprintf(text, sizeof text, "%d.%llu:%u:%lld:%d:%d:%lld", incarnation_,
                 static_cast<unsigned long long>(sequence_.load(std::memory_order_relaxed)),
                 static_cast<unsigned>(phase_.load(std::memory_order_relaxed)),
-                static_cast<long long>(step_.load(std::memory_order_relaxed)),
-                waits_.load(std::memory_order_relaxed) > 0 ? 1 : 0);
+                static_cast<long long>(step_.load(std::memory_order_relaxed)), waiting ? 1 : 0,
+                now.starved && !waiting ? 1 : 0, static_cast<long long>(now.beat_gap_ms));
   return text;
 }
 
@@ -46,22 +99,36 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
     return out;
   }
   out.beat = heartbeat_value.substr(0, bar);
-  // incarnation.sequence:phase:step:waiting
+  // incarnation.sequence:phase:step:waiting[:starved]
   const std::string token = heartbeat_value.substr(bar + 1);
   const size_t a = token.find(':');
   const size_t b = a == std::string::npos ? a : token.find(':', a + 1);
   const size_t c = b == std::string::npos ? b : token.find(':', b + 1);
+  const size_t d = c == std::string::npos ? c : token.find(':', c + 1);
+  const size_t e = d == std::string::npos ? d : token.find(':', d + 1);
   out.moving = token.substr(0, a);
   if (a != std::string::npos) {
     const auto code = static_cast<unsigned>(std::strtoul(token.c_str() + a + 1, nullptr, 10));
     if (code <= static_cast<unsigned>(Phase::kEval)) out.phase = static_cast<Phase>(code);
   }
-  out.waiting = c != std::string::npos && token.compare(c + 1, std::string::npos, "1") == 0;
+  auto flag = [&token](size_t at, size_t end) {
+    return at != std::string::npos && token.compare(at + 1, end - at - 1, "1") == 0;
+  };
+  out.waiting = flag(c, d == std::string::npos ? token.size() : d);
+  out.starved = flag(d, e == std::string::npos ? token.size() : e);
+  if (e != std::string::npos) out.beat_gap_ms = std::strtoll(token.c_str() + e + 1, nullptr, 10);
   return out;
 }
 
 std::chrono::milliseconds liveness_period(std::chrono::milliseconds hang_detect) {
   return std::max(std::chrono::milliseconds(50), hang_detect / 4);
+}
+
+std::chrono::milliseconds beat_allowance(std::int64_t beat_gap_ms,
+                                         std::chrono::milliseconds hang_detect) {
+  const std::int64_t late =
+      std::max<std::int64_t>(0, beat_gap_ms - liveness_period(hang_detect).count());
+  return std::min(hang_detect + std::chrono::milliseconds(4 * late), 10 * hang_detect);
 }
 
 std::chrono::milliseconds phase_allowance(Phase phase, std::chrono::milliseconds hang_detect) {
@@ -90,9 +157,17 @@ bool Stillness::still(int id, const std::optional<std::string>& value, Clock::ti
   s.value = *value;
   if (s.beat != token.beat) s.beat = token.beat, s.beat_since = now;
   if (s.moving != token.moving) s.moving = token.moving, s.moving_since = now;
-  if (token.phase == Phase::kFinished) return false;    // done, not hung
-  if (now - s.beat_since >= hang_detect_) return true;  // the process stopped or died
-  return !token.waiting && now - s.moving_since >= phase_allowance(token.phase, hang_detect_);
+  if (token.phase == Phase::kFinished) return false;  // done, not hung
+  // Never beaten in this attempt: still starting (a stopped or dead one's launcher reports it).
+  const bool started = *value != "absent";
+  // A process still setting up has no beats to be late by yet: the setup phase's allowance.
+  const std::chrono::milliseconds beat_bound = started && token.phase != Phase::kSetup
+                                                   ? beat_allowance(token.beat_gap_ms, hang_detect_)
+                                                   : phase_allowance(Phase::kSetup, hang_detect_);
+  if (now - s.beat_since >= beat_bound) return true;  // the process stopped or died
+  // A long phase's allowance for a starved thread, or one not yet started.
+  const Phase allowed = token.starved || !started ? Phase::kSetup : token.phase;
+  return !token.waiting && now - s.moving_since >= phase_allowance(allowed, hang_detect_);
 }
 
 }  // namespace ntp::elastic

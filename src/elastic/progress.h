@@ -15,10 +15,14 @@
 // was doing.
 #pragma once
 
+#include <time.h>
+
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -39,29 +43,69 @@ enum class Phase : std::uint8_t {
 
 // Also the training thread's wait observer (comm/wait_observer.h): while it blocks on its peers it
 // is waiting, not stuck, and its token says so.
+//
+// Starved, not stuck (docs/recovery.md, "A loaded host"): a worker whose host's cores are busy runs
+// late, and its token says by how much, so that watchers judge it against its own pace:
+// - `starved`: with the training thread's CPU clock, the token says whether that thread ran, but
+//   for less than half of the time since the previous token (1% to 50% of it) while not waiting:
+//   it works, slowly (contention, or a slow read that is not a peer's). Its progress gets the long
+//   allowance (phase_allowance of a long phase) instead of its phase's.
+// - `beat_gap_ms`: the longest time between two of its last 8 tokens, that is between two beats
+//   (the heartbeat thread calls token() once per beat). A beat thread that woke late lately may
+//   wake late again: its beat gets four times that lateness more time (beat_allowance).
+// A stuck thread (a deadlock, a blocked call: no CPU) and a stopped process (no beat) on a host
+// that was not late keep their bounds, so a hang is found as before; every extension is capped at
+// ten times --hang-detect-ms, so a hang on a loaded host is found too, later.
 class Progress : public comm::WaitObserver {
  public:
   // `incarnation`: the process's restart count in its slot (the launcher's NTP_RESTART_COUNT). It
   // leads the moving part of the token, so that a record of a previous process's progress (a
   // silent record, agreement.h) never matches this one's, however many marks it has made.
-  explicit Progress(int incarnation = 0) : incarnation_(incarnation) {}
+  // `cpu_clock`: the training thread's CPU-time clock (this_thread_cpu_clock() called on it); none
+  // (tests, the simulator, whose tokens must not depend on the host's clocks): the token always
+  // says not starved and a beat gap of 0.
+  explicit Progress(int incarnation = 0, std::optional<clockid_t> cpu_clock = std::nullopt)
+      : incarnation_(incarnation), cpu_clock_(cpu_clock) {}
+  // The CPU-time clock of the calling thread.
+  static clockid_t this_thread_cpu_clock();
   // The training thread reached `phase` of `step`. Every call counts as progress.
   void mark(Phase phase, std::int64_t step);
-  // "<incarnation>.<sequence>:<phase>:<step>:<waiting 0|1>" for the heartbeat (any thread).
+  // "<incarnation>.<sequence>:<phase>:<step>:<waiting 0|1>:<starved 0|1>:<beat_gap_ms>" for the
+  // heartbeat: one caller, the heartbeat thread (starved compares the training thread's CPU time
+  // with the time since the previous call; beat_gap_ms is the longest of the last 8 such times).
   std::string token() const;
+  // The token's moving part, "<incarnation>.<sequence>" (ProgressToken::moving), without a sample
+  // of the CPU clock: for this worker's own watch, which compares it with its silent record.
+  std::string moving() const;
   void waiting(bool begins) override;
   // Seconds the training thread has spent waiting on its peers so far (outermost waits; read on
   // that thread): a step's compute time is its wall time less the waits in it.
   double waited_seconds() const { return 1e-9 * static_cast<double>(waited_ns_); }
 
  private:
+  struct Sample {
+    bool starved = false;
+    std::int64_t beat_gap_ms = 0;
+  };
+  // Samples the clocks: the interval since the previous call, and the longest of the last 8.
+  Sample sample() const;
+
   const int incarnation_;
+  const std::optional<clockid_t> cpu_clock_;
+  mutable std::mutex sample_mutex_;  // the last token's (wall, training-thread CPU) sample
+  mutable std::int64_t sample_wall_ns_ = -1, sample_cpu_ns_ = -1;
+  mutable std::array<std::int64_t, 8> gaps_ms_{};  // the last 8 intervals between calls
+  mutable std::size_t next_gap_ = 0;
   std::atomic<int> waits_{0};
   std::int64_t wait_start_ns_ = 0, waited_ns_ = 0;  // the training thread's only
   std::atomic<std::uint64_t> sequence_{0};
   std::atomic<std::uint8_t> phase_{0};
   std::atomic<std::int64_t> step_{-1};
 };
+
+// The starvation rule on one interval of `wall_ns`: the training thread ran `cpu_ns` of it, at
+// least 1% and less than half (below 1% it is blocked, at half or more it computes at speed).
+bool starved_share(std::int64_t wall_ns, std::int64_t cpu_ns);
 
 // A heartbeat value read back: the beat (moves while the process runs), the progress (moves while
 // its training thread works), the phase it is in, and whether it waits on its peers.
@@ -70,9 +114,12 @@ struct ProgressToken {
   std::string moving;  // incarnation.sequence; the whole value for a plain heartbeat
   Phase phase = Phase::kStep;
   bool waiting = false;
+  bool starved = false;  // its training thread runs, slowly (see Progress): the long allowance
+  std::int64_t beat_gap_ms = 0;  // the longest of its last 8 beat intervals (see Progress)
 };
-// Splits a heartbeat value "<beat>|<sequence>:<phase>:<step>:<waiting>" (comm::Heartbeat with a
-// progress payload); a value without '|' (a plain heartbeat) is all beat and all progress.
+// Splits a heartbeat value "<beat>|<sequence>:<phase>:<step>:<waiting>[:<starved>:<beat_gap_ms>]"
+// (comm::Heartbeat with a progress payload); a value without '|' (a plain heartbeat) is all beat
+// and all progress.
 ProgressToken parse_progress(const std::string& heartbeat_value);
 
 // How often a worker beats and its failure watch looks at its neighbours' beats: a quarter of
@@ -83,11 +130,18 @@ std::chrono::milliseconds liveness_period(std::chrono::milliseconds hang_detect)
 
 // How long progress may stand still in `phase` before the worker is taken as hung.
 std::chrono::milliseconds phase_allowance(Phase phase, std::chrono::milliseconds hang_detect);
+// How long a beat may stand still before the process is taken as stopped: hang_detect, plus four
+// times how late its beats have lately come (beat_gap_ms past a liveness period), at most ten
+// times hang_detect in all.
+std::chrono::milliseconds beat_allowance(std::int64_t beat_gap_ms,
+                                         std::chrono::milliseconds hang_detect);
 
 // The one staleness routine: per watched id, the last beat and progress seen and since when. A
 // worker is taken as hung when its beat has not moved for --hang-detect-ms (a stopped or dead
 // process), or when its progress has not moved for its phase's allowance while it is not waiting
-// on its peers (a stuck training thread; one that waits is bounded by its collective's timeout).
+// on its peers (a stuck training thread; one that waits is bounded by its collective's timeout),
+// the long allowance while its token says starved. A beat's allowance follows its recent lateness
+// (beat_allowance); a neighbour that never beat ("absent") gets the setup phase's allowance.
 class Stillness {
  public:
   using Clock = std::chrono::steady_clock;

@@ -85,8 +85,7 @@ Task<LivenessMachine::Look> LivenessMachine::round(const WatchedEpoch& e, bool n
   // saturated, their beats may be queued behind it, and a slow store must not convict anyone.
   const bool fresh = values.status.ok() && now - asked <= poll_;
   if (own_progress_ != nullptr && values.status.ok() && values.values.back()) {
-    const std::string mine = own_progress_->token();
-    look.fenced = parse_progress(*values.values.back()).moving == mine.substr(0, mine.find(':'));
+    look.fenced = parse_progress(*values.values.back()).moving == own_progress_->moving();
   }
   for (size_t i = 0; i < neighbours.size(); ++i) {
     const int id = neighbours[i];

@@ -56,7 +56,8 @@ LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, data::
       strategy(make_strategy(config)),
       group("train/a" + std::to_string(context.attempt)),
       hang_detect(config.hang_detect_ms),
-      progress(context.restart_count),
+      // Constructed on the training thread, which runs the job: its CPU clock is that thread's.
+      progress(context.restart_count, elastic::Progress::this_thread_cpu_clock()),
       heartbeat(context.store, group, context.slot_rank, elastic::liveness_period(hang_detect),
                 [this] { return progress.token(); }),
       events(config.out_dir, context.slot_rank),

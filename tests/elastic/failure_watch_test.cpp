@@ -208,6 +208,35 @@ TEST_F(FailureWatchTest, ALiveNeighbourWhoseTrainingThreadIsStuckAborts) {
   EXPECT_TRUE(still_silent(*store_, "train/a0", 5));
 }
 
+TEST_F(FailureWatchTest, AStarvedNeighbourGetsTheLongAllowanceAndNoMore) {
+  // Member 5 beats every 20 ms with its progress at sequence 7 and its token saying starved (its
+  // training thread runs, slowly: elastic/progress.h): the long allowance, 10 x 100 ms, instead of
+  // the step's 100 ms. Past it, it is taken as hung all the same.
+  FailureWatch watch(store_, milliseconds(10), milliseconds(100));
+  watch.arm(epoch());
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> stop{false};
+  std::thread beats([&] {
+    for (int n = 0; !stop.load(); ++n) {
+      (void)store_->set(comm::Heartbeat::key("train/a0", 5),
+                        "q." + std::to_string(n) + "|7:2:9:0:1");
+      (void)store_->set(comm::Heartbeat::key("train/a0", 0),
+                        "p." + std::to_string(n) + "|" + std::to_string(n) + ":2:9:0:0");
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  });
+  EXPECT_TRUE(aborted_within(milliseconds(4000)));
+  const double after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stop.store(true);
+  beats.join();
+  EXPECT_NE(reason_.find("rank 5"), std::string::npos) << reason_;
+  // Not before the long allowance (1 s; the step's own would have fired at 0.1 s); within it plus
+  // a few polls and beats on a loaded machine.
+  EXPECT_GE(after, 1.0);
+  EXPECT_LE(after, 2.0);
+}
+
 TEST_F(FailureWatchTest, ANeighbourWaitingOnItsPeersIsNotHung) {
   // Member 5's training thread waits in a collective (its token's last field is 1) for a peer
   // that is stuck: its progress stands still but its beat moves. Only the collective's timeout
