@@ -80,14 +80,9 @@ JobResult run_job(const JobSpec& spec, const std::string& name,
     args.push_back(spec.failed);
   }
   args.insert(args.end(), extra.begin(), extra.end());
-  const testing::CommandOutput done = testing::run_command(args, {}, std::chrono::seconds(240));
-  EXPECT_EQ(done.exit_code, 0) << describe(spec) << "\n" << done.out << done.err;
-  if (done.exit_code != 0) return {};
   auto model = model::LlamaModel::create(m, model::full_shard(m), 1);
   EXPECT_TRUE(model.ok());
-  JobResult result = parity::read_run(dir, model->params());
-  parity::expect_every_element_held(result, model->params(), describe(spec));
-  return result;
+  return parity::run_and_read(args, dir, model->params(), describe(spec));
 }
 
 using parity::rel_l2;
@@ -114,13 +109,7 @@ Worst compare(const JobResult& got, const JobResult& want, const std::string& la
     const double g = rel_l2(got.grads[i], want.grads[i]);
     w.grad = std::max(w.grad, g);
     EXPECT_LE(g, 1e-5) << label << ": step-0 gradient of " << params[i].name;
-    const std::vector<float> start(params[i].value.span().begin(), params[i].value.span().end());
-    std::vector<float> d_got(start.size()), d_want(start.size());
-    for (size_t e = 0; e < start.size(); ++e) {
-      d_got[e] = got.weights[i][e] - start[e];
-      d_want[e] = want.weights[i][e] - start[e];
-    }
-    const double u = rel_l2(d_got, d_want);
+    const double u = parity::change_rel_l2(params[i], got.weights[i], want.weights[i]);
     w.update = std::max(w.update, u);
     EXPECT_LE(u, 1e-4) << label << ": weight change of " << params[i].name;  // runs: <= 1.9e-6
   }

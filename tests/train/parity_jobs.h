@@ -1,19 +1,22 @@
 // What the parity tests of real `ntp launch ... ntp train` jobs share (train_parity_test,
-// llama_train_parity_test, bf16_train_test): the run options every parity job passes, and reading
-// a finished job back: its losses and every worker's logical dump merged, with the elements two
-// workers disagree on counted.
+// llama_train_parity_test, bf16_train_test): the run options every parity job passes, running a
+// job and reading it back: its losses and every worker's logical dump merged, with the elements
+// two workers disagree on counted; and the relative differences the tests bound.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "child_process.h"
 #include "job_scratch.h"
 #include "model/param.h"
 
@@ -136,6 +139,20 @@ inline void expect_every_element_held(const DumpedRun& run, const std::vector<mo
   }
 }
 
+// Runs the job `args` (launch_args, run_flags into `dir` and the test's own flags; 240 s at most)
+// and reads it back against the model's full parameters `params`, expecting it to succeed and
+// every element to be held; `what` names the job in failures. Empty when the job failed.
+inline DumpedRun run_and_read(const std::vector<std::string>& args,
+                              const std::filesystem::path& dir,
+                              const std::vector<model::Param>& params, const std::string& what) {
+  const testing::CommandOutput done = testing::run_command(args, {}, std::chrono::seconds(240));
+  EXPECT_EQ(done.exit_code, 0) << what << "\n" << done.out << done.err;
+  if (done.exit_code != 0) return {};
+  DumpedRun result = read_run(dir, params);
+  expect_every_element_held(result, params, what);
+  return result;
+}
+
 // ||a - b|| / ||b|| (||a - b|| when b is 0), in float64.
 inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0.0, norm = 0.0;
@@ -144,6 +161,18 @@ inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
     norm += static_cast<double>(b[i]) * b[i];
   }
   return norm == 0.0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+}
+
+// rel_l2 of two runs' changes of one tensor from its initial logical value `start`.
+inline double change_rel_l2(const model::Param& start, const std::vector<float>& got,
+                            const std::vector<float>& want) {
+  const std::span<const float> s = start.value.span();
+  std::vector<float> d_got(s.size()), d_want(s.size());
+  for (size_t e = 0; e < s.size(); ++e) {
+    d_got[e] = got[e] - s[e];
+    d_want[e] = want[e] - s[e];
+  }
+  return rel_l2(d_got, d_want);
 }
 
 }  // namespace ntp::train::parity
