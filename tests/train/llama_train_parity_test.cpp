@@ -36,15 +36,10 @@ namespace fs = std::filesystem;
 
 constexpr int kSteps = 20;
 
+// 8 query heads in 2 KV groups.
 model::LlamaConfig parity_model() {
-  model::LlamaConfig c;
-  c.n_layer = 2;
-  c.n_head = 8;
+  model::LlamaConfig c = parity::parity_shape<model::LlamaConfig>();
   c.n_kv_head = 2;
-  c.n_embd = 32;
-  c.n_ctx = 16;
-  c.ffn_unit = 4;  // 32 FFN units
-  c.vocab_size = 256;
   return c;
 }
 

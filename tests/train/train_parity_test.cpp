@@ -39,16 +39,7 @@ constexpr int kSteps = 20;
 
 using test_jobs::scratch_dir;
 
-model::GptConfig parity_model() {
-  model::GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 8;
-  c.n_embd = 32;
-  c.n_ctx = 16;
-  c.ffn_unit = 4;  // 32 FFN units
-  c.vocab_size = 256;
-  return c;
-}
+model::GptConfig parity_model() { return parity::parity_shape<model::GptConfig>(); }
 
 struct JobSpec {
   int domains = 3;
