@@ -61,20 +61,13 @@ using JobResult = parity::DumpedRun;
 JobResult run_job(const JobSpec& spec, const std::string& name,
                   const std::vector<std::string>& extra = {}) {
   const fs::path dir = test_jobs::scratch_dir() / ("llama-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
   const model::LlamaConfig m = parity_model();
   std::vector<std::string> args =
       parity::launch_args(spec.domains, spec.tp, spec.strategy, spec.optimizer, m);
   args.insert(args.end(), {"--model", "llama", "--kv-heads", std::to_string(m.n_kv_head),
                            "--no-live-recovery"});
-  const std::vector<std::string> run = parity::run_flags(dir, kSteps, 24, 5);
-  args.insert(args.end(), run.begin(), run.end());
-  if (!spec.failed.empty()) {
-    args.push_back("--failed");
-    args.push_back(spec.failed);
-  }
-  args.insert(args.end(), extra.begin(), extra.end());
+  const std::vector<std::string> job = parity::job_flags(dir, kSteps, 24, 5, spec.failed, extra);
+  args.insert(args.end(), job.begin(), job.end());
   auto model = model::LlamaModel::create(m, model::full_shard(m), 1);
   EXPECT_TRUE(model.ok());
   return parity::run_and_read(args, dir, model->params(), describe(spec));

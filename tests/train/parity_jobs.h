@@ -99,6 +99,17 @@ inline std::vector<std::string> run_flags(const std::filesystem::path& dir, int 
           "--quiet"};
 }
 
+// What follows launch_args and the family's flags in a parity job's argv: run_flags(dir, steps,
+// batch, warmup), `--failed FAILED` unless `failed` is empty, then the test's own `extra` flags.
+inline std::vector<std::string> job_flags(const std::filesystem::path& dir, int steps, int batch,
+                                          int warmup, const std::string& failed,
+                                          const std::vector<std::string>& extra) {
+  std::vector<std::string> flags = run_flags(dir, steps, batch, warmup);
+  if (!failed.empty()) flags.insert(flags.end(), {"--failed", failed});
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
+}
+
 // Merges one worker's logical dump into `merged` (NaN = not held), counting disagreements.
 inline void merge_dump(const std::filesystem::path& file, const std::vector<model::Param>& params,
                        std::vector<std::vector<float>>& merged, int64_t& mismatches) {
@@ -154,12 +165,15 @@ inline void expect_every_element_held(const DumpedRun& run, const std::vector<mo
   }
 }
 
-// Runs the job `args` (launch_args, run_flags into `dir` and the test's own flags; 240 s at most)
-// and reads it back against the model's full parameters `params`, expecting it to succeed and
-// every element to be held; `what` names the job in failures. Empty when the job failed.
+// Empties `dir`, runs the job `args` (launch_args, the family's flags and job_flags into `dir`;
+// 240 s at most) and reads it back against the model's full parameters `params`, expecting it to
+// succeed and every element to be held; `what` names the job in failures. Empty when the job
+// failed.
 inline DumpedRun run_and_read(const std::vector<std::string>& args,
                               const std::filesystem::path& dir,
                               const std::vector<model::Param>& params, const std::string& what) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
   const testing::CommandOutput done = testing::run_command(args, {}, std::chrono::seconds(240));
   EXPECT_EQ(done.exit_code, 0) << what << "\n" << done.out << done.err;
   if (done.exit_code != 0) return {};
