@@ -51,10 +51,35 @@ function(ntp_add_test name)
                        PROPERTIES LABELS "${labels}" RUN_SERIAL ${serial})
 endfunction()
 
+# ntp_use_ntp_binary(TARGET): TARGET runs the `ntp` program as a subprocess. It is built after
+# `ntp` and compiled with NTP_BINARY (the program's path) and NTP_SOURCE_DIR (the source root).
+function(ntp_use_ntp_binary target)
+  target_compile_definitions(${target} PRIVATE NTP_BINARY="$<TARGET_FILE:ntp>"
+                                               NTP_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  add_dependencies(${target} ntp)
+endfunction()
+
+# ntp_add_job_test(NAME <ntp_add_test's arguments>): an ntp_add_test that runs real `ntp` jobs
+# (ntp_use_ntp_binary).
+function(ntp_add_job_test name)
+  ntp_add_test(${name} ${ARGN})
+  ntp_use_ntp_binary(${name})
+endfunction()
+
 # ntp_add_bench(NAME SOURCES a_bench.cpp ... [DEPS lib ...])
 function(ntp_add_bench name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} benchmark::benchmark ntp_bench_common)
   ntp_apply_options(${name})
+endfunction()
+
+# ntp_add_job_bench(NAME SOURCES a.cpp ... [DEPS lib ...]): a benchmark program with its own main
+# (not Google Benchmark) that times real `ntp` jobs (ntp_use_ntp_binary).
+function(ntp_add_job_bench name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ntp_bench_common ${ARG_DEPS})
+  ntp_apply_options(${name})
+  ntp_use_ntp_binary(${name})
 endfunction()

@@ -28,6 +28,7 @@
 
 #include "comm/gloo_communicator.h"
 #include "comm/store.h"
+#include "json_lines.h"
 #include "machine_info.h"
 
 namespace {
@@ -48,16 +49,6 @@ struct Run {
   int64_t reshard_bytes = 0, busiest_rank_bytes = 0;
   double reshard_s = 0;
 };
-
-std::vector<nlohmann::json> read_lines(const fs::path& file) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded()) out.push_back(std::move(j));
-  }
-  return out;
-}
 
 std::optional<double> fault_time(const fs::path& log) {
   std::ifstream in(log);
@@ -96,7 +87,7 @@ Run run_job(const Options& o, bool live, const fs::path& dir) {
     return r;
   }
   r.fault_time = *fault;
-  const std::vector<nlohmann::json> lines = read_lines(out / "metrics.jsonl");
+  const std::vector<nlohmann::json> lines = ntp::testing::read_json_lines(out / "metrics.jsonl");
   double before = 0;
   int n = 0;
   std::optional<double> commit, start, resume, recovery;

@@ -24,6 +24,22 @@ Result<int64_t> positive_field(const json& config, const char* name, bool zero_o
   return config[name].get<int64_t>();
 }
 
+// The fields every family's model_config holds, each a positive integer.
+struct CommonShape {
+  int64_t n_layer = 0, n_head = 0, n_embd = 0, n_ctx = 0, vocab = 0;
+};
+
+Result<CommonShape> common_shape(const json& model_config) {
+  if (!model_config.is_object()) return invalid_argument("model_config must be a JSON object");
+  CommonShape s;
+  NTP_ASSIGN_OR_RETURN(s.n_layer, positive_field(model_config, "n_layer"));
+  NTP_ASSIGN_OR_RETURN(s.n_head, positive_field(model_config, "n_head"));
+  NTP_ASSIGN_OR_RETURN(s.n_embd, positive_field(model_config, "n_embd"));
+  NTP_ASSIGN_OR_RETURN(s.n_ctx, positive_field(model_config, "n_ctx"));
+  NTP_ASSIGN_OR_RETURN(s.vocab, positive_field(model_config, "vocab_size"));
+  return s;
+}
+
 // Removes the staging directory unless released.
 struct StagingDir {
   fs::path path;
@@ -41,12 +57,8 @@ Status fs_error(const std::string& what, const fs::path& path, const std::error_
 }  // namespace
 
 Result<json> hf_gpt2_config(const json& model_config) {
-  if (!model_config.is_object()) return invalid_argument("model_config must be a JSON object");
-  NTP_ASSIGN_OR_RETURN(const int64_t n_layer, positive_field(model_config, "n_layer"));
-  NTP_ASSIGN_OR_RETURN(const int64_t n_head, positive_field(model_config, "n_head"));
-  NTP_ASSIGN_OR_RETURN(const int64_t n_embd, positive_field(model_config, "n_embd"));
-  NTP_ASSIGN_OR_RETURN(const int64_t n_ctx, positive_field(model_config, "n_ctx"));
-  NTP_ASSIGN_OR_RETURN(const int64_t vocab, positive_field(model_config, "vocab_size"));
+  NTP_ASSIGN_OR_RETURN(const CommonShape shape, common_shape(model_config));
+  const auto [n_layer, n_head, n_embd, n_ctx, vocab] = shape;
   int64_t n_ffn = 0;
   if (model_config.contains("n_ffn")) {
     NTP_ASSIGN_OR_RETURN(n_ffn, positive_field(model_config, "n_ffn", /*zero_ok=*/true));
@@ -78,12 +90,8 @@ Result<json> hf_gpt2_config(const json& model_config) {
 }
 
 Result<json> hf_llama_config(const json& model_config) {
-  if (!model_config.is_object()) return invalid_argument("model_config must be a JSON object");
-  NTP_ASSIGN_OR_RETURN(const int64_t n_layer, positive_field(model_config, "n_layer"));
-  NTP_ASSIGN_OR_RETURN(const int64_t n_head, positive_field(model_config, "n_head"));
-  NTP_ASSIGN_OR_RETURN(const int64_t n_embd, positive_field(model_config, "n_embd"));
-  NTP_ASSIGN_OR_RETURN(const int64_t n_ctx, positive_field(model_config, "n_ctx"));
-  NTP_ASSIGN_OR_RETURN(const int64_t vocab, positive_field(model_config, "vocab_size"));
+  NTP_ASSIGN_OR_RETURN(const CommonShape shape, common_shape(model_config));
+  const auto [n_layer, n_head, n_embd, n_ctx, vocab] = shape;
   NTP_ASSIGN_OR_RETURN(int64_t n_ffn, positive_field(model_config, "n_ffn", /*zero_ok=*/true));
   NTP_ASSIGN_OR_RETURN(int64_t n_kv, positive_field(model_config, "n_kv_head", true));
   NTP_ASSIGN_OR_RETURN(int64_t head_dim, positive_field(model_config, "head_dim", true));

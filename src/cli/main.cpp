@@ -44,11 +44,8 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
+  } catch (const CLI::Success& e) {
+    // --help, --help-all, --version: CLI11 prints them and exits 0.
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Malformed command lines are bad input: one line naming the problem, exit code 2.

@@ -26,21 +26,7 @@ void resize(std::vector<float>& v, int64_t n) { v.resize(static_cast<size_t>(n))
 }  // namespace
 
 GptModel::GptModel(GptConfig config, TpShard shard, TpGroup* group)
-    : config_(config), shard_(std::move(shard)), group_(group) {}
-
-int GptModel::add_param(std::string name, std::vector<int64_t> logical_shape,
-                        const Sharding& sharding) {
-  Param p;
-  p.name = std::move(name);
-  p.logical_shape = std::move(logical_shape);
-  p.shard_axis = sharding.axis;
-  p.logical_index = sharding.index;
-  p.space = sharding.space;
-  p.unit_outer = sharding.outer;
-  p.unit_inner = sharding.inner;
-  params_.push_back(std::move(p));
-  return static_cast<int>(params_.size()) - 1;
-}
+    : TpModel(group), config_(config), shard_(std::move(shard)) {}
 
 Result<GptModel> GptModel::create(const GptConfig& config, TpShard shard, uint64_t seed,
                                   TpGroup* group, bool initialize) {
@@ -52,17 +38,10 @@ Result<GptModel> GptModel::create(const GptConfig& config, TpShard shard, uint64
 
   // Logical column / row indices of the shard's units.
   std::vector<int64_t> qkv_cols, head_rows, ffn_cols;
-  for (int64_t part = 0; part < 3; ++part) {
-    for (int64_t h : m.shard_.heads) {
-      for (int64_t e = 0; e < d; ++e) qkv_cols.push_back(part * c + h * d + e);
-    }
-  }
-  for (int64_t h : m.shard_.heads) {
-    for (int64_t e = 0; e < d; ++e) head_rows.push_back(h * d + e);
-  }
-  for (int64_t u : m.shard_.ffn_units) {
-    for (int64_t e = 0; e < unit; ++e) ffn_cols.push_back(u * unit + e);
-  }
+  for (int64_t part = 0; part < 3; ++part)
+    append_unit_slices(m.shard_.heads, d, part * c, qkv_cols);
+  append_unit_slices(m.shard_.heads, d, 0, head_rows);
+  append_unit_slices(m.shard_.ffn_units, unit, 0, ffn_cols);
   using S = UnitSpaceId;
   const Sharding replicated;
   // [outer, units, inner] views of each sharded tensor (model/param.h).
@@ -114,59 +93,9 @@ Result<GptModel> GptModel::create(const GptConfig& config, TpShard shard, uint64
   return m;
 }
 
-void GptModel::zero_grad() {
-  for (Param& p : params_) {
-    float* g = p.grad.data();
-    k::parallel_for(p.grad.numel(), int64_t{1} << 16,
-                    [g](int64_t i0, int64_t i1) { std::fill(g + i0, g + i1, 0.0f); });
-  }
-}
-
-Status GptModel::all_reduce(std::vector<float>& data) {
-  TpGroup* g = group_ != nullptr ? group_ : &solo_;
-  if (g->size() == 1) return ok_status();
-  return g->all_reduce_sum(data);
-}
-
-Status GptModel::check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                             int64_t b, int64_t t) const {
-  if (b <= 0 || t <= 0 || t > config_.n_ctx) {
-    return invalid_argument(
-        "batch shape [" + std::to_string(b) + ", " + std::to_string(t) +
-        "] needs b >= 1 and 1 <= t <= n_ctx = " + std::to_string(config_.n_ctx));
-  }
-  if (static_cast<int64_t>(tokens.size()) != b * t ||
-      static_cast<int64_t>(targets.size()) != b * t) {
-    return invalid_argument("tokens and targets must hold b * t = " + std::to_string(b * t) +
-                            " ids");
-  }
-  for (std::span<const int32_t> ids : {tokens, targets}) {
-    for (int32_t id : ids) {
-      if (id < 0 || id >= config_.vocab_size) {
-        return invalid_argument("token id " + std::to_string(id) +
-                                " is outside the vocabulary [0, " +
-                                std::to_string(config_.vocab_size) + ")");
-      }
-    }
-  }
-  return ok_status();
-}
-
-Result<double> GptModel::forward_backward(std::span<const int32_t> tokens,
-                                          std::span<const int32_t> targets, int64_t b, int64_t t,
-                                          const BackwardOptions& options) {
-  return run(tokens, targets, b, t, &options);
-}
-
-Result<double> GptModel::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                              int64_t b, int64_t t) {
-  return run(tokens, targets, b, t, nullptr);
-}
-
 Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                              int64_t b, int64_t t, const BackwardOptions* backward) {
-  NTP_RETURN_IF_ERROR(check_batch(tokens, targets, b, t));
-  TpGroup* group = group_ != nullptr ? group_ : &solo_;
+  NTP_RETURN_IF_ERROR(check_batch(tokens, targets, b, t, config_.n_ctx, config_.vocab_size));
   const int64_t n = b * t, c = config_.n_embd, d = config_.head_dim();
   const int64_t hl = static_cast<int64_t>(shard_.heads.size());
   const int64_t cl = hl * d;
@@ -187,7 +116,7 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   // product straight onto residual + bias (sgemm with beta = 1: no clearing pass, no add pass).
   auto row_parallel_residual = [&](const float* xin, int weight, int bias, const float* residual,
                                    int64_t n_rows, int64_t in, int64_t out, float* z) -> Status {
-    if (group->size() == 1) {
+    if (group().size() == 1) {
       k::linear_forward_residual(xin, w(weight), w(bias), residual, n_rows, in, out, z, dtype);
       return ok_status();
     }
@@ -230,26 +159,9 @@ Result<double> GptModel::run(std::span<const int32_t> tokens, std::span<const in
   k::matmul(dtype, false, true, n, vl, c, 1.0f, hf_.data(), c, w(wte_), c, 0.0f, logits_.data(),
             vl);
 
-  // Parallel cross-entropy: global row max, then global exp-sum and target logit.
-  std::vector<float> local_max(static_cast<size_t>(n));
-  k::row_max(logits_.data(), n, vl, local_max.data());
-  std::vector<float> gmax(static_cast<size_t>(n));
-  if (group->size() == 1) {
-    gmax = local_max;
-  } else {
-    std::vector<float> all(static_cast<size_t>(n * group->size()));
-    NTP_RETURN_IF_ERROR(group->all_gather(local_max, all));
-    std::fill(gmax.begin(), gmax.end(), -std::numeric_limits<float>::infinity());
-    for (int r = 0; r < group->size(); ++r) {
-      for (int64_t i = 0; i < n; ++i) gmax[i] = std::max(gmax[i], all[r * n + i]);
-    }
-  }
-  std::vector<float> stats(static_cast<size_t>(2 * n));  // [exp-sum | target logit]
-  k::row_sum_exp(logits_.data(), n, vl, gmax.data(), stats.data());
-  k::target_logits(logits_.data(), n, vl, targets.data(), vocab_local_, stats.data() + n);
-  NTP_RETURN_IF_ERROR(all_reduce(stats));
-  const double loss = k::cross_entropy_loss_sum(n, gmax.data(), stats.data(), stats.data() + n) /
-                      static_cast<double>(n);
+  std::vector<float> gmax, stats;  // global row maxima [n], [exp-sum | target logit] [2n]
+  NTP_ASSIGN_OR_RETURN(const double loss,
+                       cross_entropy_forward(logits_, n, vl, targets, vocab_local_, gmax, stats));
   if (backward == nullptr) return loss;
   size_t next_ready = 0;  // index into ready_groups_
   auto grads_ready = [&]() {

@@ -26,16 +26,15 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/backward_options.h"
 #include "model/gpt_config.h"
-#include "model/model.h"
 #include "model/param.h"
 #include "model/tp_group.h"
+#include "model/tp_model.h"
 #include "model/tp_shard.h"
 
 namespace ntp::model {
 
-class GptModel final : public Model {
+class GptModel final : public TpModel {
  public:
   // `group` (degree 1 when null) must outlive the model; shard must be valid for config. With
   // `initialize` false the weights are left zero (for a caller that fills them at once, e.g. a
@@ -48,20 +47,9 @@ class GptModel final : public Model {
 
   const GptConfig& config() const { return config_; }
   const TpShard& shard() const { return shard_; }
-  // In Hugging Face order: wte, wpe, h.0.ln_1 ... h.L-1.mlp.c_proj.bias, ln_f.
-  std::vector<Param>& params() override { return params_; }
-  const std::vector<Param>& params() const override { return params_; }
-
-  void zero_grad() override;
-  // Forward and backward; returns the mean loss and accumulates gradients (see BackwardOptions).
-  Result<double> forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                                  int64_t b, int64_t t,
-                                  const BackwardOptions& options = {}) override;
-  // Forward only (evaluation).
-  Result<double> loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
-                      int64_t t) override;
-  // The groups on_grads_ready reports, in the order it reports them (model/gpt_model.h above).
-  const std::vector<std::vector<int>>& grads_ready_order() const override { return ready_groups_; }
+  // params() in Hugging Face order: wte, wpe, h.0.ln_1 ... h.L-1.mlp.c_proj.bias, ln_f.
+  // grads_ready_order(): ln_f, then each block from the last to the first (its 12 tensors), then
+  // wte and wpe.
   // Global gradient L2 norm of the replica: sharded gradients summed over ranks, replicated ones
   // counted once.
   Result<double> grad_norm() override;
@@ -81,31 +69,14 @@ class GptModel final : public Model {
   };
 
   GptModel(GptConfig config, TpShard shard, TpGroup* group);
-  // How a parameter is split over TP ranks (model/param.h); the default is replicated.
-  struct Sharding {
-    int axis = -1;
-    std::vector<int64_t> index;
-    UnitSpaceId space = UnitSpaceId::kNone;
-    int64_t outer = 1, inner = 1;
-  };
-  int add_param(std::string name, std::vector<int64_t> logical_shape, const Sharding& sharding);
-  float* w(int index) { return params_[static_cast<size_t>(index)].value.data(); }
-  float* dw(int index) { return params_[static_cast<size_t>(index)].grad.data(); }
-  Status all_reduce(std::vector<float>& data);
-  Status check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
-                     int64_t t) const;
   Result<double> run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
-                     int64_t t, const BackwardOptions* backward);  // null: forward only
+                     int64_t t, const BackwardOptions* backward) override;  // null: forward only
 
   GptConfig config_;
   TpShard shard_;
-  TpGroup* group_;
-  SoloTpGroup solo_;
-  std::vector<Param> params_;
   int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1;
   std::vector<LayerParams> layers_;
-  std::vector<std::vector<int>> ready_groups_;  // see grads_ready_order()
-  std::vector<int64_t> vocab_local_;            // logical id -> local wte row or -1
+  std::vector<int64_t> vocab_local_;  // logical id -> local wte row or -1
   // Activations of the last forward, reused across steps of the same shape.
   std::vector<LayerActs> acts_;
   std::vector<float> x_final_, hf_, meanf_, rstdf_, logits_;

@@ -56,21 +56,7 @@ void matmul_tn(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const flo
 }  // namespace
 
 LlamaModel::LlamaModel(LlamaConfig config, LlamaShard shard, TpGroup* group)
-    : config_(config), shard_(std::move(shard)), group_(group) {}
-
-int LlamaModel::add_param(std::string name, std::vector<int64_t> logical_shape,
-                          const Sharding& sharding) {
-  Param p;
-  p.name = std::move(name);
-  p.logical_shape = std::move(logical_shape);
-  p.shard_axis = sharding.axis;
-  p.logical_index = sharding.index;
-  p.space = sharding.space;
-  p.unit_outer = sharding.outer;
-  p.unit_inner = sharding.inner;
-  params_.push_back(std::move(p));
-  return static_cast<int>(params_.size()) - 1;
-}
+    : TpModel(group), config_(config), shard_(std::move(shard)) {}
 
 Result<LlamaModel> LlamaModel::create(const LlamaConfig& config, LlamaShard shard, uint64_t seed,
                                       TpGroup* group, bool initialize) {
@@ -87,15 +73,9 @@ Result<LlamaModel> LlamaModel::create(const LlamaConfig& config, LlamaShard shar
 
   // Logical row / column indices of the shard's units.
   std::vector<int64_t> head_rows, kv_rows, ffn_rows;
-  for (int64_t h : m.shard_.heads) {
-    for (int64_t e = 0; e < d; ++e) head_rows.push_back(h * d + e);
-  }
-  for (int64_t g : m.kv_groups_) {
-    for (int64_t e = 0; e < d; ++e) kv_rows.push_back(g * d + e);
-  }
-  for (int64_t u : m.shard_.ffn_units) {
-    for (int64_t e = 0; e < unit; ++e) ffn_rows.push_back(u * unit + e);
-  }
+  append_unit_slices(m.shard_.heads, d, 0, head_rows);
+  append_unit_slices(m.kv_groups_, d, 0, kv_rows);
+  append_unit_slices(m.shard_.ffn_units, unit, 0, ffn_rows);
   using S = UnitSpaceId;
   const Sharding replicated;
   // [outer, units, inner] views (model/param.h); nn.Linear weights are [out, in].
@@ -152,43 +132,6 @@ Result<LlamaModel> LlamaModel::create(const LlamaConfig& config, LlamaShard shar
   return m;
 }
 
-void LlamaModel::zero_grad() {
-  for (Param& p : params_) {
-    float* g = p.grad.data();
-    k::parallel_for(p.grad.numel(), int64_t{1} << 16,
-                    [g](int64_t i0, int64_t i1) { std::fill(g + i0, g + i1, 0.0f); });
-  }
-}
-
-Status LlamaModel::all_reduce(std::span<float> data) {
-  if (group().size() == 1) return ok_status();
-  return group().all_reduce_sum(data);
-}
-
-Status LlamaModel::check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                               int64_t b, int64_t t) const {
-  if (b <= 0 || t <= 0 || t > config_.n_ctx) {
-    return invalid_argument(
-        "batch shape [" + std::to_string(b) + ", " + std::to_string(t) +
-        "] needs b >= 1 and 1 <= t <= n_ctx = " + std::to_string(config_.n_ctx));
-  }
-  if (static_cast<int64_t>(tokens.size()) != b * t ||
-      static_cast<int64_t>(targets.size()) != b * t) {
-    return invalid_argument("tokens and targets must hold b * t = " + std::to_string(b * t) +
-                            " ids");
-  }
-  for (std::span<const int32_t> ids : {tokens, targets}) {
-    for (int32_t id : ids) {
-      if (id < 0 || id >= config_.vocab_size) {
-        return invalid_argument("token id " + std::to_string(id) +
-                                " is outside the vocabulary [0, " +
-                                std::to_string(config_.vocab_size) + ")");
-      }
-    }
-  }
-  return ok_status();
-}
-
 Status LlamaModel::find_shared_kv_groups() {
   if (shared_known_) return ok_status();
   // holders[g] = number of ranks holding group g (small integers: exact in float).
@@ -205,17 +148,6 @@ Status LlamaModel::find_shared_kv_groups() {
   for (int64_t g : kv_groups_) shared_slot_.push_back(slot[static_cast<size_t>(g)]);
   shared_known_ = true;
   return ok_status();
-}
-
-Result<double> LlamaModel::forward_backward(std::span<const int32_t> tokens,
-                                            std::span<const int32_t> targets, int64_t b, int64_t t,
-                                            const BackwardOptions& options) {
-  return run(tokens, targets, b, t, &options);
-}
-
-Result<double> LlamaModel::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                                int64_t b, int64_t t) {
-  return run(tokens, targets, b, t, nullptr);
 }
 
 LlamaModel::Dims LlamaModel::dims(int64_t b, int64_t t) const {
@@ -375,9 +307,8 @@ Status LlamaModel::backward_attention(size_t l, const Dims& m) {
 
 Result<double> LlamaModel::run(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                                int64_t b, int64_t t, const BackwardOptions* backward) {
-  NTP_RETURN_IF_ERROR(check_batch(tokens, targets, b, t));
+  NTP_RETURN_IF_ERROR(check_batch(tokens, targets, b, t, config_.n_ctx, config_.vocab_size));
   if (backward != nullptr) NTP_RETURN_IF_ERROR(find_shared_kv_groups());
-  TpGroup& grp = group();
   const Dims m = dims(b, t);
   const int64_t n = m.n, c = m.c, vh = m.vh;
   const float eps = static_cast<float>(config_.rms_norm_eps);
@@ -398,24 +329,9 @@ Result<double> LlamaModel::run(std::span<const int32_t> tokens, std::span<const 
   // logits[n, vh] = hf[n, c] * lm_head_local[vh, c]^T
   matmul_nt(m.dtype, n, vh, c, hf_.data(), c, w(lm_head_), c, 0.0f, logits_.data(), vh);
 
-  // Parallel cross-entropy: global row max, then global exp-sum and target logit. A rank holding
-  // no lm_head row contributes -inf to the max (row_max needs at least one column).
-  std::vector<float> gmax(static_cast<size_t>(n), -std::numeric_limits<float>::infinity());
-  if (vh > 0) k::row_max(logits_.data(), n, vh, gmax.data());
-  if (grp.size() > 1) {
-    std::vector<float> all(static_cast<size_t>(n * grp.size()));
-    NTP_RETURN_IF_ERROR(grp.all_gather(gmax, all));
-    std::fill(gmax.begin(), gmax.end(), -std::numeric_limits<float>::infinity());
-    for (int r = 0; r < grp.size(); ++r) {
-      for (int64_t i = 0; i < n; ++i) gmax[i] = std::max(gmax[i], all[r * n + i]);
-    }
-  }
-  std::vector<float> stats(static_cast<size_t>(2 * n));  // [exp-sum | target logit]
-  k::row_sum_exp(logits_.data(), n, vh, gmax.data(), stats.data());
-  k::target_logits(logits_.data(), n, vh, targets.data(), head_local_, stats.data() + n);
-  NTP_RETURN_IF_ERROR(all_reduce(stats));
-  const double loss = k::cross_entropy_loss_sum(n, gmax.data(), stats.data(), stats.data() + n) /
-                      static_cast<double>(n);
+  std::vector<float> gmax, stats;  // global row maxima [n], [exp-sum | target logit] [2n]
+  NTP_ASSIGN_OR_RETURN(const double loss,
+                       cross_entropy_forward(logits_, n, vh, targets, head_local_, gmax, stats));
   if (backward == nullptr) return loss;
   size_t next_ready = 0;
   auto grads_ready = [&]() {

@@ -40,16 +40,15 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/backward_options.h"
 #include "model/llama_config.h"
 #include "model/llama_shard.h"
-#include "model/model.h"
 #include "model/param.h"
 #include "model/tp_group.h"
+#include "model/tp_model.h"
 
 namespace ntp::model {
 
-class LlamaModel final : public Model {
+class LlamaModel final : public TpModel {
  public:
   // `group` (degree 1 when null) must outlive the model; shard must be valid for config. With
   // `initialize` false the weights are left zero (for a caller that fills them at once). Does
@@ -64,24 +63,10 @@ class LlamaModel final : public Model {
   const LlamaShard& shard() const { return shard_; }
   // The KV groups this rank holds, ascending (the local unit order of k_proj / v_proj).
   const std::vector<int64_t>& kv_groups() const { return kv_groups_; }
-  // In Hugging Face order: model.embed_tokens.weight, per layer input_layernorm, q_proj, k_proj,
-  // v_proj, o_proj, post_attention_layernorm, gate_proj, up_proj, down_proj, then model.norm and
-  // lm_head.weight.
-  std::vector<Param>& params() override { return params_; }
-  const std::vector<Param>& params() const override { return params_; }
-
-  void zero_grad() override;
-  // Forward and backward; returns the mean loss and accumulates gradients (model/
-  // backward_options.h; on_grads_ready reports, in this order: lm_head and model.norm, then each
-  // layer from the last to the first (its 9 tensors), then embed_tokens). Collective.
-  Result<double> forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                                  int64_t b, int64_t t,
-                                  const BackwardOptions& options = {}) override;
-  // Forward only (evaluation). Collective.
-  Result<double> loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
-                      int64_t t) override;
-  // The groups on_grads_ready reports, in the order it reports them.
-  const std::vector<std::vector<int>>& grads_ready_order() const override { return ready_groups_; }
+  // params() in Hugging Face order: model.embed_tokens.weight, per layer input_layernorm, q_proj,
+  // k_proj, v_proj, o_proj, post_attention_layernorm, gate_proj, up_proj, down_proj, then
+  // model.norm and lm_head.weight. grads_ready_order(): lm_head and model.norm, then each layer
+  // from the last to the first (its 9 tensors), then embed_tokens.
   // Global gradient L2 norm of the replica: sharded gradients summed over ranks with KV copies
   // (Param::unit_copy) skipped, replicated ones counted once. Collective.
   Result<double> grad_norm() override;
@@ -100,25 +85,12 @@ class LlamaModel final : public Model {
     // K and V copied per head (the layout attention_forward takes); lse [B, Hl, T].
     std::vector<float> x_in, h1, rstd1, qkv, lse, att, x_mid, h2, rstd2, gu, s;
   };
-  struct Sharding {
-    int axis = -1;
-    std::vector<int64_t> index;
-    UnitSpaceId space = UnitSpaceId::kNone;
-    int64_t outer = 1, inner = 1;
-  };
 
   LlamaModel(LlamaConfig config, LlamaShard shard, TpGroup* group);
-  int add_param(std::string name, std::vector<int64_t> logical_shape, const Sharding& sharding);
-  float* w(int index) { return params_[static_cast<size_t>(index)].value.data(); }
-  float* dw(int index) { return params_[static_cast<size_t>(index)].grad.data(); }
-  TpGroup& group() { return group_ != nullptr ? *group_ : solo_; }
-  Status all_reduce(std::span<float> data);
-  Status check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
-                     int64_t t) const;
   // Learns which held KV groups are also held by another rank (once; collective).
   Status find_shared_kv_groups();
   Result<double> run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
-                     int64_t t, const BackwardOptions* backward);  // null: forward only
+                     int64_t t, const BackwardOptions* backward) override;  // null: forward only
   // Sizes of one call: batch, tokens n = b t, width, head size, local query heads hl and KV groups
   // gl, their widths qd = hl d and kd = gl d, the fused QKV row 3 qd, local FFN columns, local
   // embedding and lm_head rows.
@@ -141,12 +113,8 @@ class LlamaModel final : public Model {
 
   LlamaConfig config_;
   LlamaShard shard_;
-  TpGroup* group_;
-  SoloTpGroup solo_;
-  std::vector<Param> params_;
   int embed_ = -1, norm_ = -1, lm_head_ = -1;
   std::vector<LayerParams> layers_;
-  std::vector<std::vector<int>> ready_groups_;
   std::vector<int64_t> kv_groups_;          // held KV groups, ascending
   std::vector<int64_t> head_group_;         // local query head j -> local index of its KV group
   bool shared_known_ = false;               // find_shared_kv_groups() has run

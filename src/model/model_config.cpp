@@ -2,53 +2,45 @@
 
 namespace ntp::model {
 
-ModelConfig::ModelConfig(const GptConfig& gpt)
-    : family(ModelFamily::kGpt2),
-      n_layer(gpt.n_layer),
-      n_head(gpt.n_head),
-      n_embd(gpt.n_embd),
-      n_ffn(gpt.n_ffn),
-      n_ctx(gpt.n_ctx),
-      vocab_size(gpt.vocab_size),
-      ffn_unit(gpt.ffn_unit) {}
+namespace {
 
-ModelConfig::ModelConfig(const LlamaConfig& llama)
-    : family(ModelFamily::kLlama),
-      n_layer(llama.n_layer),
-      n_head(llama.n_head),
-      n_kv_head(llama.n_kv_head),
-      n_embd(llama.n_embd),
-      head_dim(llama.head_dim),
-      n_ffn(llama.n_ffn),
-      n_ctx(llama.n_ctx),
-      vocab_size(llama.vocab_size),
-      ffn_unit(llama.ffn_unit),
-      rms_norm_eps(llama.rms_norm_eps),
-      rope_theta(llama.rope_theta) {}
+// The fields every family has, copied from `from` to `to` (GptConfig, LlamaConfig, ModelConfig).
+template <typename From, typename To>
+void copy_shared_fields(const From& from, To& to) {
+  to.n_layer = from.n_layer;
+  to.n_head = from.n_head;
+  to.n_embd = from.n_embd;
+  to.n_ffn = from.n_ffn;
+  to.n_ctx = from.n_ctx;
+  to.vocab_size = from.vocab_size;
+  to.ffn_unit = from.ffn_unit;
+}
+
+}  // namespace
+
+ModelConfig::ModelConfig(const GptConfig& gpt) : family(ModelFamily::kGpt2) {
+  copy_shared_fields(gpt, *this);
+}
+
+ModelConfig::ModelConfig(const LlamaConfig& llama) : family(ModelFamily::kLlama) {
+  copy_shared_fields(llama, *this);
+  n_kv_head = llama.n_kv_head;
+  head_dim = llama.head_dim;
+  rms_norm_eps = llama.rms_norm_eps;
+  rope_theta = llama.rope_theta;
+}
 
 GptConfig ModelConfig::gpt() const {
   GptConfig c;
-  c.n_layer = n_layer;
-  c.n_head = n_head;
-  c.n_embd = n_embd;
-  c.n_ffn = n_ffn;
-  c.n_ctx = n_ctx;
-  c.vocab_size = vocab_size;
-  c.ffn_unit = ffn_unit;
+  copy_shared_fields(*this, c);
   return c;
 }
 
 LlamaConfig ModelConfig::llama() const {
   LlamaConfig c;
-  c.n_layer = n_layer;
-  c.n_head = n_head;
+  copy_shared_fields(*this, c);
   c.n_kv_head = n_kv_head == 0 ? n_head : n_kv_head;
-  c.n_embd = n_embd;
   c.head_dim = head_dim;
-  c.n_ffn = n_ffn;
-  c.n_ctx = n_ctx;
-  c.vocab_size = vocab_size;
-  c.ffn_unit = ffn_unit;
   c.rms_norm_eps = rms_norm_eps;
   c.rope_theta = rope_theta;
   return c;

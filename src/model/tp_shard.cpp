@@ -1,39 +1,13 @@
 #include "model/tp_shard.h"
 
-#include <numeric>
 #include <string>
 #include <utility>
 
 #include "core/rng.h"
+#include "model/unit_lists.h"
 
 namespace ntp::model {
 namespace {
-
-std::vector<int64_t> iota(int64_t n) {
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), int64_t{0});
-  return v;
-}
-
-// Rank r of `degree` gets units [begin(r), begin(r+1)) of `order`; sizes differ by at most one.
-std::vector<std::vector<int64_t>> deal(const std::vector<int64_t>& order, int degree) {
-  std::vector<std::vector<int64_t>> out(static_cast<size_t>(degree));
-  const int64_t n = static_cast<int64_t>(order.size());
-  for (int r = 0; r < degree; ++r) {
-    const int64_t begin = n * r / degree, end = n * (r + 1) / degree;
-    out[static_cast<size_t>(r)].assign(order.begin() + begin, order.begin() + end);
-  }
-  return out;
-}
-
-std::vector<int64_t> shuffled(int64_t n, Rng& rng) {
-  std::vector<int64_t> v = iota(n);
-  for (int64_t i = n - 1; i > 0; --i) {
-    const auto j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(i + 1)));
-    std::swap(v[static_cast<size_t>(i)], v[static_cast<size_t>(j)]);
-  }
-  return v;
-}
 
 std::vector<TpShard> assemble(const std::vector<std::vector<int64_t>>& heads,
                               const std::vector<std::vector<int64_t>>& ffn,
@@ -43,56 +17,32 @@ std::vector<TpShard> assemble(const std::vector<std::vector<int64_t>>& heads,
   return layout;
 }
 
-Status check_space(const char* space, int64_t count,
-                   const std::vector<const std::vector<int64_t>*>& lists, bool require_all) {
-  std::vector<int> seen(static_cast<size_t>(count), 0);
-  for (const auto* list : lists) {
-    for (int64_t u : *list) {
-      if (u < 0 || u >= count) {
-        return invalid_argument(std::string(space) + " unit " + std::to_string(u) +
-                                " is out of range [0, " + std::to_string(count) + ")");
-      }
-      if (++seen[static_cast<size_t>(u)] > 1) {
-        return invalid_argument(std::string(space) + " unit " + std::to_string(u) +
-                                " is assigned more than once");
-      }
-    }
-  }
-  if (require_all) {
-    for (int64_t u = 0; u < count; ++u) {
-      if (seen[static_cast<size_t>(u)] == 0) {
-        return invalid_argument(std::string(space) + " unit " + std::to_string(u) +
-                                " is assigned to no rank");
-      }
-    }
-  }
-  return ok_status();
-}
-
 }  // namespace
 
 TpShard full_shard(const GptConfig& config) {
-  return TpShard{iota(config.n_head), iota(config.ffn_units()), iota(config.vocab_size)};
+  return TpShard{all_units(config.n_head), all_units(config.ffn_units()),
+                 all_units(config.vocab_size)};
 }
 
 std::vector<TpShard> contiguous_layout(const GptConfig& config, int degree) {
   NTP_CHECK(degree >= 1);
-  return assemble(deal(iota(config.n_head), degree), deal(iota(config.ffn_units()), degree),
-                  deal(iota(config.vocab_size), degree));
+  return assemble(deal_units(all_units(config.n_head), degree),
+                  deal_units(all_units(config.ffn_units()), degree),
+                  deal_units(all_units(config.vocab_size), degree));
 }
 
 std::vector<TpShard> shuffled_layout(const GptConfig& config, int degree, uint64_t seed) {
   NTP_CHECK(degree >= 1);
   Rng rng(seed);
-  return assemble(deal(shuffled(config.n_head, rng), degree),
-                  deal(shuffled(config.ffn_units(), rng), degree),
-                  deal(shuffled(config.vocab_size, rng), degree));
+  return assemble(deal_units(shuffled_units(config.n_head, rng), degree),
+                  deal_units(shuffled_units(config.ffn_units(), rng), degree),
+                  deal_units(shuffled_units(config.vocab_size, rng), degree));
 }
 
 Status validate_shard(const GptConfig& config, const TpShard& shard) {
-  NTP_RETURN_IF_ERROR(check_space("head", config.n_head, {&shard.heads}, false));
-  NTP_RETURN_IF_ERROR(check_space("ffn", config.ffn_units(), {&shard.ffn_units}, false));
-  return check_space("vocabulary", config.vocab_size, {&shard.vocab_rows}, false);
+  NTP_RETURN_IF_ERROR(check_unit_space("head", config.n_head, {&shard.heads}, false));
+  NTP_RETURN_IF_ERROR(check_unit_space("ffn", config.ffn_units(), {&shard.ffn_units}, false));
+  return check_unit_space("vocabulary", config.vocab_size, {&shard.vocab_rows}, false);
 }
 
 Status validate_layout(const GptConfig& config, const std::vector<TpShard>& layout) {
@@ -103,9 +53,9 @@ Status validate_layout(const GptConfig& config, const std::vector<TpShard>& layo
     ffn.push_back(&s.ffn_units);
     vocab.push_back(&s.vocab_rows);
   }
-  NTP_RETURN_IF_ERROR(check_space("head", config.n_head, heads, true));
-  NTP_RETURN_IF_ERROR(check_space("ffn", config.ffn_units(), ffn, true));
-  return check_space("vocabulary", config.vocab_size, vocab, true);
+  NTP_RETURN_IF_ERROR(check_unit_space("head", config.n_head, heads, true));
+  NTP_RETURN_IF_ERROR(check_unit_space("ffn", config.ffn_units(), ffn, true));
+  return check_unit_space("vocabulary", config.vocab_size, vocab, true);
 }
 
 }  // namespace ntp::model

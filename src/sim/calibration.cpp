@@ -10,12 +10,6 @@ namespace ntp::sim {
 
 namespace {
 
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
 // A cause that says the peer was silent until the timeout, rather than that it died.
 bool is_hang(const std::string& cause) {
   for (const char* word : {"timed out", "timeout", "still running after", "deadline"}) {
@@ -168,14 +162,14 @@ Result<Calibration> calibrate(const SimConfig& config, const RuntimeMetrics& met
     cal.rows.push_back(row);
   }
   cal.set_lines = {
-      "recovery.detect_kill_seconds=" + num(f.detect_kill_seconds),
-      "recovery.detect_hang_seconds=" + num(f.detect_hang_seconds),
-      "recovery.hang_fraction=" + num(f.hang_fraction),
-      "recovery.heartbeat_stale_seconds=" + num(f.heartbeat_stale_seconds),
-      "recovery.store_rtt_seconds=" + num(f.store_rtt_seconds),
-      "recovery.formation_seconds=" + num(f.formation_seconds),
-      "recovery.reshard_gbytes_per_s=" + num(f.reshard_gbytes_per_s),
-      "system.scale_out_gbits_per_s=" + num(fitted.system.scale_out_gbits_per_s),
+      "recovery.detect_kill_seconds=" + config_number(f.detect_kill_seconds),
+      "recovery.detect_hang_seconds=" + config_number(f.detect_hang_seconds),
+      "recovery.hang_fraction=" + config_number(f.hang_fraction),
+      "recovery.heartbeat_stale_seconds=" + config_number(f.heartbeat_stale_seconds),
+      "recovery.store_rtt_seconds=" + config_number(f.store_rtt_seconds),
+      "recovery.formation_seconds=" + config_number(f.formation_seconds),
+      "recovery.reshard_gbytes_per_s=" + config_number(f.reshard_gbytes_per_s),
+      "system.scale_out_gbits_per_s=" + config_number(fitted.system.scale_out_gbits_per_s),
   };
   return cal;
 }

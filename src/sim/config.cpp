@@ -14,12 +14,6 @@ namespace ntp::sim {
 
 namespace {
 
-std::string fmt(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
 // Reads the keys of one section, remembering which were seen so leftovers are reported.
 class Section {
  public:
@@ -30,7 +24,7 @@ class Section {
     if (!n) return ok_status();
     std::optional<double> v = n->value<double>();
     if (!v || !(n->is_number())) return type_error(key, "a number");
-    if (!(*v >= lo && *v <= hi)) return range_error(key, fmt(*v), lo, hi);
+    if (!(*v >= lo && *v <= hi)) return range_error(key, config_number(*v), lo, hi);
     out = *v;
     return ok_status();
   }
@@ -126,7 +120,8 @@ class Section {
   }
   Status range_error(const char* key, const std::string& value, double lo, double hi) const {
     return invalid_argument("key '" + name_ + "." + key + "' = " + value +
-                            " is out of range; use a value in [" + fmt(lo) + ", " + fmt(hi) + "]");
+                            " is out of range; use a value in [" + config_number(lo) + ", " +
+                            config_number(hi) + "]");
   }
 
   const toml::table* table_;
@@ -337,6 +332,12 @@ Result<SimConfig> load_config(const std::string& path, const std::vector<std::st
   Result<SimConfig> c = parse_config(ss.str(), overrides, dir.empty() ? "." : dir);
   if (!c.ok()) return c.status().with_context(path);
   return c;
+}
+
+std::string config_number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
 }
 
 }  // namespace ntp::sim

@@ -182,4 +182,8 @@ Result<SimConfig> load_config(const std::string& path,
 // Cross-field checks (divisibility, memory fit at the minimum degree, ...).
 Status validate(const SimConfig& config);
 
+// `v` as std::ostream prints it (6 significant digits, no trailing zeros): how the simulator's
+// messages quote a configured or fitted value.
+std::string config_number(double v);
+
 }  // namespace ntp::sim

@@ -231,15 +231,7 @@ TrialResult Simulator::run_trial(int trial, bool record_series) const {
     if (cost.total_s > 0) {
       RecoveryTotals& t = result.live_recovery;
       ++(failure ? t.failures : t.repairs);
-      t.sum.lost_step_s += cost.lost_step_s;
-      t.sum.detect_s += cost.detect_s;
-      t.sum.agree_s += cost.agree_s;
-      t.sum.rebuild_s += cost.rebuild_s;
-      t.sum.reshard_s += cost.reshard_s;
-      t.sum.total_s += cost.total_s;
-      t.sum.busiest_gpu_bytes += cost.busiest_gpu_bytes;
-      t.sum.changed_group_bytes += cost.changed_group_bytes;
-      t.sum.dp_peer_bytes += cost.dp_peer_bytes;
+      t.sum += cost;
     }
     return cost.total_s;
   };

@@ -66,6 +66,19 @@ Result<std::vector<shard::UnitSpace>> stage_unit_spaces(const SimConfig& c) {
   return spaces;
 }
 
+RecoveryCost& RecoveryCost::operator+=(const RecoveryCost& o) {
+  lost_step_s += o.lost_step_s;
+  detect_s += o.detect_s;
+  agree_s += o.agree_s;
+  rebuild_s += o.rebuild_s;
+  reshard_s += o.reshard_s;
+  total_s += o.total_s;
+  busiest_gpu_bytes += o.busiest_gpu_bytes;
+  changed_group_bytes += o.changed_group_bytes;
+  dp_peer_bytes += o.dp_peer_bytes;
+  return *this;
+}
+
 Result<RecoveryCostModel> RecoveryCostModel::create(const SimConfig& c) {
   RecoveryCostModel m;
   NTP_ASSIGN_OR_RETURN(m.spaces_, stage_unit_spaces(c));

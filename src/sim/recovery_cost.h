@@ -62,6 +62,9 @@ struct ReshardEstimate {
 struct RecoveryCost {
   double lost_step_s = 0, detect_s = 0, agree_s = 0, rebuild_s = 0, reshard_s = 0, total_s = 0;
   std::int64_t busiest_gpu_bytes = 0, changed_group_bytes = 0, dp_peer_bytes = 0;
+
+  // Field by field, seconds and bytes: the sum over events.
+  RecoveryCost& operator+=(const RecoveryCost& o);
 };
 
 // A TP group whose running degree changed (0 = it cannot run).

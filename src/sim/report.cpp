@@ -143,13 +143,7 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
     }
     live.failures += r.live_recovery.failures;
     live.repairs += r.live_recovery.repairs;
-    const RecoveryCost& a = r.live_recovery.sum;
-    live.sum.lost_step_s += a.lost_step_s;
-    live.sum.detect_s += a.detect_s;
-    live.sum.agree_s += a.agree_s;
-    live.sum.rebuild_s += a.rebuild_s;
-    live.sum.reshard_s += a.reshard_s;
-    live.sum.total_s += a.total_s;
+    live.sum += r.live_recovery.sum;
     if (t == 0) out.series = std::move(r.series);
     if (progress) progress(t + 1, c.run.trials);
   }

@@ -1,19 +1,8 @@
 #include "sim/slow_events.h"
 
 #include <limits>
-#include <sstream>
 
 namespace ntp::sim {
-
-namespace {
-
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-}  // namespace
 
 SlowProcess::SlowProcess(const SimConfig& config, Rng rng, double start_s)
     : f_(config.fail_slow), gpus_(config.system.gpus), rng_(rng), time_s_(start_s) {
@@ -54,7 +43,7 @@ Status validate_fail_slow(const FailSlowConfig& f) {
   }
   for (double x : f.factors) {
     if (!(x > 0 && x <= 1)) {
-      return invalid_argument("fail_slow.factors entry " + num(x) +
+      return invalid_argument("fail_slow.factors entry " + config_number(x) +
                               " is outside (0, 1]; a factor is the slowed GPU's fraction of its "
                               "normal speed, e.g. 0.5");
     }
@@ -69,7 +58,7 @@ Status validate_fail_slow(const FailSlowConfig& f) {
   double total = 0;
   for (double w : f.factor_weights) {
     if (!(w >= 0)) {
-      return invalid_argument("fail_slow.factor_weights entry " + num(w) +
+      return invalid_argument("fail_slow.factor_weights entry " + config_number(w) +
                               " is negative; weights must be >= 0");
     }
     total += w;

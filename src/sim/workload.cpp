@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "shard/balance.h"
 #include "sim/recovery_cost.h"
@@ -126,11 +125,6 @@ double Workload::tokens_per_second_healthy() const {
 
 Status validate(const SimConfig& c) {
   const auto& p = c.parallel;
-  auto num = [](double v) {
-    std::ostringstream os;
-    os << v;
-    return os.str();
-  };
   if (p.domain_size % p.tp != 0) {
     return invalid_argument("parallel.domain_size = " + std::to_string(p.domain_size) +
                             " is not divisible by parallel.tp = " + std::to_string(p.tp) +
@@ -169,7 +163,7 @@ Status validate(const SimConfig& c) {
           " must be >= 1 and divide parallel.domain_size = " + std::to_string(p.domain_size));
     }
     if (!(f.blast_weights[i] >= 0)) {
-      return invalid_argument("failures.blast_weights entry " + num(f.blast_weights[i]) +
+      return invalid_argument("failures.blast_weights entry " + config_number(f.blast_weights[i]) +
                               " is negative; weights must be >= 0");
     }
     total_weight += f.blast_weights[i];
@@ -182,9 +176,10 @@ Status validate(const SimConfig& c) {
   const double min_tokens =
       replicas * c.model.sequence * static_cast<double>(p.microbatch_sequences);
   if (c.model.global_batch_tokens < min_tokens) {
-    return invalid_argument("model.global_batch_tokens = " + num(c.model.global_batch_tokens) +
-                            " is less than one microbatch per replica (" + num(min_tokens) +
-                            " tokens); raise it or lower parallel.microbatch_sequences");
+    return invalid_argument(
+        "model.global_batch_tokens = " + config_number(c.model.global_batch_tokens) +
+        " is less than one microbatch per replica (" + config_number(min_tokens) +
+        " tokens); raise it or lower parallel.microbatch_sequences");
   }
   const Workload w(c);
   const double need = w.memory_bytes(p.min_degree);
@@ -192,8 +187,8 @@ Status validate(const SimConfig& c) {
   if (need > have) {
     return invalid_argument("the model does not fit in memory at parallel.min_degree = " +
                             std::to_string(p.min_degree) + ": it needs " +
-                            num(std::round(need / 1e8) / 10) +
-                            " GB per GPU and system.hbm_gb = " + num(c.system.hbm_gb) +
+                            config_number(std::round(need / 1e8) / 10) +
+                            " GB per GPU and system.hbm_gb = " + config_number(c.system.hbm_gb) +
                             "; raise parallel.min_degree, parallel.pp or system.hbm_gb");
   }
   const bool live = std::any_of(c.run.policies.begin(), c.run.policies.end(),

@@ -24,23 +24,13 @@
 namespace ntp::comm {
 namespace {
 
+using testing::connect_rank;
 using testing::monotonic_ns;
 using testing::spawn_ranks;
 using testing::TempDir;
 using testing::wait_all;
 
 constexpr auto kTimeout = std::chrono::milliseconds(30000);
-
-Result<std::unique_ptr<Communicator>> connect(std::shared_ptr<Store> store, int rank, int n,
-                                              const std::string& prefix) {
-  GlooOptions options;
-  options.store = std::move(store);
-  options.rank = rank;
-  options.size = n;
-  options.prefix = prefix;
-  options.timeout = kTimeout;
-  return connect_gloo(options);
-}
 
 // Waits until `key` reaches `want` (an add counter), up to 20 s.
 bool wait_count(Store& store, const std::string& key, std::int64_t want) {
@@ -130,7 +120,8 @@ TEST(AbortTest, AbortFromAnotherThreadEndsAnOperationBlockedOnAStoppedPeerAtOnce
         std::shared_ptr<Store> store = *open_store("file:" + dir, "abort");
         std::vector<std::unique_ptr<Communicator>> comms;
         for (std::size_t i = 0; i < cases; ++i) {
-          Result<std::unique_ptr<Communicator>> c = connect(store, r, n, "c" + std::to_string(i));
+          Result<std::unique_ptr<Communicator>> c =
+              connect_rank(store, r, n, "c" + std::to_string(i), kTimeout);
           CHILD_CHECK(c.ok(), r, c.status().to_string());
           comms.push_back(std::move(*c));
         }
@@ -174,7 +165,7 @@ TEST(AbortTest, AbortFromAnotherThreadEndsAnOperationBlockedOnAStoppedPeerAtOnce
 // survivor's allreduce failed within 1 s of "fault_at".
 int watched_worker(const std::string& dir, int r, int n, int victim) {
   std::shared_ptr<Store> store = *open_store("file:" + dir, "abort");
-  Result<std::unique_ptr<Communicator>> comm = connect(store, r, n, "world");
+  Result<std::unique_ptr<Communicator>> comm = connect_rank(store, r, n, "world", kTimeout);
   CHILD_CHECK(comm.ok(), r, comm.status().to_string());
   Communicator& c = **comm;
   AbortWatch watch(store, "abort", std::chrono::milliseconds(20),

@@ -20,6 +20,7 @@
 namespace ntp::comm {
 namespace {
 
+using testing::connect_rank;
 using testing::monotonic_ns;
 using testing::spawn_ranks;
 using testing::TempDir;
@@ -39,17 +40,6 @@ constexpr std::size_t kElements = 1 << 16;
 double contribution(int id, std::size_t i) {
   return static_cast<double>(static_cast<int>((i * 5 + static_cast<std::size_t>(id) * 11) % 89) -
                              44 + id);
-}
-
-Result<std::unique_ptr<Communicator>> connect(std::shared_ptr<Store> store, int rank, int n,
-                                              const std::string& prefix) {
-  GlooOptions options;
-  options.store = std::move(store);
-  options.rank = rank;
-  options.size = n;
-  options.prefix = prefix;
-  options.timeout = kTimeout;
-  return connect_gloo(options);
 }
 
 // One allreduce of kElements floats among `ids` (this process is ids[rank]); true when exact.
@@ -74,7 +64,7 @@ int worker(const std::string& dir, int rank, int n) {
   Result<std::shared_ptr<Store>> store = open_store("file:" + dir, "fault");
   CHILD_CHECK(store.ok(), rank, store.status().to_string());
   Heartbeat heartbeat(*store, "world", rank, std::chrono::milliseconds(50));
-  Result<std::unique_ptr<Communicator>> comm = connect(*store, rank, n, "world/e0");
+  Result<std::unique_ptr<Communicator>> comm = connect_rank(*store, rank, n, "world/e0", kTimeout);
   CHILD_CHECK(comm.ok(), rank, "connect: " + comm.status().to_string());
   CHILD_CHECK((*store)->add("ready", 1).ok(), rank, "ready");
   std::vector<int> everyone;
@@ -111,7 +101,7 @@ int worker(const std::string& dir, int rank, int n) {
 
   comm->reset();  // tear the broken mesh down before building the next one
   Result<std::unique_ptr<Communicator>> rebuilt =
-      connect(*store, members->new_rank, members->size(), "world/e1");
+      connect_rank(*store, members->new_rank, members->size(), "world/e1", kTimeout);
   CHILD_CHECK(rebuilt.ok(), rank, "rebuild: " + rebuilt.status().to_string());
   CHILD_CHECK(exact_allreduce(**rebuilt, members->members, &status), rank,
               "allreduce after rebuild: " + status.to_string());

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "comm/gloo_communicator.h"
+
 namespace ntp::comm::testing {
 
 std::vector<pid_t> spawn_ranks(int n, const std::function<int(int rank)>& body) {
@@ -68,6 +70,18 @@ std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids,
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return result;
+}
+
+Result<std::unique_ptr<Communicator>> connect_rank(std::shared_ptr<Store> store, int rank, int n,
+                                                   const std::string& prefix,
+                                                   std::chrono::milliseconds timeout) {
+  GlooOptions options;
+  options.store = std::move(store);
+  options.rank = rank;
+  options.size = n;
+  options.prefix = prefix;
+  options.timeout = timeout;
+  return connect_gloo(options);
 }
 
 TempDir::TempDir() {

@@ -9,8 +9,13 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "comm/communicator.h"
+#include "comm/store.h"
+#include "core/status.h"
 
 namespace ntp::comm::testing {
 
@@ -29,6 +34,12 @@ std::vector<pid_t> spawn_ranks(int n, const std::function<int(int rank)>& body);
 // Waits for `pids` until `deadline`; children still alive then are SIGKILLed, reaped and marked
 // timed_out (a hang). The result is in the order of `pids`.
 std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, std::chrono::milliseconds deadline);
+
+// Inside a child: a Gloo communicator of rank `rank` of `n` over `store`, its keys under
+// `prefix`, whose operations fail with kUnavailable after `timeout`.
+Result<std::unique_ptr<Communicator>> connect_rank(std::shared_ptr<Store> store, int rank, int n,
+                                                   const std::string& prefix,
+                                                   std::chrono::milliseconds timeout);
 
 // A fresh empty directory under $TMPDIR, removed by the destructor.
 class TempDir {

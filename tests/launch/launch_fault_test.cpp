@@ -22,44 +22,15 @@
 #include "../comm/redis_server.h"
 #include "child_process.h"
 #include "dependency.h"
+#include "text_files.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/ntp-fault-test-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-int count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (auto pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) {
-    ++n;
-  }
-  return n;
-}
+using ntp::testing::count;
+using ntp::testing::read_file;
+using ntp::testing::TempDir;
 
 ntp::testing::ChildProcess start_ntp(const std::vector<std::string>& args) {
   std::vector<std::string> argv{NTP_BINARY};

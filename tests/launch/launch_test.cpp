@@ -20,28 +20,14 @@
 #include "../comm/redis_server.h"
 #include "child_process.h"
 #include "dependency.h"
+#include "text_files.h"
 
 namespace {
 
 using LaunchRun = ntp::testing::CommandOutput;
-
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/ntp-launch-test-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ntp::testing::count;
+using ntp::testing::read_file;
+using ntp::testing::TempDir;
 
 // Starts `ntp` with `args` (extra environment in `env`).
 ntp::testing::ChildProcess start(const std::vector<std::string>& args,
@@ -63,25 +49,9 @@ LaunchRun ntp(const std::vector<std::string>& args, const std::vector<std::strin
   return finish(start(args, env), limit);
 }
 
-int count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (std::size_t pos = text.find(needle); pos != std::string::npos;
-       pos = text.find(needle, pos + 1)) {
-    ++n;
-  }
-  return n;
-}
-
 // The launcher reaps its workers and their orphaned children itself (it is their subreaper), so
 // once it returned none of them may exist, not even as a zombie.
 bool process_gone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 const std::string kWorker = "comm-worker";
 

@@ -16,27 +16,15 @@
 
 #include "child_process.h"
 #include "job_scratch.h"
+#include "text_files.h"
 
 namespace ntp::launch {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-int count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (auto pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) {
-    ++n;
-  }
-  return n;
-}
+using ntp::testing::count;
+using ntp::testing::read_file;
 
 // Two TP-2 replicas that may shrink to TP 1; `steps` steps.
 std::vector<std::string> train_flags(const fs::path& out, int steps, int min_tp = 1) {

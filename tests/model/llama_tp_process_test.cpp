@@ -24,6 +24,7 @@
 #include "kernels/cpu/gemm.h"
 #include "model/comm_tp_group.h"
 #include "model/llama_model.h"
+#include "multiprocess.h"
 
 namespace ntp::model {
 namespace {
@@ -129,31 +130,12 @@ TEST_P(LlamaTpProcessTest, LossAndLogicalGradientsMatchOneProcess) {
   std::string dir = (std::filesystem::temp_directory_path() / "ntp-llama-tp-XXXXXX").string();
   ASSERT_NE(mkdtemp(dir.data()), nullptr);
 
-  std::fflush(nullptr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < degree; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      const int code = run_rank(dir, layout, r);
-      std::fflush(nullptr);
-      _exit(code);
-    }
-    ASSERT_GT(pid, 0);
-    pids.push_back(pid);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  for (pid_t pid : pids) {
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "rank process " << pid << " failed (status " << status << ")";
+  const std::vector<pid_t> pids =
+      comm::testing::spawn_ranks(degree, [&](int r) { return run_rank(dir, layout, r); });
+  for (const comm::testing::ChildExit& e :
+       comm::testing::wait_all(pids, std::chrono::seconds(120))) {
+    ASSERT_TRUE(e.exited && e.code == 0) << "rank process " << e.pid << " failed (exit code "
+                                         << e.code << ", signal " << e.signal << ")";
   }
 
   // The single-process reference, after the children are gone (no fork with BLAS threads).

@@ -30,6 +30,7 @@
 #include "kernels/cpu/gemm.h"
 #include "model/comm_tp_group.h"
 #include "model/gpt_model.h"
+#include "multiprocess.h"
 #include "train/adamw_optimizer.h"
 
 namespace ntp::model {
@@ -92,13 +93,8 @@ int run_rank(const std::string& dir, const GptConfig& config, const std::vector<
   kernels::cpu::set_blas_threads(1);
   auto store = comm::open_store("file:" + dir, "parity");
   if (!store.ok()) return 10;
-  comm::GlooOptions options;
-  options.store = *store;
-  options.rank = rank;
-  options.size = static_cast<int>(layout.size());
-  options.prefix = "tp";
-  options.timeout = std::chrono::milliseconds(30000);
-  auto communicator = comm::connect_gloo(options);
+  auto communicator = comm::testing::connect_rank(*store, rank, static_cast<int>(layout.size()),
+                                                  "tp", std::chrono::milliseconds(30000));
   if (!communicator.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, communicator.status().to_string().c_str());
     return 11;
@@ -152,31 +148,12 @@ TEST_P(TpParityTest, LossAndLogicalGradientsMatchDegreeOne) {
   std::string dir = (std::filesystem::temp_directory_path() / "ntp-tp-parity-XXXXXX").string();
   ASSERT_NE(mkdtemp(dir.data()), nullptr);
 
-  std::fflush(nullptr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < pc.degree; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      const int code = run_rank(dir, config, layout, pc.steps, r);
-      std::fflush(nullptr);
-      _exit(code);
-    }
-    ASSERT_GT(pid, 0);
-    pids.push_back(pid);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  for (pid_t pid : pids) {
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "rank process " << pid << " failed (status " << status << ")";
+  const std::vector<pid_t> pids = comm::testing::spawn_ranks(
+      pc.degree, [&](int r) { return run_rank(dir, config, layout, pc.steps, r); });
+  for (const comm::testing::ChildExit& e :
+       comm::testing::wait_all(pids, std::chrono::seconds(120))) {
+    ASSERT_TRUE(e.exited && e.code == 0) << "rank process " << e.pid << " failed (exit code "
+                                         << e.code << ", signal " << e.signal << ")";
   }
 
   // Single-process reference, computed after the children are gone (no fork with BLAS threads).

@@ -130,15 +130,9 @@ TEST(Bf16TrainingTest, LossCurveFollowsFp32OnTheCorpus) {
 constexpr int kSteps = 10;
 
 model::ModelConfig parity_model(model::ModelFamily family) {
-  model::ModelConfig c;
+  model::ModelConfig c = parity::parity_shape<model::ModelConfig>();
   c.family = family;
-  c.n_layer = 2;
-  c.n_head = 8;
   c.n_kv_head = family == model::ModelFamily::kLlama ? 2 : 0;
-  c.n_embd = 32;
-  c.n_ctx = 16;
-  c.ffn_unit = 4;
-  c.vocab_size = 256;
   return c;
 }
 

@@ -23,19 +23,15 @@
 
 #include "child_process.h"
 #include "job_scratch.h"
+#include "text_files.h"
 
 namespace ntp::train {
 namespace {
 
 namespace fs = std::filesystem;
+using ntp::testing::count;
 
 constexpr double kBound = 4e-8;  // relative; see the top of this file
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 class EvalLaunchTest : public ::testing::Test {
  protected:

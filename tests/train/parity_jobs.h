@@ -1,19 +1,22 @@
 // What the parity tests of real `ntp launch ... ntp train` jobs share (train_parity_test,
-// llama_train_parity_test, bf16_train_test): the run options every parity job passes, and reading
-// a finished job back: its losses and every worker's logical dump merged, with the elements two
-// workers disagree on counted.
+// llama_train_parity_test, bf16_train_test): the run options every parity job passes, running a
+// job and reading it back: its losses and every worker's logical dump merged, with the elements
+// two workers disagree on counted; and the relative differences the tests bound.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "child_process.h"
 #include "job_scratch.h"
 #include "model/param.h"
 
@@ -26,6 +29,21 @@ struct DumpedRun {
   std::vector<std::vector<float>> weights;  // logical, final
   int64_t mismatches = 0;                   // elements two workers disagree on
 };
+
+// The parity jobs' model shape: 2 layers, 8 heads of width 4, context 16, 32 FFN units of 4
+// columns, 256 vocabulary rows, in a GptConfig, LlamaConfig or ModelConfig; the family's own
+// fields (Llama's KV heads) are the caller's.
+template <typename Config>
+Config parity_shape() {
+  Config c;
+  c.n_layer = 2;
+  c.n_head = 8;
+  c.n_embd = 32;
+  c.n_ctx = 16;
+  c.ffn_unit = 4;  // 32 FFN units
+  c.vocab_size = 256;
+  return c;
+}
 
 // argv of `ntp launch --nproc-per-node D*T -- ntp train --domains D --tp T --strategy S
 // --optimizer O` with the model shape of `m` (any config with n_layer, n_head, n_embd, n_ctx and
@@ -79,6 +97,17 @@ inline std::vector<std::string> run_flags(const std::filesystem::path& dir, int 
           "--dump-dir",    (dir / "dump").string(),
           "--timeout-ms",  "20000",
           "--quiet"};
+}
+
+// What follows launch_args and the family's flags in a parity job's argv: run_flags(dir, steps,
+// batch, warmup), `--failed FAILED` unless `failed` is empty, then the test's own `extra` flags.
+inline std::vector<std::string> job_flags(const std::filesystem::path& dir, int steps, int batch,
+                                          int warmup, const std::string& failed,
+                                          const std::vector<std::string>& extra) {
+  std::vector<std::string> flags = run_flags(dir, steps, batch, warmup);
+  if (!failed.empty()) flags.insert(flags.end(), {"--failed", failed});
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
 }
 
 // Merges one worker's logical dump into `merged` (NaN = not held), counting disagreements.
@@ -136,6 +165,23 @@ inline void expect_every_element_held(const DumpedRun& run, const std::vector<mo
   }
 }
 
+// Empties `dir`, runs the job `args` (launch_args, the family's flags and job_flags into `dir`;
+// 240 s at most) and reads it back against the model's full parameters `params`, expecting it to
+// succeed and every element to be held; `what` names the job in failures. Empty when the job
+// failed.
+inline DumpedRun run_and_read(const std::vector<std::string>& args,
+                              const std::filesystem::path& dir,
+                              const std::vector<model::Param>& params, const std::string& what) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const testing::CommandOutput done = testing::run_command(args, {}, std::chrono::seconds(240));
+  EXPECT_EQ(done.exit_code, 0) << what << "\n" << done.out << done.err;
+  if (done.exit_code != 0) return {};
+  DumpedRun result = read_run(dir, params);
+  expect_every_element_held(result, params, what);
+  return result;
+}
+
 // ||a - b|| / ||b|| (||a - b|| when b is 0), in float64.
 inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0.0, norm = 0.0;
@@ -144,6 +190,18 @@ inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
     norm += static_cast<double>(b[i]) * b[i];
   }
   return norm == 0.0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+}
+
+// rel_l2 of two runs' changes of one tensor from its initial logical value `start`.
+inline double change_rel_l2(const model::Param& start, const std::vector<float>& got,
+                            const std::vector<float>& want) {
+  const std::span<const float> s = start.value.span();
+  std::vector<float> d_got(s.size()), d_want(s.size());
+  for (size_t e = 0; e < s.size(); ++e) {
+    d_got[e] = got[e] - s[e];
+    d_want[e] = want[e] - s[e];
+  }
+  return rel_l2(d_got, d_want);
 }
 
 }  // namespace ntp::train::parity

@@ -24,11 +24,13 @@
 #include "job_scratch.h"
 #include "json_lines.h"
 #include "recovery_jobs.h"
+#include "text_files.h"
 
 namespace ntp::train {
 namespace {
 
 namespace fs = std::filesystem;
+using ntp::testing::count;
 
 // The hang bound of these jobs, passed as --hang-detect-ms (the timing bounds below use it).
 constexpr double kHangDetectS = 1.0;
@@ -68,12 +70,6 @@ std::optional<FaultLine> fault_line(const std::string& log, const std::string& w
   const size_t line = log.rfind('\n', at) == std::string::npos ? 0 : log.rfind('\n', at) + 1;
   if (log.compare(line, 6, "[rank ") != 0) return std::nullopt;
   return FaultLine{std::stoi(log.substr(line + 6)), std::stod(log.substr(at + mark.size(), 20))};
-}
-
-int count(const std::string& log, const std::string& what) {
-  int n = 0;
-  for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
-  return n;
 }
 
 std::vector<nlohmann::json> events(const fs::path& out, int rank) {

@@ -39,16 +39,7 @@ constexpr int kSteps = 20;
 
 using test_jobs::scratch_dir;
 
-model::GptConfig parity_model() {
-  model::GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 8;
-  c.n_embd = 32;
-  c.n_ctx = 16;
-  c.ffn_unit = 4;  // 32 FFN units
-  c.vocab_size = 256;
-  return c;
-}
+model::GptConfig parity_model() { return parity::parity_shape<model::GptConfig>(); }
 
 struct JobSpec {
   int domains = 3;
@@ -69,27 +60,15 @@ using JobResult = parity::DumpedRun;
 JobResult run_job(const JobSpec& spec, const std::string& name,
                   const std::vector<std::string>& extra = {}) {
   const fs::path dir = scratch_dir() / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
   const model::GptConfig m = parity_model();
   std::vector<std::string> args =
       parity::launch_args(spec.domains, spec.tp, spec.strategy, spec.optimizer, m);
   args.insert(args.end(), {"--batch-policy", spec.policy});
-  const std::vector<std::string> run = parity::run_flags(dir, kSteps, 24, 5);
-  args.insert(args.end(), run.begin(), run.end());
-  if (!spec.failed.empty()) {
-    args.push_back("--failed");
-    args.push_back(spec.failed);
-  }
-  args.insert(args.end(), extra.begin(), extra.end());
-  const testing::CommandOutput done = testing::run_command(args, {}, std::chrono::seconds(240));
-  EXPECT_EQ(done.exit_code, 0) << describe(spec) << "\n" << done.out << done.err;
-  if (done.exit_code != 0) return {};
+  const std::vector<std::string> job = parity::job_flags(dir, kSteps, 24, 5, spec.failed, extra);
+  args.insert(args.end(), job.begin(), job.end());
   auto model = model::GptModel::create(m, model::full_shard(m), 1);
   EXPECT_TRUE(model.ok());
-  JobResult result = parity::read_run(dir, model->params());
-  parity::expect_every_element_held(result, model->params(), describe(spec));
-  return result;
+  return parity::run_and_read(args, dir, model->params(), describe(spec));
 }
 
 using parity::rel_l2;
@@ -122,13 +101,7 @@ Worst compare(const JobResult& got, const JobResult& want, const std::string& la
     EXPECT_LE(l, 1e-4) << label << ": loss at step " << s;
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    const std::vector<float> start(params[i].value.span().begin(), params[i].value.span().end());
-    std::vector<float> d_got(start.size()), d_want(start.size());
-    for (size_t e = 0; e < start.size(); ++e) {
-      d_got[e] = got.weights[i][e] - start[e];
-      d_want[e] = want.weights[i][e] - start[e];
-    }
-    const double u = rel_l2(d_got, d_want);
+    const double u = parity::change_rel_l2(params[i], got.weights[i], want.weights[i]);
     w.update = std::max(w.update, u);
     EXPECT_LE(u, 1e-3) << label << ": weight change of " << params[i].name;
   }
