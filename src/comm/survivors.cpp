@@ -134,17 +134,33 @@ Heartbeat::Heartbeat(std::shared_ptr<Store> store, const std::string& group, int
     // The values are this process's own (a random prefix), so a replacement never repeats a value
     // its predecessor was last seen with.
     const std::string self = std::to_string(std::random_device{}()) + ".";
-    for (std::int64_t beat = 1; !stop_.load(); ++beat) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (std::int64_t beat = 1; !stop_; ++beat) {
+      beat_now_ = false;
+      lock.unlock();
       std::string value = self + std::to_string(beat);
       if (payload_) value += "|" + payload_();
       (void)store_->set(key_, value);
-      std::this_thread::sleep_for(interval_);
+      lock.lock();
+      wake_.wait_for(lock, interval_, [this] { return stop_ || beat_now_; });
     }
   });
 }
 
+void Heartbeat::beat_now() {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    beat_now_ = true;
+  }
+  wake_.notify_one();
+}
+
 Heartbeat::~Heartbeat() {
-  stop_.store(true);
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_one();
   thread_.join();
 }
 

@@ -19,8 +19,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,12 +70,18 @@ class Heartbeat {
 
   static std::string key(const std::string& group, int id);
 
+  // Beats now rather than at the end of the current interval (then every `interval` again): for a
+  // payload that just changed in a way watchers must see at once (the trainer leaving its setup).
+  void beat_now();
+
  private:
   std::shared_ptr<Store> store_;
   std::string key_;
   std::chrono::milliseconds interval_;
   std::function<std::string()> payload_;
-  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false, beat_now_ = false;  // under mutex_
   std::thread thread_;
 };
 

@@ -16,6 +16,10 @@ Status LiveRun::train_step(int64_t step) {
   const elastic::Phase phase =
       step == first_step ? elastic::Phase::kFirstStep : elastic::Phase::kStep;
   progress.mark(phase, step);
+  // Watchers give a worker still setting up the setup allowance (elastic/progress.h): its first
+  // step is announced at once, so that a worker stopped before its next beat is judged as one
+  // that trains.
+  if (step == first_step) heartbeat.beat_now();
   set_fault_step(step);
   fault_point("forward");
   StepTimes times;
