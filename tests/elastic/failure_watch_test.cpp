@@ -64,6 +64,20 @@ class FailureWatchTest : public FileStoreTestBase {
     }
   }
 
+  // A thread that, until `stop`, beats every 20 ms for member 5 with its progress fixed at
+  // `five_progress` and for member 0 with its progress moving.
+  std::thread beat_with_five_at(const std::string& five_progress, std::atomic<bool>& stop) {
+    return std::thread([this, five_progress, &stop] {
+      for (int n = 0; !stop.load(); ++n) {
+        (void)store_->set(comm::Heartbeat::key("train/a0", 0),
+                          "p." + std::to_string(n) + "|" + std::to_string(n) + ":2:9:0");
+        (void)store_->set(comm::Heartbeat::key("train/a0", 5),
+                          "q." + std::to_string(n) + "|" + five_progress);
+        std::this_thread::sleep_for(milliseconds(20));
+      }
+    });
+  }
+
   void report_failure(int epoch) {
     ASSERT_TRUE(post_failure_notice(*store_, "train/a0", epoch).ok());
   }
@@ -187,15 +201,7 @@ TEST_F(FailureWatchTest, ALiveNeighbourWhoseTrainingThreadIsStuckAborts) {
   watch.arm(epoch());
   const auto start = std::chrono::steady_clock::now();
   std::atomic<bool> stop{false};
-  std::thread beats([&] {
-    for (int n = 0; !stop.load(); ++n) {
-      const std::string moving = "p." + std::to_string(n) + "|" + std::to_string(n) + ":2:9";
-      const std::string stuck = "q." + std::to_string(n) + "|7:2:9";
-      (void)store_->set(comm::Heartbeat::key("train/a0", 0), moving);
-      (void)store_->set(comm::Heartbeat::key("train/a0", 5), stuck);
-      std::this_thread::sleep_for(milliseconds(20));
-    }
-  });
+  std::thread beats = beat_with_five_at("7:2:9", stop);
   EXPECT_TRUE(aborted_within(milliseconds(3000)));
   const double after =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -216,15 +222,7 @@ TEST_F(FailureWatchTest, AStarvedNeighbourGetsTheLongAllowanceAndNoMore) {
   watch.arm(epoch());
   const auto start = std::chrono::steady_clock::now();
   std::atomic<bool> stop{false};
-  std::thread beats([&] {
-    for (int n = 0; !stop.load(); ++n) {
-      (void)store_->set(comm::Heartbeat::key("train/a0", 5),
-                        "q." + std::to_string(n) + "|7:2:9:0:1");
-      (void)store_->set(comm::Heartbeat::key("train/a0", 0),
-                        "p." + std::to_string(n) + "|" + std::to_string(n) + ":2:9:0:0");
-      std::this_thread::sleep_for(milliseconds(20));
-    }
-  });
+  std::thread beats = beat_with_five_at("7:2:9:0:1", stop);
   EXPECT_TRUE(aborted_within(milliseconds(4000)));
   const double after =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -244,14 +242,7 @@ TEST_F(FailureWatchTest, ANeighbourWaitingOnItsPeersIsNotHung) {
   FailureWatch watch(store_, milliseconds(10), milliseconds(200));
   watch.arm(epoch());
   std::atomic<bool> stop{false};
-  std::thread beats([&] {
-    for (int n = 0; !stop.load(); ++n) {
-      (void)store_->set(comm::Heartbeat::key("train/a0", 5), "q." + std::to_string(n) + "|7:2:9:1");
-      (void)store_->set(comm::Heartbeat::key("train/a0", 0),
-                        "p." + std::to_string(n) + "|" + std::to_string(n) + ":2:9:0");
-      std::this_thread::sleep_for(milliseconds(20));
-    }
-  });
+  std::thread beats = beat_with_five_at("7:2:9:1", stop);
   EXPECT_FALSE(aborted_within(milliseconds(1000))) << reason_;
   stop.store(true);
   beats.join();
