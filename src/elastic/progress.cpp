@@ -54,18 +54,17 @@ Progress::Sample Progress::sample() const {
   const std::int64_t wall = clock_ns(CLOCK_MONOTONIC), cpu = clock_ns(*cpu_clock_);
   const std::lock_guard<std::mutex> lock(sample_mutex_);
   const std::int64_t wall_delta = wall - sample_wall_ns_, cpu_delta = cpu - sample_cpu_ns_;
+  const bool first = sample_wall_ns_ < 0;
   Sample out;
-  if (sample_wall_ns_ >= 0 && wall_delta < 1'000'000) {  // too soon to tell anything new
-    out.beat_gap_ms = *std::max_element(gaps_ms_.begin(), gaps_ms_.end());
-    return out;
+  if (first || wall_delta >= 1'000'000) {  // calls less than 1 ms apart tell nothing new
+    if (!first) {
+      out.starved = starved_share(wall_delta, cpu_delta);
+      gaps_ms_[next_gap_] = wall_delta / 1'000'000;
+      next_gap_ = (next_gap_ + 1) % gaps_ms_.size();
+    }
+    sample_wall_ns_ = wall;
+    sample_cpu_ns_ = cpu;
   }
-  if (sample_wall_ns_ >= 0) {
-    out.starved = starved_share(wall_delta, cpu_delta);
-    gaps_ms_[next_gap_] = wall_delta / 1'000'000;
-    next_gap_ = (next_gap_ + 1) % gaps_ms_.size();
-  }
-  sample_wall_ns_ = wall;
-  sample_cpu_ns_ = cpu;
   out.beat_gap_ms = *std::max_element(gaps_ms_.begin(), gaps_ms_.end());
   return out;
 }
@@ -159,7 +158,7 @@ bool Stillness::still(int id, const std::optional<std::string>& value, Clock::ti
   if (s.moving != token.moving) s.moving = token.moving, s.moving_since = now;
   if (token.phase == Phase::kFinished) return false;  // done, not hung
   // Never beaten in this attempt: still starting (a stopped or dead one's launcher reports it).
-  const bool started = *value != "absent";
+  const bool started = *value != kAbsentBeat;
   // A process still setting up has no beats to be late by yet: the setup phase's allowance.
   const std::chrono::milliseconds beat_bound = started && token.phase != Phase::kSetup
                                                    ? beat_allowance(token.beat_gap_ms, hang_detect_)

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "comm/wait_observer.h"
 
@@ -136,12 +137,16 @@ std::chrono::milliseconds phase_allowance(Phase phase, std::chrono::milliseconds
 std::chrono::milliseconds beat_allowance(std::int64_t beat_gap_ms,
                                          std::chrono::milliseconds hang_detect);
 
+// What a watcher feeds Stillness for a member whose heartbeat key holds nothing: it never beat in
+// this attempt (still starting up).
+inline constexpr std::string_view kAbsentBeat = "absent";
+
 // The one staleness routine: per watched id, the last beat and progress seen and since when. A
 // worker is taken as hung when its beat has not moved for --hang-detect-ms (a stopped or dead
 // process), or when its progress has not moved for its phase's allowance while it is not waiting
 // on its peers (a stuck training thread; one that waits is bounded by its collective's timeout),
 // the long allowance while its token says starved. A beat's allowance follows its recent lateness
-// (beat_allowance); a neighbour that never beat ("absent") gets the setup phase's allowance.
+// (beat_allowance); a neighbour that never beat (kAbsentBeat) gets the setup phase's allowance.
 class Stillness {
  public:
   using Clock = std::chrono::steady_clock;

@@ -92,7 +92,7 @@ Task<LivenessMachine::Look> LivenessMachine::round(const WatchedEpoch& e, bool n
     // A store that did not answer (in time) tells nothing of the neighbour: its stillness starts
     // over.
     std::optional<std::string> value;
-    if (fresh) value = values.values[i] ? *values.values[i] : std::string("absent");
+    if (fresh) value = values.values[i] ? *values.values[i] : std::string(kAbsentBeat);
     if (stillness_.still(id, value, now)) {
       look.still = id;
       io::Op record = io::set(silent_key(e.group, id), stillness_.last_value(id));
