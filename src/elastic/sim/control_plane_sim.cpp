@@ -16,7 +16,8 @@
 #include "core/rng.h"
 #include "elastic/agreement.h"
 #include "elastic/agreement_machine.h"
-#include "elastic/sim/host_cpu.h"
+#include "elastic/sim/sim_link.h"
+#include "elastic/sim/sim_watch.h"
 #include "elastic/watch_machine.h"
 
 namespace ntp::elastic::sim {
@@ -38,28 +39,7 @@ struct World {
   HostCpu host;
   std::vector<std::string> incarnations;  // every slot's first process
   explicit World(const SimConfig& c) : config(c), store(loop, c.store), host(loop, c.host_cores) {}
-
-  // A member's store op: its CPU to send it, the store, its CPU to take the reply in. A sleep
-  // costs no CPU.
-  void send(io::Op op, std::function<void(io::Reply)> done, const void* reader = nullptr) {
-    if (std::holds_alternative<io::Sleep>(op) || config.cpu_per_op.count() == 0) {
-      store.submit(std::move(op), std::move(done), reader);
-      return;
-    }
-    host.run(config.cpu_per_op,
-             [this, op = std::move(op), done = std::move(done), reader]() mutable {
-               store.submit(
-                   std::move(op),
-                   [this, done = std::move(done)](io::Reply reply) mutable {
-                     host.run(config.cpu_per_op,
-                              [this, done = std::move(done), reply = std::move(reply)]() mutable {
-                                reply.now = loop.now();
-                                if (done) done(std::move(reply));
-                              });
-                   },
-                   reader);
-             });
-  }
+  StoreLink link() { return StoreLink{&loop, &store, &host, config.cpu_per_op}; }
 };
 
 // One member: what an `ntp train` worker runs of the control plane (bench/elastic/bench_member.h
@@ -70,23 +50,25 @@ class Member {
   Member(World& w, int id)
       : w_(w),
         id_(id),
+        link_(w.link()),
         agreement_(params(w.config, id, &progress_), agree_io_),
-        notices_(notice_io_),
-        liveness_(live_io_, liveness_period(w.config.hang_detect), w.config.hang_detect,
-                  &progress_) {
+        watch_(link_, kGroup, id, w.config.hang_detect, &progress_, running_,
+               [this](const std::string& reason) { fire(reason); }) {
     progress_.mark(Phase::kStep, 0);
     progress_.waiting(true);  // in the step's collective: waiting on its peers, not stuck
   }
 
   void start(Duration beat_offset) {
-    w_.loop.after(beat_offset, [this] { beat(); });
-    arm(initial_list(all_ids(), w_.config.gpus));
+    watch_.start_beats(beat_offset, id_);
+    const MemberList first = initial_list(all_ids(), w_.config.gpus);
+    watch_.arm(first.epoch, first.members, w_.incarnations);
   }
   void stop(bool post_exit);
   bool running() const { return *running_; }
+  bool fenced() const { return watch_.fenced(); }
 
   std::optional<Time> aborted, agreed, formed;
-  bool fired_early = false, fenced = false;
+  bool fired_early = false;
   std::optional<MemberList> agreed_list;
   std::string error;
   Time fault_at = Time::max();
@@ -109,94 +91,7 @@ class Member {
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
     return ids;
   }
-
-  // Runs `task` on `io` through the world's store; `done` gets its result (never once stopped).
-  template <typename T, typename Done>
-  void drive(IoSlot& io, Task<T> task, Done done) {
-    auto t = std::make_shared<Task<T>>(std::move(task));
-    io.set_now(w_.loop.now());
-    t->start();
-    pump(io, std::move(t), std::move(done));
-  }
-  template <typename T, typename Done>
-  void pump(IoSlot& io, std::shared_ptr<Task<T>> t, Done done) {
-    if (!io.has_pending()) {
-      done(std::move(t->result()));
-      return;
-    }
-    const void* reader = &io;
-    w_.send(
-        io.take_pending(),
-        [this, &io, t, done, running = running_](io::Reply reply) mutable {
-          if (!*running) return;
-          io.resume(std::move(reply));
-          pump(io, std::move(t), std::move(done));
-        },
-        reader);
-  }
-
-  void beat() {
-    if (!*running_) return;
-    w_.send(io::set(comm::Heartbeat::key(kGroup, id_), "s" + std::to_string(id_) + "." +
-                                                           std::to_string(beats_++) + "|" +
-                                                           progress_.token()),
-            nullptr);
-    w_.loop.after(liveness_period(w_.config.hang_detect), [this] { beat(); });
-  }
-
-  void arm(const MemberList& list) {
-    armed_ = WatchedEpoch{kGroup, list.epoch, id_, list.members, w_.incarnations, nullptr};
-    is_armed_ = true;
-    fired_ = false;
-    ++generation_;
-    w_.store.wake(&notice_io_);  // a read blocked for the last epoch looks at this one now
-    if (!notice_running_) notice_round();
-    if (!liveness_running_) liveness_round();
-  }
-  void disarm() {
-    is_armed_ = false;
-    ++generation_;
-  }
-  void fire(std::uint64_t generation, const std::string& reason);
-
-  void notice_round() {
-    if (!*running_ || !is_armed_) {
-      notice_running_ = false;
-      return;
-    }
-    notice_running_ = true;
-    const std::uint64_t generation = generation_;
-    const bool new_epoch = generation != notice_looked_;
-    notice_looked_ = generation;
-    drive(notice_io_, notices_.round(armed_, new_epoch, liveness_period(w_.config.hang_detect)),
-          [this, generation](std::string reason) {
-            fire(generation, reason);
-            notice_round();
-          });
-  }
-
-  void liveness_round() {
-    if (!*running_ || !is_armed_) {
-      liveness_running_ = false;
-      return;
-    }
-    liveness_running_ = true;
-    const std::uint64_t generation = generation_;
-    const bool new_epoch = generation != liveness_looked_;
-    liveness_looked_ = generation;
-    const WatchedEpoch e = armed_;
-    drive(live_io_, liveness_.round(armed_, new_epoch),
-          [this, generation, e](LivenessMachine::Look look) {
-            if (look.fenced) fenced = true;
-            auto next = [this] {
-              w_.loop.after(liveness_period(w_.config.hang_detect), [this] { liveness_round(); });
-            };
-            if (!look.still) return next();
-            fire(generation, "rank " + std::to_string(*look.still) + " made no progress");
-            drive(live_io_, post_failure(live_io_, kGroup, e.epoch), [next](Status) { next(); });
-          });
-  }
-
+  void fire(const std::string& reason);
   // The training thread after its step failed: as LiveRun's re-formation does.
   void reform();
   void form(const MemberList& list);
@@ -205,16 +100,12 @@ class Member {
 
   World& w_;
   int id_;
+  StoreLink link_;
   Progress progress_;
-  IoSlot agree_io_, notice_io_, live_io_, form_io_;
-  AgreementMachine agreement_;
-  NoticeMachine notices_;
-  LivenessMachine liveness_;
   std::shared_ptr<bool> running_ = std::make_shared<bool>(true);
-  std::int64_t beats_ = 0;
-  WatchedEpoch armed_;
-  bool is_armed_ = false, fired_ = false, notice_running_ = false, liveness_running_ = false;
-  std::uint64_t generation_ = 0, notice_looked_ = 0, liveness_looked_ = 0;
+  IoSlot agree_io_;
+  AgreementMachine agreement_;
+  SimWatch watch_;
   MemberList last_;
 };
 
@@ -223,13 +114,11 @@ void Member::stop(bool post_exit) {
   if (!post_exit) return;
   // The launcher reaps the process and posts its exit notice (comm/exit_notice.h).
   const std::string who = w_.incarnations[static_cast<size_t>(id_)];
-  w_.send(io::set(comm::exit_notice_key(id_), who), nullptr);
-  w_.send(io::Append{comm::kLaunchEvents, "exit " + std::to_string(id_) + " " + who}, nullptr);
+  link_.send(io::set(comm::exit_notice_key(id_), who), nullptr);
+  link_.send(io::Append{comm::kLaunchEvents, "exit " + std::to_string(id_) + " " + who}, nullptr);
 }
 
-void Member::fire(std::uint64_t generation, const std::string& reason) {
-  if (reason.empty() || generation != generation_ || !is_armed_ || fired_) return;
-  fired_ = true;
+void Member::fire(const std::string& reason) {
   if (w_.loop.now() < fault_at) {
     fired_early = true;
     error = "fired at " + std::to_string(seconds(w_.loop.now() - Time{})) + " s: " + reason;
@@ -244,20 +133,20 @@ void Member::fire(std::uint64_t generation, const std::string& reason) {
 void Member::reform() {
   if (!*running_) return;
   progress_.waiting(false);
-  drive(agree_io_, agreement_.report_failure(0), [this](Status) {
-    disarm();
+  drive(link_, agree_io_, agreement_.report_failure(0), running_, [this](Status) {
+    watch_.disarm();
     progress_.mark(Phase::kReform, 0);
-    drive(agree_io_,
+    drive(link_, agree_io_,
           agreement_.agree(last_, Announcement{0, 0}, false, {},
                            [] { return std::string("sim layout"); }, {}),
-          [this](Result<MemberList> list) {
+          running_, [this](Result<MemberList> list) {
             if (!list.ok()) {
               error = list.status().to_string();
               return;
             }
             agreed = w_.loop.now();
             agreed_list = *list;
-            arm(*list);
+            watch_.arm(list->epoch, list->members, w_.incarnations);
             if (w_.config.form) {
               form(*list);
             } else {
@@ -299,7 +188,7 @@ void Member::form(const MemberList& list) {
     missing->push_back(prefix + std::to_string(peer) + "/" + std::to_string(me));
   }
   const int links = static_cast<int>(peers.size());
-  w_.send(
+  link_.send(
       std::move(publish),
       [this, missing, list, links, running = running_](io::Reply) {
         if (*running) poll_addresses(missing, kFirstPoll, list, links);
@@ -315,7 +204,7 @@ void Member::poll_addresses(std::shared_ptr<std::vector<std::string>> missing, D
     w_.host.run(links * w_.config.connect_per_link, [this, list, barriers, running = running_] {
       if (!*running) return;
       w_.loop.after(barriers, [this, list] {
-        drive(agree_io_, agreement_.mark_done(list), [this](Status s) {
+        drive(link_, agree_io_, agreement_.mark_done(list), running_, [this](Status s) {
           if (!s.ok()) error = s.to_string();
           formed = w_.loop.now();
         });
@@ -323,7 +212,7 @@ void Member::poll_addresses(std::shared_ptr<std::vector<std::string>> missing, D
     });
     return;
   }
-  w_.send(
+  link_.send(
       io::GetMany{*missing},
       [this, missing, pause, list, links, running = running_](io::Reply r) {
         if (!*running) return;
@@ -335,7 +224,7 @@ void Member::poll_addresses(std::shared_ptr<std::vector<std::string>> missing, D
             still.push_back((*missing)[k]);
           }
         }
-        if (!read.empty()) w_.send(io::Erase{std::move(read)}, nullptr);
+        if (!read.empty()) link_.send(io::Erase{std::move(read)}, nullptr);
         *missing = std::move(still);
         const Duration wait = missing->empty() ? Duration(0) : pause;
         w_.loop.after(wait, [this, missing, pause, list, links] {
@@ -354,7 +243,7 @@ std::string check(const std::vector<std::unique_ptr<Member>>& members, int victi
     const Member& m = *members[i];
     const std::string who = "member " + std::to_string(i);
     if (m.fired_early) return who + "'s watch fired before the fault (" + m.error + ")";
-    if (m.fenced) return who + " was fenced while healthy";
+    if (m.fenced()) return who + " was fenced while healthy";
     if (!m.error.empty()) return who + " failed: " + m.error;
     if (!m.agreed_list) return who + " agreed on no list";
     if (!m.formed) return who + " did not form its groups";

@@ -1,0 +1,76 @@
+// How one member's I/O reaches the simulator's world: its store, the host's CPU, the agenda. A
+// member of the domain hierarchy has two links (its domain's store and the global one); a flat
+// member has one. `drive` runs a machine's task over a link, one awaited op at a time.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "elastic/io.h"
+#include "elastic/sim/event_loop.h"
+#include "elastic/sim/host_cpu.h"
+#include "elastic/sim/sim_store.h"
+#include "elastic/task.h"
+
+namespace ntp::elastic::sim {
+
+struct StoreLink {
+  EventLoop* loop = nullptr;
+  SimStore* store = nullptr;
+  HostCpu* host = nullptr;
+  Duration cpu_per_op{0};  // the member's CPU per op sent and per reply taken in
+
+  // A member's store op: its CPU to send it, the store, its CPU to take the reply in. A sleep
+  // costs no CPU. `reader` names the member's stream reader (SimStore::wake).
+  void send(io::Op op, std::function<void(io::Reply)> done, const void* reader = nullptr) const {
+    if (std::holds_alternative<io::Sleep>(op) || cpu_per_op.count() == 0) {
+      store->submit(std::move(op), std::move(done), reader);
+      return;
+    }
+    const StoreLink self = *this;
+    host->run(cpu_per_op, [self, op = std::move(op), done = std::move(done), reader]() mutable {
+      self.store->submit(
+          std::move(op),
+          [self, done = std::move(done)](io::Reply reply) mutable {
+            self.host->run(self.cpu_per_op,
+                           [self, done = std::move(done), reply = std::move(reply)]() mutable {
+                             reply.now = self.loop->now();
+                             if (done) done(std::move(reply));
+                           });
+          },
+          reader);
+    });
+  }
+};
+
+namespace detail {
+template <typename T, typename Done>
+void pump(const StoreLink& link, IoSlot& io, std::shared_ptr<Task<T>> task,
+          std::shared_ptr<bool> live, Done done) {
+  if (!io.has_pending()) {
+    done(std::move(task->result()));
+    return;
+  }
+  link.send(
+      io.take_pending(),
+      [link, &io, task, live, done](io::Reply reply) mutable {
+        if (!*live) return;  // the member died (or dropped the task): its replies go nowhere
+        io.resume(std::move(reply));
+        pump(link, io, std::move(task), std::move(live), std::move(done));
+      },
+      &io);
+}
+}  // namespace detail
+
+// Runs `task` on `io` over `link`; `done` gets its result, unless `*live` turned false first.
+// `io` must outlive the task (a dropped task's last reply still finds it).
+template <typename T, typename Done>
+void drive(const StoreLink& link, IoSlot& io, Task<T> task, std::shared_ptr<bool> live, Done done) {
+  auto t = std::make_shared<Task<T>>(std::move(task));
+  io.set_now(link.loop->now());
+  t->start();
+  detail::pump(link, io, std::move(t), std::move(live), std::move(done));
+}
+
+}  // namespace ntp::elastic::sim
