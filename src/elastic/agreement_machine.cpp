@@ -307,6 +307,7 @@ Task<Result<MemberList>> AgreementMachine::agree(MemberList& last, Announcement 
       last = std::move(*published);
       co_return last;
     }
+    if (p_.on_enter) p_.on_enter(target);
     io::Op announce = io::Append{epoch_key(p_.group, target, "alive"),
                                  std::to_string(p_.me) + " " + encode(mine)};
     io::Reply announced = co_await io_.perform(std::move(announce));

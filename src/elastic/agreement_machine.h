@@ -40,6 +40,9 @@ struct AgreementParams {
   // the runtime's may not return (SIGKILL), or return much later (SIGSTOP then SIGCONT), and the
   // agreement then goes on as if nothing happened.
   std::function<void(const char* phase, int epoch)> on_phase;
+  // Null, or called with each epoch this member announces itself in (the domain hierarchy's
+  // leader fails the global epoch it is in when its domain changes under it).
+  std::function<void(int epoch)> on_enter;
 };
 
 // Epoch `epoch` of the job `group` failed: its key, then (for the first poster only) the job's

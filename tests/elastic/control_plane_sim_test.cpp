@@ -149,5 +149,66 @@ TEST(ControlPlaneSimTest, TheSteadyLoadIsTheWatchsAndTheBeatsExactly) {
   EXPECT_DOUBLE_EQ(r.steady_store_ops_per_s, 64 * 8.5);
 }
 
+// The domain hierarchy (elastic/sim/hierarchy_sim.cpp): 8 domains of 8 GPUs.
+SimConfig domains_of_8(Fault fault, std::uint64_t seed) {
+  SimConfig c = small(64, fault, seed);
+  c.tp = 8;
+  c.hierarchy = true;
+  return c;
+}
+
+TEST(ControlPlaneHierarchyTest, EverySeededFaultOfAMemberOrALeaderKeepsTheInvariantsInOneEpoch) {
+  // 25 schedules of each fault: one list per epoch in every store, one full list per global
+  // epoch (composed once, or again to the same bytes), every survivor holding it and no one
+  // else, no false verdict, every survivor formed. A leader's death is taken over by its
+  // domain's next slot with no global epoch given up: the full list is global epoch 1's.
+  for (Fault fault : {Fault::kKill, Fault::kHang, Fault::kLeaderKill, Fault::kLeaderHang}) {
+    for (std::uint64_t seed = 1; seed <= 25; ++seed) {
+      const SimResult r = simulate(domains_of_8(fault, seed));
+      ASSERT_EQ(r.invariants, "ok") << "fault " << static_cast<int>(fault) << " seed " << seed;
+      ASSERT_EQ(r.agreed_epoch, 1) << "fault " << static_cast<int>(fault) << " seed " << seed;
+    }
+  }
+}
+
+TEST(ControlPlaneHierarchyTest, AHangIsSeenWithinTheDomainWatchsBound) {
+  // The domain's watch is the flat one over the domain's 8 slots: hang_detect + 2 periods
+  // (1 s + 2 x 250 ms), never before hang_detect, for a member and for a leader alike; the
+  // leaders' watch (3 s) never fires first.
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    for (Fault fault : {Fault::kHang, Fault::kLeaderHang}) {
+      const SimResult r = simulate(domains_of_8(fault, seed));
+      EXPECT_GE(r.abort_all_s, 1.0) << "seed " << seed;
+      EXPECT_LE(r.abort_all_s, 1.5) << "seed " << seed;
+    }
+  }
+}
+
+TEST(ControlPlaneHierarchyTest, TheGlobalStoreSeesTheLeadersOnly) {
+  // With the leaders' hang_detect at 4 s (period 1 s), a 2 s window holds, per leader, exactly
+  // 2 global beats, 2 neighbour looks and one blocking read: 8 leaders x 2.5 ops/s = 20 ops/s,
+  // against 64 x 8.5 = 544 for the flat protocol. Each domain store carries its 8 members'
+  // 8.5 ops/s: 68.
+  SimConfig c = domains_of_8(Fault::kKill, 3);
+  c.global_hang_factor = 4;
+  const SimResult r = simulate(c);
+  ASSERT_EQ(r.invariants, "ok");
+  EXPECT_EQ(r.steady_ops_by_kind.at("set_many"), 8 * 2);
+  EXPECT_EQ(r.steady_ops_by_kind.at("get_many"), 8 * 2);
+  EXPECT_EQ(r.steady_ops_by_kind.at("read"), 8);
+  EXPECT_DOUBLE_EQ(r.steady_store_ops_per_s, 8 * 2.5);
+  EXPECT_DOUBLE_EQ(r.domain_steady_store_ops_per_s, 8 * 8.5);
+}
+
+TEST(ControlPlaneHierarchyTest, ARunIsAFunctionOfItsSeed) {
+  const SimResult a = simulate(domains_of_8(Fault::kLeaderHang, 7)),
+                  b = simulate(domains_of_8(Fault::kLeaderHang, 7));
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.abort_all_s, b.abort_all_s);
+  EXPECT_EQ(a.agree_s, b.agree_s);
+  EXPECT_EQ(a.form_s, b.form_s);
+  EXPECT_EQ(a.recovery_store_ops, b.recovery_store_ops);
+}
+
 }  // namespace
 }  // namespace ntp::elastic::sim

@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "elastic/agreement.h"
 #include "elastic/agreement_machine.h"
+#include "elastic/sim/address_exchange.h"
 #include "elastic/sim/sim_link.h"
 #include "elastic/sim/sim_watch.h"
 #include "elastic/watch_machine.h"
@@ -24,9 +25,7 @@ namespace ntp::elastic::sim {
 namespace {
 
 constexpr const char* kGroup = "train/a0";
-// comm/pair_mesh.h's polls of its peers' addresses, and the trainer's full-mesh bound.
-constexpr Duration kFirstPoll = std::chrono::milliseconds(1);
-constexpr Duration kMaxPoll = std::chrono::milliseconds(100);
+// The trainer's full-mesh bound.
 constexpr int kFullMeshMaxSize = 32;
 
 double seconds(Duration d) { return 1e-9 * static_cast<double>(d.count()); }
@@ -95,8 +94,7 @@ class Member {
   // The training thread after its step failed: as LiveRun's re-formation does.
   void reform();
   void form(const MemberList& list);
-  void poll_addresses(std::shared_ptr<std::vector<std::string>> missing, Duration pause,
-                      MemberList list, int links);
+  void connect(const MemberList& list, int links);
 
   World& w_;
   int id_;
@@ -181,57 +179,30 @@ void Member::form(const MemberList& list) {
   }
   peers.erase(me);
   const std::string prefix = std::string(kGroup) + "/e" + std::to_string(list.epoch) + "/p/";
-  io::SetMany publish;
-  auto missing = std::make_shared<std::vector<std::string>>();
+  std::vector<std::pair<std::string, std::string>> mine;
+  std::vector<std::string> theirs;
   for (int peer : peers) {
-    publish.entries.emplace_back(prefix + std::to_string(me) + "/" + std::to_string(peer), "addr");
-    missing->push_back(prefix + std::to_string(peer) + "/" + std::to_string(me));
+    mine.emplace_back(prefix + std::to_string(me) + "/" + std::to_string(peer), "addr");
+    theirs.push_back(prefix + std::to_string(peer) + "/" + std::to_string(me));
   }
   const int links = static_cast<int>(peers.size());
-  link_.send(
-      std::move(publish),
-      [this, missing, list, links, running = running_](io::Reply) {
-        if (*running) poll_addresses(missing, kFirstPoll, list, links);
-      },
-      nullptr);
+  exchange_addresses(link_, std::move(mine), std::move(theirs), running_,
+                     [this, list, links] { connect(list, links); });
 }
 
-void Member::poll_addresses(std::shared_ptr<std::vector<std::string>> missing, Duration pause,
-                            MemberList list, int links) {
-  if (missing->empty()) {
-    const double hops = std::ceil(std::log2(std::max(2, static_cast<int>(list.members.size()))));
-    const Duration barriers = 4 * static_cast<std::int64_t>(2 * hops) * w_.config.link_round_trip;
-    w_.host.run(links * w_.config.connect_per_link, [this, list, barriers, running = running_] {
-      if (!*running) return;
-      w_.loop.after(barriers, [this, list] {
-        drive(link_, agree_io_, agreement_.mark_done(list), running_, [this](Status s) {
-          if (!s.ok()) error = s.to_string();
-          formed = w_.loop.now();
-        });
+// The links' set-up on the host's CPU, then a barrier in each of the four groups.
+void Member::connect(const MemberList& list, int links) {
+  const double hops = std::ceil(std::log2(std::max(2, static_cast<int>(list.members.size()))));
+  const Duration barriers = 4 * static_cast<std::int64_t>(2 * hops) * w_.config.link_round_trip;
+  w_.host.run(links * w_.config.connect_per_link, [this, list, barriers, running = running_] {
+    if (!*running) return;
+    w_.loop.after(barriers, [this, list] {
+      drive(link_, agree_io_, agreement_.mark_done(list), running_, [this](Status s) {
+        if (!s.ok()) error = s.to_string();
+        formed = w_.loop.now();
       });
     });
-    return;
-  }
-  link_.send(
-      io::GetMany{*missing},
-      [this, missing, pause, list, links, running = running_](io::Reply r) {
-        if (!*running) return;
-        std::vector<std::string> still, read;
-        for (size_t k = 0; k < missing->size(); ++k) {
-          if (r.status.ok() && r.values[k]) {
-            read.push_back((*missing)[k]);
-          } else {
-            still.push_back((*missing)[k]);
-          }
-        }
-        if (!read.empty()) link_.send(io::Erase{std::move(read)}, nullptr);
-        *missing = std::move(still);
-        const Duration wait = missing->empty() ? Duration(0) : pause;
-        w_.loop.after(wait, [this, missing, pause, list, links] {
-          poll_addresses(missing, std::min<Duration>(2 * pause, kMaxPoll), list, links);
-        });
-      },
-      nullptr);
+  });
 }
 
 // The invariants of one run; "ok" or the first violation.
@@ -268,6 +239,9 @@ std::string check(const std::vector<std::unique_ptr<Member>>& members, int victi
 }  // namespace
 
 SimResult simulate(const SimConfig& c) {
+  if (c.hierarchy) return simulate_hierarchy(c);
+  NTP_CHECK_MSG(c.fault == Fault::kKill || c.fault == Fault::kHang,
+                "a leader's fault needs the hierarchy");
   NTP_CHECK_MSG(c.steady >= std::chrono::milliseconds(2500), "steady: at least 2.5 s");
   NTP_CHECK_MSG(c.gpus >= 2, "gpus: at least 2");
   World w(c);

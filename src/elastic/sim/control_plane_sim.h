@@ -26,7 +26,9 @@
 
 namespace ntp::elastic::sim {
 
-enum class Fault { kKill, kHang };
+// kKill / kHang: a member (with `hierarchy`, one that leads no domain); kLeaderKill /
+// kLeaderHang: a domain's leader (hierarchy only).
+enum class Fault { kKill, kHang, kLeaderKill, kLeaderHang };
 
 struct SimConfig {
   int gpus = 64;
@@ -42,6 +44,12 @@ struct SimConfig {
   std::chrono::milliseconds steady{3000};  // failure-free time before the fault, >= 2.5 s
   Fault fault = Fault::kKill;
   bool form = true;
+  // The domain hierarchy (docs/design/control-plane-hierarchy.md): a store per domain of `tp`
+  // GPUs and a global one where only the domains' leaders beat, watch and agree. The leaders'
+  // watch gives a domain global_hang_factor x hang_detect: longer than a leader's takeover
+  // (its domain's detection, hang_detect plus two periods, and a domain agreement).
+  bool hierarchy = false;
+  int global_hang_factor = 3;
   std::uint64_t seed = 1;
   std::chrono::milliseconds limit{120000};  // virtual time after the fault before giving up
 };
@@ -53,6 +61,10 @@ struct SimResult {
   double steady_store_ops_per_s = 0;
   std::map<std::string, std::int64_t> steady_ops_by_kind;  // in the 2 s before the fault
   std::int64_t peak_store_queue = 0;
+  // With the hierarchy, the figures above are the global store's; these are the busiest domain
+  // store's.
+  double domain_steady_store_ops_per_s = 0;
+  std::int64_t peak_domain_store_queue = 0;
   std::int64_t recovery_store_ops = 0;  // from the fault to the last member formed
   int agreed_epoch = -1;
   int victim = -1;
@@ -61,5 +73,7 @@ struct SimResult {
 };
 
 SimResult simulate(const SimConfig& config);
+// simulate() with config.hierarchy (elastic/sim/hierarchy_sim.cpp).
+SimResult simulate_hierarchy(const SimConfig& config);
 
 }  // namespace ntp::elastic::sim

@@ -3,7 +3,8 @@
 // and seed on stdout; progress on stderr.
 //
 //   build/bin/control_plane_sim --gpus 64,256,1024 [--store-ops 100000] [--rtt-us 100]
-//       [--fault kill|hang] [--seeds K] [--seed S] [--tp 8] [--no-form]
+//       [--fault kill|hang|leader-kill|leader-hang] [--seeds K] [--seed S] [--tp 8] [--no-form]
+//       [--hierarchy [--global-hang-factor 3]]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -68,8 +69,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(2.5, 3600.0));
   app.add_option("--limit-s", limit_s, "virtual seconds after the fault before a run fails")
       ->check(CLI::Range(1.0, 36000.0));
-  app.add_option("--fault", fault, "kill (the launcher posts an exit notice) or hang (SIGSTOP)")
-      ->check(CLI::IsMember({"kill", "hang"}));
+  app.add_option("--fault", fault,
+                 "kill (the launcher posts an exit notice) or hang (SIGSTOP) of a member; with "
+                 "--hierarchy also leader-kill or leader-hang (a domain's leader)")
+      ->check(CLI::IsMember({"kill", "hang", "leader-kill", "leader-hang"}));
+  app.add_flag("--hierarchy", c.hierarchy,
+               "the domain hierarchy: a store per domain of --tp GPUs, only the domains' "
+               "leaders on the global store (the JSON's store figures are then the global "
+               "store's, domain_* the busiest domain store's)");
+  app.add_option("--global-hang-factor", c.global_hang_factor,
+                 "the leaders' watch gives a domain this many times --hang-detect-ms")
+      ->check(CLI::Range(2, 100));
   app.add_option("--seed", c.seed, "the first seed");
   app.add_option("--seeds", seeds, "seeds per GPU count (S, S+1, ...)")
       ->check(CLI::Range(1, 100000));
@@ -84,13 +94,26 @@ int main(int argc, char** argv) {
   c.hang_detect = std::chrono::milliseconds(hang_detect_ms);
   c.steady = std::chrono::milliseconds(static_cast<long long>(steady_s * 1e3));
   c.limit = std::chrono::milliseconds(static_cast<long long>(limit_s * 1e3));
-  c.fault = fault == "kill" ? Fault::kKill : Fault::kHang;
+  c.fault = fault == "kill"          ? Fault::kKill
+            : fault == "hang"        ? Fault::kHang
+            : fault == "leader-kill" ? Fault::kLeaderKill
+                                     : Fault::kLeaderHang;
+  if (!c.hierarchy && fault.starts_with("leader")) {
+    std::fprintf(stderr, "control_plane_sim: --fault %s needs --hierarchy\n", fault.c_str());
+    return 2;
+  }
   c.form = !no_form;
   const std::uint64_t first_seed = c.seed;
   int failures = 0;
   for (int n : gpus) {
     for (int k = 0; k < seeds; ++k) {
       c.gpus = n;
+      if (c.hierarchy && (n % c.tp != 0 || n / c.tp < 2)) {
+        std::fprintf(stderr,
+                     "control_plane_sim: --gpus %d is not 2 or more whole domains of --tp %d\n", n,
+                     c.tp);
+        return 2;
+      }
       c.seed = first_seed + static_cast<std::uint64_t>(k);
       const auto wall_start = std::chrono::steady_clock::now();
       const SimResult r = ntp::elastic::sim::simulate(c);
@@ -99,6 +122,7 @@ int main(int argc, char** argv) {
       nlohmann::ordered_json line;
       line["gpus"] = n;
       line["domain"] = c.tp;
+      line["hierarchy"] = c.hierarchy;
       line["seed"] = c.seed;
       line["fault"] = fault;
       line["victim"] = r.victim;
@@ -110,6 +134,10 @@ int main(int argc, char** argv) {
       line["steady_ops_by_kind"] = r.steady_ops_by_kind;
       line["peak_store_queue"] = r.peak_store_queue;
       line["recovery_store_ops"] = r.recovery_store_ops;
+      if (c.hierarchy) {
+        line["domain_steady_store_ops_per_s"] = std::round(r.domain_steady_store_ops_per_s);
+        line["peak_domain_store_queue"] = r.peak_domain_store_queue;
+      }
       line["agreed_epoch"] = r.agreed_epoch;
       line["invariants"] = r.invariants;
       line["events"] = r.events;

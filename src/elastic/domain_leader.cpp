@@ -1,0 +1,243 @@
+#include "elastic/domain_leader.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "elastic/agreement.h"
+
+namespace ntp::elastic {
+namespace {
+
+// A follower's read of the global events blocks at most this long before it looks again.
+constexpr std::chrono::milliseconds kFollowerRead{250};
+
+// Sorted ids as runs [first, last]: a full list of 100K GPUs less a few is a few runs.
+nlohmann::json runs(const std::vector<int>& ids) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    out.push_back({ids[i], ids[j]});
+    i = j + 1;
+  }
+  return out;
+}
+std::vector<int> from_runs(const nlohmann::json& j) {
+  std::vector<int> ids;
+  for (const nlohmann::json& run : j) {
+    for (int id = run.at(0).get<int>(); id <= run.at(1).get<int>(); ++id) ids.push_back(id);
+  }
+  return ids;
+}
+// restarts as {id: restart} for the nonzero ones.
+nlohmann::json sparse(const std::vector<int>& values) {
+  nlohmann::json out = nlohmann::json::object();
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] != 0) out[std::to_string(i)] = values[i];
+  }
+  return out;
+}
+
+// A full list's own encoding: MemberList's fields, id lists as runs and restarts sparse.
+std::string encode_full(const MemberList& l) {
+  return nlohmann::json{{"epoch", l.epoch},           {"members", runs(l.members)},
+                        {"holders", runs(l.holders)}, {"step", l.step},
+                        {"base_epoch", l.base_epoch}, {"base_members", runs(l.base_members)},
+                        {"slots", l.restarts.size()}, {"restarts", sparse(l.restarts)},
+                        {"decider", l.decider},       {"parked", runs(l.parked)}}
+      .dump();
+}
+
+Result<MemberList> decode_full(const std::string& text) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    MemberList l;
+    l.epoch = j.at("epoch").get<int>();
+    l.members = from_runs(j.at("members"));
+    l.holders = from_runs(j.at("holders"));
+    l.step = j.at("step").get<std::int64_t>();
+    l.base_epoch = j.at("base_epoch").get<int>();
+    l.base_members = from_runs(j.at("base_members"));
+    l.restarts.assign(j.at("slots").get<size_t>(), 0);
+    for (const auto& [id, restart] : j.at("restarts").items()) {
+      l.restarts.at(static_cast<size_t>(std::stoi(id))) = restart.get<int>();
+    }
+    l.decider = j.at("decider").get<int>();
+    l.parked = from_runs(j.at("parked"));
+    return l;
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, std::string("malformed full list: ") + e.what());
+  }
+}
+
+// The ids of `list` (increasing) in [from, to).
+std::vector<int> ids_in(const std::vector<int>& list, int from, int to) {
+  return {std::lower_bound(list.begin(), list.end(), from),
+          std::lower_bound(list.begin(), list.end(), to)};
+}
+
+}  // namespace
+
+std::string domain_list_key(const std::string& global_group, int domain, int domain_epoch) {
+  return global_group + "/domain/" + std::to_string(domain) + "/" + std::to_string(domain_epoch);
+}
+std::string full_list_key(const std::string& global_group, int global_epoch) {
+  return global_group + "/full/" + std::to_string(global_epoch);
+}
+std::string relayed_full_key(const std::string& domain_group) { return domain_group + "/full"; }
+
+MemberList compose_full_list(const MemberList& global, const std::map<int, MemberList>& domains,
+                             int domain_size, int domain_count) {
+  MemberList full;
+  full.epoch = global.epoch;
+  full.step = global.step;
+  full.base_epoch = global.base_epoch;
+  full.decider = global.decider;
+  full.restarts.assign(static_cast<size_t>(domain_size) * static_cast<size_t>(domain_count), 0);
+  auto globalize = [domain_size](int d, const std::vector<int>& slots, std::vector<int>& out) {
+    for (int slot : slots) out.push_back(d * domain_size + slot);
+  };
+  for (int d : global.members) {
+    const MemberList& domain = domains.at(d);
+    globalize(d, domain.members, full.members);
+    if (global.holds(d)) globalize(d, domain.holders, full.holders);
+    globalize(d, domain.parked, full.parked);
+    for (int slot : domain.members) {
+      full.restarts[static_cast<size_t>(d * domain_size + slot)] =
+          domain.restarts[static_cast<size_t>(slot)];
+    }
+  }
+  for (int d : global.base_members) {
+    for (int slot = 0; slot < domain_size; ++slot)
+      full.base_members.push_back(d * domain_size + slot);
+  }
+  return full;
+}
+
+FullListDecoder plain_decoder() {
+  return [](const std::string& text) -> Result<std::shared_ptr<const MemberList>> {
+    Result<MemberList> list = decode_full(text);
+    if (!list.ok()) return list.status();
+    return std::shared_ptr<const MemberList>(std::make_shared<MemberList>(std::move(*list)));
+  };
+}
+
+Task<Status> DomainLeader::publish_domain(const MemberList& domain_list) {
+  io::Op publish =
+      io::set(domain_list_key(p_.global_group, p_.domain, domain_list.epoch), encode(domain_list));
+  io::Reply published = co_await io_.perform(std::move(publish));
+  co_return published.status;
+}
+
+Result<FullList> DomainLeader::decoded(std::string text) const {
+  Result<std::shared_ptr<const MemberList>> list = p_.decode(text);
+  if (!list.ok()) return list.status();
+  return FullList{std::move(text), std::move(*list)};
+}
+
+Task<Result<FullList>> DomainLeader::compose(const MemberList& global) {
+  io::GetMany ask;
+  for (int d : global.members) {
+    ask.keys.push_back(
+        domain_list_key(p_.global_group, d, global.restarts[static_cast<size_t>(d)]));
+  }
+  io::Op read = std::move(ask);
+  io::Reply lists = co_await io_.perform(std::move(read));
+  if (!lists.status.ok()) co_return lists.status;
+  std::map<int, MemberList> domains;
+  for (size_t i = 0; i < global.members.size(); ++i) {
+    const int d = global.members[i];
+    if (!lists.values[i]) {
+      co_return Status(StatusCode::kInternal,
+                       "domain " + std::to_string(d) + " announced a list it did not publish");
+    }
+    NTP_CO_ASSIGN_OR_RETURN(domains[d], decode_member_list(*lists.values[i]));
+  }
+  const std::string text =
+      encode_full(compose_full_list(global, domains, p_.domain_size, p_.domain_count));
+  io::Op publish = io::set(full_list_key(p_.global_group, global.epoch), text);
+  io::Reply published = co_await io_.perform(std::move(publish));
+  if (!published.status.ok()) co_return published.status;
+  io::Op event = io::Append{job_events(p_.global_group), "full " + std::to_string(global.epoch)};
+  const io::Reply announced = co_await io_.perform(std::move(event));
+  (void)announced;  // best effort: followers also look at the key
+  co_return decoded(text);
+}
+
+Task<Result<FullList>> DomainLeader::full_list(const MemberList& global) {
+  if (global.decider == p_.domain) {
+    Result<FullList> composed = co_await compose(global);
+    co_return composed;
+  }
+  const Time start = io_.now();
+  std::vector<comm::StreamCursor> events{{job_events(p_.global_group), ""}};
+  for (;;) {
+    io::Op look = io::get(full_list_key(p_.global_group, global.epoch),
+                          fail_key(p_.global_group, global.epoch));
+    io::Reply seen = co_await io_.perform(std::move(look));
+    if (seen.status.ok() && seen.values[0]) co_return decoded(*seen.values[0]);
+    if (seen.status.ok() && seen.values[1]) {
+      co_return unavailable("global epoch " + std::to_string(global.epoch) + " failed");
+    }
+    if (io_.now() - start >= p_.compose_wait) {
+      Result<FullList> composed = co_await compose(global);
+      co_return composed;
+    }
+    io::Op read = io::ReadStreams{events, kFollowerRead};
+    io::Reply news = co_await io_.perform(std::move(read));
+    if (news.status.ok()) events = std::move(news.cursors);
+  }
+}
+
+Task<Result<MemberList>> read_global_list(IoSlot& io, std::string global_group, int epoch,
+                                          int domain_count) {
+  if (epoch == 0) {
+    std::vector<int> domains(static_cast<size_t>(domain_count));
+    for (int d = 0; d < domain_count; ++d) domains[static_cast<size_t>(d)] = d;
+    co_return initial_list(domains, domain_count);
+  }
+  io::Op ask = io::get(epoch_key(global_group, epoch, "list"));
+  io::Reply text = co_await io.perform(std::move(ask));
+  if (!text.status.ok()) co_return text.status;
+  if (!text.values[0] || decode_tombstone(*text.values[0])) {
+    co_return Status(StatusCode::kNotFound,
+                     "global list of epoch " + std::to_string(epoch) + " is gone");
+  }
+  Result<MemberList> list = decode_member_list(*text.values[0]);
+  co_return list;
+}
+
+Task<Status> relay_full(IoSlot& domain_io, std::string domain_group, std::string full_text,
+                        int global_epoch) {
+  io::Op relay = io::set(relayed_full_key(domain_group), std::move(full_text));
+  io::Reply relayed = co_await domain_io.perform(std::move(relay));
+  if (!relayed.status.ok()) co_return relayed.status;
+  io::Op event = io::Append{job_events(domain_group), "full " + std::to_string(global_epoch)};
+  io::Reply announced = co_await domain_io.perform(std::move(event));
+  co_return announced.status;
+}
+
+Task<Result<std::shared_ptr<const MemberList>>> await_full(
+    IoSlot& domain_io, std::string domain_group, int after_epoch, int domain, int domain_size,
+    std::vector<int> domain_members, FullListDecoder decode) {
+  std::vector<comm::StreamCursor> events{{job_events(domain_group), ""}};
+  for (;;) {
+    io::Op look = io::get(relayed_full_key(domain_group));
+    io::Reply seen = co_await domain_io.perform(std::move(look));
+    if (seen.status.ok() && seen.values[0]) {
+      NTP_CO_ASSIGN_OR_RETURN(std::shared_ptr<const MemberList> full, decode(*seen.values[0]));
+      if (full->epoch > after_epoch && ids_in(full->members, domain * domain_size,
+                                              (domain + 1) * domain_size) == domain_members) {
+        co_return full;
+      }
+    }
+    io::Op read = io::ReadStreams{events, kFollowerRead};
+    io::Reply news = co_await domain_io.perform(std::move(read));
+    if (news.status.ok()) events = std::move(news.cursors);
+  }
+}
+
+}  // namespace ntp::elastic

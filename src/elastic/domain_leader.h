@@ -1,0 +1,101 @@
+// The domain hierarchy's own steps (docs/design/control-plane-hierarchy.md) as machines
+// (elastic/task.h): what a domain's leader does between its domain's agreement and the global
+// one, and how every member learns the job-wide list. The agreement itself is
+// AgreementMachine's, run twice: once in the domain's namespace (ids: slots of the domain),
+// once in the global namespace by the leaders (ids: domains). These steps join the two:
+//
+//   leader     publish_domain: the domain's agreed list, under its domain epoch, where any
+//              leader can read it; then the global agreement, announcing Announcement{the
+//              domain list's step, the domain epoch}: the global list's restarts[d] names the
+//              domain list each domain stands for.
+//   composer   full_list: the full list of global epoch G (every GPU of the listed domains, in
+//              global ids domain * domain_size + slot) is a function of the global list and the
+//              domain lists it names. The global decider composes and publishes it; a leader
+//              that does not see it within compose_wait composes it itself: the same bytes.
+//   leader     relay_full: copies it into its domain's namespace, with a "full <G>" event.
+//   member     await_full: waits for a full list newer than its last whose part in its domain
+//              is its domain's agreed list (an older one names a domain that changed since).
+//
+// Keys, besides AgreementMachine's in each namespace:
+//   <global>/domain/<d>/<e>   domain d's list of its epoch e (written once, by its leader)
+//   <global>/full/<G>         the full list of global epoch G
+//   <domain>/full             the latest full list relayed into the domain
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "elastic/member_list.h"
+#include "elastic/task.h"
+
+namespace ntp::elastic {
+
+std::string domain_list_key(const std::string& global_group, int domain, int domain_epoch);
+std::string full_list_key(const std::string& global_group, int global_epoch);
+std::string relayed_full_key(const std::string& domain_group);
+
+// The full list of `global` from the domain lists it names (`domains[d]` for each d it lists, in
+// the domain's slot ids). Members and holders are global ids; the step, the base epoch and the
+// decider (a domain) are the global list's; restarts[id] are the domains'.
+MemberList compose_full_list(const MemberList& global, const std::map<int, MemberList>& domains,
+                             int domain_size, int domain_count);
+
+// Decodes a full list; the simulator shares one decoded copy among its members.
+using FullListDecoder =
+    std::function<Result<std::shared_ptr<const MemberList>>(const std::string& text)>;
+FullListDecoder plain_decoder();
+
+// A full list as published (what a leader relays) and decoded.
+struct FullList {
+  std::string text;
+  std::shared_ptr<const MemberList> list;
+};
+
+struct DomainLeaderParams {
+  std::string global_group;
+  int domain = 0;  // this leader's domain: its id in the global agreement
+  int domain_size = 0;
+  int domain_count = 0;
+  std::chrono::milliseconds compose_wait{1000};
+  FullListDecoder decode = plain_decoder();
+};
+
+class DomainLeader {
+ public:
+  // `global_io` carries the awaits on the global store; it must outlive every task.
+  DomainLeader(DomainLeaderParams params, IoSlot& global_io)
+      : p_(std::move(params)), io_(global_io) {}
+
+  Task<Status> publish_domain(const MemberList& domain_list);
+  // The full list of `global`, read or composed (see above); kUnavailable when global's epoch
+  // failed before anyone composed it.
+  Task<Result<FullList>> full_list(const MemberList& global);
+
+ private:
+  Task<Result<FullList>> compose(const MemberList& global);
+  Result<FullList> decoded(std::string text) const;
+
+  DomainLeaderParams p_;
+  IoSlot& io_;
+};
+
+// The global list of `epoch` (epoch 0: every domain), for a member that takes its domain's lead.
+Task<Result<MemberList>> read_global_list(IoSlot& io, std::string global_group, int epoch,
+                                          int domain_count);
+
+// The leader's relay of `full` into its domain's namespace (`domain_io` on the domain's store).
+Task<Status> relay_full(IoSlot& domain_io, std::string domain_group, std::string full_text,
+                        int global_epoch);
+
+// A member's wait for the full list after `after_epoch` whose members in `domain` are exactly
+// `domain_members` (global ids): blocking reads of the domain's events between looks.
+Task<Result<std::shared_ptr<const MemberList>>> await_full(
+    IoSlot& domain_io, std::string domain_group, int after_epoch, int domain, int domain_size,
+    std::vector<int> domain_members, FullListDecoder decode);
+
+}  // namespace ntp::elastic

@@ -1,0 +1,525 @@
+// control_plane_sim with the domain hierarchy (docs/design/control-plane-hierarchy.md): every
+// domain of `tp` GPUs runs the flat protocol on a store of its own, in its slot ids; the lowest
+// live slot of a domain's list leads it on the global store, where the leaders beat, watch each
+// other and agree in domain ids (elastic/domain_leader.h joins the two levels). Every machine
+// is the runtime's; this file is the driver and the invariants.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/exit_notice.h"
+#include "comm/gloo_communicator.h"
+#include "comm/survivors.h"
+#include "core/check.h"
+#include "core/rng.h"
+#include "elastic/agreement.h"
+#include "elastic/agreement_machine.h"
+#include "elastic/domain_leader.h"
+#include "elastic/sim/address_exchange.h"
+#include "elastic/sim/control_plane_sim.h"
+#include "elastic/sim/sim_watch.h"
+
+namespace ntp::elastic::sim {
+namespace {
+
+const std::string kGlobal = "train/a0/g";
+std::string domain_group(int d) { return "train/a0/d" + std::to_string(d); }
+constexpr int kFullMeshMaxSize = 32;
+
+double seconds(Duration d) { return 1e-9 * static_cast<double>(d.count()); }
+
+std::vector<int> iota_ids(int n) {
+  std::vector<int> ids(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  return ids;
+}
+
+// Member lists written once per key, per store: the invariant's count.
+class ListWrites {
+ public:
+  void watch(SimStore& store) {
+    store.observe_writes([this](const std::string& key, const std::string& value) {
+      if (key.ends_with("/list") && !decode_tombstone(value)) ++lists_[key];
+      if (key.starts_with(kGlobal + "/full/")) fulls_[key].insert(value);
+    });
+  }
+  std::string check() const {
+    for (const auto& [key, writes] : lists_) {
+      if (writes > 1) return key + " was published " + std::to_string(writes) + " times";
+    }
+    for (const auto& [key, values] : fulls_) {
+      if (values.size() > 1) return key + " was composed twice, differently";
+    }
+    return "ok";
+  }
+
+ private:
+  std::map<std::string, int> lists_;
+  std::map<std::string, std::set<std::string>> fulls_;
+};
+
+struct World {
+  const SimConfig& config;
+  int domain_size, domains;
+  EventLoop loop;
+  HostCpu host;
+  SimStore global;
+  std::vector<std::unique_ptr<SimStore>> domain_stores;
+  std::vector<std::string> slot_incarnations, domain_incarnations;
+  ListWrites writes;
+  // One decoded copy of each full list for every member (the bytes are the same).
+  std::map<std::string, std::shared_ptr<const MemberList>> decoded;
+
+  explicit World(const SimConfig& c)
+      : config(c),
+        domain_size(c.tp),
+        domains(c.gpus / c.tp),
+        host(loop, c.host_cores),
+        global(loop, c.store),
+        slot_incarnations(static_cast<size_t>(c.tp), comm::incarnation(0, 0)),
+        domain_incarnations(static_cast<size_t>(c.gpus / c.tp), comm::incarnation(0, 0)) {
+    writes.watch(global);
+    for (int d = 0; d < domains; ++d) {
+      domain_stores.push_back(std::make_unique<SimStore>(loop, c.store));
+      writes.watch(*domain_stores.back());
+    }
+  }
+  StoreLink link(SimStore& store) { return StoreLink{&loop, &store, &host, config.cpu_per_op}; }
+  std::chrono::milliseconds global_hang_detect() const {
+    return config.global_hang_factor * config.hang_detect;
+  }
+  FullListDecoder decoder() {
+    return [this](const std::string& text) -> Result<std::shared_ptr<const MemberList>> {
+      auto it = decoded.find(text);
+      if (it != decoded.end()) return it->second;
+      Result<std::shared_ptr<const MemberList>> list = plain_decoder()(text);
+      if (list.ok()) decoded.emplace(text, *list);
+      return list;
+    };
+  }
+};
+
+// A domain's leadership, held by its lowest live slot: the global watch and the round that
+// agrees the global list and hands the full list to the domain.
+struct Leadership {
+  Leadership(World& w, int domain, const Progress* progress, std::shared_ptr<bool> live,
+             std::function<void(const std::string&)> on_fire)
+      : watch(w.link(w.global), kGlobal, domain, w.global_hang_detect(), progress, std::move(live),
+              std::move(on_fire)) {}
+  SimWatch watch;
+  MemberList global;                    // the last global list this leader agreed
+  bool domain_round_since_arm = false;  // its domain re-forms since `global` was armed
+  // The round in flight: its own slots, so that a dropped round's last reply finds them.
+  struct Round {
+    IoSlot global_io, domain_io;
+    std::unique_ptr<AgreementMachine> agreement;
+    std::unique_ptr<DomainLeader> leader;
+    std::shared_ptr<bool> live = std::make_shared<bool>(true);
+    int entered = -1;  // the global epoch it announced in
+  };
+  std::shared_ptr<Round> round;
+};
+
+class Member {
+ public:
+  Member(World& w, int gid)
+      : w_(w),
+        domain_(gid / w.domain_size),
+        slot_(gid % w.domain_size),
+        gid_(gid),
+        dlink_(w.link(*w.domain_stores[static_cast<size_t>(gid / w.domain_size)])),
+        glink_(w.link(w.global)),
+        agreement_(domain_params(), agree_io_),
+        watch_(dlink_, domain_group(domain_), slot_, w.config.hang_detect, &progress_, running_,
+               [this](const std::string& reason) { on_domain_fire(reason); }) {
+    progress_.mark(Phase::kStep, 0);
+    progress_.waiting(true);  // in the step's collective: waiting on its peers, not stuck
+    domain_list_ = initial_list(iota_ids(w.domain_size), w.domain_size);
+  }
+
+  void start(Duration beat_offset) {
+    watch_.start_beats(beat_offset, gid_);
+    watch_.arm(0, domain_list_.members, w_.slot_incarnations);
+    if (slot_ == 0) {
+      lead(initial_list(iota_ids(w_.domains), w_.domains));
+      lead_->watch.start_beats(beat_offset, gid_);
+    }
+  }
+  void stop(bool post_exit);
+  bool leads() const { return lead_ != nullptr; }
+  bool fenced() const { return watch_.fenced() || (lead_ && lead_->watch.fenced()); }
+
+  std::optional<Time> aborted, agreed, formed;
+  std::shared_ptr<const MemberList> full;
+  bool fired_early = false;
+  std::string error;
+  Time fault_at = Time::max();
+
+ private:
+  AgreementParams domain_params() {
+    AgreementParams p;
+    p.group = domain_group(domain_);
+    p.me = slot_;
+    p.progress = &progress_;
+    p.hang_detect = w_.config.hang_detect;
+    p.window = 10 * w_.config.hang_detect;
+    p.incarnation = [](int who, const MemberList& list) {
+      return comm::incarnation(0, list.restarts[static_cast<size_t>(who)]);
+    };
+    return p;
+  }
+  void note_fire(const std::string& reason) {
+    if (w_.loop.now() >= fault_at || fired_early) return;
+    fired_early = true;
+    error = "fired at " + std::to_string(seconds(w_.loop.now() - Time{})) + " s: " + reason;
+  }
+  void lead(MemberList global);
+  void on_domain_fire(const std::string& reason);
+  void on_global_fire(const std::string& reason);
+  void reform_domain();
+  void lead_round();
+  void run_round(std::shared_ptr<Leadership::Round> round, int fail_in_flight);
+  void await_full();
+  void form();
+  void fail(const Status& s) {
+    if (error.empty()) error = s.to_string();
+  }
+
+  World& w_;
+  int domain_, slot_, gid_;
+  StoreLink dlink_, glink_;
+  Progress progress_;
+  std::shared_ptr<bool> running_ = std::make_shared<bool>(true);
+  IoSlot agree_io_, relay_io_;
+  AgreementMachine agreement_;
+  SimWatch watch_;
+  MemberList domain_list_;
+  std::unique_ptr<Leadership> lead_;
+  std::shared_ptr<bool> await_live_ = std::make_shared<bool>(false);
+  std::shared_ptr<IoSlot> await_io_;
+};
+
+void Member::stop(bool post_exit) {
+  *running_ = false;
+  *await_live_ = false;
+  if (lead_ && lead_->round) *lead_->round->live = false;
+  if (!post_exit) return;
+  // The domain's launcher reaps the process and posts its exit notice (comm/exit_notice.h).
+  const std::string who = w_.slot_incarnations[static_cast<size_t>(slot_)];
+  dlink_.send(io::set(comm::exit_notice_key(slot_), who), nullptr);
+  dlink_.send(io::Append{comm::kLaunchEvents, "exit " + std::to_string(slot_) + " " + who},
+              nullptr);
+}
+
+void Member::lead(MemberList global) {
+  lead_ =
+      std::make_unique<Leadership>(w_, domain_, &progress_, running_,
+                                   [this](const std::string& reason) { on_global_fire(reason); });
+  lead_->global = std::move(global);
+  lead_->watch.arm(lead_->global.epoch, lead_->global.members, w_.domain_incarnations);
+}
+
+void Member::on_domain_fire(const std::string& reason) {
+  note_fire(reason);
+  if (!aborted) aborted = w_.loop.now();
+  if (lead_) lead_->domain_round_since_arm = true;  // its failure is posted by this round
+  w_.loop.after(Duration(0), [this] { reform_domain(); });
+}
+
+// Another domain failed the global epoch: this domain re-forms too (its groups span domains),
+// once per armed global epoch.
+void Member::on_global_fire(const std::string& reason) {
+  note_fire(reason);
+  if (lead_->domain_round_since_arm) return;
+  lead_->domain_round_since_arm = true;
+  drive(dlink_, relay_io_, post_failure(relay_io_, domain_group(domain_), domain_list_.epoch),
+        running_, [](Status) {});
+}
+
+void Member::reform_domain() {
+  if (!*running_) return;
+  *await_live_ = false;  // a full list for the old domain list no longer fits
+  progress_.waiting(false);
+  drive(dlink_, agree_io_, agreement_.report_failure(domain_list_.epoch), running_, [this](Status) {
+    watch_.disarm();
+    progress_.mark(Phase::kReform, 0);
+    drive(dlink_, agree_io_,
+          agreement_.agree(domain_list_, Announcement{0, 0}, false, {},
+                           [] { return std::string("sim layout"); }, {}),
+          running_, [this](Result<MemberList> list) {
+            if (!list.ok()) return fail(list.status());
+            watch_.arm(domain_list_.epoch, domain_list_.members, w_.slot_incarnations);
+            if (domain_list_.members.front() == slot_) lead_round();
+            await_full();
+          });
+  });
+}
+
+// This member leads its domain's list: it takes the lead if it did not hold it (its leader
+// died), and starts a global round for the domain's new list, dropping one in flight.
+void Member::lead_round() {
+  int in_flight = -1;
+  if (lead_ && lead_->round) {
+    *lead_->round->live = false;
+    in_flight = lead_->round->entered;
+  }
+  auto round = std::make_shared<Leadership::Round>();
+  if (lead_) {
+    run_round(std::move(round), in_flight);
+    return;
+  }
+  // A takeover: the global list this domain stood for is that of the last full list it got.
+  const int epoch = full ? full->epoch : 0;
+  drive(glink_, round->global_io, read_global_list(round->global_io, kGlobal, epoch, w_.domains),
+        round->live, [this, round](Result<MemberList> global) {
+          if (!global.ok()) return fail(global.status());
+          lead(std::move(*global));
+          lead_->domain_round_since_arm = true;
+          lead_->watch.start_beats(Duration(0), gid_);
+          run_round(round, -1);
+        });
+}
+
+void Member::run_round(std::shared_ptr<Leadership::Round> round, int fail_in_flight) {
+  lead_->round = round;
+  lead_->watch.disarm();
+  AgreementParams p;
+  p.group = kGlobal;
+  p.me = domain_;
+  p.progress = &progress_;
+  p.hang_detect = w_.global_hang_detect();
+  p.window = 10 * w_.global_hang_detect();
+  round->agreement = std::make_unique<AgreementMachine>(std::move(p), round->global_io);
+  round->leader = std::make_unique<DomainLeader>(
+      DomainLeaderParams{kGlobal, domain_, w_.domain_size, w_.domains, w_.config.hang_detect,
+                         w_.decoder()},
+      round->global_io);
+  // The steps in order on the round's slots: publish the domain's list, fail the global epochs
+  // it no longer fits (the armed one, and the one a dropped round announced in), agree, compose
+  // or read the full list, relay it to the domain.
+  auto relay = [this, round](Result<FullList> composed) {
+    if (!composed.ok()) return lead_round();  // the global epoch failed first: a new round
+    lead_->domain_round_since_arm = false;
+    lead_->watch.arm(lead_->global.epoch, lead_->global.members, w_.domain_incarnations);
+    drive(
+        dlink_, round->domain_io,
+        relay_full(round->domain_io, domain_group(domain_), composed->text, composed->list->epoch),
+        round->live, [this](Status s) {
+          if (!s.ok()) fail(s);
+        });
+  };
+  auto agree = [this, round, relay](Status) {
+    drive(
+        glink_, round->global_io,
+        round->agreement->agree(lead_->global, Announcement{domain_list_.step, domain_list_.epoch},
+                                false, {}, [] { return std::string("sim layout"); }, {}),
+        round->live, [this, round, relay](Result<MemberList> global) {
+          if (!global.ok()) return fail(global.status());
+          drive(glink_, round->global_io, round->leader->full_list(lead_->global), round->live,
+                relay);
+        });
+  };
+  auto fail_epochs = [this, round, fail_in_flight, agree](Status published) {
+    if (!published.ok()) return fail(published);
+    drive(glink_, round->global_io, post_failure(round->global_io, kGlobal, lead_->global.epoch),
+          round->live, [this, round, fail_in_flight, agree](Status s) {
+            if (fail_in_flight <= lead_->global.epoch) return agree(s);
+            drive(glink_, round->global_io, post_failure(round->global_io, kGlobal, fail_in_flight),
+                  round->live, agree);
+          });
+  };
+  drive(glink_, round->global_io, round->leader->publish_domain(domain_list_), round->live,
+        fail_epochs);
+}
+
+void Member::await_full() {
+  *await_live_ = false;
+  await_live_ = std::make_shared<bool>(true);
+  await_io_ = std::make_shared<IoSlot>();
+  std::vector<int> mine;
+  for (int slot : domain_list_.members) mine.push_back(domain_ * w_.domain_size + slot);
+  const int after = full ? full->epoch : 0;
+  drive(dlink_, *await_io_,
+        ntp::elastic::await_full(*await_io_, domain_group(domain_), after, domain_, w_.domain_size,
+                                 std::move(mine), w_.decoder()),
+        await_live_, [this, io = await_io_](Result<std::shared_ptr<const MemberList>> got) {
+          if (!got.ok()) return fail(got.status());
+          full = *got;
+          agreed = w_.loop.now();
+          if (w_.config.form) {
+            form();
+          } else {
+            formed = agreed;
+          }
+        });
+}
+
+// The groups' formation, modeled as the flat simulator's: the TP group's links exchange
+// addresses on the domain's store, the links across domains (DP group, world) on the global one.
+void Member::form() {
+  const MemberList& m = *full;
+  const auto at = std::lower_bound(m.members.begin(), m.members.end(), gid_);
+  const int me = static_cast<int>(at - m.members.begin());
+  const int size = static_cast<int>(m.members.size());
+  std::set<int> local, across;  // gids
+  for (int r : comm::formation_links({}, me, size, kFullMeshMaxSize)) {
+    const int peer = m.members[static_cast<size_t>(r)];
+    (peer / w_.domain_size == domain_ ? local : across).insert(peer);
+  }
+  for (int slot : domain_list_.members) local.insert(domain_ * w_.domain_size + slot);
+  std::vector<int> dp;  // the DP group: this slot in every listed domain
+  for (int d = 0; d < w_.domains; ++d) {
+    if (m.has(d * w_.domain_size + slot_)) dp.push_back(d * w_.domain_size + slot_);
+  }
+  const int dp_index = static_cast<int>(std::find(dp.begin(), dp.end(), gid_) - dp.begin());
+  for (int peer :
+       comm::formation_links(dp, dp_index, static_cast<int>(dp.size()), kFullMeshMaxSize)) {
+    across.insert(peer);  // (with a member list, formation_links names members, not indices)
+  }
+  local.erase(gid_);
+  across.erase(gid_);
+  auto keys = [&m, this](const std::set<int>& peers, const std::string& group,
+                         std::vector<std::pair<std::string, std::string>>& mine,
+                         std::vector<std::string>& theirs) {
+    const std::string prefix = group + "/e" + std::to_string(m.epoch) + "/p/";
+    for (int peer : peers) {
+      mine.emplace_back(prefix + std::to_string(gid_) + "/" + std::to_string(peer), "addr");
+      theirs.push_back(prefix + std::to_string(peer) + "/" + std::to_string(gid_));
+    }
+  };
+  std::vector<std::pair<std::string, std::string>> mine_local, mine_across;
+  std::vector<std::string> theirs_local, theirs_across;
+  keys(local, domain_group(domain_), mine_local, theirs_local);
+  keys(across, kGlobal, mine_across, theirs_across);
+  const int links = static_cast<int>(local.size() + across.size());
+  auto pending = std::make_shared<int>(2);
+  auto connect = [this, pending, links, size] {
+    if (--*pending > 0) return;
+    const double hops = std::ceil(std::log2(std::max(2, size)));
+    const Duration barriers = 4 * static_cast<std::int64_t>(2 * hops) * w_.config.link_round_trip;
+    w_.host.run(links * w_.config.connect_per_link, [this, barriers] {
+      if (!*running_) return;
+      w_.loop.after(barriers, [this] {
+        drive(dlink_, agree_io_, agreement_.mark_done(domain_list_), running_, [this](Status s) {
+          if (!s.ok()) fail(s);
+          formed = w_.loop.now();
+        });
+      });
+    });
+  };
+  exchange_addresses(dlink_, std::move(mine_local), std::move(theirs_local), await_live_, connect);
+  exchange_addresses(glink_, std::move(mine_across), std::move(theirs_across), await_live_,
+                     connect);
+}
+
+// The invariants of one run; "ok" or the first violation.
+std::string check(const World& w, const std::vector<std::unique_ptr<Member>>& members, int victim) {
+  const MemberList* first = nullptr;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (static_cast<int>(i) == victim) continue;
+    const Member& m = *members[i];
+    const std::string who = "member " + std::to_string(i);
+    if (m.fired_early) return who + "'s watch fired before the fault (" + m.error + ")";
+    if (m.fenced()) return who + " was fenced while healthy";
+    if (!m.error.empty()) return who + " failed: " + m.error;
+    if (!m.full) return who + " received no full list";
+    if (!m.formed) return who + " did not form its groups";
+    if (first == nullptr) first = m.full.get();
+    if (m.full->epoch != first->epoch || m.full->members != first->members) {
+      return who + " holds another full list than member " + std::to_string(first->members[0]);
+    }
+  }
+  if (first == nullptr) return "no survivor";
+  if (first->has(victim)) return "the victim is in the full list";
+  if (first->members.size() + 1 != members.size()) return "a survivor is missing from the list";
+  return w.writes.check();
+}
+
+}  // namespace
+
+SimResult simulate_hierarchy(const SimConfig& c) {
+  NTP_CHECK_MSG(c.steady >= std::chrono::milliseconds(2500), "steady: at least 2.5 s");
+  NTP_CHECK_MSG(c.tp >= 2 && c.gpus % c.tp == 0 && c.gpus / c.tp >= 2,
+                "the hierarchy needs whole domains of at least 2 GPUs, and 2 domains");
+  World w(c);
+  Rng rng(c.seed);
+  std::vector<std::unique_ptr<Member>> members;
+  members.reserve(static_cast<size_t>(c.gpus));
+  for (int id = 0; id < c.gpus; ++id) members.push_back(std::make_unique<Member>(w, id));
+  const Duration period = liveness_period(c.hang_detect);
+  for (auto& m : members) {
+    m->start(
+        Duration(static_cast<std::int64_t>(rng.uniform() * static_cast<double>(period.count()))));
+  }
+  SimResult out;
+  const Time fault_at = Time(c.steady);
+  const Time steady_from = fault_at - kNoticeBlock;
+  const double steady_s = seconds(kNoticeBlock);
+  out.events += w.loop.run_until(steady_from, [] { return false; });
+  auto ops = [&w] {
+    std::vector<std::int64_t> counts{w.global.counts().ops};
+    for (const auto& s : w.domain_stores) counts.push_back(s->counts().ops);
+    return counts;
+  };
+  const std::vector<std::int64_t> ops_before = ops();
+  const std::map<std::string, std::int64_t> kinds_before = w.global.counts().by_kind;
+  const bool on_leader = c.fault == Fault::kLeaderKill || c.fault == Fault::kLeaderHang;
+  const int victim = (w.domains / 2) * c.tp + (on_leader ? 0 : c.tp / 2);
+  out.victim = victim;
+  for (auto& m : members) m->fault_at = fault_at;
+  std::int64_t global_ops_at_fault = 0;
+  w.loop.at(fault_at, [&] {
+    const std::vector<std::int64_t> now = ops();
+    out.steady_store_ops_per_s = static_cast<double>(now[0] - ops_before[0]) / steady_s;
+    for (size_t s = 1; s < now.size(); ++s) {
+      out.domain_steady_store_ops_per_s =
+          std::max(out.domain_steady_store_ops_per_s,
+                   static_cast<double>(now[s] - ops_before[s]) / steady_s);
+    }
+    for (const auto& [kind, count] : w.global.counts().by_kind) {
+      const auto it = kinds_before.find(kind);
+      out.steady_ops_by_kind[kind] = count - (it == kinds_before.end() ? 0 : it->second);  // in 2 s
+    }
+    global_ops_at_fault = now[0];
+    members[static_cast<size_t>(victim)]->stop(c.fault == Fault::kKill ||
+                                               c.fault == Fault::kLeaderKill);
+  });
+  auto all = [&](std::optional<Time> Member::*moment) -> std::optional<Time> {
+    Time last{};
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (static_cast<int>(i) == victim) continue;
+      const std::optional<Time>& t = (*members[i]).*moment;
+      if (!t) return std::nullopt;
+      last = std::max(last, *t);
+    }
+    return last;
+  };
+  out.events +=
+      w.loop.run_until(fault_at + c.limit, [&] { return all(&Member::formed).has_value(); });
+  out.recovery_store_ops = w.global.counts().ops - global_ops_at_fault;
+  out.peak_store_queue = w.global.counts().peak_queue;
+  for (const auto& s : w.domain_stores) {
+    out.peak_domain_store_queue = std::max(out.peak_domain_store_queue, s->counts().peak_queue);
+  }
+  const std::optional<Time> aborted = all(&Member::aborted), agreed = all(&Member::agreed),
+                            formed = all(&Member::formed);
+  if (aborted) out.abort_all_s = seconds(*aborted - fault_at);
+  if (aborted && agreed) out.agree_s = seconds(*agreed - *aborted);
+  if (agreed && formed) out.form_s = seconds(*formed - *agreed);
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (static_cast<int>(i) != victim && members[i]->full) {
+      out.agreed_epoch = members[i]->full->epoch;
+      break;
+    }
+  }
+  out.invariants = check(w, members, victim);
+  return out;
+}
+
+}  // namespace ntp::elastic::sim
