@@ -1,0 +1,361 @@
+#include "model/moe_block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <utility>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/swiglu.h"
+#include "model/init.h"
+
+namespace ntp::model {
+
+namespace k = ntp::kernels::cpu;
+
+namespace {
+
+void resize(std::vector<float>& v, int64_t n) { v.resize(static_cast<size_t>(n)); }
+
+// c[m, n] = a[m, kk] b[n, kk]^T + beta c: nn.Linear's y = x W^T with W stored [out, in].
+void matmul_nt(int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda, const float* b,
+               int64_t ldb, float beta, float* c, int64_t ldc) {
+  k::gemm(false, true, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+// c[m, n] = a[m, kk] b[kk, n] + beta c
+void matmul_nn(int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda, const float* b,
+               int64_t ldb, float beta, float* c, int64_t ldc) {
+  k::gemm(false, false, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+// c[m, n] += a[kk, m]^T b[kk, n]: weight gradients dW[out, in] += dy^T x.
+void matmul_tn_acc(int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float* c, int64_t ldc) {
+  k::gemm(true, false, m, n, kk, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
+}
+
+Status positive(const char* name, int64_t v) {
+  if (v > 0) return ok_status();
+  return invalid_argument(std::string("MoeConfig.") + name + " = " + std::to_string(v) +
+                          " must be > 0");
+}
+
+}  // namespace
+
+Status MoeConfig::validate() const {
+  NTP_RETURN_IF_ERROR(positive("hidden", hidden));
+  NTP_RETURN_IF_ERROR(positive("ffn", ffn));
+  NTP_RETURN_IF_ERROR(positive("n_experts", n_experts));
+  if (top_k < 1 || top_k > n_experts) {
+    return invalid_argument("MoeConfig.top_k = " + std::to_string(top_k) +
+                            " must lie in [1, n_experts = " + std::to_string(n_experts) + "]");
+  }
+  if (n_shared < 0) {
+    return invalid_argument("MoeConfig.n_shared = " + std::to_string(n_shared) + " must be >= 0");
+  }
+  return ok_status();
+}
+
+MoeHolding MoeHolding::all(const MoeConfig& config) {
+  MoeHolding h;
+  h.experts.resize(static_cast<size_t>(config.n_experts));
+  std::iota(h.experts.begin(), h.experts.end(), int64_t{0});
+  h.lead = true;
+  return h;
+}
+
+Status validate_holding(const MoeConfig& config, const MoeHolding& holding) {
+  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(config.n_experts, 0)), false);
+  for (int64_t e : holding.experts) {
+    if (e < 0 || e >= config.n_experts) {
+      return invalid_argument("expert id " + std::to_string(e) + " is outside [0, n_experts = " +
+                              std::to_string(config.n_experts) + ")");
+    }
+    if (seen[static_cast<size_t>(e)]) {
+      return invalid_argument("expert " + std::to_string(e) + " is listed twice in one holding");
+    }
+    seen[static_cast<size_t>(e)] = true;
+  }
+  return ok_status();
+}
+
+Status validate_holdings(const MoeConfig& config, const std::vector<MoeHolding>& holdings) {
+  std::vector<int> holders(static_cast<size_t>(std::max<int64_t>(config.n_experts, 0)), 0);
+  int leads = 0;
+  for (const MoeHolding& h : holdings) {
+    NTP_RETURN_IF_ERROR(validate_holding(config, h));
+    for (int64_t e : h.experts) ++holders[static_cast<size_t>(e)];
+    leads += h.lead ? 1 : 0;
+  }
+  for (size_t e = 0; e < holders.size(); ++e) {
+    if (holders[e] != 1) {
+      return invalid_argument("expert " + std::to_string(e) + " is held by " +
+                              std::to_string(holders[e]) + " ranks; each must be held by one");
+    }
+  }
+  if (leads != 1) {
+    return invalid_argument(std::to_string(leads) + " ranks are lead; exactly one must be");
+  }
+  return ok_status();
+}
+
+MoeBlock::MoeBlock(MoeConfig config, MoeHolding holding)
+    : config_(config), holding_(std::move(holding)) {}
+
+int MoeBlock::add_param(std::string name, std::vector<int64_t> shape) {
+  Param p;
+  p.name = std::move(name);
+  p.logical_shape = std::move(shape);
+  p.value = Tensor(p.logical_shape);
+  p.grad = Tensor(p.logical_shape);
+  params_.push_back(std::move(p));
+  return static_cast<int>(params_.size()) - 1;
+}
+
+Result<MoeBlock> MoeBlock::create(const MoeConfig& config, MoeHolding holding, uint64_t seed,
+                                  std::string_view prefix, bool initialize) {
+  NTP_RETURN_IF_ERROR(config.validate());
+  NTP_RETURN_IF_ERROR(validate_holding(config, holding));
+  MoeBlock b(config, std::move(holding));
+  const int64_t c = config.hidden, f = config.ffn, fs = config.n_shared * config.ffn;
+  const std::string p = std::string(prefix) + "block_sparse_moe.";
+  b.router_ = b.add_param(p + "gate.weight", {config.n_experts, c});
+  for (int64_t e : b.holding_.experts) {
+    const std::string ep = p + "experts." + std::to_string(e) + ".";
+    ExpertParams x{};
+    x.w1 = b.add_param(ep + "w1.weight", {f, c});
+    x.w2 = b.add_param(ep + "w2.weight", {c, f});
+    x.w3 = b.add_param(ep + "w3.weight", {f, c});
+    b.experts_.push_back(x);
+  }
+  if (b.holding_.lead && fs > 0) {
+    b.shared_.w1 = b.add_param(p + "shared_experts.gate_proj.weight", {fs, c});
+    b.shared_.w3 = b.add_param(p + "shared_experts.up_proj.weight", {fs, c});
+    b.shared_.w2 = b.add_param(p + "shared_experts.down_proj.weight", {c, fs});
+  }
+  if (initialize) {
+    const InitRule rule{InitRule::Kind::kNormal, 0.02};
+    for (Param& param : b.params_) {
+      for (int64_t i = 0; i < param.value.numel(); ++i) {
+        param.value[i] = init_value(seed, param.name, i, rule);
+      }
+    }
+  }
+  b.acts_.resize(b.experts_.size());
+  b.counts_.assign(static_cast<size_t>(config.n_experts), 0);
+  return b;
+}
+
+void MoeBlock::zero_grad() {
+  for (Param& p : params_) std::fill(p.grad.span().begin(), p.grad.span().end(), 0.0f);
+}
+
+void MoeBlock::swiglu_forward(int64_t m, int64_t f, const float* x, int w1, int w3, int w2,
+                              float* gu, float* s, float* out) {
+  const int64_t c = config_.hidden;
+  matmul_nt(m, f, c, x, c, w(w1), c, 0.0f, gu, 2 * f);
+  matmul_nt(m, f, c, x, c, w(w3), c, 0.0f, gu + f, 2 * f);
+  k::swiglu_forward(gu, m, f, s);
+  matmul_nt(m, c, f, s, f, w(w2), f, 0.0f, out, c);
+}
+
+void MoeBlock::swiglu_backward(int64_t m, int64_t f, const float* x, const float* gu,
+                               const float* s, const float* dout, int w1, int w3, int w2,
+                               float* dx) {
+  const int64_t c = config_.hidden;
+  resize(ds_, m * f), resize(dgu_, m * 2 * f);
+  matmul_nn(m, f, c, dout, c, w(w2), f, 0.0f, ds_.data(), f);
+  matmul_tn_acc(c, f, m, dout, c, s, f, dw(w2), f);
+  k::swiglu_backward(gu, ds_.data(), m, f, dgu_.data());
+  matmul_tn_acc(f, c, m, dgu_.data(), 2 * f, x, c, dw(w1), c);
+  matmul_tn_acc(f, c, m, dgu_.data() + f, 2 * f, x, c, dw(w3), c);
+  matmul_nn(m, c, f, dgu_.data(), 2 * f, w(w1), c, 0.0f, dx, c);
+  matmul_nn(m, c, f, dgu_.data() + f, 2 * f, w(w3), c, 1.0f, dx, c);
+}
+
+Result<double> MoeBlock::forward(std::span<const float> h, int64_t n, std::span<float> y) {
+  const int64_t c = config_.hidden, ne = config_.n_experts, kk = config_.top_k;
+  const int64_t f = config_.ffn;
+  if (n < 1 || static_cast<int64_t>(h.size()) != n * c || static_cast<int64_t>(y.size()) != n * c) {
+    return invalid_argument(
+        "MoeBlock::forward: h and y must hold n * hidden = " + std::to_string(n) + " * " +
+        std::to_string(c) + " floats (n >= 1); got " + std::to_string(h.size()) + " and " +
+        std::to_string(y.size()));
+  }
+  n_ = n;
+  h_.assign(h.begin(), h.end());
+
+  // ---- router: probs [n, E], top-k, combine weights, counts ----
+  resize(probs_, n * ne);
+  matmul_nt(n, ne, c, h_.data(), c, w(router_), c, 0.0f, probs_.data(), ne);
+  selected_.resize(static_cast<size_t>(n * kk));
+  resize(combine_, n * kk);
+  std::fill(counts_.begin(), counts_.end(), 0);
+  std::vector<int64_t> order(static_cast<size_t>(ne));
+  for (int64_t t = 0; t < n; ++t) {
+    float* p = probs_.data() + t * ne;
+    const float mx = *std::max_element(p, p + ne);
+    double z = 0.0;
+    for (int64_t e = 0; e < ne; ++e) z += (p[e] = std::exp(p[e] - mx));
+    for (int64_t e = 0; e < ne; ++e) p[e] = static_cast<float>(p[e] / z);
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::partial_sort(order.begin(), order.begin() + kk, order.end(),
+                      [p](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    double sum = 0.0;
+    for (int64_t j = 0; j < kk; ++j) sum += p[order[static_cast<size_t>(j)]];
+    for (int64_t j = 0; j < kk; ++j) {
+      const int64_t e = order[static_cast<size_t>(j)];
+      selected_[static_cast<size_t>(t * kk + j)] = e;
+      combine_[static_cast<size_t>(t * kk + j)] =
+          config_.normalize_top_k ? static_cast<float>(p[e] / sum) : p[e];
+      ++counts_[static_cast<size_t>(e)];
+    }
+  }
+  double aux = 0.0;
+  for (int64_t e = 0; e < ne; ++e) {
+    double mean_p = 0.0;
+    for (int64_t t = 0; t < n; ++t) mean_p += probs_[static_cast<size_t>(t * ne + e)];
+    aux += static_cast<double>(counts_[static_cast<size_t>(e)]) / static_cast<double>(n) *
+           (mean_p / static_cast<double>(n));
+  }
+  aux *= static_cast<double>(ne);
+
+  // ---- routed experts: gather each held expert's tokens, one SwiGLU per expert, scatter ----
+  std::fill(y.begin(), y.end(), 0.0f);
+  std::vector<int64_t> local(static_cast<size_t>(ne), -1);  // expert id -> held index
+  for (size_t j = 0; j < holding_.experts.size(); ++j) {
+    local[static_cast<size_t>(holding_.experts[j])] = static_cast<int64_t>(j);
+    acts_[j].token.clear();
+    acts_[j].slot.clear();
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < kk; ++j) {
+      const int64_t held = local[static_cast<size_t>(selected_[static_cast<size_t>(t * kk + j)])];
+      if (held < 0) continue;
+      acts_[static_cast<size_t>(held)].token.push_back(t);
+      acts_[static_cast<size_t>(held)].slot.push_back(j);
+    }
+  }
+  for (size_t j = 0; j < experts_.size(); ++j) {
+    ExpertActs& a = acts_[j];
+    const int64_t m = static_cast<int64_t>(a.token.size());
+    resize(a.x, m * c), resize(a.gu, m * 2 * f), resize(a.s, m * f), resize(a.out, m * c);
+    if (m == 0) continue;
+    for (int64_t r = 0; r < m; ++r) {
+      std::copy_n(h_.data() + a.token[static_cast<size_t>(r)] * c, c, a.x.data() + r * c);
+    }
+    const ExpertParams& ep = experts_[j];
+    swiglu_forward(m, f, a.x.data(), ep.w1, ep.w3, ep.w2, a.gu.data(), a.s.data(), a.out.data());
+    for (int64_t r = 0; r < m; ++r) {
+      const int64_t t = a.token[static_cast<size_t>(r)];
+      const float wt = combine_[static_cast<size_t>(t * kk + a.slot[static_cast<size_t>(r)])];
+      const float* o = a.out.data() + r * c;
+      float* yt = y.data() + t * c;
+      for (int64_t i = 0; i < c; ++i) yt[i] += wt * o[i];
+    }
+  }
+
+  // ---- shared experts (the lead): every token, weight 1 ----
+  if (shared_.w1 >= 0) {
+    const int64_t fs = config_.n_shared * f;
+    resize(shared_gu_, n * 2 * fs), resize(shared_s_, n * fs), resize(dx_, n * c);
+    swiglu_forward(n, fs, h_.data(), shared_.w1, shared_.w3, shared_.w2, shared_gu_.data(),
+                   shared_s_.data(), dx_.data());
+    for (int64_t i = 0; i < n * c; ++i) y[static_cast<size_t>(i)] += dx_[static_cast<size_t>(i)];
+  }
+  return aux;
+}
+
+Status MoeBlock::backward(std::span<const float> dy, double aux_coef, std::span<float> dh) {
+  if (n_ < 0) return failed_precondition("MoeBlock::backward called before any forward");
+  const int64_t n = n_, c = config_.hidden, ne = config_.n_experts, kk = config_.top_k;
+  const int64_t f = config_.ffn;
+  if (static_cast<int64_t>(dy.size()) != n * c || static_cast<int64_t>(dh.size()) != n * c) {
+    return invalid_argument(
+        "MoeBlock::backward: dy and dh must hold n * hidden = " + std::to_string(n) + " * " +
+        std::to_string(c) + " floats (n of the last forward); got " + std::to_string(dy.size()) +
+        " and " + std::to_string(dh.size()));
+  }
+  std::fill(dh.begin(), dh.end(), 0.0f);
+  // dcombine [n, k]: dL/d(combine weight) of this rank's experts' slots (others stay 0).
+  std::vector<float> dcombine(static_cast<size_t>(n * kk), 0.0f);
+
+  // ---- routed experts ----
+  for (size_t j = 0; j < experts_.size(); ++j) {
+    const ExpertActs& a = acts_[j];
+    const int64_t m = static_cast<int64_t>(a.token.size());
+    if (m == 0) continue;
+    resize(dout_, m * c), resize(dx_, m * c);
+    for (int64_t r = 0; r < m; ++r) {
+      const int64_t t = a.token[static_cast<size_t>(r)];
+      const size_t ts = static_cast<size_t>(t * kk + a.slot[static_cast<size_t>(r)]);
+      const float wt = combine_[ts];
+      const float* dyt = dy.data() + t * c;
+      const float* o = a.out.data() + r * c;
+      double dot = 0.0;
+      for (int64_t i = 0; i < c; ++i) {
+        dout_[static_cast<size_t>(r * c + i)] = wt * dyt[i];
+        dot += static_cast<double>(dyt[i]) * o[i];
+      }
+      dcombine[ts] = static_cast<float>(dot);
+    }
+    const ExpertParams& ep = experts_[j];
+    swiglu_backward(m, f, a.x.data(), a.gu.data(), a.s.data(), dout_.data(), ep.w1, ep.w3, ep.w2,
+                    dx_.data());
+    for (int64_t r = 0; r < m; ++r) {
+      float* dht = dh.data() + a.token[static_cast<size_t>(r)] * c;
+      const float* dxr = dx_.data() + r * c;
+      for (int64_t i = 0; i < c; ++i) dht[i] += dxr[i];
+    }
+  }
+
+  // ---- shared experts (the lead) ----
+  if (shared_.w1 >= 0) {
+    resize(dx_, n * c);
+    swiglu_backward(n, config_.n_shared * f, h_.data(), shared_gu_.data(), shared_s_.data(),
+                    dy.data(), shared_.w1, shared_.w3, shared_.w2, dx_.data());
+    for (int64_t i = 0; i < n * c; ++i) dh[static_cast<size_t>(i)] += dx_[static_cast<size_t>(i)];
+  }
+
+  // ---- router: through the top-k renormalization, the aux loss (lead), the softmax ----
+  // dprobs [n, E] then, in place, dlogits.
+  std::vector<float> dl(static_cast<size_t>(n * ne), 0.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* p = probs_.data() + t * ne;
+    float* d = dl.data() + t * ne;
+    const int64_t* sel = selected_.data() + t * kk;
+    const float* dw_t = dcombine.data() + t * kk;
+    if (config_.normalize_top_k) {
+      // combine_j = p_j / S, S = sum of the selected p: dp_l = (dcombine_l - sum_j dcombine_j
+      // combine_j) / S.
+      double sum = 0.0, wdot = 0.0;
+      for (int64_t j = 0; j < kk; ++j) {
+        sum += p[sel[j]];
+        wdot += static_cast<double>(dw_t[j]) * combine_[static_cast<size_t>(t * kk + j)];
+      }
+      for (int64_t j = 0; j < kk; ++j) d[sel[j]] = static_cast<float>((dw_t[j] - wdot) / sum);
+    } else {
+      for (int64_t j = 0; j < kk; ++j) d[sel[j]] = dw_t[j];
+    }
+  }
+  if (holding_.lead && aux_coef != 0.0) {
+    // d(coef aux)/d probs[t, e] = coef * E * count_e / n^2 (f_e held constant).
+    const double nn = static_cast<double>(n) * static_cast<double>(n);
+    for (int64_t e = 0; e < ne; ++e) {
+      const float g = static_cast<float>(aux_coef * static_cast<double>(ne) *
+                                         static_cast<double>(counts_[static_cast<size_t>(e)]) / nn);
+      for (int64_t t = 0; t < n; ++t) dl[static_cast<size_t>(t * ne + e)] += g;
+    }
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    const float* p = probs_.data() + t * ne;
+    float* d = dl.data() + t * ne;
+    double pd = 0.0;
+    for (int64_t e = 0; e < ne; ++e) pd += static_cast<double>(p[e]) * d[e];
+    for (int64_t e = 0; e < ne; ++e) d[e] = static_cast<float>(p[e] * (d[e] - pd));
+  }
+  matmul_tn_acc(ne, c, n, dl.data(), ne, h_.data(), c, dw(router_), c);
+  matmul_nn(n, c, ne, dl.data(), ne, w(router_), c, 1.0f, dh.data(), c);
+  return ok_status();
+}
+
+}  // namespace ntp::model
