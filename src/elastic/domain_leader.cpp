@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "elastic/agreement.h"
+#include "elastic/agreement_machine.h"
 
 namespace ntp::elastic {
 namespace {
@@ -208,6 +209,19 @@ Task<Result<MemberList>> read_global_list(IoSlot& io, std::string global_group, 
   }
   Result<MemberList> list = decode_member_list(*text.values[0]);
   co_return list;
+}
+
+Task<Status> fail_open_epochs(IoSlot& io, std::string global_group, int after_epoch) {
+  constexpr int kMaxEpochs = 32;  // as the agreement's own bound
+  for (int epoch = after_epoch + 1; epoch <= after_epoch + kMaxEpochs; ++epoch) {
+    io::Op look = io::get(fail_key(global_group, epoch), epoch_key(global_group, epoch, "list"));
+    io::Reply seen = co_await io.perform(std::move(look));
+    if (!seen.status.ok()) co_return seen.status;
+    if (seen.values[0]) continue;  // failed already
+    Status failed = co_await post_failure(io, global_group, epoch);
+    if (!failed.ok() || !seen.values[1]) co_return failed;  // the open epoch: done
+  }
+  co_return unavailable("no open global epoch within " + std::to_string(kMaxEpochs));
 }
 
 Task<Status> relay_full(IoSlot& domain_io, std::string domain_group, std::string full_text,

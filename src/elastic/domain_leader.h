@@ -88,6 +88,12 @@ class DomainLeader {
 Task<Result<MemberList>> read_global_list(IoSlot& io, std::string global_group, int epoch,
                                           int domain_count);
 
+// A new leader's takeover: its predecessor may have died inside a global agreement (even as
+// its decider), which no one would give up on, for the domain beats on under its new leader.
+// So the first global epoch after `after_epoch` that is neither failed nor listed is failed,
+// and so is every listed one on the way (its list names the domain as it was).
+Task<Status> fail_open_epochs(IoSlot& io, std::string global_group, int after_epoch);
+
 // The leader's relay of `full` into its domain's namespace (`domain_io` on the domain's store).
 Task<Status> relay_full(IoSlot& domain_io, std::string domain_group, std::string full_text,
                         int global_epoch);

@@ -50,6 +50,11 @@ struct SimConfig {
   // (its domain's detection, hang_detect plus two periods, and a domain agreement).
   bool hierarchy = false;
   int global_hang_factor = 3;
+  // With the hierarchy: a second member killed this long after the first fault (negative:
+  // none), in the same domain as the first or in the next one; the figures then run to the
+  // formation that follows both.
+  Duration second_kill_after{-1};
+  bool second_in_same_domain = false;
   std::uint64_t seed = 1;
   std::chrono::milliseconds limit{120000};  // virtual time after the fault before giving up
 };
@@ -68,6 +73,7 @@ struct SimResult {
   std::int64_t recovery_store_ops = 0;  // from the fault to the last member formed
   int agreed_epoch = -1;
   int victim = -1;
+  int second_victim = -1;
   std::int64_t events = 0;  // the simulation's own work
   std::string invariants;   // "ok", or the first violation
 };

@@ -77,6 +77,13 @@ int main(int argc, char** argv) {
                "the domain hierarchy: a store per domain of --tp GPUs, only the domains' "
                "leaders on the global store (the JSON's store figures are then the global "
                "store's, domain_* the busiest domain store's)");
+  double second_kill_ms = -1;
+  app.add_option("--second-kill-ms", second_kill_ms,
+                 "with --hierarchy: kill a second member this many ms after the first fault, "
+                 "in the next domain (or the same, with --second-in-same-domain)")
+      ->check(CLI::Range(0.0, 1e7));
+  app.add_flag("--second-in-same-domain", c.second_in_same_domain,
+               "the second kill strikes the first fault's domain");
   app.add_option("--global-hang-factor", c.global_hang_factor,
                  "the leaders' watch gives a domain this many times --hang-detect-ms")
       ->check(CLI::Range(2, 100));
@@ -98,8 +105,12 @@ int main(int argc, char** argv) {
             : fault == "hang"        ? Fault::kHang
             : fault == "leader-kill" ? Fault::kLeaderKill
                                      : Fault::kLeaderHang;
-  if (!c.hierarchy && fault.starts_with("leader")) {
-    std::fprintf(stderr, "control_plane_sim: --fault %s needs --hierarchy\n", fault.c_str());
+  if (second_kill_ms >= 0) {
+    c.second_kill_after = std::chrono::nanoseconds(static_cast<long long>(second_kill_ms * 1e6));
+  }
+  if (!c.hierarchy && (fault.starts_with("leader") || second_kill_ms >= 0)) {
+    std::fprintf(stderr, "control_plane_sim: --fault %s and --second-kill-ms need --hierarchy\n",
+                 fault.c_str());
     return 2;
   }
   c.form = !no_form;
@@ -126,6 +137,7 @@ int main(int argc, char** argv) {
       line["seed"] = c.seed;
       line["fault"] = fault;
       line["victim"] = r.victim;
+      if (r.second_victim >= 0) line["second_victim"] = r.second_victim;
       line["abort_all_s"] = seconds_or_null(r.abort_all_s);
       line["agree_s"] = seconds_or_null(r.agree_s);
       line["form_s"] = seconds_or_null(r.form_s);

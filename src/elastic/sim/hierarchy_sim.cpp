@@ -136,6 +136,7 @@ class Member {
         dlink_(w.link(*w.domain_stores[static_cast<size_t>(gid / w.domain_size)])),
         glink_(w.link(w.global)),
         agreement_(domain_params(), agree_io_),
+        done_agreement_(domain_params(), done_io_),
         watch_(dlink_, domain_group(domain_), slot_, w.config.hang_detect, &progress_, running_,
                [this](const std::string& reason) { on_domain_fire(reason); }) {
     progress_.mark(Phase::kStep, 0);
@@ -196,8 +197,10 @@ class Member {
   StoreLink dlink_, glink_;
   Progress progress_;
   std::shared_ptr<bool> running_ = std::make_shared<bool>(true);
-  IoSlot agree_io_, relay_io_;
-  AgreementMachine agreement_;
+  // The agreement, and its mark_done on a slot of its own: a re-formation may start while the
+  // last one's done key is on its way.
+  IoSlot agree_io_, done_io_, relay_io_;
+  AgreementMachine agreement_, done_agreement_;
   SimWatch watch_;
   MemberList domain_list_;
   std::unique_ptr<Leadership> lead_;
@@ -245,6 +248,8 @@ void Member::on_global_fire(const std::string& reason) {
 void Member::reform_domain() {
   if (!*running_) return;
   *await_live_ = false;  // a full list for the old domain list no longer fits
+  agreed.reset();        // the figures run to the last re-formation
+  formed.reset();
   progress_.waiting(false);
   drive(dlink_, agree_io_, agreement_.report_failure(domain_list_.epoch), running_, [this](Status) {
     watch_.disarm();
@@ -282,7 +287,12 @@ void Member::lead_round() {
           lead(std::move(*global));
           lead_->domain_round_since_arm = true;
           lead_->watch.start_beats(Duration(0), gid_);
-          run_round(round, -1);
+          drive(glink_, round->global_io,
+                fail_open_epochs(round->global_io, kGlobal, lead_->global.epoch), round->live,
+                [this, round](Status s) {
+                  if (!s.ok()) return fail(s);
+                  run_round(round, -1);
+                });
         });
 }
 
@@ -295,6 +305,7 @@ void Member::run_round(std::shared_ptr<Leadership::Round> round, int fail_in_fli
   p.progress = &progress_;
   p.hang_detect = w_.global_hang_detect();
   p.window = 10 * w_.global_hang_detect();
+  p.on_enter = [raw = round.get()](int epoch) { raw->entered = epoch; };
   round->agreement = std::make_unique<AgreementMachine>(std::move(p), round->global_io);
   round->leader = std::make_unique<DomainLeader>(
       DomainLeaderParams{kGlobal, domain_, w_.domain_size, w_.domains, w_.config.hang_detect,
@@ -356,6 +367,8 @@ void Member::await_full() {
             form();
           } else {
             formed = agreed;
+            progress_.mark(Phase::kStep, 0);
+            progress_.waiting(true);
           }
         });
 }
@@ -406,10 +419,13 @@ void Member::form() {
     w_.host.run(links * w_.config.connect_per_link, [this, barriers] {
       if (!*running_) return;
       w_.loop.after(barriers, [this] {
-        drive(dlink_, agree_io_, agreement_.mark_done(domain_list_), running_, [this](Status s) {
-          if (!s.ok()) fail(s);
-          formed = w_.loop.now();
-        });
+        drive(dlink_, done_io_, done_agreement_.mark_done(domain_list_), running_,
+              [this](Status s) {
+                if (!s.ok()) fail(s);
+                formed = w_.loop.now();
+                progress_.mark(Phase::kStep, 0);  // training again: in its collectives
+                progress_.waiting(true);
+              });
       });
     });
   };
@@ -419,10 +435,11 @@ void Member::form() {
 }
 
 // The invariants of one run; "ok" or the first violation.
-std::string check(const World& w, const std::vector<std::unique_ptr<Member>>& members, int victim) {
+std::string check(const World& w, const std::vector<std::unique_ptr<Member>>& members,
+                  const std::set<int>& victims) {
   const MemberList* first = nullptr;
   for (size_t i = 0; i < members.size(); ++i) {
-    if (static_cast<int>(i) == victim) continue;
+    if (victims.count(static_cast<int>(i)) > 0) continue;
     const Member& m = *members[i];
     const std::string who = "member " + std::to_string(i);
     if (m.fired_early) return who + "'s watch fired before the fault (" + m.error + ")";
@@ -436,8 +453,12 @@ std::string check(const World& w, const std::vector<std::unique_ptr<Member>>& me
     }
   }
   if (first == nullptr) return "no survivor";
-  if (first->has(victim)) return "the victim is in the full list";
-  if (first->members.size() + 1 != members.size()) return "a survivor is missing from the list";
+  for (int victim : victims) {
+    if (first->has(victim)) return "victim " + std::to_string(victim) + " is in the full list";
+  }
+  if (first->members.size() + victims.size() != members.size()) {
+    return "a survivor is missing from the list";
+  }
   return w.writes.check();
 }
 
@@ -472,6 +493,18 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   const bool on_leader = c.fault == Fault::kLeaderKill || c.fault == Fault::kLeaderHang;
   const int victim = (w.domains / 2) * c.tp + (on_leader ? 0 : c.tp / 2);
   out.victim = victim;
+  std::set<int> victims{victim};
+  const bool second = c.second_kill_after >= Duration(0);
+  if (second) {
+    const int domain = c.second_in_same_domain ? w.domains / 2 : (w.domains / 2 + 1) % w.domains;
+    // After a leader's fault, the second kill in its domain strikes the slot taking over.
+    const int slot = on_leader && c.second_in_same_domain ? 1 : c.tp / 2 + 1;
+    out.second_victim = domain * c.tp + slot;
+    NTP_CHECK_MSG(out.second_victim != victim && c.tp >= 3, "the second victim needs --tp >= 3");
+    victims.insert(out.second_victim);
+    w.loop.at(fault_at + c.second_kill_after,
+              [&members, &out] { members[static_cast<size_t>(out.second_victim)]->stop(true); });
+  }
   for (auto& m : members) m->fault_at = fault_at;
   std::int64_t global_ops_at_fault = 0;
   w.loop.at(fault_at, [&] {
@@ -493,15 +526,27 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   auto all = [&](std::optional<Time> Member::*moment) -> std::optional<Time> {
     Time last{};
     for (size_t i = 0; i < members.size(); ++i) {
-      if (static_cast<int>(i) == victim) continue;
+      if (victims.count(static_cast<int>(i)) > 0) continue;
       const std::optional<Time>& t = (*members[i]).*moment;
       if (!t) return std::nullopt;
       last = std::max(last, *t);
     }
     return last;
   };
-  out.events +=
-      w.loop.run_until(fault_at + c.limit, [&] { return all(&Member::formed).has_value(); });
+  const Time last_fault = fault_at + (second ? c.second_kill_after : Duration(0));
+  // Done when every survivor formed its groups with a full list that none of the victims is in.
+  auto recovered = [&] {
+    if (w.loop.now() <= last_fault || !all(&Member::formed)) return false;
+    for (size_t i = 0; i < members.size(); ++i) {
+      const Member& m = *members[i];
+      if (victims.count(static_cast<int>(i)) > 0) continue;
+      for (int v : victims) {
+        if (m.full->has(v)) return false;
+      }
+    }
+    return true;
+  };
+  out.events += w.loop.run_until(fault_at + c.limit, recovered);
   out.recovery_store_ops = w.global.counts().ops - global_ops_at_fault;
   out.peak_store_queue = w.global.counts().peak_queue;
   for (const auto& s : w.domain_stores) {
@@ -513,12 +558,12 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   if (aborted && agreed) out.agree_s = seconds(*agreed - *aborted);
   if (agreed && formed) out.form_s = seconds(*formed - *agreed);
   for (size_t i = 0; i < members.size(); ++i) {
-    if (static_cast<int>(i) != victim && members[i]->full) {
+    if (victims.count(static_cast<int>(i)) == 0 && members[i]->full) {
       out.agreed_epoch = members[i]->full->epoch;
       break;
     }
   }
-  out.invariants = check(w, members, victim);
+  out.invariants = check(w, members, victims);
   return out;
 }
 
