@@ -91,6 +91,53 @@ struct World {
     }
   }
   StoreLink link(SimStore& store) { return StoreLink{&loop, &store, &host, config.cpu_per_op}; }
+
+  // The links a GPU sets up when it forms its groups on `full` (comm/pair_mesh.h: the world's,
+  // its TP group's, its DP group's), split by whether the peer is in its domain.
+  struct Links {
+    std::set<int> local, across;  // gids
+  };
+  Links links_of(const MemberList& full, int gid) {
+    Links out;
+    const int domain = gid / domain_size, slot = gid % domain_size;
+    const auto at = std::lower_bound(full.members.begin(), full.members.end(), gid);
+    const int me = static_cast<int>(at - full.members.begin());
+    const int size = static_cast<int>(full.members.size());
+    for (int r : comm::formation_links({}, me, size, kFullMeshMaxSize)) {
+      const int peer = full.members[static_cast<size_t>(r)];
+      (peer / domain_size == domain ? out.local : out.across).insert(peer);
+    }
+    for (int peer : ids_in(full.members, domain * domain_size, (domain + 1) * domain_size)) {
+      out.local.insert(peer);  // its TP group: the domain
+    }
+    const std::vector<int>& dp = dp_groups(full)[static_cast<size_t>(slot)];
+    const int dp_index = static_cast<int>(std::find(dp.begin(), dp.end(), gid) - dp.begin());
+    for (int peer :
+         comm::formation_links(dp, dp_index, static_cast<int>(dp.size()), kFullMeshMaxSize)) {
+      out.across.insert(peer);  // (with a member list, formation_links names members)
+    }
+    out.local.erase(gid);
+    out.across.erase(gid);
+    return out;
+  }
+
+ private:
+  // Per slot, its DP group on `full` (that slot in every listed domain): computed once per list.
+  const std::vector<std::vector<int>>& dp_groups(const MemberList& full) {
+    auto [it, fresh] = dp_cache.try_emplace(&full);
+    if (fresh) {
+      it->second.resize(static_cast<size_t>(domain_size));
+      for (int id : full.members) it->second[static_cast<size_t>(id % domain_size)].push_back(id);
+    }
+    return it->second;
+  }
+  static std::vector<int> ids_in(const std::vector<int>& list, int from, int to) {
+    return {std::lower_bound(list.begin(), list.end(), from),
+            std::lower_bound(list.begin(), list.end(), to)};
+  }
+  std::map<const MemberList*, std::vector<std::vector<int>>> dp_cache;
+
+ public:
   std::chrono::milliseconds global_hang_detect() const {
     return config.global_hang_factor * config.hang_detect;
   }
@@ -188,6 +235,11 @@ class Member {
   void run_round(std::shared_ptr<Leadership::Round> round, int fail_in_flight);
   void await_full();
   void form();
+  void connect(int links, int size);
+  void exchange_across(std::shared_ptr<const MemberList> list, std::shared_ptr<bool> live);
+  std::string address_prefix(int epoch) const {
+    return domain_group(domain_) + "/e" + std::to_string(epoch) + "/p/";
+  }
   void fail(const Status& s) {
     if (error.empty()) error = s.to_string();
   }
@@ -324,6 +376,7 @@ void Member::run_round(std::shared_ptr<Leadership::Round> round, int fail_in_fli
         round->live, [this](Status s) {
           if (!s.ok()) fail(s);
         });
+    if (w_.config.form) exchange_across(composed->list, round->live);
   };
   auto agree = [this, round, relay](Status) {
     drive(
@@ -373,65 +426,86 @@ void Member::await_full() {
         });
 }
 
-// The groups' formation, modeled as the flat simulator's: the TP group's links exchange
-// addresses on the domain's store, the links across domains (DP group, world) on the global one.
+// The groups' formation, modeled as the flat simulator's, except where the addresses go: a GPU
+// publishes and reads all of them on its domain's store. Those of its links to other domains
+// travel between the two domains' leaders, one batch per pair of domains (exchange_across).
 void Member::form() {
   const MemberList& m = *full;
-  const auto at = std::lower_bound(m.members.begin(), m.members.end(), gid_);
-  const int me = static_cast<int>(at - m.members.begin());
-  const int size = static_cast<int>(m.members.size());
-  std::set<int> local, across;  // gids
-  for (int r : comm::formation_links({}, me, size, kFullMeshMaxSize)) {
-    const int peer = m.members[static_cast<size_t>(r)];
-    (peer / w_.domain_size == domain_ ? local : across).insert(peer);
-  }
-  for (int slot : domain_list_.members) local.insert(domain_ * w_.domain_size + slot);
-  std::vector<int> dp;  // the DP group: this slot in every listed domain
-  for (int d = 0; d < w_.domains; ++d) {
-    if (m.has(d * w_.domain_size + slot_)) dp.push_back(d * w_.domain_size + slot_);
-  }
-  const int dp_index = static_cast<int>(std::find(dp.begin(), dp.end(), gid_) - dp.begin());
-  for (int peer :
-       comm::formation_links(dp, dp_index, static_cast<int>(dp.size()), kFullMeshMaxSize)) {
-    across.insert(peer);  // (with a member list, formation_links names members, not indices)
-  }
-  local.erase(gid_);
-  across.erase(gid_);
-  auto keys = [&m, this](const std::set<int>& peers, const std::string& group,
-                         std::vector<std::pair<std::string, std::string>>& mine,
-                         std::vector<std::string>& theirs) {
-    const std::string prefix = group + "/e" + std::to_string(m.epoch) + "/p/";
-    for (int peer : peers) {
+  const World::Links links = w_.links_of(m, gid_);
+  const std::string prefix = address_prefix(m.epoch);
+  std::vector<std::pair<std::string, std::string>> mine;
+  std::vector<std::string> theirs;
+  for (const std::set<int>* peers : {&links.local, &links.across}) {
+    for (int peer : *peers) {
       mine.emplace_back(prefix + std::to_string(gid_) + "/" + std::to_string(peer), "addr");
       theirs.push_back(prefix + std::to_string(peer) + "/" + std::to_string(gid_));
     }
-  };
-  std::vector<std::pair<std::string, std::string>> mine_local, mine_across;
-  std::vector<std::string> theirs_local, theirs_across;
-  keys(local, domain_group(domain_), mine_local, theirs_local);
-  keys(across, kGlobal, mine_across, theirs_across);
-  const int links = static_cast<int>(local.size() + across.size());
-  auto pending = std::make_shared<int>(2);
-  auto connect = [this, pending, links, size] {
-    if (--*pending > 0) return;
-    const double hops = std::ceil(std::log2(std::max(2, size)));
-    const Duration barriers = 4 * static_cast<std::int64_t>(2 * hops) * w_.config.link_round_trip;
-    w_.host.run(links * w_.config.connect_per_link, [this, barriers] {
-      if (!*running_) return;
-      w_.loop.after(barriers, [this] {
-        drive(dlink_, done_io_, done_agreement_.mark_done(domain_list_), running_,
-              [this](Status s) {
-                if (!s.ok()) fail(s);
-                formed = w_.loop.now();
-                progress_.mark(Phase::kStep, 0);  // training again: in its collectives
-                progress_.waiting(true);
-              });
+  }
+  const int count = static_cast<int>(links.local.size() + links.across.size());
+  const int size = static_cast<int>(m.members.size());
+  exchange_addresses(dlink_, std::move(mine), std::move(theirs), await_live_,
+                     [this, count, size] { connect(count, size); });
+}
+
+// The links' set-up on the host's CPU, then a barrier in each of the four groups, then the
+// domain epoch's done key; the member trains again.
+void Member::connect(int links, int size) {
+  const double hops = std::ceil(std::log2(std::max(2, size)));
+  const Duration barriers = 4 * static_cast<std::int64_t>(2 * hops) * w_.config.link_round_trip;
+  w_.host.run(links * w_.config.connect_per_link, [this, barriers] {
+    if (!*running_) return;
+    w_.loop.after(barriers, [this] {
+      drive(dlink_, done_io_, done_agreement_.mark_done(domain_list_), running_, [this](Status s) {
+        if (!s.ok()) fail(s);
+        formed = w_.loop.now();
+        progress_.mark(Phase::kStep, 0);  // training again: in its collectives
+        progress_.waiting(true);
       });
     });
-  };
-  exchange_addresses(dlink_, std::move(mine_local), std::move(theirs_local), await_live_, connect);
-  exchange_addresses(glink_, std::move(mine_across), std::move(theirs_across), await_live_,
-                     connect);
+  });
+}
+
+// The leader's part of the formation on `full`: it reads its members' addresses for links to
+// other domains from the domain's store, publishes them on the global store as one batch per
+// destination domain, reads the batches for its domain, and writes their addresses into the
+// domain's store, where its members read them. The links are symmetric, so the domains it sends
+// to are those it receives from.
+void Member::exchange_across(std::shared_ptr<const MemberList> list, std::shared_ptr<bool> live) {
+  const MemberList& m = *list;
+  const std::string local_prefix = address_prefix(m.epoch);
+  const std::string batch_prefix = kGlobal + "/e" + std::to_string(m.epoch) + "/x/";
+  std::vector<std::string> outgoing;                          // domain store keys
+  std::vector<std::pair<std::string, std::string>> incoming;  // domain store entries
+  std::set<int> peer_domains;
+  const auto begin = std::lower_bound(m.members.begin(), m.members.end(), domain_ * w_.domain_size);
+  const auto end =
+      std::lower_bound(m.members.begin(), m.members.end(), (domain_ + 1) * w_.domain_size);
+  for (auto it = begin; it != end; ++it) {
+    for (int peer : w_.links_of(m, *it).across) {
+      outgoing.push_back(local_prefix + std::to_string(*it) + "/" + std::to_string(peer));
+      incoming.emplace_back(local_prefix + std::to_string(peer) + "/" + std::to_string(*it),
+                            "addr");
+      peer_domains.insert(peer / w_.domain_size);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> batches;
+  std::vector<std::string> theirs;
+  for (int d : peer_domains) {
+    batches.emplace_back(batch_prefix + std::to_string(domain_) + "/" + std::to_string(d), "batch");
+    theirs.push_back(batch_prefix + std::to_string(d) + "/" + std::to_string(domain_));
+  }
+  // Read the members' outgoing addresses (published as the members form: polled as they do),
+  // then trade batches with the other leaders on the global store, then hand the incoming
+  // addresses to the members.
+  const StoreLink dlink = dlink_, glink = glink_;
+  poll_keys(dlink, std::move(outgoing), live,
+            [dlink, glink, batches = std::move(batches), theirs = std::move(theirs),
+             incoming = std::move(incoming), live]() mutable {
+              exchange_addresses(glink, std::move(batches), std::move(theirs), live,
+                                 [dlink, incoming = std::move(incoming)]() mutable {
+                                   dlink.send(io::SetMany{std::move(incoming)}, nullptr);
+                                 });
+            });
 }
 
 // The invariants of one run; "ok" or the first violation.
