@@ -6,16 +6,19 @@
 //       [--fault kill|hang|leader-kill|leader-hang] [--seeds K] [--seed S] [--tp 8] [--no-form]
 //       [--hierarchy [--global-hang-factor 3]]
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "core/rng.h"
 #include "elastic/sim/control_plane_sim.h"
 
 namespace {
 
+using ntp::elastic::sim::Duration;
 using ntp::elastic::sim::Fault;
 using ntp::elastic::sim::SimConfig;
 using ntp::elastic::sim::SimResult;
@@ -24,6 +27,63 @@ nlohmann::ordered_json seconds_or_null(double s) {
   return s < 0 ? nlohmann::ordered_json(nullptr)
                : nlohmann::ordered_json(std::round(s * 1e4) / 1e4);
 }
+
+// --fault mixed: one schedule per seed, drawn from the seed alone: a member or a leader killed or
+// hung, and half the time a second member killed 0-20 ms later (during the agreement or the
+// formation at the sizes simulated), in the same domain half of those times.
+void draw_schedule(SimConfig& c) {
+  ntp::Rng rng(c.seed ^ 0x9e3779b97f4a7c15ULL);
+  constexpr Fault kFaults[] = {Fault::kKill, Fault::kHang, Fault::kLeaderKill, Fault::kLeaderHang};
+  c.fault = kFaults[static_cast<size_t>(rng.uniform() * 4) % 4];
+  c.second_kill_after = Duration(-1);
+  if (rng.uniform() < 0.5) {
+    c.second_kill_after = std::chrono::nanoseconds(static_cast<long long>(rng.uniform() * 20e6));
+    c.second_in_same_domain = rng.uniform() < 0.5;
+  }
+}
+
+const char* fault_name(Fault f) {
+  switch (f) {
+    case Fault::kKill:
+      return "kill";
+    case Fault::kHang:
+      return "hang";
+    case Fault::kLeaderKill:
+      return "leader-kill";
+    case Fault::kLeaderHang:
+      return "leader-hang";
+  }
+  return "?";
+}
+
+// The runs of one GPU count: how many kept the invariants, and each phase's median and worst.
+struct Summary {
+  int runs = 0, ok = 0;
+  std::vector<double> abort_all, agree, form;
+  void add(const SimResult& r) {
+    ++runs;
+    if (r.invariants != "ok") return;
+    ++ok;
+    abort_all.push_back(r.abort_all_s);
+    agree.push_back(r.agree_s);
+    form.push_back(r.form_s);
+  }
+  nlohmann::ordered_json json(int gpus) {
+    nlohmann::ordered_json line;
+    line["summary"] = true;
+    line["gpus"] = gpus;
+    line["runs"] = runs;
+    line["invariants_ok"] = ok;
+    for (auto [name, values] : {std::pair{"abort_all_s", &abort_all}, std::pair{"agree_s", &agree},
+                                std::pair{"form_s", &form}}) {
+      std::sort(values->begin(), values->end());
+      if (values->empty()) continue;
+      line[std::string(name) + "_p50"] = seconds_or_null((*values)[values->size() / 2]);
+      line[std::string(name) + "_max"] = seconds_or_null(values->back());
+    }
+    return line;
+  }
+};
 
 }  // namespace
 
@@ -71,8 +131,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 36000.0));
   app.add_option("--fault", fault,
                  "kill (the launcher posts an exit notice) or hang (SIGSTOP) of a member; with "
-                 "--hierarchy also leader-kill or leader-hang (a domain's leader)")
-      ->check(CLI::IsMember({"kill", "hang", "leader-kill", "leader-hang"}));
+                 "--hierarchy also leader-kill or leader-hang (a domain's leader), or mixed (per "
+                 "seed one of those four, and half the time a second kill 0-20 ms later)")
+      ->check(CLI::IsMember({"kill", "hang", "leader-kill", "leader-hang", "mixed"}));
   app.add_flag("--hierarchy", c.hierarchy,
                "the domain hierarchy: a store per domain of --tp GPUs, only the domains' "
                "leaders on the global store (the JSON's store figures are then the global "
@@ -91,6 +152,10 @@ int main(int argc, char** argv) {
   app.add_option("--seeds", seeds, "seeds per GPU count (S, S+1, ...)")
       ->check(CLI::Range(1, 100000));
   app.add_flag("--no-form", no_form, "stop at the agreement (no group formation)");
+  bool summary_only = false;
+  app.add_flag("--summary-only", summary_only,
+               "print only one summary line per GPU count (runs, invariants kept, each phase's "
+               "median and worst), not a line per run");
   CLI11_PARSE(app, argc, argv);
 
   c.store.ops_per_s = store_ops;
@@ -101,14 +166,14 @@ int main(int argc, char** argv) {
   c.hang_detect = std::chrono::milliseconds(hang_detect_ms);
   c.steady = std::chrono::milliseconds(static_cast<long long>(steady_s * 1e3));
   c.limit = std::chrono::milliseconds(static_cast<long long>(limit_s * 1e3));
-  c.fault = fault == "kill"          ? Fault::kKill
-            : fault == "hang"        ? Fault::kHang
+  c.fault = fault == "hang"          ? Fault::kHang
             : fault == "leader-kill" ? Fault::kLeaderKill
-                                     : Fault::kLeaderHang;
+            : fault == "leader-hang" ? Fault::kLeaderHang
+                                     : Fault::kKill;
   if (second_kill_ms >= 0) {
     c.second_kill_after = std::chrono::nanoseconds(static_cast<long long>(second_kill_ms * 1e6));
   }
-  if (!c.hierarchy && (fault.starts_with("leader") || second_kill_ms >= 0)) {
+  if (!c.hierarchy && (fault.starts_with("leader") || fault == "mixed" || second_kill_ms >= 0)) {
     std::fprintf(stderr, "control_plane_sim: --fault %s and --second-kill-ms need --hierarchy\n",
                  fault.c_str());
     return 2;
@@ -117,6 +182,7 @@ int main(int argc, char** argv) {
   const std::uint64_t first_seed = c.seed;
   int failures = 0;
   for (int n : gpus) {
+    Summary summary;
     for (int k = 0; k < seeds; ++k) {
       c.gpus = n;
       if (c.hierarchy && (n % c.tp != 0 || n / c.tp < 2)) {
@@ -126,6 +192,7 @@ int main(int argc, char** argv) {
         return 2;
       }
       c.seed = first_seed + static_cast<std::uint64_t>(k);
+      if (fault == "mixed") draw_schedule(c);
       const auto wall_start = std::chrono::steady_clock::now();
       const SimResult r = ntp::elastic::sim::simulate(c);
       const double wall =
@@ -135,9 +202,16 @@ int main(int argc, char** argv) {
       line["domain"] = c.tp;
       line["hierarchy"] = c.hierarchy;
       line["seed"] = c.seed;
-      line["fault"] = fault;
+      line["fault"] = fault_name(c.fault);
       line["victim"] = r.victim;
-      if (r.second_victim >= 0) line["second_victim"] = r.second_victim;
+      if (r.second_victim >= 0) {
+        line["second_victim"] = r.second_victim;
+        line["second_kill_ms"] =
+            std::round(std::chrono::duration<double, std::milli>(c.second_kill_after).count() *
+                       1e3) /
+            1e3;
+        line["second_in_same_domain"] = c.second_in_same_domain;
+      }
       line["abort_all_s"] = seconds_or_null(r.abort_all_s);
       line["agree_s"] = seconds_or_null(r.agree_s);
       line["form_s"] = seconds_or_null(r.form_s);
@@ -154,10 +228,14 @@ int main(int argc, char** argv) {
       line["invariants"] = r.invariants;
       line["events"] = r.events;
       line["wall_s"] = std::round(wall * 100) / 100;
-      std::printf("%s\n", line.dump().c_str());
-      std::fflush(stdout);
+      if (!summary_only || r.invariants != "ok") {
+        std::printf("%s\n", line.dump().c_str());
+        std::fflush(stdout);
+      }
       if (r.invariants != "ok") ++failures;
+      summary.add(r);
     }
+    if (seeds > 1 || summary_only) std::printf("%s\n", summary.json(n).dump().c_str());
   }
   return failures == 0 ? 0 : 1;
 }
