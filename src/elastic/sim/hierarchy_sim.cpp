@@ -29,6 +29,7 @@ namespace ntp::elastic::sim {
 namespace {
 
 const std::string kGlobal = "train/a0/g";
+const std::string kFullPrefix = kGlobal + "/full/";  // full_list_key's, for any epoch
 std::string domain_group(int d) { return "train/a0/d" + std::to_string(d); }
 constexpr int kFullMeshMaxSize = 32;
 
@@ -46,7 +47,7 @@ class ListWrites {
   void watch(SimStore& store) {
     store.observe_writes([this](const std::string& key, const std::string& value) {
       if (key.ends_with("/list") && !decode_tombstone(value)) ++lists_[key];
-      if (key.starts_with(kGlobal + "/full/")) fulls_[key].insert(value);
+      if (key.starts_with(kFullPrefix)) fulls_[key].insert(value);
     });
   }
   std::string check() const {
