@@ -74,12 +74,6 @@ Result<MemberList> decode_full(const std::string& text) {
   }
 }
 
-// The ids of `list` (increasing) in [from, to).
-std::vector<int> ids_in(const std::vector<int>& list, int from, int to) {
-  return {std::lower_bound(list.begin(), list.end(), from),
-          std::lower_bound(list.begin(), list.end(), to)};
-}
-
 }  // namespace
 
 std::string domain_list_key(const std::string& global_group, int domain, int domain_epoch) {
@@ -89,6 +83,7 @@ std::string full_list_key(const std::string& global_group, int global_epoch) {
   return global_group + "/full/" + std::to_string(global_epoch);
 }
 std::string relayed_full_key(const std::string& domain_group) { return domain_group + "/full"; }
+std::string relayed_for_key(const std::string& domain_group) { return domain_group + "/full_for"; }
 
 MemberList compose_full_list(const MemberList& global, const std::map<int, MemberList>& domains,
                              int domain_size, int domain_count) {
@@ -225,8 +220,11 @@ Task<Status> fail_open_epochs(IoSlot& io, std::string global_group, int after_ep
 }
 
 Task<Status> relay_full(IoSlot& domain_io, std::string domain_group, std::string full_text,
-                        int global_epoch) {
-  io::Op relay = io::set(relayed_full_key(domain_group), std::move(full_text));
+                        int global_epoch, int domain_epoch) {
+  io::SetMany both;
+  both.entries.emplace_back(relayed_full_key(domain_group), std::move(full_text));
+  both.entries.emplace_back(relayed_for_key(domain_group), std::to_string(domain_epoch));
+  io::Op relay = std::move(both);
   io::Reply relayed = co_await domain_io.perform(std::move(relay));
   if (!relayed.status.ok()) co_return relayed.status;
   io::Op event = io::Append{job_events(domain_group), "full " + std::to_string(global_epoch)};
@@ -234,19 +232,18 @@ Task<Status> relay_full(IoSlot& domain_io, std::string domain_group, std::string
   co_return announced.status;
 }
 
-Task<Result<std::shared_ptr<const MemberList>>> await_full(
-    IoSlot& domain_io, std::string domain_group, int after_epoch, int domain, int domain_size,
-    std::vector<int> domain_members, FullListDecoder decode) {
+Task<Result<std::shared_ptr<const MemberList>>> await_full(IoSlot& domain_io,
+                                                           std::string domain_group,
+                                                           int domain_epoch,
+                                                           FullListDecoder decode) {
   std::vector<comm::StreamCursor> events{{job_events(domain_group), ""}};
+  const std::string mine = std::to_string(domain_epoch);
   for (;;) {
-    io::Op look = io::get(relayed_full_key(domain_group));
+    io::Op look = io::get(relayed_full_key(domain_group), relayed_for_key(domain_group));
     io::Reply seen = co_await domain_io.perform(std::move(look));
-    if (seen.status.ok() && seen.values[0]) {
-      NTP_CO_ASSIGN_OR_RETURN(std::shared_ptr<const MemberList> full, decode(*seen.values[0]));
-      if (full->epoch > after_epoch && ids_in(full->members, domain * domain_size,
-                                              (domain + 1) * domain_size) == domain_members) {
-        co_return full;
-      }
+    if (seen.status.ok() && seen.values[0] && seen.values[1] == mine) {
+      Result<std::shared_ptr<const MemberList>> full = decode(*seen.values[0]);
+      co_return full;
     }
     io::Op read = io::ReadStreams{events, kFollowerRead};
     io::Reply news = co_await domain_io.perform(std::move(read));

@@ -12,14 +12,17 @@
 //              global ids domain * domain_size + slot) is a function of the global list and the
 //              domain lists it names. The global decider composes and publishes it; a leader
 //              that does not see it within compose_wait composes it itself: the same bytes.
-//   leader     relay_full: copies it into its domain's namespace, with a "full <G>" event.
-//   member     await_full: waits for a full list newer than its last whose part in its domain
-//              is its domain's agreed list (an older one names a domain that changed since).
+//   leader     relay_full: copies it into its domain's namespace with the domain epoch it was
+//              agreed for (the global list's restarts[d]), and a "full <G>" event.
+//   member     await_full: waits for the full list agreed for its domain's epoch. An older one
+//              may still be there: the domain re-formed after it was relayed (a second fault,
+//              or another domain's), and a member that never read it must not take it.
 //
 // Keys, besides AgreementMachine's in each namespace:
 //   <global>/domain/<d>/<e>   domain d's list of its epoch e (written once, by its leader)
 //   <global>/full/<G>         the full list of global epoch G
 //   <domain>/full             the latest full list relayed into the domain
+//   <domain>/full_for         the domain epoch it was agreed for (set with it, in one op)
 #pragma once
 
 #include <chrono>
@@ -38,6 +41,7 @@ namespace ntp::elastic {
 std::string domain_list_key(const std::string& global_group, int domain, int domain_epoch);
 std::string full_list_key(const std::string& global_group, int global_epoch);
 std::string relayed_full_key(const std::string& domain_group);
+std::string relayed_for_key(const std::string& domain_group);
 
 // The full list of `global` from the domain lists it names (`domains[d]` for each d it lists, in
 // the domain's slot ids). Members and holders are global ids; the step, the base epoch and the
@@ -94,14 +98,16 @@ Task<Result<MemberList>> read_global_list(IoSlot& io, std::string global_group, 
 // and so is every listed one on the way (its list names the domain as it was).
 Task<Status> fail_open_epochs(IoSlot& io, std::string global_group, int after_epoch);
 
-// The leader's relay of `full` into its domain's namespace (`domain_io` on the domain's store).
+// The leader's relay of `full` (of global epoch `global_epoch`, agreed for the domain's epoch
+// `domain_epoch`) into its domain's namespace (`domain_io` on the domain's store).
 Task<Status> relay_full(IoSlot& domain_io, std::string domain_group, std::string full_text,
-                        int global_epoch);
+                        int global_epoch, int domain_epoch);
 
-// A member's wait for the full list after `after_epoch` whose members in `domain` are exactly
-// `domain_members` (global ids): blocking reads of the domain's events between looks.
-Task<Result<std::shared_ptr<const MemberList>>> await_full(
-    IoSlot& domain_io, std::string domain_group, int after_epoch, int domain, int domain_size,
-    std::vector<int> domain_members, FullListDecoder decode);
+// A member's wait for the full list agreed for its domain's epoch `domain_epoch`: blocking reads
+// of the domain's events between looks.
+Task<Result<std::shared_ptr<const MemberList>>> await_full(IoSlot& domain_io,
+                                                           std::string domain_group,
+                                                           int domain_epoch,
+                                                           FullListDecoder decode);
 
 }  // namespace ntp::elastic

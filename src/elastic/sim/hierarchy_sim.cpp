@@ -371,12 +371,12 @@ void Member::run_round(std::shared_ptr<Leadership::Round> round, int fail_in_fli
     if (!composed.ok()) return lead_round();  // the global epoch failed first: a new round
     lead_->domain_round_since_arm = false;
     lead_->watch.arm(lead_->global.epoch, lead_->global.members, w_.domain_incarnations);
-    drive(
-        dlink_, round->domain_io,
-        relay_full(round->domain_io, domain_group(domain_), composed->text, composed->list->epoch),
-        round->live, [this](Status s) {
-          if (!s.ok()) fail(s);
-        });
+    drive(dlink_, round->domain_io,
+          relay_full(round->domain_io, domain_group(domain_), composed->text, composed->list->epoch,
+                     lead_->global.restarts[static_cast<size_t>(domain_)]),
+          round->live, [this](Status s) {
+            if (!s.ok()) fail(s);
+          });
     if (w_.config.form) exchange_across(composed->list, round->live);
   };
   auto agree = [this, round, relay](Status) {
@@ -407,24 +407,21 @@ void Member::await_full() {
   *await_live_ = false;
   await_live_ = std::make_shared<bool>(true);
   await_io_ = std::make_shared<IoSlot>();
-  std::vector<int> mine;
-  for (int slot : domain_list_.members) mine.push_back(domain_ * w_.domain_size + slot);
-  const int after = full ? full->epoch : 0;
-  drive(dlink_, *await_io_,
-        ntp::elastic::await_full(*await_io_, domain_group(domain_), after, domain_, w_.domain_size,
-                                 std::move(mine), w_.decoder()),
-        await_live_, [this, io = await_io_](Result<std::shared_ptr<const MemberList>> got) {
-          if (!got.ok()) return fail(got.status());
-          full = *got;
-          agreed = w_.loop.now();
-          if (w_.config.form) {
-            form();
-          } else {
-            formed = agreed;
-            progress_.mark(Phase::kStep, 0);
-            progress_.waiting(true);
-          }
-        });
+  drive(
+      dlink_, *await_io_,
+      ntp::elastic::await_full(*await_io_, domain_group(domain_), domain_list_.epoch, w_.decoder()),
+      await_live_, [this, io = await_io_](Result<std::shared_ptr<const MemberList>> got) {
+        if (!got.ok()) return fail(got.status());
+        full = *got;
+        agreed = w_.loop.now();
+        if (w_.config.form) {
+          form();
+        } else {
+          formed = agreed;
+          progress_.mark(Phase::kStep, 0);
+          progress_.waiting(true);
+        }
+      });
 }
 
 // The groups' formation, modeled as the flat simulator's, except where the addresses go: a GPU
