@@ -198,6 +198,21 @@ TEST(ControlPlaneHierarchyTest, ASecondKillAtAnyMomentOfTheRecoveryKeepsTheInvar
   }
 }
 
+TEST(ControlPlaneHierarchyTest, AMemberNeverFormsOnAFullListRelayedBeforeItsDomainReformed) {
+  // 16 NVL72 domains; a second kill 3.581 ms after the first, in its domain, lands while the
+  // other domains' members are still reading global epoch 1's full list. Their domains re-form
+  // for epoch 2, and a member that had not read epoch 1's list yet must not take it then
+  // (it is agreed for the domain's previous epoch): found as seed 157 of --fault mixed.
+  SimConfig c = small(1152, Fault::kKill, 1);
+  c.tp = 72;
+  c.hierarchy = true;
+  c.second_kill_after = std::chrono::microseconds(3581);
+  c.second_in_same_domain = true;
+  const SimResult r = simulate(c);
+  EXPECT_EQ(r.invariants, "ok");
+  EXPECT_EQ(r.agreed_epoch, 2);
+}
+
 TEST(ControlPlaneHierarchyTest, AHangIsSeenWithinTheDomainWatchsBound) {
   // The domain's watch is the flat one over the domain's 8 slots: hang_detect + 2 periods
   // (1 s + 2 x 250 ms), never before hang_detect, for a member and for a leader alike; the
