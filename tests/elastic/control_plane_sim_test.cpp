@@ -213,6 +213,22 @@ TEST(ControlPlaneHierarchyTest, AMemberNeverFormsOnAFullListRelayedBeforeItsDoma
   EXPECT_EQ(r.agreed_epoch, 2);
 }
 
+TEST(ControlPlaneHierarchyTest, AStoreSlowedAtTheFaultSlowsTheRecoveryAndKeepsTheInvariants) {
+  // The global store (the flat protocol's only store) serves 100x fewer ops from the fault on.
+  // Both protocols keep their invariants; the flat one, whose every GPU waits in that store's
+  // queue, takes longer than the hierarchy, whose global store sees 8 leaders.
+  SimConfig flat = small(64, Fault::kKill, 2);
+  flat.slow_store_factor = 100;
+  SimConfig tiered = domains_of_8(Fault::kKill, 2);
+  tiered.slow_store_factor = 100;
+  const SimResult f = simulate(flat), h = simulate(tiered);
+  const SimResult fast = simulate(domains_of_8(Fault::kKill, 2));
+  ASSERT_EQ(f.invariants, "ok");
+  ASSERT_EQ(h.invariants, "ok");
+  EXPECT_GT(h.agree_s, fast.agree_s);  // the global agreement waits in the slowed queue
+  EXPECT_GT(f.agree_s + f.form_s, h.agree_s + h.form_s);
+}
+
 TEST(ControlPlaneHierarchyTest, AHangIsSeenWithinTheDomainWatchsBound) {
   // The domain's watch is the flat one over the domain's 8 slots: hang_detect + 2 periods
   // (1 s + 2 x 250 ms), never before hang_detect, for a member and for a leader alike; the

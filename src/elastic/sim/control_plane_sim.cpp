@@ -282,6 +282,7 @@ SimResult simulate(const SimConfig& c) {
       out.steady_ops_by_kind[kind] = count - (it == kinds_before.end() ? 0 : it->second);  // in 2 s
     }
     ops_at_fault = w.store.counts().ops;
+    w.store.set_service_rate(c.store.ops_per_s / c.slow_store_factor);
     members[static_cast<size_t>(victim)]->stop(c.fault == Fault::kKill);
   });
   auto all = [&](std::optional<Time> Member::*moment) -> std::optional<Time> {

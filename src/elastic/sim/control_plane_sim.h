@@ -44,6 +44,8 @@ struct SimConfig {
   std::chrono::milliseconds steady{3000};  // failure-free time before the fault, >= 2.5 s
   Fault fault = Fault::kKill;
   bool form = true;
+  // The (global) store serves slow_store_factor times fewer ops a second from the fault on.
+  double slow_store_factor = 1;
   // The domain hierarchy (docs/design/control-plane-hierarchy.md): a store per domain of `tp`
   // GPUs and a global one where only the domains' leaders beat, watch and agree. The leaders'
   // watch gives a domain global_hang_factor x hang_detect: longer than a leader's takeover

@@ -152,6 +152,10 @@ int main(int argc, char** argv) {
   app.add_option("--seeds", seeds, "seeds per GPU count (S, S+1, ...)")
       ->check(CLI::Range(1, 100000));
   app.add_flag("--no-form", no_form, "stop at the agreement (no group formation)");
+  app.add_option("--slow-store", c.slow_store_factor,
+                 "from the fault on, the store (with --hierarchy: the global store) serves this "
+                 "many times fewer ops a second")
+      ->check(CLI::Range(1.0, 1e6));
   bool summary_only = false;
   app.add_flag("--summary-only", summary_only,
                "print only one summary line per GPU count (runs, invariants kept, each phase's "
@@ -203,6 +207,7 @@ int main(int argc, char** argv) {
       line["hierarchy"] = c.hierarchy;
       line["seed"] = c.seed;
       line["fault"] = fault_name(c.fault);
+      if (c.slow_store_factor != 1) line["slow_store"] = c.slow_store_factor;
       line["victim"] = r.victim;
       if (r.second_victim >= 0) {
         line["second_victim"] = r.second_victim;

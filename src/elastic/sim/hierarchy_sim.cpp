@@ -592,6 +592,7 @@ SimResult simulate_hierarchy(const SimConfig& c) {
       out.steady_ops_by_kind[kind] = count - (it == kinds_before.end() ? 0 : it->second);  // in 2 s
     }
     global_ops_at_fault = now[0];
+    w.global.set_service_rate(c.store.ops_per_s / c.slow_store_factor);
     members[static_cast<size_t>(victim)]->stop(c.fault == Fault::kKill ||
                                                c.fault == Fault::kLeaderKill);
   });

@@ -46,6 +46,9 @@ class SimStore {
   void wake(const void* reader);
 
   const StoreCounts& counts() const { return counts_; }
+  // From now on the server completes `ops_per_s` single-key ops a second (a slowed store: a
+  // busy host, a failing disk under AOF, a noisy neighbour). Ops already taken keep their time.
+  void set_service_rate(double ops_per_s) { model_.ops_per_s = ops_per_s; }
   // Called with every key and value the server sets (SetMany), as it sets them.
   void observe_writes(std::function<void(const std::string&, const std::string&)> observer) {
     observer_ = std::move(observer);
