@@ -20,7 +20,16 @@ class EventLoop {
   Time now() const { return now_; }
   // Runs `event` at `when` (not before now).
   void at(Time when, std::function<void()> event) {
-    agenda_.push_back(Entry{when < now_ ? now_ : when, next_order_++, std::move(event)});
+    std::uint32_t slot;
+    if (free_.empty()) {
+      slot = static_cast<std::uint32_t>(events_.size());
+      events_.push_back(std::move(event));
+    } else {
+      slot = free_.back();
+      free_.pop_back();
+      events_[slot] = std::move(event);
+    }
+    agenda_.push_back(Entry{when < now_ ? now_ : when, next_order_++, slot});
     std::push_heap(agenda_.begin(), agenda_.end(), Later{});
   }
   void after(Duration delay, std::function<void()> event) { at(now_ + delay, std::move(event)); }
@@ -31,10 +40,12 @@ class EventLoop {
     std::int64_t ran = 0;
     while (!agenda_.empty() && agenda_.front().when <= end) {
       std::pop_heap(agenda_.begin(), agenda_.end(), Later{});
-      Entry e = std::move(agenda_.back());
+      const Entry e = agenda_.back();
       agenda_.pop_back();
       now_ = e.when;
-      e.event();
+      std::function<void()> event = std::move(events_[e.slot]);
+      free_.push_back(e.slot);
+      event();
       ++ran;
       if (stop()) break;
     }
@@ -42,10 +53,11 @@ class EventLoop {
   }
 
  private:
+  // The agenda holds small entries (a heap of them moves often); the events wait in a slab.
   struct Entry {
     Time when;
     std::uint64_t order;
-    std::function<void()> event;
+    std::uint32_t slot;  // in events_
   };
   // A heap whose front is the earliest entry (then the first scheduled).
   struct Later {
@@ -54,6 +66,8 @@ class EventLoop {
     }
   };
   std::vector<Entry> agenda_;
+  std::vector<std::function<void()>> events_;
+  std::vector<std::uint32_t> free_;
   Time now_{};
   std::uint64_t next_order_ = 0;
 };

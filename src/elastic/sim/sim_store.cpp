@@ -62,7 +62,7 @@ void SimStore::submit(io::Op op, std::function<void(io::Reply)> done, const void
         loop_.at(free_at_, [this, op = std::move(op), done = std::move(done), reader]() mutable {
           --at_server_;
           ++counts_.ops;
-          ++counts_.by_kind[io::name(op)];
+          ++ops_by_index_[op.index()];
           serve(std::move(op), std::move(done), reader);
         });
       });
@@ -74,7 +74,7 @@ void SimStore::answer_empty(Waiter& w) {
   if (w.reader != nullptr) blocked_by_reader_.erase(w.reader);
   io::Reply empty;
   empty.cursors = w.read.cursors;
-  reply(std::move(empty), w.done);
+  reply(std::move(empty), std::move(w.done));  // answered once
 }
 
 void SimStore::wake(const void* reader) {
@@ -87,8 +87,23 @@ void SimStore::wake(const void* reader) {
   answer_empty(*w);
 }
 
-void SimStore::reply(io::Reply r, const std::function<void(io::Reply)>& done) {
-  loop_.after(model_.round_trip / 2, [this, r = std::move(r), done]() mutable {
+StoreCounts SimStore::counts() const {
+  StoreCounts out = counts_;
+  for (std::size_t i = 0; i < ops_by_index_.size(); ++i) {
+    if (ops_by_index_[i] == 0) continue;
+    // io::name of an op of the variant's i-th kind
+    const char* kind = "";
+    [&]<std::size_t... k>(std::index_sequence<k...>) {
+      ((i == k ? (kind = io::name(io::Op(std::in_place_index<k>))) : kind), ...);
+    }
+    (std::make_index_sequence<std::variant_size_v<io::Op>>{});
+    out.by_kind[kind] = ops_by_index_[i];
+  }
+  return out;
+}
+
+void SimStore::reply(io::Reply r, std::function<void(io::Reply)> done) {
+  loop_.after(model_.round_trip / 2, [this, r = std::move(r), done = std::move(done)]() mutable {
     r.now = loop_.now();
     done(std::move(r));
   });
@@ -118,7 +133,7 @@ void SimStore::wake_readers(const std::string& stream) {
     if (w->answered) continue;
     w->answered = true;
     if (w->reader != nullptr) blocked_by_reader_.erase(w->reader);
-    reply(read_now(w->read), w->done);
+    reply(read_now(w->read), std::move(w->done));  // answered once
   }
 }
 
@@ -164,7 +179,7 @@ void SimStore::serve(io::Op op, std::function<void(io::Reply)> done, const void*
         }
       },
       op);
-  if (done) reply(std::move(r), done);
+  if (done) reply(std::move(r), std::move(done));
 }
 
 }  // namespace ntp::elastic::sim

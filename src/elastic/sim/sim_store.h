@@ -6,6 +6,7 @@
 // waits at the server until an append to one of its streams (then answers) or its block passes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -45,7 +46,7 @@ class SimStore {
   // blocked at the server, its next one does.
   void wake(const void* reader);
 
-  const StoreCounts& counts() const { return counts_; }
+  StoreCounts counts() const;
   // From now on the server completes `ops_per_s` single-key ops a second (a slowed store: a
   // busy host, a failing disk under AOF, a noisy neighbour). Ops already taken keep their time.
   void set_service_rate(double ops_per_s) { model_.ops_per_s = ops_per_s; }
@@ -69,12 +70,13 @@ class SimStore {
   void answer_empty(Waiter& w);
   // The events after each cursor; the cursors moved past them.
   io::Reply read_now(const io::ReadStreams& read) const;
-  void reply(io::Reply reply, const std::function<void(io::Reply)>& done);
+  void reply(io::Reply reply, std::function<void(io::Reply)> done);
   void wake_readers(const std::string& stream);
 
   EventLoop& loop_;
   StoreModel model_;
-  StoreCounts counts_;
+  StoreCounts counts_;  // by_kind filled by counts() from ops_by_index_
+  std::array<std::int64_t, std::variant_size_v<io::Op>> ops_by_index_{};
   std::function<void(const std::string&, const std::string&)> observer_;
   Time free_at_{};  // when the server finishes what it has taken
   std::int64_t at_server_ = 0;
