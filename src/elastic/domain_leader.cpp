@@ -208,6 +208,12 @@ Task<Result<MemberList>> read_global_list(IoSlot& io, std::string global_group, 
 
 Task<Status> fail_open_epochs(IoSlot& io, std::string global_group, int after_epoch) {
   constexpr int kMaxEpochs = 32;  // as the agreement's own bound
+  io::Op count = io::Add{fail_key(global_group, after_epoch), 1};
+  io::Reply counted = co_await io.perform(std::move(count));
+  if (!counted.status.ok()) co_return counted.status;
+  io::Op event = io::Append{job_events(global_group), "fail " + std::to_string(after_epoch)};
+  io::Reply announced = co_await io.perform(std::move(event));  // again, if it went out once
+  if (!announced.status.ok()) co_return announced.status;
   for (int epoch = after_epoch + 1; epoch <= after_epoch + kMaxEpochs; ++epoch) {
     io::Op look = io::get(fail_key(global_group, epoch), epoch_key(global_group, epoch, "list"));
     io::Reply seen = co_await io.perform(std::move(look));

@@ -92,10 +92,13 @@ class DomainLeader {
 Task<Result<MemberList>> read_global_list(IoSlot& io, std::string global_group, int epoch,
                                           int domain_count);
 
-// A new leader's takeover: its predecessor may have died inside a global agreement (even as
+// A new leader's takeover. Its predecessor may have died inside a global agreement (even as
 // its decider), which no one would give up on, for the domain beats on under its new leader.
 // So the first global epoch after `after_epoch` that is neither failed nor listed is failed,
-// and so is every listed one on the way (its list names the domain as it was).
+// and so is every listed one on the way (its list names the domain as it was). And the failure
+// of `after_epoch` itself (the epoch the leaders' watches are armed on) is announced again:
+// the predecessor may have been its first poster and died between the count and the event
+// (post_failure sends the event once), leaving the other leaders' watches uninformed.
 Task<Status> fail_open_epochs(IoSlot& io, std::string global_group, int after_epoch);
 
 // The leader's relay of `full` (of global epoch `global_epoch`, agreed for the domain's epoch

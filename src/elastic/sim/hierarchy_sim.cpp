@@ -163,15 +163,16 @@ struct Leadership {
   SimWatch watch;
   MemberList global;                    // the last global list this leader agreed
   bool domain_round_since_arm = false;  // its domain re-forms since `global` was armed
-  // The round in flight: its own slots, so that a dropped round's last reply finds them.
-  struct Round {
-    IoSlot global_io, domain_io;
-    std::unique_ptr<AgreementMachine> agreement;
-    std::unique_ptr<DomainLeader> leader;
-    std::shared_ptr<bool> live = std::make_shared<bool>(true);
-    int entered = -1;  // the global epoch it announced in
-  };
-  std::shared_ptr<Round> round;
+};
+
+// A leader's round (a takeover's reading of the global list included): its own slots, so that
+// a dropped round's last reply finds them.
+struct LeaderRound {
+  IoSlot global_io, domain_io;
+  std::unique_ptr<AgreementMachine> agreement;
+  std::unique_ptr<DomainLeader> leader;
+  std::shared_ptr<bool> live = std::make_shared<bool>(true);
+  int entered = -1;  // the global epoch it announced in
 };
 
 class Member {
@@ -233,7 +234,7 @@ class Member {
   void on_global_fire(const std::string& reason);
   void reform_domain();
   void lead_round();
-  void run_round(std::shared_ptr<Leadership::Round> round, int fail_in_flight);
+  void run_round(std::shared_ptr<LeaderRound> round, int fail_in_flight);
   void await_full();
   void form();
   void connect(int links, int size);
@@ -257,6 +258,7 @@ class Member {
   SimWatch watch_;
   MemberList domain_list_;
   std::unique_ptr<Leadership> lead_;
+  std::shared_ptr<LeaderRound> round_;  // the last round started; dropped when dead or replaced
   std::shared_ptr<bool> await_live_ = std::make_shared<bool>(false);
   std::shared_ptr<IoSlot> await_io_;
 };
@@ -264,7 +266,7 @@ class Member {
 void Member::stop(bool post_exit) {
   *running_ = false;
   *await_live_ = false;
-  if (lead_ && lead_->round) *lead_->round->live = false;
+  if (round_) *round_->live = false;
   if (!post_exit) return;
   // The domain's launcher reaps the process and posts its exit notice (comm/exit_notice.h).
   const std::string who = w_.slot_incarnations[static_cast<size_t>(slot_)];
@@ -323,11 +325,12 @@ void Member::reform_domain() {
 // died), and starts a global round for the domain's new list, dropping one in flight.
 void Member::lead_round() {
   int in_flight = -1;
-  if (lead_ && lead_->round) {
-    *lead_->round->live = false;
-    in_flight = lead_->round->entered;
+  if (round_) {
+    *round_->live = false;
+    in_flight = round_->entered;
   }
-  auto round = std::make_shared<Leadership::Round>();
+  auto round = std::make_shared<LeaderRound>();
+  round_ = round;
   if (lead_) {
     run_round(std::move(round), in_flight);
     return;
@@ -349,8 +352,7 @@ void Member::lead_round() {
         });
 }
 
-void Member::run_round(std::shared_ptr<Leadership::Round> round, int fail_in_flight) {
-  lead_->round = round;
+void Member::run_round(std::shared_ptr<LeaderRound> round, int fail_in_flight) {
   lead_->watch.disarm();
   AgreementParams p;
   p.group = kGlobal;
