@@ -35,6 +35,7 @@ struct SimOptions {
   std::optional<double> detect_kill_s, detect_hang_s, hang_fraction, heartbeat_stale_s, store_rtt_s,
       formation_s, reshard_gbytes_per_s;
   bool recovery_cost = false;
+  std::string control_plane;
   std::string calibrate_from;
   // Fail-slow ([fail_slow] keys); the rate, factor and duration flags also enable it.
   bool fail_slow = false;
@@ -53,9 +54,40 @@ nlohmann::json cost_json(const sim::RecoveryCost& c) {
           {"dp_peer_bytes", c.dp_peer_bytes}};
 }
 
+nlohmann::json control_plane_json(const sim::ControlPlaneInfo& c) {
+  nlohmann::json j = {{"model", c.model}, {"gpus", c.gpus}};
+  if (c.model == "curve") {
+    j["curve"] = c.curve;
+    j["curve_commit"] = c.curve_commit;
+    j["domain"] = c.domain;
+    j["curve_gpus"] = {c.lo_gpus, c.hi_gpus};
+    j["extrapolated"] = c.extrapolated;
+  } else if (!c.note.empty()) {
+    j["note"] = c.note;
+  }
+  return j;
+}
+
+// Once per process: a cluster outside the curve's GPU counts is priced by extending the nearest
+// segment's power law.
+void warn_extrapolated(const sim::RecoverySummary& r) {
+  static bool warned = false;
+  if (warned || !r.modelled || !r.control_plane.extrapolated) return;
+  warned = true;
+  const sim::ControlPlaneInfo& c = r.control_plane;
+  std::fprintf(stderr,
+               "ntp sim: warning: %lld GPUs is outside the control-plane curve's %lld..%lld "
+               "(%s): its detect, agree and rebuild extend the nearest segment's power law; "
+               "regenerate the curve with that count (scripts/control_plane_curve.sh) or set "
+               "recovery.control_plane=ops-model\n",
+               static_cast<long long>(c.gpus), static_cast<long long>(c.lo_gpus),
+               static_cast<long long>(c.hi_gpus), c.curve.c_str());
+}
+
 nlohmann::json recovery_json(const sim::RecoverySummary& r) {
   if (!r.modelled) return {{"fixed_seconds", r.fixed_seconds}};
-  return {{"tp", r.tp},
+  return {{"control_plane", control_plane_json(r.control_plane)},
+          {"tp", r.tp},
           {"degraded_tp", r.degraded},
           {"one_gpu_failure", cost_json(r.failure)},
           {"its_repair", cost_json(r.repair)},
@@ -114,6 +146,7 @@ int run_sim(const SimOptions& o) {
   set("store_rtt_seconds", o.store_rtt_s);
   set("formation_seconds", o.formation_s);
   set("reshard_gbytes_per_s", o.reshard_gbytes_per_s);
+  if (!o.control_plane.empty()) overrides.push_back("recovery.control_plane=" + o.control_plane);
   auto set_slow = [&](const char* key, const std::optional<double>& v, bool enables) {
     if (!v) return;
     std::ostringstream os;
@@ -191,6 +224,7 @@ int run_sim(const SimOptions& o) {
       Result<sim::Simulator> simulator = sim::Simulator::create(configs[k]);
       if (!simulator.ok()) return report_error("sim", simulator.status());
       const sim::RecoverySummary r = sim::typical_recovery(*simulator);
+      warn_extrapolated(r);
       const std::string label = sweep_key.empty() ? "" : sweep_key + "=" + sweep_values[k];
       if (o.json) {
         nlohmann::json j = recovery_json(r);
@@ -265,6 +299,7 @@ int run_sim(const SimOptions& o) {
       progress = [&](int done, int) { progress_bar(done_before + done, total); };
     }
     sim::Summary s = sim::run_monte_carlo(*simulator, series, progress);
+    warn_extrapolated(s.recovery);
     done_before += configs[k].run.trials;
     if (!sweep_key.empty()) s.label = sweep_key + "=" + sweep_values[k];
     summaries.push_back(std::move(s));
@@ -372,6 +407,11 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--reshard-gbytes-per-s", o->reshard_gbytes_per_s,
                   "per-GPU intra-domain reshard bandwidth, GB/s (recovery.reshard_gbytes_per_s; "
                   "default half of system.scale_up_gbytes_per_s: one direction of NVLink)");
+  cmd->add_option("--control-plane", o->control_plane,
+                  "what prices NTP-LIVE's detect, agree and rebuild (recovery.control_plane): "
+                  "curve (control_plane_sim's, configs/sim/control_plane_curve.json; the default "
+                  "when it loads) or ops-model (store operations per member)")
+      ->check(CLI::IsMember({"curve", "ops-model"}));
   cmd->add_flag("--recovery-cost", o->recovery_cost,
                 "print NTP-LIVE's recovery cost breakdown for one lost GPU and its repair, run "
                 "no trials");

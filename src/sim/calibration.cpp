@@ -92,6 +92,9 @@ Result<Calibration> calibrate(const SimConfig& config, const RuntimeMetrics& met
   cal.step_s = metrics.median_step_s;
   RecoveryConfig& f = cal.fitted;
   f = config.recovery;
+  // The fit is of the ops-per-member model's constants: price with it, whatever the config says.
+  f.control_plane = "ops-model";
+  f.curve.reset();
 
   // The reshards on the run's exact cluster (the bandwidth does not change the bytes).
   NTP_ASSIGN_OR_RETURN(RecoveryCostModel model, RecoveryCostModel::create(config));
@@ -170,6 +173,7 @@ Result<Calibration> calibrate(const SimConfig& config, const RuntimeMetrics& met
       "recovery.formation_seconds=" + config_number(f.formation_seconds),
       "recovery.reshard_gbytes_per_s=" + config_number(f.reshard_gbytes_per_s),
       "system.scale_out_gbits_per_s=" + config_number(fitted.system.scale_out_gbits_per_s),
+      "recovery.control_plane=ops-model",
   };
   return cal;
 }

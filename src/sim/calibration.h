@@ -14,6 +14,8 @@
 //   formation_seconds    mean(rebuild_s): one formation of the new groups per event;
 //   reshard_gbytes_per_s  sum of the busiest GPU's bytes / sum of reshard_s (one effective
 //                        bandwidth for both links: the CPU runtime's are loopback TCP alike).
+// These are the ops-per-member model's constants: the calibration prices with
+// recovery.control_plane = "ops-model" whatever the config says, and its overrides set it.
 #pragma once
 
 #include <cstdint>

@@ -131,6 +131,38 @@ class Section {
 
 constexpr double kBig = 1e18;
 
+// Settles recovery.control_plane to "curve" (with the curve loaded) or "ops-model".
+Status resolve_control_plane(RecoveryConfig& r, const std::string& base_dir) {
+  if (r.control_plane != "" && r.control_plane != "curve" && r.control_plane != "ops-model") {
+    return invalid_argument("key 'recovery.control_plane' = \"" + r.control_plane +
+                            "\" is not a model; use \"curve\" (the control_plane_sim curve) or "
+                            "\"ops-model\" (store operations per member)");
+  }
+  if (r.control_plane_curve.empty()) {
+    return invalid_argument(
+        "key 'recovery.control_plane_curve' is empty; name the curve file, "
+        "e.g. \"control_plane_curve.json\"");
+  }
+  if (std::filesystem::path(r.control_plane_curve).is_relative()) {
+    r.control_plane_curve = (std::filesystem::path(base_dir) / r.control_plane_curve).string();
+  }
+  r.curve.reset();
+  r.control_plane_note.clear();
+  if (r.control_plane == "ops-model") return ok_status();
+  Result<ControlPlaneCurve> curve = ControlPlaneCurve::load(r.control_plane_curve);
+  if (curve.ok()) {
+    r.control_plane = "curve";
+    r.curve = std::make_shared<const ControlPlaneCurve>(std::move(*curve));
+    return ok_status();
+  }
+  if (r.control_plane == "curve") {
+    return curve.status().with_context("key 'recovery.control_plane' = \"curve\"");
+  }
+  r.control_plane = "ops-model";
+  r.control_plane_note = curve.status().message();
+  return ok_status();
+}
+
 Status apply_override(toml::table& root, const std::string& text) {
   const auto eq = text.find('=');
   const auto dot = text.find('.');
@@ -273,7 +305,10 @@ Status parse_sections(const toml::table& root, SimConfig& c, const std::string& 
       r.get("formation_store_ops_per_member", c.recovery.formation_store_ops_per_member, 0, 1e9));
   NTP_RETURN_IF_ERROR(r.get("reshard_gbytes_per_s", c.recovery.reshard_gbytes_per_s, 0, kBig));
   NTP_RETURN_IF_ERROR(r.get("state_bytes_per_param", c.recovery.state_bytes_per_param, 1, 1e3));
+  NTP_RETURN_IF_ERROR(r.get("control_plane", c.recovery.control_plane));
+  NTP_RETURN_IF_ERROR(r.get("control_plane_curve", c.recovery.control_plane_curve));
   NTP_RETURN_IF_ERROR(r.check_unknown());
+  NTP_RETURN_IF_ERROR(resolve_control_plane(c.recovery, base_dir));
 
   Section u(table("sim"), "sim");
   NTP_RETURN_IF_ERROR(u.get("days", c.run.days, 1e-6, 1e5));

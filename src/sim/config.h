@@ -15,7 +15,8 @@
 //               detect_kill_seconds, detect_hang_seconds, hang_fraction, heartbeat_stale_seconds,
 //               agree_round_trips, store_rtt_seconds, store_ops_per_s,
 //               notice_store_ops_per_member, agree_store_ops_per_member, formation_seconds,
-//               formation_store_ops_per_member, reshard_gbytes_per_s, state_bytes_per_param
+//               formation_store_ops_per_member, reshard_gbytes_per_s, state_bytes_per_param,
+//               control_plane, control_plane_curve
 //   [fail_slow] enabled, rate_per_gpu_day, rate_multiplier, factors, factor_weights, mean_hours,
 //               drop_below
 //   [sim]       days, trials, seed, sample_hours, fixed_batch, target_batch_fraction, spares,
@@ -24,10 +25,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "sim/control_plane_curve.h"
 #include "sim/policy.h"
 
 namespace ntp::sim {
@@ -139,6 +142,16 @@ struct RecoveryConfig {
   double formation_store_ops_per_member = 10;
   double reshard_gbytes_per_s = 0.0;  // per GPU, intra-domain; 0: system.scale_up_gbytes_per_s / 2
   int state_bytes_per_param = 14;     // bf16 weight + fp32 master + two fp32 Adam moments
+  // What prices NTP-LIVE's detect, agree and rebuild phases (sim/recovery_cost.h): "curve", the
+  // control_plane_sim curve at the cluster's GPU count (sim/control_plane_curve.h), or
+  // "ops-model", the store operations per member above. Unset in the file: "curve" when the
+  // curve loads, else "ops-model" with control_plane_note saying why. After parsing it is one of
+  // the two, and `curve` is set exactly when it is "curve".
+  std::string control_plane;
+  // The curve file; a relative path is taken from the config file's folder (as failures.trace).
+  std::string control_plane_curve = "control_plane_curve.json";
+  std::shared_ptr<const ControlPlaneCurve> curve;
+  std::string control_plane_note;  // why an unset control_plane fell back to "ops-model"
 };
 
 struct RunConfig {

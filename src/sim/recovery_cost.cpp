@@ -83,6 +83,23 @@ Result<RecoveryCostModel> RecoveryCostModel::create(const SimConfig& c) {
   RecoveryCostModel m;
   NTP_ASSIGN_OR_RETURN(m.spaces_, stage_unit_spaces(c));
   m.r_ = c.recovery;
+  ControlPlaneInfo& info = m.control_plane_;
+  info.gpus = c.system.gpus;
+  if (c.recovery.curve) {
+    const ControlPlaneCurve& curve = *c.recovery.curve;
+    info.model = "curve";
+    info.curve = curve.source();
+    info.curve_commit = curve.commit();
+    info.domain = curve.domain();
+    info.lo_gpus = curve.points().front().gpus;
+    info.hi_gpus = curve.points().back().gpus;
+    info.extrapolated = !curve.covers(static_cast<double>(c.system.gpus));
+    m.kill_ = curve.at(static_cast<double>(c.system.gpus), false);
+    m.hang_ = curve.at(static_cast<double>(c.system.gpus), true);
+  } else {
+    info.model = "ops-model";
+    info.note = c.recovery.control_plane_note;
+  }
   m.tp_ = c.parallel.tp;
   m.pp_ = c.parallel.pp;
   m.members_ = static_cast<double>(c.system.gpus);
@@ -96,6 +113,9 @@ Result<RecoveryCostModel> RecoveryCostModel::create(const SimConfig& c) {
 
 RecoveryCostModel::RecoveryCostModel(const RecoveryCostModel& o)
     : r_(o.r_),
+      control_plane_(o.control_plane_),
+      kill_(o.kill_),
+      hang_(o.hang_),
       tp_(o.tp_),
       pp_(o.pp_),
       members_(o.members_),
@@ -112,6 +132,9 @@ RecoveryCostModel& RecoveryCostModel::operator=(const RecoveryCostModel& o) {
   RecoveryCostModel copy(o);
   std::lock_guard<std::mutex> lock(mutex_);
   r_ = copy.r_;
+  control_plane_ = std::move(copy.control_plane_);
+  kill_ = copy.kill_;
+  hang_ = copy.hang_;
   tp_ = copy.tp_;
   pp_ = copy.pp_;
   members_ = copy.members_;
@@ -273,9 +296,35 @@ RecoveryCost RecoveryCostModel::price(bool failure, const ReshardEstimate& worst
                                       double step_s) const {
   RecoveryCost c;
   const RecoveryConfig& r = r_;
+  if (r.curve) {
+    const double h = r.hang_fraction;
+    if (failure) {
+      c.lost_step_s = step_s / 2.0;
+      const double hang_detect =
+          std::max(0.0, r.detect_hang_seconds + hang_.detect_s - r.curve->hang_detect_s());
+      c.detect_s = (1.0 - h) * std::max(r.detect_kill_seconds, kill_.detect_s) + h * hang_detect;
+      c.agree_s = (1.0 - h) * kill_.agree_s + h * hang_.agree_s;
+      c.rebuild_s = (1.0 - h) * kill_.rebuild_s + h * hang_.rebuild_s;
+    } else {
+      c.agree_s = kill_.agree_s;
+      c.rebuild_s = kill_.rebuild_s;
+    }
+  } else {
+    price_ops_model(failure, c);
+    if (failure) c.lost_step_s = step_s / 2.0;
+  }
+  c.reshard_s = worst.seconds;
+  c.busiest_gpu_bytes = worst.busiest_gpu_bytes;
+  c.changed_group_bytes = worst.changed_group_bytes;
+  c.dp_peer_bytes = worst.dp_peer_bytes;
+  c.total_s = c.lost_step_s + c.detect_s + c.agree_s + c.rebuild_s + c.reshard_s;
+  return c;
+}
+
+void RecoveryCostModel::price_ops_model(bool failure, RecoveryCost& c) const {
+  const RecoveryConfig& r = r_;
   const double notice_s = r.notice_store_ops_per_member * members_ / r.store_ops_per_s;
   if (failure) {
-    c.lost_step_s = step_s / 2.0;
     c.detect_s = (1.0 - r.hang_fraction) * std::max(r.detect_kill_seconds, notice_s) +
                  r.hang_fraction * std::max(r.detect_hang_seconds, notice_s);
     // The decider's wait for a stale heartbeat starts at the failure, like detection.
@@ -287,12 +336,6 @@ RecoveryCost RecoveryCostModel::price(bool failure, const ReshardEstimate& worst
                         r.agree_store_ops_per_member * members_ / r.store_ops_per_s);
   c.rebuild_s = std::max(r.formation_seconds,
                          r.formation_store_ops_per_member * members_ / r.store_ops_per_s);
-  c.reshard_s = worst.seconds;
-  c.busiest_gpu_bytes = worst.busiest_gpu_bytes;
-  c.changed_group_bytes = worst.changed_group_bytes;
-  c.dp_peer_bytes = worst.dp_peer_bytes;
-  c.total_s = c.lost_step_s + c.detect_s + c.agree_s + c.rebuild_s + c.reshard_s;
-  return c;
 }
 
 }  // namespace ntp::sim

@@ -26,6 +26,22 @@
 //              scale-out link; the reshard takes as long as the busiest GPU.
 // Repairs cost agree + rebuild + reshard (the joiner is admitted at a step boundary).
 //
+// With recovery.control_plane = "curve" (the default when configs/sim/control_plane_curve.json
+// loads) the detect, agree and rebuild phases come instead from control_plane_sim's curve
+// (sim/control_plane_curve.h: the protocol's own machines with the domain hierarchy, simulated at
+// whole NVL72-domain GPU counts), interpolated log-log at system.gpus:
+//   detect     kill: max(detect_kill_seconds, the kill's abort_all_s) (the simulation posts the
+//              exit notice at the fault; detect_kill_seconds is how long a real failure takes to
+//              surface at all); hang: detect_hang_seconds + (the hang's abort_all_s - the curve's
+//              hang_detect_s), i.e. the configured threshold plus what the protocol adds past its
+//              own (beat lag, the fan-out), so the curve's figure when the thresholds agree.
+//   agree      the fault's agree_s: the agreement as run, its waits for stale members included
+//              (no heartbeat_stale_seconds term); weighted by hang_fraction like detect.
+//   rebuild    the fault's form_s (no formation_seconds floor).
+// Repairs take the kill's agree_s and form_s. The store_*, *_store_ops_per_member,
+// agree_round_trips and formation_seconds keys apply to "ops-model" only: the curve's store is
+// control_plane_sim's (one per domain plus the leaders' global one).
+//
 // The reshard is planned on a representative cluster rather than the whole one: the changed
 // TP group (degree from -> to), a group at the lowest degree among the other running groups
 // (when below tp: it sets the fold's sync degree) and a healthy group. Every group of the real
@@ -73,6 +89,18 @@ struct DegreeChange {
   int from = 0, to = 0;
 };
 
+// What priced the control-plane phases (detect, agree, rebuild), for the report.
+struct ControlPlaneInfo {
+  std::string model;                      // "curve" or "ops-model"
+  std::string note;                       // why ops-model when recovery.control_plane was not set
+  std::string curve;                      // the curve's file (curve)
+  std::string curve_commit;               // the commit that generated it
+  int domain = 0;                         // the curve's domain size (curve)
+  std::int64_t gpus = 0;                  // the cluster's, where the curve is read
+  std::int64_t lo_gpus = 0, hi_gpus = 0;  // the curve's range
+  bool extrapolated = false;              // gpus outside [lo_gpus, hi_gpus]
+};
+
 class RecoveryCostModel {
  public:
   // kInvalidArgument naming the key when the model cannot be laid out (hidden not a multiple of
@@ -101,6 +129,7 @@ class RecoveryCostModel {
                                           const std::vector<int>& to_degrees,
                                           std::int64_t* into_first_slot = nullptr) const;
 
+  const ControlPlaneInfo& control_plane() const { return control_plane_; }
   const std::vector<shard::UnitSpace>& spaces() const { return spaces_; }
   double healthy_step_s() const { return step_s_; }
   // Per-GPU bandwidths in bytes/s: intra-domain reshard, DP-peer (scale-out).
@@ -115,10 +144,14 @@ class RecoveryCostModel {
   Result<ReshardEstimate> plan(const std::vector<int>& from_degrees,
                                const std::vector<int>& to_degrees,
                                std::int64_t* into_first_slot) const;
+  // detect_s, agree_s and rebuild_s of `c` from the store operations per member.
+  void price_ops_model(bool failure, RecoveryCost& c) const;
   // Every unit of a stage at `degree` fetched from DP peers (a replica coming back).
   ReshardEstimate full_fetch(int degree) const;
 
   RecoveryConfig r_;
+  ControlPlaneInfo control_plane_;
+  ControlPlanePhases kill_, hang_;  // the curve's phases at the cluster's GPU count (curve)
   int tp_ = 1;
   int pp_ = 1;
   double members_ = 1;  // control-plane members: one worker per GPU

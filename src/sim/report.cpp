@@ -49,6 +49,7 @@ RecoverySummary typical_recovery(const Simulator& sim) {
   const RecoveryCostModel* model = sim.recovery_model();
   if (model == nullptr) return out;
   out.modelled = true;
+  out.control_plane = model->control_plane();
   out.tp = c.parallel.tp;
   out.degraded = sim.workload().degree_after_failures(1);
   out.failure = model->event(true, {{0, out.tp, out.degraded}}, out.tp);
@@ -78,6 +79,20 @@ std::string breakdown(const RecoveryCost& c) {
 
 }  // namespace
 
+std::string format_control_plane(const ControlPlaneInfo& info) {
+  std::ostringstream os;
+  os << "live recovery control plane (detect, agree, rebuild): ";
+  if (info.model == "curve") {
+    os << "curve " << info.curve << " (control_plane_sim --hierarchy, " << info.domain
+       << "-GPU domains, " << info.lo_gpus << ".." << info.hi_gpus << " GPUs) at " << info.gpus
+       << " GPUs" << (info.extrapolated ? ", extrapolated" : "");
+  } else {
+    os << "ops-model (recovery.*_store_ops_per_member over recovery.store_ops_per_s)";
+    if (!info.note.empty()) os << "; no curve: " << info.note;
+  }
+  return os.str();
+}
+
 std::string format_recovery(const RecoverySummary& r) {
   std::ostringstream os;
   if (!r.modelled) {
@@ -87,6 +102,7 @@ std::string format_recovery(const RecoverySummary& r) {
     }
     return os.str();
   }
+  os << format_control_plane(r.control_plane) << "\n";
   os << "live recovery, one GPU lost (TP " << r.tp << " -> " << r.degraded
      << "): " << breakdown(r.failure) << "\n";
   os << "  its repair (TP " << r.degraded << " -> " << r.tp << "): " << breakdown(r.repair) << "\n";

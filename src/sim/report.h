@@ -32,13 +32,18 @@ struct RecoverySummary {
   int tp = 0, degraded = 0;   // the typical event: one GPU of a healthy cluster fails
   RecoveryCost failure, repair;                          // its breakdown, and that of its repair
   double failures_per_trial = 0, repairs_per_trial = 0;  // events the engine priced
-  RecoveryCost mean;  // mean per priced event (failures and repairs) over all trials
+  RecoveryCost mean;               // mean per priced event (failures and repairs) over all trials
+  ControlPlaneInfo control_plane;  // what priced detect, agree and rebuild
 };
 
 // The typical events of `sim` (no trials run); `modelled` false without a cost model.
 RecoverySummary typical_recovery(const Simulator& sim);
-// One paragraph: the breakdown of the typical failure and repair, and the trials' mean.
+// One paragraph: what priced the control plane, the breakdown of the typical failure and repair,
+// and the trials' mean.
 std::string format_recovery(const RecoverySummary& recovery);
+// One line: the control-plane model ("curve": the file, its domain size, its range and whether
+// the cluster's GPU count is inside it; "ops-model": and why, when it was a fallback).
+std::string format_control_plane(const ControlPlaneInfo& info);
 
 struct Summary {
   std::string label;  // the sweep point ("" without a sweep)

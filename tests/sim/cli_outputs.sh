@@ -38,9 +38,15 @@ grep -q '^0.4 ' "$tmp/snap" || die "snapshot row for 0.4%"
 # run's metrics (tests/sim/data: the toy job of docs/recovery.md with slot 0:3 killed and repaired).
 "$ntp" sim --config "$cfg" --recovery-cost >"$tmp/cost" || die "recovery-cost run"
 grep -q 'one GPU lost (TP 32 -> 28)' "$tmp/cost" || die "no failure breakdown: $(cat "$tmp/cost")"
-"$ntp" sim --config "$cfg" --recovery-cost --formation-s 10 >"$tmp/cost10" || die "--formation-s"
+grep -q 'control plane (detect, agree, rebuild): curve ' "$tmp/cost" ||
+  die "the shipped config is not priced by the control-plane curve: $(cat "$tmp/cost")"
+"$ntp" sim --config "$cfg" --recovery-cost --control-plane ops-model --formation-s 10 \
+  >"$tmp/cost10" || die "--formation-s"
 grep -q 'rebuild 10.00 +' "$tmp/cost10" || die "--formation-s ignored: $(cat "$tmp/cost10")"
+grep -q 'control plane (detect, agree, rebuild): ops-model' "$tmp/cost10" ||
+  die "--control-plane ops-model not reported: $(cat "$tmp/cost10")"
 grep -q '"live_recovery"' "$tmp/a.json" || die "JSON lacks live_recovery"
+grep -q '"model": "curve"' "$tmp/a.json" || die "JSON lacks live_recovery.control_plane.model"
 "$ntp" sim --config "$2/configs/sim/toy-live.toml" --json \
   --calibrate-from "$2/tests/sim/data/toy-live-metrics.jsonl" >"$tmp/cal.json" || die "calibrate"
 grep -q '"reshard_bytes": 140928' "$tmp/cal.json" || die "measured leader bytes missing"

@@ -48,7 +48,11 @@ days = 1
 trials = 1
 policies = ["NTP", "NTP-LIVE"]
 )toml";
-  Result<SimConfig> c = parse_config(text, overrides, ::testing::TempDir());
+  // The ops-per-member model (the toy's few members are below the control-plane curve's range);
+  // control_plane_curve_test.cpp tests the curve.
+  std::vector<std::string> with_model = {"recovery.control_plane=ops-model"};
+  with_model.insert(with_model.end(), overrides.begin(), overrides.end());
+  Result<SimConfig> c = parse_config(text, with_model, ::testing::TempDir());
   NTP_CHECK_MSG(c.ok(), c.status().to_string());
   return *c;
 }
