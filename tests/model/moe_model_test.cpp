@@ -13,12 +13,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <string>
 #include <thread>
 
 #include "core/check.h"
 #include "core/rng.h"
 #include "kernels/cpu/gemm.h"
+#include "model/model_factory.h"
 #include "model/moe_model.h"
 #include "model/thread_tp_group.h"
 #include "moe_model_reference.h"
@@ -119,6 +121,43 @@ TEST(MoeModelConfigTest, ValidationNamesTheBadFieldAndParamsAreCounted) {
   EXPECT_EQ(m->params()[8].name, "model.layers.0.block_sparse_moe.experts.w1.weight");
   EXPECT_EQ(m->params()[8].logical_shape, (std::vector<int64_t>{5, 12, 20}));
   EXPECT_EQ(m->params()[9].logical_shape, (std::vector<int64_t>{5, 20, 12}));
+}
+
+TEST(MoeModelConfigTest, TheFactoryMakesMoeFromModelConfig) {
+  ModelConfig mc;
+  mc.family = ModelFamily::kMoe;
+  mc.n_layer = 2;
+  mc.n_head = 4;
+  mc.n_kv_head = 2;
+  mc.n_embd = 16;
+  mc.n_ffn = 8;
+  mc.n_experts = 3;
+  mc.top_k = 2;
+  EXPECT_EQ(parse_model_family("moe").value(), ModelFamily::kMoe);
+  EXPECT_STREQ(model_family_name(ModelFamily::kMoe), "moe");
+  EXPECT_EQ(mc.grouped_kv_heads(), 2);
+  EXPECT_EQ(mc.num_params(), mc.moe().num_params());
+  ModelShard shard;
+  shard.heads = {0, 1, 2, 3};
+  shard.vocab_rows.resize(256);
+  std::iota(shard.vocab_rows.begin(), shard.vocab_rows.end(), int64_t{0});
+  shard.head_rows = shard.vocab_rows;
+  shard.units(UnitSpaceId::kExperts) = {2, 0};
+  auto m = create_model(mc, shard, 3);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const auto* moe = dynamic_cast<const MoeModel*>(m->get());
+  ASSERT_NE(moe, nullptr);
+  EXPECT_EQ(moe->experts(), (std::vector<int64_t>{2, 0}));
+  EXPECT_GT(training_flops(mc, 2, 8), 0.0);
+  // MoE fields on another family, experts in another family's shard, no experts.
+  ModelConfig llama = mc;
+  llama.family = ModelFamily::kLlama;
+  EXPECT_NE(llama.validate().to_string().find("--model moe"), std::string::npos);
+  llama.n_experts = 0;
+  EXPECT_TRUE(llama.validate().ok());
+  EXPECT_FALSE(create_model(llama, shard, 3).ok());
+  mc.n_experts = 0;
+  EXPECT_NE(mc.validate().to_string().find("n_experts"), std::string::npos);
 }
 
 TEST(MoeModelTest, ExpertTensorsAreUnitsOfTheExpertSpace) {
@@ -227,8 +266,9 @@ TEST(MoeModelTest, AuxLossIsTransformersAllLayerForm) {
 // is the float32 backward's rounding; the MoE adds the router's chain, sums of <= 14 tokens per
 // expert, the same depth). A step of h along any unit direction moves a router logit by at most
 // about h |h2 row| (|h2 row| ~ sqrt(C) x 1.3 < 10 here: <= 1e-4), well below the smallest top-k
-// gap (asserted > 1e-3; 4.4e-3 with these weights), so the reference is differentiable there. Limits as Llama's:
-// 1e-5 of the tensor's largest gradient per element, 5e-6 relative along the gradient.
+// gap (asserted > 1e-3; 4.4e-3 with these weights), so the reference is differentiable there.
+// Limits as Llama's: 1e-5 of the tensor's largest gradient per element, 5e-6 relative along the
+// gradient.
 TEST(MoeModelTest, GradientsMatchFiniteDifferencesOfTheReference) {
   const MoeModelConfig c = test_config();
   auto m = MoeModel::create(c, attention_shard(c), {0, 1, 2, 3, 4}, 7);

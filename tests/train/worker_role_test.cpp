@@ -158,7 +158,7 @@ TEST(WorkerRoleTest, LlamaSpacesAreTheModelsInUnitSpaceIdOrder) {
       c,
       [&] {
         const model::LlamaShard f = model::full_shard(c.llama());
-        return model::ModelShard{f.heads, f.ffn_units, f.vocab_rows, f.head_rows};
+        return model::ModelShard{f.heads, f.ffn_units, f.vocab_rows, f.head_rows, {}};
       }(),
       1);
   ASSERT_TRUE(m.ok());
@@ -175,6 +175,45 @@ TEST(WorkerRoleTest, LlamaSpacesAreTheModelsInUnitSpaceIdOrder) {
   int64_t sharded = 0;
   for (const shard::UnitSpace& s : spaces) sharded += s.units * s.params_per_unit;
   EXPECT_EQ(replicated, 2 * c.n_embd * c.n_layer + c.n_embd);
+  EXPECT_EQ(sharded + replicated, c.num_params());
+}
+
+// The MoE family: Llama's five spaces with the dense FFN's empty (derived, so no rank must hold
+// one), plus the experts; every parameter lies in the space its UnitSpaceId numbers with that
+// space's unit count, and the counts add up (replicated: the norms and each layer's router).
+TEST(WorkerRoleTest, MoeSpacesAddTheExpertsAfterLlamas) {
+  model::ModelConfig c = llama_config();
+  c.family = model::ModelFamily::kMoe;
+  c.n_ffn = 24;
+  c.n_experts = 5;
+  const std::vector<shard::UnitSpace> spaces = shard::model_unit_spaces(model_shape(c));
+  ASSERT_EQ(spaces.size(), 6u);
+  const char* names[] = {"heads", "ffn", "vocab", "kv", "head_rows", "experts"};
+  for (size_t i = 0; i < spaces.size(); ++i) EXPECT_EQ(spaces[i].name, names[i]);
+  EXPECT_EQ(spaces[1].units, 0);
+  EXPECT_TRUE(spaces[1].derived());
+  EXPECT_EQ(spaces[5].units, 5);
+  model::ModelShard shard;
+  const model::LlamaShard f = model::full_shard(c.llama());
+  shard.heads = f.heads;
+  shard.vocab_rows = f.vocab_rows;
+  shard.head_rows = f.head_rows;
+  shard.experts = {0, 1, 2, 3, 4};
+  Result<std::unique_ptr<model::Model>> m = model::create_model(c, shard, 1);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  int64_t replicated = 0;
+  for (const model::Param& p : (*m)->params()) {
+    const ParamGeometry g = ParamGeometry::of(p);
+    if (g.space < 0) {
+      replicated += shape_numel(p.logical_shape);
+      continue;
+    }
+    ASSERT_LT(g.space, 6) << p.name;
+    EXPECT_EQ(g.units, spaces[static_cast<size_t>(g.space)].units) << p.name;
+  }
+  int64_t sharded = 0;
+  for (const shard::UnitSpace& s : spaces) sharded += s.units * s.params_per_unit;
+  EXPECT_EQ(replicated, (2 * c.n_embd + 5 * c.n_embd) * c.n_layer + c.n_embd);
   EXPECT_EQ(sharded + replicated, c.num_params());
 }
 
