@@ -19,6 +19,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "gradient_check.h"
 #include "kernels/cpu/gemm.h"
 #include "model/model_factory.h"
 #include "model/moe_model.h"
@@ -79,13 +80,7 @@ void redraw_weights(MoeModel& m, uint64_t seed) {
 }
 
 reference::Weights logical_weights(const MoeModel& m) {
-  reference::Weights w;
-  for (const Param& p : m.params()) {
-    std::vector<float> logical(static_cast<size_t>(shape_numel(p.logical_shape)));
-    p.scatter_to_logical(p.value.span(), logical);
-    w[p.name] = std::vector<double>(logical.begin(), logical.end());
-  }
-  return w;
+  return gradcheck::logical_weights(m.params());
 }
 
 TEST(MoeModelConfigTest, ValidationNamesTheBadFieldAndParamsAreCounted) {
@@ -283,48 +278,12 @@ TEST(MoeModelTest, GradientsMatchFiniteDifferencesOfTheReference) {
   auto ref_loss = [&](const reference::Weights& w) {
     return reference::moe_model_loss(c, w, tokens, targets, kB, kT);
   };
-  const double h = 1e-5;
-  Rng rng(9);
-  double worst_elem = 0.0, worst_dir = 0.0;
-  for (const Param& p : m->params()) {
-    std::vector<float> grad(static_cast<size_t>(p.grad.numel()));
-    p.scatter_to_logical(p.grad.span(), grad);
-    std::vector<size_t> picks = {static_cast<size_t>(
-        std::max_element(grad.begin(), grad.end(),
-                         [](float a, float b) { return std::abs(a) < std::abs(b); }) -
-        grad.begin())};
-    for (int i = 0; i < 5; ++i) picks.push_back(rng.below(grad.size()));
-    double gmax = 0.0, norm = 0.0;
-    for (float g : grad) {
-      gmax = std::max(gmax, std::abs(static_cast<double>(g)));
-      norm += static_cast<double>(g) * g;
-    }
-    norm = std::sqrt(norm);
-    ASSERT_GT(gmax, 0.0) << p.name;
-    for (size_t e : picks) {
-      reference::Weights w = w0;
-      w[p.name][e] += h;
-      const double fp = ref_loss(w);
-      w[p.name][e] -= 2 * h;
-      const double fd = (fp - ref_loss(w)) / (2 * h);
-      const double err = std::abs(grad[e] - fd) / gmax;
-      worst_elem = std::max(worst_elem, err);
-      EXPECT_LT(err, 1e-5) << p.name << " element " << e << ": " << grad[e] << " vs " << fd;
-    }
-    reference::Weights wp = w0, wm = w0;
-    for (size_t i = 0; i < grad.size(); ++i) {
-      wp[p.name][i] += h * grad[i] / norm;
-      wm[p.name][i] -= h * grad[i] / norm;
-    }
-    const double dir = (ref_loss(wp) - ref_loss(wm)) / (2 * h);
-    const double err = std::abs(dir - norm) / norm;
-    worst_dir = std::max(worst_dir, err);
-    EXPECT_LT(err, 5e-6) << p.name << ": directional " << dir << " vs |g| " << norm;
-  }
+  const gradcheck::GradientErrors worst =
+      gradcheck::check_gradients(m->params(), w0, ref_loss, 1e-5, 1e-5, 5e-6);
   std::printf(
       "MoE gradients vs float64 reference: worst element %.2e (of the tensor's max), "
       "worst directional %.2e, min top-k gap %.3f\n",
-      worst_elem, worst_dir, gap);
+      worst.element, worst.directional, gap);
 }
 
 // ---- TP / EP parity (threads) ----
@@ -388,6 +347,16 @@ std::vector<RankResult> run_replica(const MoeModelConfig& c, const std::vector<L
   return results;
 }
 
+// ||a - b|| / ||b|| in float64.
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0.0, norm = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
 struct ParityCase {
   const char* name;
   std::vector<std::vector<int64_t>> experts;  // per rank; attention and vocabulary shuffled
@@ -418,12 +387,11 @@ TEST_P(MoeTpParityTest, LossAndLogicalGradientsMatchDegreeOne) {
 
   double worst_loss = 0.0, worst_grad = 0.0;
   for (const RankResult& r : tp) {
-    const double e = std::abs(r.loss - ref[0].loss) / ref[0].loss;
-    worst_loss = std::max(worst_loss, e);
-    EXPECT_LT(e, 1e-6);
-    EXPECT_LT(std::abs(r.norm - ref[0].norm) / ref[0].norm, 1e-5) << "gradient norm";
-    EXPECT_EQ(r.norm, tp[0].norm);
+    worst_loss = std::max(worst_loss, std::abs(r.loss - ref[0].loss) / ref[0].loss);
+    EXPECT_EQ(r.norm, tp[0].norm) << "grad_norm differs between ranks";
   }
+  EXPECT_LT(worst_loss, 1e-6);
+  EXPECT_LT(std::abs(tp[0].norm - ref[0].norm) / ref[0].norm, 1e-5) << "replica gradient norm";
   for (size_t k = 0; k < ref[0].logical.size(); ++k) {
     const std::string& name = ref[0].names[k];
     const std::vector<float>& want = ref[0].logical[k];
@@ -443,13 +411,10 @@ TEST_P(MoeTpParityTest, LossAndLogicalGradientsMatchDegreeOne) {
         merged[i] = r.logical[k][i];
       }
     }
-    double diff = 0.0, norm = 0.0;
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_FALSE(std::isnan(merged[i])) << name << " element " << i << " held by no rank";
-      diff += (merged[i] - want[i]) * static_cast<double>(merged[i] - want[i]);
-      norm += static_cast<double>(want[i]) * want[i];
     }
-    const double e = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+    const double e = rel_l2(merged, want);
     worst_grad = std::max(worst_grad, e);
     EXPECT_LT(e, 1e-5) << name;
   }

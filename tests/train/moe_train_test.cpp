@@ -45,18 +45,9 @@ model::MoeModelConfig moe_model() {
   return c;
 }
 
-struct JobSpec {
-  int domains = 1;
-  int tp = 1;
-  std::string failed;
-  std::string strategy = "fold";
-  std::string optimizer = "replicated";
-};
-
-std::string describe(const JobSpec& s) {
-  return std::to_string(s.domains) + "x" + std::to_string(s.tp) + " failed[" + s.failed + "] " +
-         s.strategy + "/" + s.optimizer;
-}
+using parity::describe;
+using parity::JobSpec;
+using parity::Worst;
 
 // The full model at ntp train's seed (1234): the parameter list and initial values the dumps are
 // read against.
@@ -84,32 +75,11 @@ parity::DumpedRun run_job(const JobSpec& spec, const std::string& name,
   return parity::run_and_read(args, dir, model.params(), describe(spec));
 }
 
-struct Worst {
-  double grad = 0, loss = 0, update = 0;
-};
-
+// Loss per step within 1e-6, step-0 gradient 1e-5, weight change 1e-4: parity::compare_runs.
 Worst compare(const parity::DumpedRun& got, const parity::DumpedRun& want,
               const std::string& label) {
-  Worst w;
   const model::MoeModel init = full_model();
-  const std::vector<model::Param>& params = init.params();
-  EXPECT_EQ(got.grads.size(), params.size()) << label;
-  if (got.grads.size() != params.size() || want.grads.size() != params.size()) return w;
-  EXPECT_EQ(got.losses.size(), static_cast<size_t>(kSteps)) << label;
-  for (size_t s = 0; s < std::min(got.losses.size(), want.losses.size()); ++s) {
-    const double l = std::abs(got.losses[s] - want.losses[s]) / std::abs(want.losses[s]);
-    w.loss = std::max(w.loss, l);
-    EXPECT_LE(l, 1e-6) << label << ": loss at step " << s;
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    const double g = parity::rel_l2(got.grads[i], want.grads[i]);
-    w.grad = std::max(w.grad, g);
-    EXPECT_LE(g, 1e-5) << label << ": step-0 gradient of " << params[i].name;
-    const double u = parity::change_rel_l2(params[i], got.weights[i], want.weights[i]);
-    w.update = std::max(w.update, u);
-    EXPECT_LE(u, 1e-4) << label << ": weight change of " << params[i].name;
-  }
-  return w;
+  return parity::compare_runs(got, want, init.params(), kSteps, label);
 }
 
 void expect_loss_falls(const parity::DumpedRun& run, const std::string& label) {
@@ -164,27 +134,9 @@ TEST(MoeTrainTest, ResumingAtAnotherLayoutContinuesTheSameRun) {
     const parity::DumpedRun second =
         run_job(same ? mixed : wider, "second-" + tag, {"--resume", save});
     ASSERT_EQ(second.losses.size(), static_cast<size_t>(kSteps / 2)) << tag;
-    EXPECT_EQ(second.mismatches, 0) << tag;
-    double worst_loss = 0.0, worst_update = 0.0;
-    for (size_t s = 0; s < second.losses.size(); ++s) {
-      const double want = full.losses[s + kSteps / 2];
-      worst_loss = std::max(worst_loss, std::abs(second.losses[s] - want) / std::abs(want));
-      if (same) {
-        EXPECT_EQ(second.losses[s], want) << "step " << s + kSteps / 2;
-      }
-    }
-    EXPECT_LE(worst_loss, 1e-6) << tag;
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (same) {
-        EXPECT_EQ(second.weights[i], full.weights[i]) << params[i].name;
-        continue;
-      }
-      const double u = parity::change_rel_l2(params[i], second.weights[i], full.weights[i]);
-      worst_update = std::max(worst_update, u);
-      EXPECT_LE(u, 1e-4) << params[i].name;
-    }
+    const Worst w = parity::compare_resumed(second, full, params, kSteps / 2, same, tag);
     std::printf("moe resume {2,1} -> %s: worst loss %.2e, weight change %.2e%s\n",
-                same ? "{2,1}" : "2x3", worst_loss, worst_update, same ? " (bit for bit)" : "");
+                same ? "{2,1}" : "2x3", w.loss, w.update, same ? " (bit for bit)" : "");
   }
 }
 

@@ -143,6 +143,28 @@ shard::ClusterLayout plan_llama(int domains, int tp, std::vector<shard::SlotRef>
   return *layout;
 }
 
+// Expects every sharded parameter of m in the layout space its UnitSpaceId numbers, with that
+// space's unit count, and the spaces' parameter counts plus the replicated ones to add up to
+// num_params; returns the replicated parameters' count.
+int64_t params_outside_spaces(const model::Model& m, const std::vector<shard::UnitSpace>& spaces,
+                              int64_t num_params) {
+  int64_t replicated = 0;
+  for (const model::Param& p : m.params()) {
+    const ParamGeometry g = ParamGeometry::of(p);
+    if (g.space < 0) {
+      replicated += shape_numel(p.logical_shape);
+      continue;
+    }
+    EXPECT_LT(g.space, static_cast<int>(spaces.size())) << p.name;
+    if (g.space >= static_cast<int>(spaces.size())) continue;
+    EXPECT_EQ(g.units, spaces[static_cast<size_t>(g.space)].units) << p.name;
+  }
+  int64_t sharded = 0;
+  for (const shard::UnitSpace& s : spaces) sharded += s.units * s.params_per_unit;
+  EXPECT_EQ(sharded + replicated, num_params);
+  return replicated;
+}
+
 TEST(WorkerRoleTest, LlamaSpacesAreTheModelsInUnitSpaceIdOrder) {
   const model::ModelConfig c = llama_config();
   const std::vector<shard::UnitSpace> spaces = shard::model_unit_spaces(model_shape(c));
@@ -162,20 +184,8 @@ TEST(WorkerRoleTest, LlamaSpacesAreTheModelsInUnitSpaceIdOrder) {
       }(),
       1);
   ASSERT_TRUE(m.ok());
-  int64_t replicated = 0;
-  for (const model::Param& p : (*m)->params()) {
-    const ParamGeometry g = ParamGeometry::of(p);
-    if (g.space < 0) {
-      replicated += shape_numel(p.logical_shape);
-      continue;
-    }
-    ASSERT_LT(g.space, 5) << p.name;
-    EXPECT_EQ(g.units, spaces[static_cast<size_t>(g.space)].units) << p.name;
-  }
-  int64_t sharded = 0;
-  for (const shard::UnitSpace& s : spaces) sharded += s.units * s.params_per_unit;
-  EXPECT_EQ(replicated, 2 * c.n_embd * c.n_layer + c.n_embd);
-  EXPECT_EQ(sharded + replicated, c.num_params());
+  EXPECT_EQ(params_outside_spaces(**m, spaces, c.num_params()),
+            2 * c.n_embd * c.n_layer + c.n_embd);
 }
 
 // The MoE family: Llama's five spaces with the dense FFN's empty (derived, so no rank must hold
@@ -201,20 +211,9 @@ TEST(WorkerRoleTest, MoeSpacesAddTheExpertsAfterLlamas) {
   shard.experts = {0, 1, 2, 3, 4};
   Result<std::unique_ptr<model::Model>> m = model::create_model(c, shard, 1);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
-  int64_t replicated = 0;
-  for (const model::Param& p : (*m)->params()) {
-    const ParamGeometry g = ParamGeometry::of(p);
-    if (g.space < 0) {
-      replicated += shape_numel(p.logical_shape);
-      continue;
-    }
-    ASSERT_LT(g.space, 6) << p.name;
-    EXPECT_EQ(g.units, spaces[static_cast<size_t>(g.space)].units) << p.name;
-  }
-  int64_t sharded = 0;
-  for (const shard::UnitSpace& s : spaces) sharded += s.units * s.params_per_unit;
-  EXPECT_EQ(replicated, (2 * c.n_embd + 5 * c.n_embd) * c.n_layer + c.n_embd);
-  EXPECT_EQ(sharded + replicated, c.num_params());
+  // Replicated: the norms and each layer's router [E, C].
+  EXPECT_EQ(params_outside_spaces(**m, spaces, c.num_params()),
+            (2 * c.n_embd + 5 * c.n_embd) * c.n_layer + c.n_embd);
 }
 
 // Mixed degrees {4, 3, 2} (and speed-weighted replicas): in every replica the KV space's owners
