@@ -245,6 +245,12 @@ void add_train_command(CLI::App& app, int& exit_code) {
   args->model_options.emplace_back("--top-k", nullptr);
   args->model_options.back().second =
       cmd->add_option("--top-k", c.model.top_k, "MoE: experts per token")->group(model);
+  args->model_options.emplace_back("--shared-experts", nullptr);
+  args->model_options.back().second =
+      cmd->add_option(
+             "--shared-experts", c.model.n_shared_experts,
+             "MoE: shared experts (every token, weight 1; their columns are the FFN units)")
+          ->group(model);
   args->model_options.emplace_back("--router-aux-coef", nullptr);
   args->model_options.back().second =
       cmd->add_option("--router-aux-coef", c.model.router_aux_loss_coef,

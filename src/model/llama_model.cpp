@@ -66,15 +66,19 @@ Result<LlamaModel> LlamaModel::create(const LlamaConfig& config, LlamaShard shar
 }
 
 std::vector<int> LlamaModel::add_ffn_params(int64_t /*layer*/, const std::string& prefix) {
+  return add_dense_ffn_params(prefix + "mlp.");
+}
+
+std::vector<int> LlamaModel::add_dense_ffn_params(const std::string& prefix) {
   const int64_t c = config_.n_embd, f = config_.ffn(), unit = config_.ffn_unit;
   std::vector<int64_t> ffn_rows;
   append_unit_slices(shard_.ffn_units, unit, 0, ffn_rows);
   // [outer, units, inner] views (model/param.h); nn.Linear weights are [out, in].
   const Sharding gate_up_w{0, ffn_rows, UnitSpaceId::kFfn, 1, unit * c};
   const Sharding down_w{1, ffn_rows, UnitSpaceId::kFfn, c, unit};
-  return {add_param(prefix + "mlp.gate_proj.weight", {f, c}, gate_up_w),
-          add_param(prefix + "mlp.up_proj.weight", {f, c}, gate_up_w),
-          add_param(prefix + "mlp.down_proj.weight", {c, f}, down_w)};
+  return {add_param(prefix + "gate_proj.weight", {f, c}, gate_up_w),
+          add_param(prefix + "up_proj.weight", {f, c}, gate_up_w),
+          add_param(prefix + "down_proj.weight", {c, f}, down_w)};
 }
 
 Status LlamaModel::build(LlamaModel& m, uint64_t seed, bool initialize) {
@@ -227,15 +231,23 @@ Status LlamaModel::forward_ffn(size_t l, const Dims& m, std::vector<float>& x_ou
   return ffn_forward(l, m, x_out);
 }
 
-Status LlamaModel::ffn_forward(size_t l, const Dims& m, std::vector<float>& x_out) {
-  const std::vector<int>& p = layers_[l].ffn;  // gate, up, down
+void LlamaModel::dense_ffn_hidden(size_t l, const Dims& m, const int* p) {
   LayerActs& a = acts_[l];
   const int64_t n = m.n, c = m.c, fl = m.fl;
   resize(a.gu, n * 2 * fl), resize(a.s, n * fl);
   matmul_nt(m.dtype, n, fl, c, a.h2.data(), c, w(p[0]), c, 0.0f, a.gu.data(), 2 * fl);
   matmul_nt(m.dtype, n, fl, c, a.h2.data(), c, w(p[1]), c, 0.0f, a.gu.data() + fl, 2 * fl);
   k::swiglu_forward(a.gu.data(), n, fl, a.s.data());
-  return row_parallel_residual(m, a.s.data(), fl, p[2], a.x_mid, x_out);
+}
+
+void LlamaModel::dense_ffn_output(size_t l, const Dims& m, const int* p, float* y) {
+  matmul_nt(m.dtype, m.n, m.c, m.fl, acts_[l].s.data(), m.fl, w(p[2]), m.fl, 1.0f, y, m.c);
+}
+
+Status LlamaModel::ffn_forward(size_t l, const Dims& m, std::vector<float>& x_out) {
+  const std::vector<int>& p = layers_[l].ffn;  // gate, up, down
+  dense_ffn_hidden(l, m, p.data());
+  return row_parallel_residual(m, acts_[l].s.data(), m.fl, p[2], acts_[l].x_mid, x_out);
 }
 
 double LlamaModel::ffn_loss(const Dims& /*m*/) { return 0.0; }
@@ -249,23 +261,26 @@ Status LlamaModel::backward_ffn(size_t l, const Dims& m) {
 }
 
 Result<const float*> LlamaModel::ffn_backward(size_t l, const Dims& m) {
-  const std::vector<int>& p = layers_[l].ffn;  // gate, up, down
+  float* dh = scratch_.reduce.data();
+  dense_ffn_backward(l, m, layers_[l].ffn.data(), 0.0f, dh);
+  NTP_RETURN_IF_ERROR(all_reduce(std::span<float>(dh, static_cast<size_t>(m.n * m.c))));
+  return static_cast<const float*>(dh);
+}
+
+void LlamaModel::dense_ffn_backward(size_t l, const Dims& m, const int* p, float beta, float* dh) {
   LayerActs& a = acts_[l];
   const int64_t n = m.n, c = m.c, fl = m.fl;
   std::vector<float>& dx = scratch_.dx;
   std::vector<float>& ds = scratch_.ds;
   std::vector<float>& dgu = scratch_.dgu;
-  float* dh = scratch_.reduce.data();
   resize(ds, n * fl), resize(dgu, n * 2 * fl);
   matmul_nn(m.dtype, n, fl, c, dx.data(), c, w(p[2]), fl, 0.0f, ds.data(), fl);
   matmul_tn(m.dtype, c, fl, n, dx.data(), c, a.s.data(), fl, 1.0f, dw(p[2]), fl);
   k::swiglu_backward(a.gu.data(), ds.data(), n, fl, dgu.data());
   matmul_tn(m.dtype, fl, c, n, dgu.data(), 2 * fl, a.h2.data(), c, 1.0f, dw(p[0]), c);
   matmul_tn(m.dtype, fl, c, n, dgu.data() + fl, 2 * fl, a.h2.data(), c, 1.0f, dw(p[1]), c);
-  matmul_nn(m.dtype, n, c, fl, dgu.data(), 2 * fl, w(p[0]), c, 0.0f, dh, c);
+  matmul_nn(m.dtype, n, c, fl, dgu.data(), 2 * fl, w(p[0]), c, beta, dh, c);
   matmul_nn(m.dtype, n, c, fl, dgu.data() + fl, 2 * fl, w(p[1]), c, 1.0f, dh, c);
-  NTP_RETURN_IF_ERROR(all_reduce(std::span<float>(dh, static_cast<size_t>(n * c))));
-  return static_cast<const float*>(dh);
 }
 
 Status LlamaModel::backward_attention(size_t l, const Dims& m) {

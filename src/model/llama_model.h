@@ -120,6 +120,17 @@ class LlamaModel : public TpModel {
   virtual Result<const float*> ffn_backward(size_t l, const Dims& m);
   virtual double ffn_loss(const Dims& m);
 
+  // The dense SwiGLU FFN's parts, for p = its [gate, up, down] parameter indices, over this rank's
+  // FFN units (m.fl columns): add_dense_ffn_params adds the three tensors, named prefix +
+  // gate_proj.weight, up_proj.weight, down_proj.weight; dense_ffn_hidden fills acts_[l].gu and .s
+  // from acts_[l].h2; dense_ffn_output adds the rank's partial output s down^T to y [n, c];
+  // dense_ffn_backward, given the output gradient scratch_.dx, accumulates the three weight
+  // gradients and writes dh [n, c] = the partial input gradient + beta dh (no reduction).
+  std::vector<int> add_dense_ffn_params(const std::string& prefix);
+  void dense_ffn_hidden(size_t l, const Dims& m, const int* p);
+  void dense_ffn_output(size_t l, const Dims& m, const int* p, float* y);
+  void dense_ffn_backward(size_t l, const Dims& m, const int* p, float beta, float* dh);
+
   std::vector<LayerParams> layers_;
   std::vector<LayerActs> acts_;
 

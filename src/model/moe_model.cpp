@@ -9,7 +9,7 @@ namespace ntp::model {
 
 MoeModel::MoeModel(MoeModelConfig config, LlamaShard shard, std::vector<int64_t> experts,
                    TpGroup* group)
-    : LlamaModel(config.llama, std::move(shard), group),
+    : LlamaModel(config.decoder(), std::move(shard), group),
       moe_(config),
       experts_(std::move(experts)) {}
 
@@ -17,10 +17,12 @@ Result<MoeModel> MoeModel::create(const MoeModelConfig& config, LlamaShard shard
                                   std::vector<int64_t> experts, uint64_t seed, TpGroup* group,
                                   bool initialize) {
   NTP_RETURN_IF_ERROR(config.validate());
-  if (!shard.ffn_units.empty()) {
-    return invalid_argument("the MoE model has no dense FFN: its shard lists " +
-                            std::to_string(shard.ffn_units.size()) +
-                            " FFN units; hold experts instead (leave ffn_units empty)");
+  if (config.n_shared == 0 && !shard.ffn_units.empty()) {
+    return invalid_argument(
+        "the MoE model without shared experts has no dense FFN: its shard "
+        "lists " +
+        std::to_string(shard.ffn_units.size()) +
+        " FFN units; hold experts instead (leave ffn_units empty)");
   }
   NTP_RETURN_IF_ERROR(check_unit_space("experts", config.n_experts, {&experts},
                                        /*require_all=*/false));
@@ -55,16 +57,26 @@ std::vector<int> MoeModel::add_ffn_params(int64_t /*layer*/, const std::string& 
   // [outer, units, inner] views (model/param.h): one unit = one expert's whole matrix.
   const Sharding w13{0, experts_, UnitSpaceId::kExperts, 1, f * c};
   const Sharding w2{0, experts_, UnitSpaceId::kExperts, 1, c * f};
-  return {add_param(p + "gate.weight", {e, c}, Sharding{}),
-          add_param(p + "experts.w1.weight", {e, f, c}, w13),
-          add_param(p + "experts.w2.weight", {e, c, f}, w2),
-          add_param(p + "experts.w3.weight", {e, f, c}, w13)};
+  std::vector<int> ids = {add_param(p + "gate.weight", {e, c}, Sharding{}),
+                          add_param(p + "experts.w1.weight", {e, f, c}, w13),
+                          add_param(p + "experts.w2.weight", {e, c, f}, w2),
+                          add_param(p + "experts.w3.weight", {e, f, c}, w13)};
+  if (moe_.n_shared > 0) {  // gate_proj, up_proj, down_proj over the FFN units
+    const std::vector<int> shared = add_dense_ffn_params(p + "shared_experts.");
+    ids.insert(ids.end(), shared.begin(), shared.end());
+  }
+  return ids;
 }
 
 Status MoeModel::ffn_forward(size_t l, const Dims& m, std::vector<float>& x_out) {
   const LayerActs& a = acts_[l];
   y_.resize(static_cast<size_t>(m.n * m.c));
   NTP_RETURN_IF_ERROR(blocks_[l].forward(a.h2, m.n, y_).status());
+  if (moe_.n_shared > 0) {  // the shared experts' partial output, over this rank's FFN units
+    const int* shared = layers_[l].ffn.data() + 4;
+    dense_ffn_hidden(l, m, shared);
+    dense_ffn_output(l, m, shared, y_.data());
+  }
   NTP_RETURN_IF_ERROR(all_reduce(y_));  // the experts' partial outputs
   x_out.resize(y_.size());
   for (size_t i = 0; i < y_.size(); ++i) x_out[i] = a.x_mid[i] + y_[i];
@@ -107,6 +119,9 @@ Result<const float*> MoeModel::ffn_backward(size_t l, const Dims& m) {
   for (double& g : aux) g *= static_cast<double>(m.loss_scale);
   NTP_RETURN_IF_ERROR(
       block.backward(scratch_.dx, aux, std::span<float>(reduce_.data(), static_cast<size_t>(nc))));
+  if (moe_.n_shared > 0) {
+    dense_ffn_backward(l, m, layers_[l].ffn.data() + 4, 1.0f, reduce_.data());
+  }
   NTP_RETURN_IF_ERROR(all_reduce(reduce_));
   float* router = dw(layers_[l].ffn[0]);
   for (int64_t i = 0; i < ec; ++i) router[i] += reduce_[static_cast<size_t>(nc + i)];
@@ -117,7 +132,7 @@ double MoeModel::training_flops(const MoeModelConfig& config, int64_t b, int64_t
   const double c = static_cast<double>(config.llama.n_embd);
   const double f = static_cast<double>(config.llama.ffn());
   const double active = static_cast<double>(config.n_experts) * c +
-                        static_cast<double>(config.top_k) * 3.0 * c * f;  // router, k experts
+                        static_cast<double>(config.top_k + config.n_shared) * 3.0 * c * f;
   return decoder_flops(config.llama, active, b, t);
 }
 

@@ -19,6 +19,12 @@
 //   model.layers.{i}.block_sparse_moe.experts.w1.weight  [E, F, C]  sharded: the rank's experts
 //   model.layers.{i}.block_sparse_moe.experts.w2.weight  [E, C, F]  sharded
 //   model.layers.{i}.block_sparse_moe.experts.w3.weight  [E, F, C]  sharded
+// and with n_shared > 0 the shared experts (DeepSeek style: every token, weight 1), fused as one
+// SwiGLU of S = n_shared * F columns, column-/row-parallel over the rank's FFN units exactly as
+// Llama's MLP (their partial output goes into the same all-reduce as the experts'):
+//   model.layers.{i}.block_sparse_moe.shared_experts.gate_proj.weight  [S, C]  FFN units
+//   model.layers.{i}.block_sparse_moe.shared_experts.up_proj.weight    [S, C]  FFN units
+//   model.layers.{i}.block_sparse_moe.shared_experts.down_proj.weight  [C, S]  FFN units
 // The expert tensors are stacked along a leading expert axis so that each is one tensor of the
 // kExperts space (axis 0, one unit = one [F, C] or [C, F] slab), which is how the DP sync, ZeRO-1,
 // checkpoints and reshards see every sharded tensor. Slab e of experts.w1.weight is Hugging
@@ -59,10 +65,10 @@ namespace ntp::model {
 
 class MoeModel final : public LlamaModel {
  public:
-  // shard: the rank's query heads, vocabulary and LM-head rows (its ffn_units must be empty: there
-  // is no dense FFN); experts: the routed experts it holds (distinct ids in [0, n_experts), any
-  // order = local storage order). `group` (degree 1 when null) must outlive the model. Does not
-  // communicate.
+  // shard: the rank's query heads, vocabulary and LM-head rows, and its units of the shared
+  // experts' columns (ffn_units, of config.decoder(); empty when n_shared = 0); experts: the routed
+  // experts it holds (distinct ids in [0, n_experts), any order = local storage order). `group`
+  // (degree 1 when null) must outlive the model. Does not communicate.
   static Result<MoeModel> create(const MoeModelConfig& config, LlamaShard shard,
                                  std::vector<int64_t> experts, uint64_t seed,
                                  TpGroup* group = nullptr, bool initialize = true);
@@ -78,8 +84,8 @@ class MoeModel final : public LlamaModel {
   const MoeBlock& block(size_t l) const { return blocks_[l]; }
 
   // Model FLOPs of one forward+backward over b*t tokens of the whole replica: 6 per active matrix
-  // parameter per token (attention, the router, top_k experts, the LM head) plus Llama's attention
-  // term.
+  // parameter per token (attention, the router, top_k and the shared experts, the LM head) plus
+  // Llama's attention term.
   static double training_flops(const MoeModelConfig& config, int64_t b, int64_t t);
 
  private:

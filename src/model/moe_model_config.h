@@ -4,8 +4,10 @@
 // Unit spaces: Llama's query heads, KV groups (derived), vocabulary and LM-head rows, plus
 //   experts   n_experts units; a unit is one routed expert's w1, w2 and w3 in every layer (its
 //             slab of each layer's stacked expert tensors, model/moe_model.h).
-// The Llama FFN-unit space is empty (there is no dense FFN); llama.n_ffn is one expert's
-// intermediate size (Mixtral's intermediate_size).
+//   ffn       the shared experts (DeepSeek style, every token, weight 1), fused as one dense
+//             SwiGLU of n_shared * ffn columns split in units of llama.ffn_unit columns as Llama's
+//             FFN; empty when n_shared = 0.
+// llama.n_ffn is one expert's intermediate size (Mixtral's intermediate_size).
 #pragma once
 
 #include <cstdint>
@@ -23,14 +25,18 @@ struct MoeModelConfig {
   int64_t n_shared = 0;                // shared experts (not supported by MoeModel yet: 0)
   double router_aux_loss_coef = 0.02;  // Mixtral's default
 
-  // The block of every layer (normalized top-k, as Mixtral).
+  // The routed block of every layer (normalized top-k, as Mixtral; its n_shared is 0: the model
+  // runs the shared experts itself, tensor-parallel over the ffn space).
   MoeConfig block() const;
+  // The config of the Llama decoder under the experts: llama with n_ffn = the shared experts'
+  // fused width n_shared * ffn (when n_shared = 0, llama's own: the FFN space is then empty).
+  LlamaConfig decoder() const;
   // kInvalidArgument naming the bad field (the Llama fields' own checks, then n_experts >= 1,
-  // 1 <= top_k <= n_experts, n_shared_experts = 0, router_aux_loss_coef >= 0 and finite) and
+  // 1 <= top_k <= n_experts, n_shared_experts >= 0, router_aux_loss_coef >= 0 and finite) and
   // the fix.
   Status validate() const;
-  // Logical parameters: Llama's without the dense FFN, plus per layer the router (E x C) and E
-  // experts (3 C F each).
+  // Logical parameters: Llama's without the dense FFN, plus per layer the router (E x C), E
+  // experts (3 C F each) and the shared experts (3 C F n_shared).
   int64_t num_params() const;
 };
 

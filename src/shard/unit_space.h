@@ -18,8 +18,9 @@
 //   head_rows  one row of the untied LM head.
 // A Mixture-of-Experts shape (also ModelShape::experts > 0, the MoE family) has no dense FFN and
 // a sixth space:
-//   ffn        empty (0 units, marked derived so that no rank must hold one: space numbering
-//              stays the same as Llama's).
+//   ffn        the shared experts' fused columns (shared_experts * ffn of them, in blocks of
+//              ffn_block), as Llama's FFN; without shared experts empty (0 units, marked derived
+//              so that no rank must hold one: the space numbering stays Llama's).
 //   experts    one routed expert: its w1, w2 and w3 (3 ffn x hidden, ffn = one expert's width),
 //              in every layer; each held by exactly one rank of the replica.
 // The order of the spaces is the numbering of model::UnitSpaceId (model/param.h): space i of a
@@ -64,6 +65,7 @@ struct ModelShape {
   std::int64_t head_dim = 0;  // 0: hidden / heads
   // Routed experts of a MoE shape (0: none; needs kv_heads > 0). ffn is then one expert's width.
   std::int64_t experts = 0;
+  std::int64_t shared_experts = 0;  // MoE: shared experts, each ffn wide (the ffn space's columns)
 };
 
 // Bytes per parameter for the two kinds of traffic the plans count.

@@ -76,7 +76,7 @@ Status validate_train_config(TrainConfig& c) {
     return invalid_argument(
         "model: " + s.message() +
         " (see --model, --layers, --heads, --kv-heads, --width, --ffn, --ffn-unit, --context; "
-        "--model moe: --experts, --top-k, --router-aux-coef)");
+        "--model moe: --experts, --top-k, --shared-experts, --router-aux-coef)");
   }
   shard::ClusterSpec spec = cluster_spec(c);
   NTP_RETURN_IF_ERROR(shard::validate_cluster_spec(spec));

@@ -141,6 +141,7 @@ std::vector<std::pair<std::string, json>> model_flag_values(const model::ModelCo
           {"--rope-theta", m.rope_theta},
           {"--experts", m.n_experts},
           {"--top-k", m.top_k},
+          {"--shared-experts", m.n_shared_experts},
           {"--router-aux-coef", m.router_aux_loss_coef}};
 }
 

@@ -11,6 +11,8 @@
 //   router_prob_per_expert [E] = mean over the L n rows of routing
 //   aux = E * sum(tokens_per_expert * router_prob_per_expert)
 //   loss = mean cross-entropy + router_aux_loss_coef * aux
+// With n_shared > 0 every layer's block adds the shared experts (block_sparse_moe.shared_experts.*,
+// fused [n_shared F, C] / [C, n_shared F]) with weight 1, as moe_reference.h does.
 //
 // Weights are addressed by the model's names: the stacked block_sparse_moe.experts.w1.weight
 // [E, F, C] (w2 [E, C, F], w3) are split here into Hugging Face's per-expert tensors
@@ -65,7 +67,9 @@ inline MoeModelOutput moe_model_forward(const MoeModelConfig& cfg, const Weights
     detail::attention_residual(lc, wts, p, x, bsz, t);
     const std::vector<double> h =
         detail::rmsnorm(x, wts.at(p + "post_attention_layernorm.weight"), n, c, lc.rms_norm_eps);
-    const moe_reference::Output o = moe_reference::moe_forward(cfg.block(), wts, h, n, p);
+    MoeConfig block = cfg.block();
+    block.n_shared = cfg.n_shared;  // moe_reference.h's shared experts: the same fused tensors
+    const moe_reference::Output o = moe_reference::moe_forward(block, wts, h, n, p);
     for (size_t i = 0; i < x.size(); ++i) x[i] += o.y[i];
     out.min_gap = std::min(out.min_gap, o.min_gap);
     const std::vector<double> lg =

@@ -48,9 +48,11 @@ MoeModelConfig test_config() {
   return c;
 }
 
+// Every unit of the decoder's spaces: query heads, vocabulary and LM-head rows, and the shared
+// experts' FFN units (none without shared experts).
 LlamaShard attention_shard(const MoeModelConfig& c) {
-  LlamaShard s = full_shard(c.llama);
-  s.ffn_units.clear();
+  LlamaShard s = full_shard(c.decoder());
+  if (c.n_shared == 0) s.ffn_units.clear();
   return s;
 }
 
@@ -92,7 +94,7 @@ TEST(MoeModelConfigTest, ValidationNamesTheBadFieldAndParamsAreCounted) {
   c.top_k = 6;
   EXPECT_NE(c.validate().to_string().find("top_k"), std::string::npos);
   c = test_config();
-  c.n_shared = 1;
+  c.n_shared = -1;
   EXPECT_NE(c.validate().to_string().find("n_shared_experts"), std::string::npos);
   c = test_config();
   c.router_aux_loss_coef = -1.0;
@@ -111,6 +113,17 @@ TEST(MoeModelConfigTest, ValidationNamesTheBadFieldAndParamsAreCounted) {
   int64_t total = 0;
   for (const Param& p : m->params()) total += shape_numel(p.logical_shape);
   EXPECT_EQ(total, c.num_params());
+  c.n_shared = 2;
+  auto with_shared = MoeModel::create(c, attention_shard(c), {0, 1, 2, 3, 4}, 1);
+  ASSERT_TRUE(with_shared.ok());
+  total = 0;
+  for (const Param& p : with_shared->params()) total += shape_numel(p.logical_shape);
+  EXPECT_EQ(total, c.num_params());
+  const Param* down =
+      with_shared->find("model.layers.1.block_sparse_moe.shared_experts.down_proj.weight");
+  ASSERT_NE(down, nullptr);
+  EXPECT_EQ(down->logical_shape, (std::vector<int64_t>{20, 24}));
+  EXPECT_EQ(down->space, UnitSpaceId::kFfn);
   // Hugging Face Mixtral names (the experts stacked), the router after the attention block.
   EXPECT_EQ(m->params()[7].name, "model.layers.0.block_sparse_moe.gate.weight");
   EXPECT_EQ(m->params()[8].name, "model.layers.0.block_sparse_moe.experts.w1.weight");
@@ -178,15 +191,16 @@ TEST(MoeModelTest, ExpertTensorsAreUnitsOfTheExpertSpace) {
 
 TEST(MoeModelTest, LossMatchesFloat64Reference) {
   struct Case {
-    int64_t experts, top_k, layers;
+    int64_t experts, top_k, layers, shared;
   };
-  for (const Case& cs : {Case{5, 2, 2}, Case{4, 1, 1}, Case{6, 3, 3}}) {
+  for (const Case& cs : {Case{5, 2, 2, 0}, Case{4, 1, 1, 0}, Case{6, 3, 3, 0}, Case{5, 2, 2, 2}}) {
     MoeModelConfig c = test_config();
     c.n_experts = cs.experts;
     c.top_k = cs.top_k;
     c.llama.n_layer = cs.layers;
+    c.n_shared = cs.shared;
     SCOPED_TRACE("E " + std::to_string(cs.experts) + " k " + std::to_string(cs.top_k) + " L " +
-                 std::to_string(cs.layers));
+                 std::to_string(cs.layers) + " shared " + std::to_string(cs.shared));
     std::vector<int64_t> all(static_cast<size_t>(cs.experts));
     for (size_t e = 0; e < all.size(); ++e) all[e] = static_cast<int64_t>(e);
     auto m = MoeModel::create(c, attention_shard(c), all, 7);
@@ -204,11 +218,12 @@ TEST(MoeModelTest, LossMatchesFloat64Reference) {
     const double err = std::abs(*loss - want.loss) / want.loss;
     const double aux_err = std::abs(aux - want.aux) / want.aux;
     std::printf(
-        "E %lld k %lld L %lld: loss %.8f (ce %.6f + 0.02 aux %.6f), reference %.8f, rel. error "
+        "E %lld k %lld L %lld shared %lld: loss %.8f (ce %.6f + 0.02 aux %.6f), reference %.8f, "
+        "rel. error "
         "%.2e, aux rel. error %.2e, min top-k gap %.3f\n",
         static_cast<long long>(cs.experts), static_cast<long long>(cs.top_k),
-        static_cast<long long>(cs.layers), *loss, want.ce, want.aux, want.loss, err, aux_err,
-        want.min_gap);
+        static_cast<long long>(cs.layers), static_cast<long long>(cs.shared), *loss, want.ce,
+        want.aux, want.loss, err, aux_err, want.min_gap);
     // The same arithmetic depth as LlamaModel's loss (tens of float32 roundings of 6e-8 per
     // logit, partly cancelling; llama_model_test measures <= 6.5e-8) plus the MoE block's own
     // (moe_block_test: <= 2.6e-7), as long as no routing decision is within float32 noise of a
@@ -265,25 +280,30 @@ TEST(MoeModelTest, AuxLossIsTransformersAllLayerForm) {
 // Limits as Llama's: 1e-5 of the tensor's largest gradient per element, 5e-6 relative along the
 // gradient.
 TEST(MoeModelTest, GradientsMatchFiniteDifferencesOfTheReference) {
-  const MoeModelConfig c = test_config();
-  auto m = MoeModel::create(c, attention_shard(c), {0, 1, 2, 3, 4}, 7);
-  ASSERT_TRUE(m.ok());
-  redraw_weights(*m, 100);
-  std::vector<int32_t> tokens, targets;
-  make_batch(c, kB, kT, 11, tokens, targets);
-  ASSERT_TRUE(m->forward_backward(tokens, targets, kB, kT).ok());
-  const reference::Weights w0 = logical_weights(*m);
-  const double gap = reference::moe_model_forward(c, w0, tokens, targets, kB, kT).min_gap;
-  ASSERT_GT(gap, 1e-3);
-  auto ref_loss = [&](const reference::Weights& w) {
-    return reference::moe_model_loss(c, w, tokens, targets, kB, kT);
-  };
-  const gradcheck::GradientErrors worst =
-      gradcheck::check_gradients(m->params(), w0, ref_loss, 1e-5, 1e-5, 5e-6);
-  std::printf(
-      "MoE gradients vs float64 reference: worst element %.2e (of the tensor's max), "
-      "worst directional %.2e, min top-k gap %.3f\n",
-      worst.element, worst.directional, gap);
+  for (int64_t shared : {0, 2}) {
+    SCOPED_TRACE("shared experts " + std::to_string(shared));
+    MoeModelConfig c = test_config();
+    c.n_shared = shared;
+    c.llama.ffn_unit = 4;  // 3 units per shared expert
+    auto m = MoeModel::create(c, attention_shard(c), {0, 1, 2, 3, 4}, 7);
+    ASSERT_TRUE(m.ok());
+    redraw_weights(*m, 100);
+    std::vector<int32_t> tokens, targets;
+    make_batch(c, kB, kT, 11, tokens, targets);
+    ASSERT_TRUE(m->forward_backward(tokens, targets, kB, kT).ok());
+    const reference::Weights w0 = logical_weights(*m);
+    const double gap = reference::moe_model_forward(c, w0, tokens, targets, kB, kT).min_gap;
+    ASSERT_GT(gap, 1e-3);
+    auto ref_loss = [&](const reference::Weights& w) {
+      return reference::moe_model_loss(c, w, tokens, targets, kB, kT);
+    };
+    const gradcheck::GradientErrors worst =
+        gradcheck::check_gradients(m->params(), w0, ref_loss, 1e-5, 1e-5, 5e-6);
+    std::printf(
+        "MoE (%lld shared) gradients vs float64 reference: worst element %.2e (of the tensor's "
+        "max), worst directional %.2e, min top-k gap %.3f\n",
+        static_cast<long long>(shared), worst.element, worst.directional, gap);
+  }
 }
 
 // ---- TP / EP parity (threads) ----
@@ -298,6 +318,7 @@ MoeModelConfig parity_config() {
   c.llama.n_ctx = 16;
   c.llama.vocab_size = 61;
   c.llama.rope_theta = 500.0;
+  c.llama.ffn_unit = 4;  // the shared experts' columns: 4 units per shared expert
   c.n_experts = 8;
   c.top_k = 2;
   return c;
@@ -361,6 +382,7 @@ struct ParityCase {
   const char* name;
   std::vector<std::vector<int64_t>> experts;  // per rank; attention and vocabulary shuffled
   int calls = 1;
+  int64_t shared = 0;  // shared experts (their FFN units shuffled over the ranks)
 };
 
 void PrintTo(const ParityCase& pc, std::ostream* os) { *os << pc.name; }
@@ -376,12 +398,14 @@ class MoeTpParityTest : public ::testing::TestWithParam<ParityCase> {};
 TEST_P(MoeTpParityTest, LossAndLogicalGradientsMatchDegreeOne) {
   kernels::cpu::set_blas_threads(1);  // ranks are threads: no shared kernel pool
   const ParityCase pc = GetParam();
-  const MoeModelConfig c = parity_config();
+  MoeModelConfig c = parity_config();
+  c.n_shared = pc.shared;
   const int degree = static_cast<int>(pc.experts.size());
-  std::vector<LlamaShard> layout = shuffled_layout(c.llama, degree, 5);
-  for (LlamaShard& s : layout) s.ffn_units.clear();
-  LlamaShard whole = full_shard(c.llama);
-  whole.ffn_units.clear();
+  std::vector<LlamaShard> layout = shuffled_layout(c.decoder(), degree, 5);
+  if (c.n_shared == 0) {
+    for (LlamaShard& s : layout) s.ffn_units.clear();
+  }
+  const LlamaShard whole = attention_shard(c);
   const std::vector<RankResult> ref = run_replica(c, {whole}, {{0, 1, 2, 3, 4, 5, 6, 7}}, 1);
   const std::vector<RankResult> tp = run_replica(c, layout, pc.experts, pc.calls);
 
@@ -430,7 +454,8 @@ INSTANTIATE_TEST_SUITE_P(
         ParityCase{"degree2_uneven", {{0, 2, 5}, {1, 3, 4, 6, 7}}},
         ParityCase{"degree3_strided", {{0, 3, 6}, {1, 4, 7}, {2, 5}}},
         ParityCase{"degree3_one_rank_without_experts", {{7, 1, 0, 2, 3}, {}, {4, 5, 6}}},
-        ParityCase{"degree3_two_calls_half_scale", {{6, 3, 0}, {1, 4, 7}, {5, 2}}, 2}),
+        ParityCase{"degree3_two_calls_half_scale", {{6, 3, 0}, {1, 4, 7}, {5, 2}}, 2},
+        ParityCase{"degree3_two_shared_experts", {{0, 3, 6}, {1, 4, 7}, {2, 5}}, 1, 2}),
     [](const ::testing::TestParamInfo<ParityCase>& case_info) {
       return std::string(case_info.param.name);
     });

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <numeric>
 
 #include "model/llama_shard.h"
 #include "model/model_factory.h"
@@ -213,6 +214,19 @@ TEST(WorkerRoleTest, MoeSpacesAddTheExpertsAfterLlamas) {
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   // Replicated: the norms and each layer's router [E, C].
   EXPECT_EQ(params_outside_spaces(**m, spaces, c.num_params()),
+            (2 * c.n_embd + 5 * c.n_embd) * c.n_layer + c.n_embd);
+
+  // With 2 shared experts the FFN space holds their columns: 2 x 24 / ffn_unit 4 = 12 units.
+  c.n_shared_experts = 2;
+  const std::vector<shard::UnitSpace> with_shared = shard::model_unit_spaces(model_shape(c));
+  ASSERT_EQ(with_shared.size(), 6u);
+  EXPECT_EQ(with_shared[1].units, 12);
+  EXPECT_FALSE(with_shared[1].derived());
+  shard.ffn_units.resize(12);
+  std::iota(shard.ffn_units.begin(), shard.ffn_units.end(), int64_t{0});
+  m = model::create_model(c, shard, 1);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(params_outside_spaces(**m, with_shared, c.num_params()),
             (2 * c.n_embd + 5 * c.n_embd) * c.n_layer + c.n_embd);
 }
 
