@@ -219,8 +219,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
   args->model_options.back().second =
       cmd->add_option(
              "--model", args->model,
-             "Model family: gpt2 or llama (RMSNorm, RoPE, SwiGLU, grouped-query attention, "
-             "untied LM head; docs/model.md)")
+             "Model family: gpt2, llama (RMSNorm, RoPE, SwiGLU, grouped-query attention, "
+             "untied LM head; docs/model.md) or moe (Llama with Mixtral MoE FFNs: --experts, "
+             "--top-k)")
           ->group(model);
   args->model_options.emplace_back("--layers", nullptr);
   args->model_options.back().second =
@@ -236,6 +237,25 @@ void add_train_command(CLI::App& app, int& exit_code) {
   args->model_options.emplace_back("--rope-theta", nullptr);
   args->model_options.back().second =
       cmd->add_option("--rope-theta", c.model.rope_theta, "Llama: RoPE base")->group(model);
+  args->model_options.emplace_back("--experts", nullptr);
+  args->model_options.back().second =
+      cmd->add_option("--experts", c.model.n_experts,
+                      "MoE: routed experts per layer (a TP unit each; --ffn is one expert's width)")
+          ->group(model);
+  args->model_options.emplace_back("--top-k", nullptr);
+  args->model_options.back().second =
+      cmd->add_option("--top-k", c.model.top_k, "MoE: experts per token")->group(model);
+  args->model_options.emplace_back("--shared-experts", nullptr);
+  args->model_options.back().second =
+      cmd->add_option(
+             "--shared-experts", c.model.n_shared_experts,
+             "MoE: shared experts (every token, weight 1; their columns are the FFN units)")
+          ->group(model);
+  args->model_options.emplace_back("--router-aux-coef", nullptr);
+  args->model_options.back().second =
+      cmd->add_option("--router-aux-coef", c.model.router_aux_loss_coef,
+                      "MoE: weight of the load-balancing loss (Mixtral's router_aux_loss_coef)")
+          ->group(model);
   args->model_options.emplace_back("--width", nullptr);
   args->model_options.back().second =
       cmd->add_option("--width", c.model.n_embd, "Model width (a multiple of --heads)")

@@ -60,10 +60,32 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaShard shard, TpGroup* group)
 
 Result<LlamaModel> LlamaModel::create(const LlamaConfig& config, LlamaShard shard, uint64_t seed,
                                       TpGroup* group, bool initialize) {
-  NTP_RETURN_IF_ERROR(config.validate());
-  NTP_RETURN_IF_ERROR(validate_shard(config, shard));
   LlamaModel m(config, std::move(shard), group);
-  const int64_t c = config.n_embd, d = config.dim(), f = config.ffn(), unit = config.ffn_unit;
+  NTP_RETURN_IF_ERROR(build(m, seed, initialize));
+  return m;
+}
+
+std::vector<int> LlamaModel::add_ffn_params(int64_t /*layer*/, const std::string& prefix) {
+  return add_dense_ffn_params(prefix + "mlp.");
+}
+
+std::vector<int> LlamaModel::add_dense_ffn_params(const std::string& prefix) {
+  const int64_t c = config_.n_embd, f = config_.ffn(), unit = config_.ffn_unit;
+  std::vector<int64_t> ffn_rows;
+  append_unit_slices(shard_.ffn_units, unit, 0, ffn_rows);
+  // [outer, units, inner] views (model/param.h); nn.Linear weights are [out, in].
+  const Sharding gate_up_w{0, ffn_rows, UnitSpaceId::kFfn, 1, unit * c};
+  const Sharding down_w{1, ffn_rows, UnitSpaceId::kFfn, c, unit};
+  return {add_param(prefix + "gate_proj.weight", {f, c}, gate_up_w),
+          add_param(prefix + "up_proj.weight", {f, c}, gate_up_w),
+          add_param(prefix + "down_proj.weight", {c, f}, down_w)};
+}
+
+Status LlamaModel::build(LlamaModel& m, uint64_t seed, bool initialize) {
+  const LlamaConfig& config = m.config_;
+  NTP_RETURN_IF_ERROR(config.validate());
+  NTP_RETURN_IF_ERROR(validate_shard(config, m.shard_));
+  const int64_t c = config.n_embd, d = config.dim();
   const int64_t nh = config.n_head, nkv = config.n_kv_head, v = config.vocab_size;
   m.kv_groups_ = model::kv_groups(config, m.shard_);
   for (int64_t h : m.shard_.heads) {
@@ -72,18 +94,15 @@ Result<LlamaModel> LlamaModel::create(const LlamaConfig& config, LlamaShard shar
   }
 
   // Logical row / column indices of the shard's units.
-  std::vector<int64_t> head_rows, kv_rows, ffn_rows;
+  std::vector<int64_t> head_rows, kv_rows;
   append_unit_slices(m.shard_.heads, d, 0, head_rows);
   append_unit_slices(m.kv_groups_, d, 0, kv_rows);
-  append_unit_slices(m.shard_.ffn_units, unit, 0, ffn_rows);
   using S = UnitSpaceId;
   const Sharding replicated;
   // [outer, units, inner] views (model/param.h); nn.Linear weights are [out, in].
   const Sharding q_w{0, head_rows, S::kHeads, 1, d * c};
   const Sharding kv_w{0, kv_rows, S::kKvGroups, 1, d * c};
   const Sharding o_w{1, head_rows, S::kHeads, c, d};
-  const Sharding gate_up_w{0, ffn_rows, S::kFfn, 1, unit * c};
-  const Sharding down_w{1, ffn_rows, S::kFfn, c, unit};
   std::vector<uint8_t> kv_copy;
   for (int64_t g : m.kv_groups_) kv_copy.push_back(owns_kv_group(config, m.shard_, g) ? 0 : 1);
 
@@ -98,9 +117,7 @@ Result<LlamaModel> LlamaModel::create(const LlamaConfig& config, LlamaShard shar
     lp.v = m.add_param(p + "self_attn.v_proj.weight", {nkv * d, c}, kv_w);
     lp.o = m.add_param(p + "self_attn.o_proj.weight", {c, nh * d}, o_w);
     lp.ln2 = m.add_param(p + "post_attention_layernorm.weight", {c}, replicated);
-    lp.gate = m.add_param(p + "mlp.gate_proj.weight", {f, c}, gate_up_w);
-    lp.up = m.add_param(p + "mlp.up_proj.weight", {f, c}, gate_up_w);
-    lp.down = m.add_param(p + "mlp.down_proj.weight", {c, f}, down_w);
+    lp.ffn = m.add_ffn_params(l, p);
     m.params_[static_cast<size_t>(lp.k)].unit_copy = kv_copy;
     m.params_[static_cast<size_t>(lp.v)].unit_copy = kv_copy;
     m.layers_.push_back(lp);
@@ -119,8 +136,9 @@ Result<LlamaModel> LlamaModel::create(const LlamaConfig& config, LlamaShard shar
   }
   m.ready_groups_.push_back({m.lm_head_, m.norm_});
   for (auto lp = m.layers_.rbegin(); lp != m.layers_.rend(); ++lp) {
-    m.ready_groups_.push_back(
-        {lp->ln1, lp->q, lp->k, lp->v, lp->o, lp->ln2, lp->gate, lp->up, lp->down});
+    std::vector<int> group{lp->ln1, lp->q, lp->k, lp->v, lp->o, lp->ln2};
+    group.insert(group.end(), lp->ffn.begin(), lp->ffn.end());
+    m.ready_groups_.push_back(std::move(group));
   }
   m.ready_groups_.push_back({m.embed_});
   m.vocab_local_ = k::make_local_index(m.shard_.vocab_rows, v);
@@ -129,7 +147,7 @@ Result<LlamaModel> LlamaModel::create(const LlamaConfig& config, LlamaShard shar
   resize(m.rope_sin_, config.n_ctx * d / 2);
   k::rope_tables(config.n_ctx, d, config.rope_theta, m.rope_cos_.data(), m.rope_sin_.data());
   m.acts_.resize(static_cast<size_t>(config.n_layer));
-  return m;
+  return ok_status();
 }
 
 Status LlamaModel::find_shared_kv_groups() {
@@ -206,38 +224,63 @@ Status LlamaModel::forward_attention(size_t l, const Dims& m) {
 }
 
 Status LlamaModel::forward_ffn(size_t l, const Dims& m, std::vector<float>& x_out) {
-  const LayerParams& p = layers_[l];
   LayerActs& a = acts_[l];
-  const int64_t n = m.n, c = m.c, fl = m.fl;
-  resize(a.h2, n * c), resize(a.rstd2, n), resize(a.gu, n * 2 * fl), resize(a.s, n * fl);
-  k::rmsnorm_forward(a.x_mid.data(), w(p.ln2), n, c, static_cast<float>(config_.rms_norm_eps),
-                     a.h2.data(), a.rstd2.data());
-  matmul_nt(m.dtype, n, fl, c, a.h2.data(), c, w(p.gate), c, 0.0f, a.gu.data(), 2 * fl);
-  matmul_nt(m.dtype, n, fl, c, a.h2.data(), c, w(p.up), c, 0.0f, a.gu.data() + fl, 2 * fl);
-  k::swiglu_forward(a.gu.data(), n, fl, a.s.data());
-  return row_parallel_residual(m, a.s.data(), fl, p.down, a.x_mid, x_out);
+  resize(a.h2, m.n * m.c), resize(a.rstd2, m.n);
+  k::rmsnorm_forward(a.x_mid.data(), w(layers_[l].ln2), m.n, m.c,
+                     static_cast<float>(config_.rms_norm_eps), a.h2.data(), a.rstd2.data());
+  return ffn_forward(l, m, x_out);
 }
 
+void LlamaModel::dense_ffn_hidden(size_t l, const Dims& m, const int* p) {
+  LayerActs& a = acts_[l];
+  const int64_t n = m.n, c = m.c, fl = m.fl;
+  resize(a.gu, n * 2 * fl), resize(a.s, n * fl);
+  matmul_nt(m.dtype, n, fl, c, a.h2.data(), c, w(p[0]), c, 0.0f, a.gu.data(), 2 * fl);
+  matmul_nt(m.dtype, n, fl, c, a.h2.data(), c, w(p[1]), c, 0.0f, a.gu.data() + fl, 2 * fl);
+  k::swiglu_forward(a.gu.data(), n, fl, a.s.data());
+}
+
+void LlamaModel::dense_ffn_output(size_t l, const Dims& m, const int* p, float* y) {
+  matmul_nt(m.dtype, m.n, m.c, m.fl, acts_[l].s.data(), m.fl, w(p[2]), m.fl, 1.0f, y, m.c);
+}
+
+Status LlamaModel::ffn_forward(size_t l, const Dims& m, std::vector<float>& x_out) {
+  const std::vector<int>& p = layers_[l].ffn;  // gate, up, down
+  dense_ffn_hidden(l, m, p.data());
+  return row_parallel_residual(m, acts_[l].s.data(), m.fl, p[2], acts_[l].x_mid, x_out);
+}
+
+double LlamaModel::ffn_loss(const Dims& /*m*/) { return 0.0; }
+
 Status LlamaModel::backward_ffn(size_t l, const Dims& m) {
-  const LayerParams& p = layers_[l];
+  LayerActs& a = acts_[l];
+  NTP_ASSIGN_OR_RETURN(const float* dh, ffn_backward(l, m));
+  k::rmsnorm_backward(a.x_mid.data(), w(layers_[l].ln2), a.rstd2.data(), dh, m.n, m.c,
+                      scratch_.dx.data(), dw(layers_[l].ln2), /*accumulate_dx=*/true);
+  return ok_status();
+}
+
+Result<const float*> LlamaModel::ffn_backward(size_t l, const Dims& m) {
+  float* dh = scratch_.reduce.data();
+  dense_ffn_backward(l, m, layers_[l].ffn.data(), 0.0f, dh);
+  NTP_RETURN_IF_ERROR(all_reduce(std::span<float>(dh, static_cast<size_t>(m.n * m.c))));
+  return static_cast<const float*>(dh);
+}
+
+void LlamaModel::dense_ffn_backward(size_t l, const Dims& m, const int* p, float beta, float* dh) {
   LayerActs& a = acts_[l];
   const int64_t n = m.n, c = m.c, fl = m.fl;
   std::vector<float>& dx = scratch_.dx;
   std::vector<float>& ds = scratch_.ds;
   std::vector<float>& dgu = scratch_.dgu;
-  float* dh = scratch_.reduce.data();
   resize(ds, n * fl), resize(dgu, n * 2 * fl);
-  matmul_nn(m.dtype, n, fl, c, dx.data(), c, w(p.down), fl, 0.0f, ds.data(), fl);
-  matmul_tn(m.dtype, c, fl, n, dx.data(), c, a.s.data(), fl, 1.0f, dw(p.down), fl);
+  matmul_nn(m.dtype, n, fl, c, dx.data(), c, w(p[2]), fl, 0.0f, ds.data(), fl);
+  matmul_tn(m.dtype, c, fl, n, dx.data(), c, a.s.data(), fl, 1.0f, dw(p[2]), fl);
   k::swiglu_backward(a.gu.data(), ds.data(), n, fl, dgu.data());
-  matmul_tn(m.dtype, fl, c, n, dgu.data(), 2 * fl, a.h2.data(), c, 1.0f, dw(p.gate), c);
-  matmul_tn(m.dtype, fl, c, n, dgu.data() + fl, 2 * fl, a.h2.data(), c, 1.0f, dw(p.up), c);
-  matmul_nn(m.dtype, n, c, fl, dgu.data(), 2 * fl, w(p.gate), c, 0.0f, dh, c);
-  matmul_nn(m.dtype, n, c, fl, dgu.data() + fl, 2 * fl, w(p.up), c, 1.0f, dh, c);
-  NTP_RETURN_IF_ERROR(all_reduce(std::span<float>(dh, static_cast<size_t>(n * c))));
-  k::rmsnorm_backward(a.x_mid.data(), w(p.ln2), a.rstd2.data(), dh, n, c, dx.data(), dw(p.ln2),
-                      /*accumulate_dx=*/true);
-  return ok_status();
+  matmul_tn(m.dtype, fl, c, n, dgu.data(), 2 * fl, a.h2.data(), c, 1.0f, dw(p[0]), c);
+  matmul_tn(m.dtype, fl, c, n, dgu.data() + fl, 2 * fl, a.h2.data(), c, 1.0f, dw(p[1]), c);
+  matmul_nn(m.dtype, n, c, fl, dgu.data(), 2 * fl, w(p[0]), c, beta, dh, c);
+  matmul_nn(m.dtype, n, c, fl, dgu.data() + fl, 2 * fl, w(p[1]), c, 1.0f, dh, c);
 }
 
 Status LlamaModel::backward_attention(size_t l, const Dims& m) {
@@ -309,7 +352,8 @@ Result<double> LlamaModel::run(std::span<const int32_t> tokens, std::span<const 
                                int64_t b, int64_t t, const BackwardOptions* backward) {
   NTP_RETURN_IF_ERROR(check_batch(tokens, targets, b, t, config_.n_ctx, config_.vocab_size));
   if (backward != nullptr) NTP_RETURN_IF_ERROR(find_shared_kv_groups());
-  const Dims m = dims(b, t);
+  Dims m = dims(b, t);
+  if (backward != nullptr) m.loss_scale = backward->loss_scale;
   const int64_t n = m.n, c = m.c, vh = m.vh;
   const float eps = static_cast<float>(config_.rms_norm_eps);
 
@@ -330,8 +374,9 @@ Result<double> LlamaModel::run(std::span<const int32_t> tokens, std::span<const 
   matmul_nt(m.dtype, n, vh, c, hf_.data(), c, w(lm_head_), c, 0.0f, logits_.data(), vh);
 
   std::vector<float> gmax, stats;  // global row maxima [n], [exp-sum | target logit] [2n]
-  NTP_ASSIGN_OR_RETURN(const double loss,
+  NTP_ASSIGN_OR_RETURN(const double ce,
                        cross_entropy_forward(logits_, n, vh, targets, head_local_, gmax, stats));
+  const double loss = ce + ffn_loss(m);
   if (backward == nullptr) return loss;
   size_t next_ready = 0;
   auto grads_ready = [&]() {
@@ -394,11 +439,16 @@ Result<double> LlamaModel::grad_norm() {
 
 double LlamaModel::training_flops(const LlamaConfig& config, int64_t b, int64_t t) {
   const double c = static_cast<double>(config.n_embd);
+  return decoder_flops(config, 3 * c * static_cast<double>(config.ffn()), b, t);
+}
+
+double LlamaModel::decoder_flops(const LlamaConfig& config, double ffn_params, int64_t b,
+                                 int64_t t) {
+  const double c = static_cast<double>(config.n_embd);
   const double qd = static_cast<double>(config.n_head * config.dim());
   const double kd = static_cast<double>(config.n_kv_head * config.dim());
-  const double f = static_cast<double>(config.ffn());
   const double matmul_params =
-      static_cast<double>(config.n_layer) * (2 * c * qd + 2 * c * kd + 3 * c * f) +
+      static_cast<double>(config.n_layer) * (2 * c * qd + 2 * c * kd + ffn_params) +
       static_cast<double>(config.vocab_size) * c;
   const double tokens = static_cast<double>(b * t);
   const double attention = 12.0 * static_cast<double>(config.n_layer) * static_cast<double>(t) * qd;

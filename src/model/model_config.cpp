@@ -36,6 +36,16 @@ GptConfig ModelConfig::gpt() const {
   return c;
 }
 
+MoeModelConfig ModelConfig::moe() const {
+  MoeModelConfig c;
+  c.llama = llama();
+  c.n_experts = n_experts;
+  c.top_k = top_k;
+  c.n_shared = n_shared_experts;
+  c.router_aux_loss_coef = router_aux_loss_coef;
+  return c;
+}
+
 LlamaConfig ModelConfig::llama() const {
   LlamaConfig c;
   copy_shared_fields(*this, c);
@@ -47,8 +57,16 @@ LlamaConfig ModelConfig::llama() const {
 }
 
 Status ModelConfig::validate() const {
-  if (family == ModelFamily::kLlama) return llama().validate();
   const ModelConfig defaults;
+  if (family == ModelFamily::kMoe) return moe().validate();
+  if (n_experts != defaults.n_experts || top_k != defaults.top_k ||
+      n_shared_experts != defaults.n_shared_experts ||
+      router_aux_loss_coef != defaults.router_aux_loss_coef) {
+    return invalid_argument(
+        "n_experts, top_k, n_shared_experts and router_aux_loss_coef are for --model moe; " +
+        std::string(model_family_name(family)) + " has no experts");
+  }
+  if (family == ModelFamily::kLlama) return llama().validate();
   if (n_kv_head != 0 && n_kv_head != n_head) {
     return invalid_argument("n_kv_head = " + std::to_string(n_kv_head) +
                             " is for Llama; GPT-2 has one KV head per query head");
@@ -64,25 +82,42 @@ Status ModelConfig::validate() const {
 }
 
 int64_t ModelConfig::grouped_kv_heads() const {
-  return family == ModelFamily::kLlama ? llama().n_kv_head : 0;
+  return family == ModelFamily::kGpt2 ? 0 : llama().n_kv_head;
 }
 
 int64_t ModelConfig::head_size() const {
-  return family == ModelFamily::kLlama ? llama().dim() : n_embd / n_head;
+  return family == ModelFamily::kGpt2 ? n_embd / n_head : llama().dim();
 }
 
 int64_t ModelConfig::num_params() const {
-  return family == ModelFamily::kLlama ? llama().num_params() : gpt().num_params();
+  switch (family) {
+    case ModelFamily::kLlama:
+      return llama().num_params();
+    case ModelFamily::kMoe:
+      return moe().num_params();
+    case ModelFamily::kGpt2:
+      break;
+  }
+  return gpt().num_params();
 }
 
 const char* model_family_name(ModelFamily family) {
-  return family == ModelFamily::kLlama ? "llama" : "gpt2";
+  switch (family) {
+    case ModelFamily::kLlama:
+      return "llama";
+    case ModelFamily::kMoe:
+      return "moe";
+    case ModelFamily::kGpt2:
+      break;
+  }
+  return "gpt2";
 }
 
 Result<ModelFamily> parse_model_family(const std::string& text) {
   if (text == "gpt2") return ModelFamily::kGpt2;
   if (text == "llama") return ModelFamily::kLlama;
-  return invalid_argument("--model '" + text + "' is unknown; use gpt2 or llama");
+  if (text == "moe") return ModelFamily::kMoe;
+  return invalid_argument("--model '" + text + "' is unknown; use gpt2, llama or moe");
 }
 
 }  // namespace ntp::model

@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "model/gpt_model.h"
 #include "model/llama_model.h"
+#include "model/moe_model.h"
 
 namespace ntp::model {
 
@@ -16,6 +17,8 @@ std::vector<int64_t>& ModelShard::units(UnitSpaceId space) {
       return vocab_rows;
     case UnitSpaceId::kHeadRows:
       return head_rows;
+    case UnitSpaceId::kExperts:
+      return experts;
     default:
       break;
   }
@@ -26,6 +29,17 @@ std::vector<int64_t>& ModelShard::units(UnitSpaceId space) {
 Result<std::unique_ptr<Model>> create_model(const ModelConfig& config, const ModelShard& shard,
                                             uint64_t seed, TpGroup* group, bool initialize) {
   NTP_RETURN_IF_ERROR(config.validate());
+  if (config.family == ModelFamily::kMoe) {
+    LlamaShard s{shard.heads, shard.ffn_units, shard.vocab_rows, shard.head_rows};
+    NTP_ASSIGN_OR_RETURN(MoeModel m, MoeModel::create(config.moe(), std::move(s), shard.experts,
+                                                      seed, group, initialize));
+    return std::unique_ptr<Model>(std::make_unique<MoeModel>(std::move(m)));
+  }
+  if (!shard.experts.empty()) {
+    return invalid_argument(std::string(model_family_name(config.family)) +
+                            " has no experts: the shard lists " +
+                            std::to_string(shard.experts.size()) + "; use --model moe");
+  }
   if (config.family == ModelFamily::kLlama) {
     LlamaShard s{shard.heads, shard.ffn_units, shard.vocab_rows, shard.head_rows};
     NTP_ASSIGN_OR_RETURN(LlamaModel m,
@@ -42,8 +56,15 @@ Result<std::unique_ptr<Model>> create_model(const ModelConfig& config, const Mod
 }
 
 double training_flops(const ModelConfig& config, int64_t b, int64_t t) {
-  return config.family == ModelFamily::kLlama ? LlamaModel::training_flops(config.llama(), b, t)
-                                              : GptModel::training_flops(config.gpt(), b, t);
+  switch (config.family) {
+    case ModelFamily::kLlama:
+      return LlamaModel::training_flops(config.llama(), b, t);
+    case ModelFamily::kMoe:
+      return MoeModel::training_flops(config.moe(), b, t);
+    case ModelFamily::kGpt2:
+      break;
+  }
+  return GptModel::training_flops(config.gpt(), b, t);
 }
 
 }  // namespace ntp::model

@@ -21,12 +21,14 @@ struct ModelShard {
   std::vector<int64_t> ffn_units;   // kFfn
   std::vector<int64_t> vocab_rows;  // kVocab: rows of the (GPT-2: tied) token embedding
   std::vector<int64_t> head_rows;   // kHeadRows: rows of an untied LM head (Llama); else empty
+  std::vector<int64_t> experts;     // kExperts: routed experts (MoE; ffn_units then empty)
 
-  // The list of `space` (kHeads, kFfn, kVocab or kHeadRows).
+  // The list of `space` (kHeads, kFfn, kVocab, kHeadRows or kExperts).
   std::vector<int64_t>& units(UnitSpaceId space);
 };
 
-// A model of config.family for one TP rank (see GptModel::create / LlamaModel::create: `group`
+// A model of config.family for one TP rank (see GptModel::create / LlamaModel::create /
+// MoeModel::create: `group`
 // must outlive it, degree 1 when null; `initialize` false leaves the weights zero).
 // kInvalidArgument when the config or the shard is invalid.
 Result<std::unique_ptr<Model>> create_model(const ModelConfig& config, const ModelShard& shard,

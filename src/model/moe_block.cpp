@@ -111,6 +111,25 @@ int MoeBlock::add_param(std::string name, std::vector<int64_t> shape) {
   return static_cast<int>(params_.size()) - 1;
 }
 
+void MoeBlock::assign_indices() {
+  int next = 0;
+  router_ = next++;
+  for (size_t j = 0; j < holding_.experts.size(); ++j) {
+    ExpertParams x{};
+    x.w1 = next++;
+    x.w2 = next++;
+    x.w3 = next++;
+    experts_.push_back(x);
+  }
+  if (holding_.lead && config_.n_shared > 0) {
+    shared_.w1 = next++;
+    shared_.w3 = next++;
+    shared_.w2 = next++;
+  }
+  acts_.resize(experts_.size());
+  counts_.assign(static_cast<size_t>(config_.n_experts), 0);
+}
+
 Result<MoeBlock> MoeBlock::create(const MoeConfig& config, MoeHolding holding, uint64_t seed,
                                   std::string_view prefix, bool initialize) {
   NTP_RETURN_IF_ERROR(config.validate());
@@ -118,19 +137,17 @@ Result<MoeBlock> MoeBlock::create(const MoeConfig& config, MoeHolding holding, u
   MoeBlock b(config, std::move(holding));
   const int64_t c = config.hidden, f = config.ffn, fs = config.n_shared * config.ffn;
   const std::string p = std::string(prefix) + "block_sparse_moe.";
-  b.router_ = b.add_param(p + "gate.weight", {config.n_experts, c});
+  b.add_param(p + "gate.weight", {config.n_experts, c});
   for (int64_t e : b.holding_.experts) {
     const std::string ep = p + "experts." + std::to_string(e) + ".";
-    ExpertParams x{};
-    x.w1 = b.add_param(ep + "w1.weight", {f, c});
-    x.w2 = b.add_param(ep + "w2.weight", {c, f});
-    x.w3 = b.add_param(ep + "w3.weight", {f, c});
-    b.experts_.push_back(x);
+    b.add_param(ep + "w1.weight", {f, c});
+    b.add_param(ep + "w2.weight", {c, f});
+    b.add_param(ep + "w3.weight", {f, c});
   }
   if (b.holding_.lead && fs > 0) {
-    b.shared_.w1 = b.add_param(p + "shared_experts.gate_proj.weight", {fs, c});
-    b.shared_.w3 = b.add_param(p + "shared_experts.up_proj.weight", {fs, c});
-    b.shared_.w2 = b.add_param(p + "shared_experts.down_proj.weight", {c, fs});
+    b.add_param(p + "shared_experts.gate_proj.weight", {fs, c});
+    b.add_param(p + "shared_experts.up_proj.weight", {fs, c});
+    b.add_param(p + "shared_experts.down_proj.weight", {c, fs});
   }
   if (initialize) {
     const InitRule rule{InitRule::Kind::kNormal, 0.02};
@@ -140,8 +157,25 @@ Result<MoeBlock> MoeBlock::create(const MoeConfig& config, MoeHolding holding, u
       }
     }
   }
-  b.acts_.resize(b.experts_.size());
-  b.counts_.assign(static_cast<size_t>(config.n_experts), 0);
+  // The tensors' storage stays in place when the block (its params_ vector) moves.
+  for (Param& param : b.params_) b.weights_.push_back({param.value.data(), param.grad.data()});
+  b.assign_indices();
+  return b;
+}
+
+Result<MoeBlock> MoeBlock::create_view(const MoeConfig& config, MoeHolding holding,
+                                       std::vector<WeightView> weights) {
+  NTP_RETURN_IF_ERROR(config.validate());
+  NTP_RETURN_IF_ERROR(validate_holding(config, holding));
+  const size_t expected = 1 + 3 * holding.experts.size() +
+                          (holding.lead && config.n_shared > 0 ? size_t{3} : size_t{0});
+  if (weights.size() != expected) {
+    return invalid_argument("MoeBlock::create_view: " + std::to_string(weights.size()) +
+                            " weight views given, the holding needs " + std::to_string(expected));
+  }
+  MoeBlock b(config, std::move(holding));
+  b.weights_ = std::move(weights);
+  b.assign_indices();
   return b;
 }
 
@@ -267,6 +301,19 @@ Result<double> MoeBlock::forward(std::span<const float> h, int64_t n, std::span<
 
 Status MoeBlock::backward(std::span<const float> dy, double aux_coef, std::span<float> dh) {
   if (n_ < 0) return failed_precondition("MoeBlock::backward called before any forward");
+  // d(coef aux)/d probs[t, e] = coef * E * count_e / n^2 (f_e held constant).
+  const double nn = static_cast<double>(n_) * static_cast<double>(n_);
+  std::vector<double> aux_dprobs(static_cast<size_t>(config_.n_experts), 0.0);
+  for (size_t e = 0; e < aux_dprobs.size(); ++e) {
+    aux_dprobs[e] =
+        aux_coef * static_cast<double>(config_.n_experts) * static_cast<double>(counts_[e]) / nn;
+  }
+  return backward(dy, aux_dprobs, dh);
+}
+
+Status MoeBlock::backward(std::span<const float> dy, std::span<const double> aux_dprobs,
+                          std::span<float> dh) {
+  if (n_ < 0) return failed_precondition("MoeBlock::backward called before any forward");
   const int64_t n = n_, c = config_.hidden, ne = config_.n_experts, kk = config_.top_k;
   const int64_t f = config_.ffn;
   if (static_cast<int64_t>(dy.size()) != n * c || static_cast<int64_t>(dh.size()) != n * c) {
@@ -274,6 +321,11 @@ Status MoeBlock::backward(std::span<const float> dy, double aux_coef, std::span<
         "MoeBlock::backward: dy and dh must hold n * hidden = " + std::to_string(n) + " * " +
         std::to_string(c) + " floats (n of the last forward); got " + std::to_string(dy.size()) +
         " and " + std::to_string(dh.size()));
+  }
+  if (static_cast<int64_t>(aux_dprobs.size()) != ne) {
+    return invalid_argument(
+        "MoeBlock::backward: aux_dprobs must hold n_experts = " + std::to_string(ne) +
+        " values; got " + std::to_string(aux_dprobs.size()));
   }
   std::fill(dh.begin(), dh.end(), 0.0f);
   // dcombine [n, k]: dL/d(combine weight) of this rank's experts' slots (others stay 0).
@@ -337,12 +389,10 @@ Status MoeBlock::backward(std::span<const float> dy, double aux_coef, std::span<
       for (int64_t j = 0; j < kk; ++j) d[sel[j]] = dw_t[j];
     }
   }
-  if (holding_.lead && aux_coef != 0.0) {
-    // d(coef aux)/d probs[t, e] = coef * E * count_e / n^2 (f_e held constant).
-    const double nn = static_cast<double>(n) * static_cast<double>(n);
+  if (holding_.lead) {
     for (int64_t e = 0; e < ne; ++e) {
-      const float g = static_cast<float>(aux_coef * static_cast<double>(ne) *
-                                         static_cast<double>(counts_[static_cast<size_t>(e)]) / nn);
+      const float g = static_cast<float>(aux_dprobs[static_cast<size_t>(e)]);
+      if (g == 0.0f) continue;
       for (int64_t t = 0; t < n; ++t) dl[static_cast<size_t>(t * ne + e)] += g;
     }
   }

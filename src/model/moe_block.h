@@ -46,6 +46,10 @@
 // .up_proj.weight, .down_proj.weight [hidden, n_shared * ffn]. Initial values ~ N(0, 0.02)
 // (Mixtral's initializer_range), a function of (seed, name, element) only (model/init.h), so
 // every holding starts from the same logical weights.
+//
+// A model that keeps its weights in tensors of its own (MoeModel's stacked expert tensors) makes
+// the block with create_view: the block then reads and accumulates into the caller's storage and
+// owns no Param.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +98,19 @@ class MoeBlock {
   static Result<MoeBlock> create(const MoeConfig& config, MoeHolding holding, uint64_t seed,
                                  std::string_view prefix = "", bool initialize = true);
 
+  // Weight storage owned by the caller: value and gradient of one weight, laid out as the Param
+  // of that name would be.
+  struct WeightView {
+    float* value = nullptr;
+    float* grad = nullptr;
+  };
+  // A block on the caller's storage, one view per weight in the order params() would have (router,
+  // per held expert in holding order w1, w2, w3, then on the lead with n_shared > 0 the shared
+  // gate_proj, up_proj, down_proj). The storage must outlive the block; params() is empty and
+  // zero_grad() does nothing (the caller owns the gradients).
+  static Result<MoeBlock> create_view(const MoeConfig& config, MoeHolding holding,
+                                      std::vector<WeightView> weights);
+
   MoeBlock(MoeBlock&&) = default;
   MoeBlock& operator=(MoeBlock&&) = default;
 
@@ -113,6 +130,15 @@ class MoeBlock {
   // for which are partial). kFailedPrecondition without a forward before; kInvalidArgument on a
   // size mismatch.
   Status backward(std::span<const float> dy, double aux_coef, std::span<float> dh);
+  // The same with the aux loss's gradient given per expert: on the lead, aux_dprobs[e] [E] is added
+  // to dL/dprobs[t, e] for every token t (the f_e of the aux loss are counts: constants). The
+  // overload above passes aux_coef * E * count_e / n^2, this layer's own aux; a model whose aux
+  // loss spans layers (MoeModel) passes its own.
+  Status backward(std::span<const float> dy, std::span<const double> aux_dprobs,
+                  std::span<float> dh);
+  // Where the router's gradient accumulates from now on (a view block only; e.g. a buffer the
+  // caller sums over ranks before adding it to the parameter's gradient).
+  void set_router_grad(float* grad) { weights_[static_cast<size_t>(router_)].grad = grad; }
 
   // Per expert id [E]: tokens routed to it by the last forward (top-k assignments; sum n * k). The
   // same on every rank (the routing is computed from the replicated router).
@@ -121,6 +147,8 @@ class MoeBlock {
   // their combine weights.
   const std::vector<int64_t>& selected() const { return selected_; }
   const std::vector<float>& combine_weights() const { return combine_; }
+  // Router probabilities [n, E] of the last forward (softmax over all experts).
+  const std::vector<float>& probs() const { return probs_; }
 
  private:
   struct ExpertParams {
@@ -138,8 +166,10 @@ class MoeBlock {
 
   MoeBlock(MoeConfig config, MoeHolding holding);
   int add_param(std::string name, std::vector<int64_t> shape);
-  float* w(int index) { return params_[static_cast<size_t>(index)].value.data(); }
-  float* dw(int index) { return params_[static_cast<size_t>(index)].grad.data(); }
+  // Indexes router_, experts_ and shared_ in params() order (router 0, then three per expert, ...).
+  void assign_indices();
+  float* w(int index) { return weights_[static_cast<size_t>(index)].value; }
+  float* dw(int index) { return weights_[static_cast<size_t>(index)].grad; }
   // SwiGLU of m rows x [m, hidden] through w1/w3 [f, hidden], w2 [hidden, f]: gu [m, 2f], s [m, f],
   // out [m, hidden] (all overwritten).
   void swiglu_forward(int64_t m, int64_t f, const float* x, int w1, int w3, int w2, float* gu,
@@ -150,7 +180,8 @@ class MoeBlock {
 
   MoeConfig config_;
   MoeHolding holding_;
-  std::vector<Param> params_;
+  std::vector<Param> params_;        // empty for a view block
+  std::vector<WeightView> weights_;  // per weight, params() order: params_' storage or the caller's
   int router_ = -1;
   std::vector<ExpertParams> experts_;  // per held expert, holding order
   ExpertParams shared_{-1, -1, -1};    // the lead's shared experts (-1: none)

@@ -23,14 +23,16 @@ namespace ntp::model {
 // The unit spaces, in the order of shard::model_unit_spaces (heads, ffn, vocab). Llama
 // (model/llama_config.h) uses kHeads for its query heads, kFfn, kVocab for embed_tokens, and two
 // of its own that shard/ does not list yet: kKvGroups (derived from the query heads, a unit may be
-// held by several ranks, see unit_copy) and kHeadRows (rows of the untied lm_head).
+// held by several ranks, see unit_copy) and kHeadRows (rows of the untied lm_head). The MoE model
+// (model/moe_model.h) adds kExperts: one routed expert of every layer.
 enum class UnitSpaceId : int {
   kNone = -1,
   kHeads = 0,
   kFfn = 1,
   kVocab = 2,
   kKvGroups = 3,
-  kHeadRows = 4
+  kHeadRows = 4,
+  kExperts = 5
 };
 
 struct Param {

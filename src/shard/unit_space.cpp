@@ -24,6 +24,11 @@ Status validate_model_shape(const ModelShape& shape) {
                             " is not a multiple of --kv-heads " + std::to_string(shape.kv_heads) +
                             ": every KV head serves the same number of query heads");
   }
+  if (shape.experts < 0 || shape.shared_experts < 0 ||
+      ((shape.experts > 0 || shape.shared_experts > 0) && shape.kv_heads == 0)) {
+    return invalid_argument("--experts " + std::to_string(shape.experts) +
+                            " needs a grouped-query (MoE) shape: >= 0, and --kv-heads set");
+  }
   if (shape.kv_heads > 0 && shape.vocab == 0) {
     return invalid_argument("a grouped-query shape needs --vocab (its LM head is a unit space)");
   }
@@ -46,11 +51,21 @@ std::vector<UnitSpace> model_unit_spaces(const ModelShape& shape) {
   if (shape.kv_heads > 0) {
     const std::int64_t c = shape.hidden, l = shape.layers;
     spaces.push_back({"heads", shape.heads, l * 2 * head_dim * c});  // q rows, o columns
-    spaces.push_back({"ffn", shape.ffn / shape.ffn_block, l * shape.ffn_block * 3 * c});
+    if (shape.experts > 0 && shape.shared_experts == 0) {
+      spaces.push_back({"ffn", 0, 0, 0});  // no dense FFN: empty, derived (no rank must hold one)
+    } else if (shape.experts > 0) {        // the shared experts' columns
+      spaces.push_back(
+          {"ffn", shape.shared_experts * shape.ffn / shape.ffn_block, l * shape.ffn_block * 3 * c});
+    } else {
+      spaces.push_back({"ffn", shape.ffn / shape.ffn_block, l * shape.ffn_block * 3 * c});
+    }
     spaces.push_back({"vocab", shape.vocab, c});
     spaces.push_back({"kv", shape.kv_heads, l * 2 * head_dim * c, 0,
                       shape.heads / shape.kv_heads});  // k and v rows
     spaces.push_back({"head_rows", shape.vocab, c});
+    if (shape.experts > 0) {
+      spaces.push_back({"experts", shape.experts, l * 3 * shape.ffn * c});  // w1, w2, w3
+    }
     return spaces;
   }
   // Q, K, V columns with biases, plus the head's rows of the output projection.

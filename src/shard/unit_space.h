@@ -16,6 +16,13 @@
 //              / kv_heads); the other ranks whose query heads read the group hold copies that the
 //              layout does not list (the model marks them, model/param.h unit_copy).
 //   head_rows  one row of the untied LM head.
+// A Mixture-of-Experts shape (also ModelShape::experts > 0, the MoE family) has no dense FFN and
+// a sixth space:
+//   ffn        the shared experts' fused columns (shared_experts * ffn of them, in blocks of
+//              ffn_block), as Llama's FFN; without shared experts empty (0 units, marked derived
+//              so that no rank must hold one: the space numbering stays Llama's).
+//   experts    one routed expert: its w1, w2 and w3 (3 ffn x hidden, ffn = one expert's width),
+//              in every layer; each held by exactly one rank of the replica.
 // The order of the spaces is the numbering of model::UnitSpaceId (model/param.h): space i of a
 // layout is the model's space i, which train/unit_blocks.h relies on.
 //
@@ -56,6 +63,9 @@ struct ModelShape {
   // untied LM head, and the five spaces listed at the top.
   std::int64_t kv_heads = 0;
   std::int64_t head_dim = 0;  // 0: hidden / heads
+  // Routed experts of a MoE shape (0: none; needs kv_heads > 0). ffn is then one expert's width.
+  std::int64_t experts = 0;
+  std::int64_t shared_experts = 0;  // MoE: shared experts, each ffn wide (the ffn space's columns)
 };
 
 // Bytes per parameter for the two kinds of traffic the plans count.
@@ -72,7 +82,8 @@ struct ByteCosts {
 Status validate_model_shape(const ModelShape& shape);
 
 // The unit spaces of a GPT-style decoder: heads, ffn and (when vocab > 0) vocab, in that order;
-// with kv_heads > 0: heads, ffn, vocab, kv (derived from heads), head_rows (vocab must be > 0).
+// with kv_heads > 0: heads, ffn, vocab, kv (derived from heads), head_rows (vocab must be > 0);
+// with experts > 0 too: the ffn space empty, then experts.
 std::vector<UnitSpace> model_unit_spaces(const ModelShape& shape);
 
 }  // namespace ntp::shard

@@ -39,6 +39,12 @@ nlohmann::json model_json(const model::ModelConfig& m) {
     j["rms_norm_eps"] = m.rms_norm_eps;
     j["rope_theta"] = m.rope_theta;
   }
+  if (m.family == model::ModelFamily::kMoe) {
+    j["n_experts"] = m.n_experts;
+    j["top_k"] = m.top_k;
+    j["n_shared_experts"] = m.n_shared_experts;
+    j["router_aux_loss_coef"] = m.router_aux_loss_coef;
+  }
   return j;
 }
 

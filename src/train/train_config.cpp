@@ -75,7 +75,8 @@ Status validate_train_config(TrainConfig& c) {
   if (Status s = c.model.validate(); !s.ok()) {
     return invalid_argument(
         "model: " + s.message() +
-        " (see --model, --layers, --heads, --kv-heads, --width, --ffn, --ffn-unit, --context)");
+        " (see --model, --layers, --heads, --kv-heads, --width, --ffn, --ffn-unit, --context; "
+        "--model moe: --experts, --top-k, --shared-experts, --router-aux-coef)");
   }
   shard::ClusterSpec spec = cluster_spec(c);
   NTP_RETURN_IF_ERROR(shard::validate_cluster_spec(spec));

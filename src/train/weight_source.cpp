@@ -50,7 +50,8 @@ Result<model::ModelConfig> model_config_from_json(const json& j) {
                                           ? model::parse_model_family(family.get<std::string>())
                                           : invalid_argument("");
   if (!parsed.ok()) {
-    return invalid_argument("model_config.family " + family.dump() + " is unknown (gpt2, llama)");
+    return invalid_argument("model_config.family " + family.dump() +
+                            " is unknown (gpt2, llama, moe)");
   }
   m.family = *parsed;
   for (const auto& [key, field] :
@@ -67,6 +68,10 @@ Result<model::ModelConfig> model_config_from_json(const json& j) {
   NTP_RETURN_IF_ERROR(read_int(j, "head_dim", m.head_dim, /*required=*/false));
   NTP_RETURN_IF_ERROR(read_number(j, "rms_norm_eps", m.rms_norm_eps));
   NTP_RETURN_IF_ERROR(read_number(j, "rope_theta", m.rope_theta));
+  NTP_RETURN_IF_ERROR(read_int(j, "n_experts", m.n_experts, /*required=*/false));
+  NTP_RETURN_IF_ERROR(read_int(j, "top_k", m.top_k, /*required=*/false));
+  NTP_RETURN_IF_ERROR(read_int(j, "n_shared_experts", m.n_shared_experts, /*required=*/false));
+  NTP_RETURN_IF_ERROR(read_number(j, "router_aux_loss_coef", m.router_aux_loss_coef));
   NTP_RETURN_IF_ERROR(m.validate());
   return m;
 }
@@ -133,7 +138,11 @@ std::vector<std::pair<std::string, json>> model_flag_values(const model::ModelCo
           {"--width", m.n_embd},
           {"--context", m.n_ctx},
           {"--ffn", m.ffn()},
-          {"--rope-theta", m.rope_theta}};
+          {"--rope-theta", m.rope_theta},
+          {"--experts", m.n_experts},
+          {"--top-k", m.top_k},
+          {"--shared-experts", m.n_shared_experts},
+          {"--router-aux-coef", m.router_aux_loss_coef}};
 }
 
 }  // namespace

@@ -16,6 +16,8 @@ shard::ModelShape model_shape(const model::ModelConfig& config) {
   shape.layers = config.n_layer;
   shape.kv_heads = config.grouped_kv_heads();
   shape.head_dim = config.grouped_kv_heads() > 0 ? config.head_size() : 0;
+  shape.experts = config.family == model::ModelFamily::kMoe ? config.n_experts : 0;
+  shape.shared_experts = config.family == model::ModelFamily::kMoe ? config.n_shared_experts : 0;
   return shape;
 }
 

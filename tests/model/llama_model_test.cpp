@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/rng.h"
+#include "gradient_check.h"
 #include "llama_reference.h"
 #include "model/llama_model.h"
 
@@ -60,13 +61,7 @@ void redraw_weights(LlamaModel& m) {
 }
 
 reference::Weights logical_weights(const LlamaModel& m) {
-  reference::Weights w;
-  for (const Param& p : m.params()) {
-    std::vector<float> logical(static_cast<size_t>(shape_numel(p.logical_shape)));
-    p.scatter_to_logical(p.value.span(), logical);
-    w[p.name] = std::vector<double>(logical.begin(), logical.end());
-  }
-  return w;
+  return gradcheck::logical_weights(m.params());
 }
 
 TEST(LlamaConfigTest, ValidationNamesTheBadField) {
@@ -161,53 +156,16 @@ TEST(LlamaModelTest, GradientsMatchFiniteDifferencesOfTheReference) {
   std::vector<int32_t> tokens, targets;
   make_batch(c, tokens, targets);
   ASSERT_TRUE(m->forward_backward(tokens, targets, kB, kT).ok());
-  const reference::Weights w0 = logical_weights(*m);
-  const double h = 1e-5;
-  Rng rng(9);
-  double worst_elem = 0.0, worst_dir = 0.0;
-  for (const Param& p : m->params()) {
-    std::vector<float> grad(static_cast<size_t>(p.grad.numel()));
-    p.scatter_to_logical(p.grad.span(), grad);
-    // Elements: the largest-gradient one plus 5 random ones (embedding rows of tokens in the
-    // batch have nonzero gradients; others are exactly zero and also checked).
-    std::vector<size_t> picks = {static_cast<size_t>(
-        std::max_element(grad.begin(), grad.end(),
-                         [](float a, float b) { return std::abs(a) < std::abs(b); }) -
-        grad.begin())};
-    for (int i = 0; i < 5; ++i) picks.push_back(rng.below(grad.size()));
-    double gmax = 0.0;
-    for (float g : grad) gmax = std::max(gmax, std::abs(static_cast<double>(g)));
-    for (size_t e : picks) {
-      reference::Weights w = w0;
-      w[p.name][e] += h;
-      const double fp = reference::llama_loss(c, w, tokens, targets, kB, kT);
-      w[p.name][e] -= 2 * h;
-      const double fm = reference::llama_loss(c, w, tokens, targets, kB, kT);
-      const double fd = (fp - fm) / (2 * h);
-      const double err = std::abs(grad[e] - fd) / gmax;
-      worst_elem = std::max(worst_elem, err);
-      EXPECT_LT(err, 1e-5) << p.name << " element " << e << ": " << grad[e] << " vs " << fd;
-    }
-    // Directional derivative along g / |g| equals |g|.
-    double norm = 0.0;
-    for (float g : grad) norm += static_cast<double>(g) * g;
-    norm = std::sqrt(norm);
-    reference::Weights wp = w0, wm = w0;
-    for (size_t i = 0; i < grad.size(); ++i) {
-      wp[p.name][i] += h * grad[i] / norm;
-      wm[p.name][i] -= h * grad[i] / norm;
-    }
-    const double dir = (reference::llama_loss(c, wp, tokens, targets, kB, kT) -
-                        reference::llama_loss(c, wm, tokens, targets, kB, kT)) /
-                       (2 * h);
-    const double err = std::abs(dir - norm) / norm;
-    worst_dir = std::max(worst_dir, err);
-    EXPECT_LT(err, 5e-6) << p.name << ": directional " << dir << " vs |g| " << norm;
-  }
+  const gradcheck::GradientErrors worst = gradcheck::check_gradients(
+      m->params(), logical_weights(*m),
+      [&](const reference::Weights& w) {
+        return reference::llama_loss(c, w, tokens, targets, kB, kT);
+      },
+      1e-5, 1e-5, 5e-6);
   std::printf(
       "worst element error (rel. to the tensor's largest gradient) %.2e, worst "
       "directional error %.2e\n",
-      worst_elem, worst_dir);
+      worst.element, worst.directional);
 }
 
 TEST(LlamaModelTest, InitDoesNotDependOnTheLayoutAndFollowsTheScheme) {

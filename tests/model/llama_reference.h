@@ -14,6 +14,7 @@
 //   logits = (rmsnorm(x) * norm) lm_head^T;  loss = mean cross-entropy
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -74,65 +75,61 @@ inline void rotary(std::vector<double>& x, int64_t bsz, int64_t t, int64_t heads
       }
 }
 
-}  // namespace detail
-
-// Mean cross-entropy (nats) of targets given tokens, both [bsz, t].
-inline double llama_loss(const LlamaConfig& cfg, const Weights& wts,
-                         const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets,
-                         int64_t bsz, int64_t t) {
-  using detail::linear;
-  const int64_t n = bsz * t, c = cfg.n_embd, d = cfg.dim(), nh = cfg.n_head;
-  const int64_t nkv = cfg.n_kv_head, f = cfg.ffn(), v = cfg.vocab_size;
-  const double eps = cfg.rms_norm_eps;
-  auto W = [&](const std::string& name) -> const std::vector<double>& { return wts.at(name); };
-
+// x[n, c] = embed_tokens rows of tokens.
+inline std::vector<double> embed(const LlamaConfig& cfg, const Weights& wts,
+                                 const std::vector<int32_t>& tokens) {
+  const int64_t n = static_cast<int64_t>(tokens.size()), c = cfg.n_embd;
+  const std::vector<double>& e = wts.at("model.embed_tokens.weight");
   std::vector<double> x(static_cast<size_t>(n * c));
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < c; ++j)
-      x[i * c + j] = W("model.embed_tokens.weight")[tokens[i] * c + j];
+    for (int64_t j = 0; j < c; ++j) x[i * c + j] = e[tokens[i] * c + j];
+  return x;
+}
 
-  for (int64_t l = 0; l < cfg.n_layer; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    std::vector<double> h = detail::rmsnorm(x, W(p + "input_layernorm.weight"), n, c, eps);
-    std::vector<double> q = linear(h, W(p + "self_attn.q_proj.weight"), n, c, nh * d);
-    std::vector<double> k = linear(h, W(p + "self_attn.k_proj.weight"), n, c, nkv * d);
-    std::vector<double> vv = linear(h, W(p + "self_attn.v_proj.weight"), n, c, nkv * d);
-    detail::rotary(q, bsz, t, nh, d, cfg.rope_theta);
-    detail::rotary(k, bsz, t, nkv, d, cfg.rope_theta);
-    std::vector<double> att(static_cast<size_t>(n * nh * d), 0.0);
-    for (int64_t b = 0; b < bsz; ++b)
-      for (int64_t hh = 0; hh < nh; ++hh) {
-        const int64_t kvh = hh / (nh / nkv);
-        for (int64_t i = 0; i < t; ++i) {
-          std::vector<double> s(static_cast<size_t>(i + 1));
-          double mx = -1e300;
-          for (int64_t j = 0; j <= i; ++j) {
-            double dotp = 0.0;
-            for (int64_t e = 0; e < d; ++e)
-              dotp += q[((b * t + i) * nh + hh) * d + e] * k[((b * t + j) * nkv + kvh) * d + e];
-            s[j] = dotp / std::sqrt(static_cast<double>(d));
-            mx = std::max(mx, s[j]);
-          }
-          double z = 0.0;
-          for (double& e : s) z += (e = std::exp(e - mx));
-          for (int64_t j = 0; j <= i; ++j)
-            for (int64_t e = 0; e < d; ++e)
-              att[((b * t + i) * nh + hh) * d + e] +=
-                  s[j] / z * vv[((b * t + j) * nkv + kvh) * d + e];
+// x += attention(rmsnorm(x) * input_layernorm) of the layer whose names start with p.
+inline void attention_residual(const LlamaConfig& cfg, const Weights& wts, const std::string& p,
+                               std::vector<double>& x, int64_t bsz, int64_t t) {
+  const int64_t n = bsz * t, c = cfg.n_embd, d = cfg.dim(), nh = cfg.n_head;
+  const int64_t nkv = cfg.n_kv_head;
+  auto W = [&](const std::string& name) -> const std::vector<double>& { return wts.at(name); };
+  std::vector<double> h = rmsnorm(x, W(p + "input_layernorm.weight"), n, c, cfg.rms_norm_eps);
+  std::vector<double> q = linear(h, W(p + "self_attn.q_proj.weight"), n, c, nh * d);
+  std::vector<double> k = linear(h, W(p + "self_attn.k_proj.weight"), n, c, nkv * d);
+  std::vector<double> vv = linear(h, W(p + "self_attn.v_proj.weight"), n, c, nkv * d);
+  rotary(q, bsz, t, nh, d, cfg.rope_theta);
+  rotary(k, bsz, t, nkv, d, cfg.rope_theta);
+  std::vector<double> att(static_cast<size_t>(n * nh * d), 0.0);
+  for (int64_t b = 0; b < bsz; ++b)
+    for (int64_t hh = 0; hh < nh; ++hh) {
+      const int64_t kvh = hh / (nh / nkv);
+      for (int64_t i = 0; i < t; ++i) {
+        std::vector<double> s(static_cast<size_t>(i + 1));
+        double mx = -1e300;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dotp = 0.0;
+          for (int64_t e = 0; e < d; ++e)
+            dotp += q[((b * t + i) * nh + hh) * d + e] * k[((b * t + j) * nkv + kvh) * d + e];
+          s[j] = dotp / std::sqrt(static_cast<double>(d));
+          mx = std::max(mx, s[j]);
         }
+        double z = 0.0;
+        for (double& e : s) z += (e = std::exp(e - mx));
+        for (int64_t j = 0; j <= i; ++j)
+          for (int64_t e = 0; e < d; ++e)
+            att[((b * t + i) * nh + hh) * d + e] +=
+                s[j] / z * vv[((b * t + j) * nkv + kvh) * d + e];
       }
-    std::vector<double> o = linear(att, W(p + "self_attn.o_proj.weight"), n, nh * d, c);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    }
+  std::vector<double> o = linear(att, W(p + "self_attn.o_proj.weight"), n, nh * d, c);
+  for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+}
 
-    h = detail::rmsnorm(x, W(p + "post_attention_layernorm.weight"), n, c, eps);
-    std::vector<double> gate = linear(h, W(p + "mlp.gate_proj.weight"), n, c, f);
-    std::vector<double> up = linear(h, W(p + "mlp.up_proj.weight"), n, c, f);
-    for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
-    std::vector<double> down = linear(gate, W(p + "mlp.down_proj.weight"), n, f, c);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
-  }
-  std::vector<double> h = detail::rmsnorm(x, W("model.norm.weight"), n, c, eps);
-  std::vector<double> logits = linear(h, W("lm_head.weight"), n, c, v);
+// Mean cross-entropy of targets given the last layer's output x[n, c] (final norm, lm_head).
+inline double head_loss(const LlamaConfig& cfg, const Weights& wts, const std::vector<double>& x,
+                        const std::vector<int32_t>& targets) {
+  const int64_t n = static_cast<int64_t>(targets.size()), c = cfg.n_embd, v = cfg.vocab_size;
+  std::vector<double> h = rmsnorm(x, wts.at("model.norm.weight"), n, c, cfg.rms_norm_eps);
+  std::vector<double> logits = linear(h, wts.at("lm_head.weight"), n, c, v);
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     double mx = -1e300;
@@ -142,6 +139,30 @@ inline double llama_loss(const LlamaConfig& cfg, const Weights& wts,
     total += std::log(z) + mx - logits[i * v + targets[i]];
   }
   return total / static_cast<double>(n);
+}
+
+}  // namespace detail
+
+// Mean cross-entropy (nats) of targets given tokens, both [bsz, t].
+inline double llama_loss(const LlamaConfig& cfg, const Weights& wts,
+                         const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets,
+                         int64_t bsz, int64_t t) {
+  using detail::linear;
+  const int64_t n = bsz * t, c = cfg.n_embd, f = cfg.ffn();
+  auto W = [&](const std::string& name) -> const std::vector<double>& { return wts.at(name); };
+  std::vector<double> x = detail::embed(cfg, wts, tokens);
+  for (int64_t l = 0; l < cfg.n_layer; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    detail::attention_residual(cfg, wts, p, x, bsz, t);
+    std::vector<double> h =
+        detail::rmsnorm(x, W(p + "post_attention_layernorm.weight"), n, c, cfg.rms_norm_eps);
+    std::vector<double> gate = linear(h, W(p + "mlp.gate_proj.weight"), n, c, f);
+    std::vector<double> up = linear(h, W(p + "mlp.up_proj.weight"), n, c, f);
+    for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+    std::vector<double> down = linear(gate, W(p + "mlp.down_proj.weight"), n, f, c);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+  }
+  return detail::head_loss(cfg, wts, x, targets);
 }
 
 }  // namespace ntp::model::reference

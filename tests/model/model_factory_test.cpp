@@ -95,7 +95,7 @@ void expect_identical(Model& made, Model& own, int64_t vocab) {
 TEST(ModelFactoryTest, MakesTheGptModelOfTheShard) {
   const GptConfig c = gpt_config();
   const TpShard own_shard = contiguous_layout(c, 2)[1];
-  const ModelShard shard{own_shard.heads, own_shard.ffn_units, own_shard.vocab_rows, {}};
+  const ModelShard shard{own_shard.heads, own_shard.ffn_units, own_shard.vocab_rows, {}, {}};
   Result<std::unique_ptr<Model>> made = create_model(c, shard, 7);
   ASSERT_TRUE(made.ok()) << made.status().to_string();
   ASSERT_NE(dynamic_cast<GptModel*>(made->get()), nullptr);
@@ -109,8 +109,8 @@ TEST(ModelFactoryTest, MakesTheGptModelOfTheShard) {
 TEST(ModelFactoryTest, MakesTheLlamaModelOfTheShard) {
   const LlamaConfig c = llama_config();
   const LlamaShard own_shard = shuffled_layout(c, 3, 9)[2];
-  const ModelShard shard{own_shard.heads, own_shard.ffn_units, own_shard.vocab_rows,
-                         own_shard.head_rows};
+  const ModelShard shard{
+      own_shard.heads, own_shard.ffn_units, own_shard.vocab_rows, own_shard.head_rows, {}};
   Result<std::unique_ptr<Model>> made = create_model(c, shard, 7);
   ASSERT_TRUE(made.ok()) << made.status().to_string();
   ASSERT_NE(dynamic_cast<LlamaModel*>(made->get()), nullptr);
@@ -120,7 +120,7 @@ TEST(ModelFactoryTest, MakesTheLlamaModelOfTheShard) {
   // and the partial shard's parameters and KV-copy marks below.
   const LlamaShard f = full_shard(c);
   Result<std::unique_ptr<Model>> made_full =
-      create_model(c, ModelShard{f.heads, f.ffn_units, f.vocab_rows, f.head_rows}, 7);
+      create_model(c, ModelShard{f.heads, f.ffn_units, f.vocab_rows, f.head_rows, {}}, 7);
   Result<LlamaModel> own_full = LlamaModel::create(c, f, 7);
   ASSERT_TRUE(made_full.ok() && own_full.ok());
   expect_identical(**made_full, *own_full, c.vocab_size);
@@ -178,7 +178,7 @@ TEST(ModelFactoryTest, BadInputNamesTheFieldOrFlag) {
 
   const GptConfig gc = gpt_config();
   const TpShard full = full_shard(gc);
-  const ModelShard with_head_rows{full.heads, full.ffn_units, full.vocab_rows, {0}};
+  const ModelShard with_head_rows{full.heads, full.ffn_units, full.vocab_rows, {0}, {}};
   EXPECT_NE(create_model(gc, with_head_rows, 1).status().message().find("tied"), std::string::npos);
 
   EXPECT_EQ(*parse_model_family("llama"), ModelFamily::kLlama);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -192,6 +193,25 @@ inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   return norm == 0.0 ? std::sqrt(diff) : std::sqrt(diff / norm);
 }
 
+// A job's cluster: domains of tp slots, the failed slots (--failed), --strategy, --optimizer.
+struct JobSpec {
+  int domains = 1;
+  int tp = 1;
+  std::string failed;
+  std::string strategy = "fold";
+  std::string optimizer = "replicated";
+};
+
+inline std::string describe(const JobSpec& s) {
+  return std::to_string(s.domains) + "x" + std::to_string(s.tp) + " failed[" + s.failed + "] " +
+         s.strategy + "/" + s.optimizer;
+}
+
+// The worst differences compare_runs / compare_resumed found.
+struct Worst {
+  double grad = 0, loss = 0, update = 0;
+};
+
 // rel_l2 of two runs' changes of one tensor from its initial logical value `start`.
 inline double change_rel_l2(const model::Param& start, const std::vector<float>& got,
                             const std::vector<float>& want) {
@@ -202,6 +222,66 @@ inline double change_rel_l2(const model::Param& start, const std::vector<float>&
     d_want[e] = want[e] - s[e];
   }
   return rel_l2(d_got, d_want);
+}
+
+// Two fp32 jobs of one model at different layouts, `params` its full initial parameters: `got`
+// must have `steps` losses, each within 1e-6 relative of `want`'s, every step-0 gradient within
+// 1e-5 relative L2 per tensor and every tensor's weight change within 1e-4 (the limits of
+// llama_train_parity_test, argued there; moe_train_test uses them too).
+inline Worst compare_runs(const DumpedRun& got, const DumpedRun& want,
+                          const std::vector<model::Param>& params, size_t steps,
+                          const std::string& label) {
+  Worst w;
+  EXPECT_EQ(got.grads.size(), params.size()) << label;
+  if (got.grads.size() != params.size() || want.grads.size() != params.size()) return w;
+  EXPECT_EQ(got.losses.size(), steps) << label;
+  for (size_t s = 0; s < std::min(got.losses.size(), want.losses.size()); ++s) {
+    const double l = std::abs(got.losses[s] - want.losses[s]) / std::abs(want.losses[s]);
+    w.loss = std::max(w.loss, l);
+    EXPECT_LE(l, 1e-6) << label << ": loss at step " << s;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const double g = rel_l2(got.grads[i], want.grads[i]);
+    w.grad = std::max(w.grad, g);
+    EXPECT_LE(g, 1e-5) << label << ": step-0 gradient of " << params[i].name;
+    const double u = change_rel_l2(params[i], got.weights[i], want.weights[i]);
+    w.update = std::max(w.update, u);
+    EXPECT_LE(u, 1e-4) << label << ": weight change of " << params[i].name;
+  }
+  return w;
+}
+
+// A job resumed from a checkpoint taken after `offset` steps of `full` (the uninterrupted run):
+// its losses are full's from step offset on, bit for bit when `same` (resumed at the same layout,
+// with the final weights equal too), else within 1e-6 relative and each tensor's weight change
+// within 1e-4 (as compare_runs).
+inline Worst compare_resumed(const DumpedRun& second, const DumpedRun& full,
+                             const std::vector<model::Param>& params, size_t offset, bool same,
+                             const std::string& label) {
+  Worst w;
+  EXPECT_EQ(second.mismatches, 0) << label;
+  for (size_t s = 0; s < second.losses.size() && s + offset < full.losses.size(); ++s) {
+    const double want = full.losses[s + offset];
+    w.loss = std::max(w.loss, std::abs(second.losses[s] - want) / std::abs(want));
+    if (same) {
+      EXPECT_EQ(second.losses[s], want) << label << ": step " << s + offset;
+    }
+  }
+  EXPECT_LE(w.loss, 1e-6) << label;
+  if (second.weights.size() != params.size() || full.weights.size() != params.size()) {
+    ADD_FAILURE() << label << ": no weights";
+    return w;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (same) {
+      EXPECT_EQ(second.weights[i], full.weights[i]) << label << ": " << params[i].name;
+      continue;
+    }
+    const double u = change_rel_l2(params[i], second.weights[i], full.weights[i]);
+    w.update = std::max(w.update, u);
+    EXPECT_LE(u, 1e-4) << label << ": " << params[i].name;
+  }
+  return w;
 }
 
 }  // namespace ntp::train::parity

@@ -59,7 +59,7 @@ TEST(WeightSourceTest, ModelConfigFromJsonInvertsTheCheckpointsRecord) {
   nlohmann::json bad = checkpoint_meta(TrainConfig{}, 0, 0, {}).model_config;
   bad["family"] = "mamba";
   EXPECT_EQ(model_config_from_json(bad).status().message(),
-            "model_config.family \"mamba\" is unknown (gpt2, llama)");
+            "model_config.family \"mamba\" is unknown (gpt2, llama, moe)");
   bad.erase("family");
   bad.erase("n_layer");
   EXPECT_EQ(model_config_from_json(bad).status().message(), "model_config.n_layer is missing");

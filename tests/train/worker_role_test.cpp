@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <numeric>
 
 #include "model/llama_shard.h"
 #include "model/model_factory.h"
@@ -143,6 +144,28 @@ shard::ClusterLayout plan_llama(int domains, int tp, std::vector<shard::SlotRef>
   return *layout;
 }
 
+// Expects every sharded parameter of m in the layout space its UnitSpaceId numbers, with that
+// space's unit count, and the spaces' parameter counts plus the replicated ones to add up to
+// num_params; returns the replicated parameters' count.
+int64_t params_outside_spaces(const model::Model& m, const std::vector<shard::UnitSpace>& spaces,
+                              int64_t num_params) {
+  int64_t replicated = 0;
+  for (const model::Param& p : m.params()) {
+    const ParamGeometry g = ParamGeometry::of(p);
+    if (g.space < 0) {
+      replicated += shape_numel(p.logical_shape);
+      continue;
+    }
+    EXPECT_LT(g.space, static_cast<int>(spaces.size())) << p.name;
+    if (g.space >= static_cast<int>(spaces.size())) continue;
+    EXPECT_EQ(g.units, spaces[static_cast<size_t>(g.space)].units) << p.name;
+  }
+  int64_t sharded = 0;
+  for (const shard::UnitSpace& s : spaces) sharded += s.units * s.params_per_unit;
+  EXPECT_EQ(sharded + replicated, num_params);
+  return replicated;
+}
+
 TEST(WorkerRoleTest, LlamaSpacesAreTheModelsInUnitSpaceIdOrder) {
   const model::ModelConfig c = llama_config();
   const std::vector<shard::UnitSpace> spaces = shard::model_unit_spaces(model_shape(c));
@@ -158,24 +181,53 @@ TEST(WorkerRoleTest, LlamaSpacesAreTheModelsInUnitSpaceIdOrder) {
       c,
       [&] {
         const model::LlamaShard f = model::full_shard(c.llama());
-        return model::ModelShard{f.heads, f.ffn_units, f.vocab_rows, f.head_rows};
+        return model::ModelShard{f.heads, f.ffn_units, f.vocab_rows, f.head_rows, {}};
       }(),
       1);
   ASSERT_TRUE(m.ok());
-  int64_t replicated = 0;
-  for (const model::Param& p : (*m)->params()) {
-    const ParamGeometry g = ParamGeometry::of(p);
-    if (g.space < 0) {
-      replicated += shape_numel(p.logical_shape);
-      continue;
-    }
-    ASSERT_LT(g.space, 5) << p.name;
-    EXPECT_EQ(g.units, spaces[static_cast<size_t>(g.space)].units) << p.name;
-  }
-  int64_t sharded = 0;
-  for (const shard::UnitSpace& s : spaces) sharded += s.units * s.params_per_unit;
-  EXPECT_EQ(replicated, 2 * c.n_embd * c.n_layer + c.n_embd);
-  EXPECT_EQ(sharded + replicated, c.num_params());
+  EXPECT_EQ(params_outside_spaces(**m, spaces, c.num_params()),
+            2 * c.n_embd * c.n_layer + c.n_embd);
+}
+
+// The MoE family: Llama's five spaces with the dense FFN's empty (derived, so no rank must hold
+// one), plus the experts; every parameter lies in the space its UnitSpaceId numbers with that
+// space's unit count, and the counts add up (replicated: the norms and each layer's router).
+TEST(WorkerRoleTest, MoeSpacesAddTheExpertsAfterLlamas) {
+  model::ModelConfig c = llama_config();
+  c.family = model::ModelFamily::kMoe;
+  c.n_ffn = 24;
+  c.n_experts = 5;
+  const std::vector<shard::UnitSpace> spaces = shard::model_unit_spaces(model_shape(c));
+  ASSERT_EQ(spaces.size(), 6u);
+  const char* names[] = {"heads", "ffn", "vocab", "kv", "head_rows", "experts"};
+  for (size_t i = 0; i < spaces.size(); ++i) EXPECT_EQ(spaces[i].name, names[i]);
+  EXPECT_EQ(spaces[1].units, 0);
+  EXPECT_TRUE(spaces[1].derived());
+  EXPECT_EQ(spaces[5].units, 5);
+  model::ModelShard shard;
+  const model::LlamaShard f = model::full_shard(c.llama());
+  shard.heads = f.heads;
+  shard.vocab_rows = f.vocab_rows;
+  shard.head_rows = f.head_rows;
+  shard.experts = {0, 1, 2, 3, 4};
+  Result<std::unique_ptr<model::Model>> m = model::create_model(c, shard, 1);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  // Replicated: the norms and each layer's router [E, C].
+  EXPECT_EQ(params_outside_spaces(**m, spaces, c.num_params()),
+            (2 * c.n_embd + 5 * c.n_embd) * c.n_layer + c.n_embd);
+
+  // With 2 shared experts the FFN space holds their columns: 2 x 24 / ffn_unit 4 = 12 units.
+  c.n_shared_experts = 2;
+  const std::vector<shard::UnitSpace> with_shared = shard::model_unit_spaces(model_shape(c));
+  ASSERT_EQ(with_shared.size(), 6u);
+  EXPECT_EQ(with_shared[1].units, 12);
+  EXPECT_FALSE(with_shared[1].derived());
+  shard.ffn_units.resize(12);
+  std::iota(shard.ffn_units.begin(), shard.ffn_units.end(), int64_t{0});
+  m = model::create_model(c, shard, 1);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(params_outside_spaces(**m, with_shared, c.num_params()),
+            (2 * c.n_embd + 5 * c.n_embd) * c.n_layer + c.n_embd);
 }
 
 // Mixed degrees {4, 3, 2} (and speed-weighted replicas): in every replica the KV space's owners

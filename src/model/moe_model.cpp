@@ -1,0 +1,139 @@
+#include "model/moe_model.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "model/unit_lists.h"
+
+namespace ntp::model {
+
+MoeModel::MoeModel(MoeModelConfig config, LlamaShard shard, std::vector<int64_t> experts,
+                   TpGroup* group)
+    : LlamaModel(config.decoder(), std::move(shard), group),
+      moe_(config),
+      experts_(std::move(experts)) {}
+
+Result<MoeModel> MoeModel::create(const MoeModelConfig& config, LlamaShard shard,
+                                  std::vector<int64_t> experts, uint64_t seed, TpGroup* group,
+                                  bool initialize) {
+  NTP_RETURN_IF_ERROR(config.validate());
+  if (config.n_shared == 0 && !shard.ffn_units.empty()) {
+    return invalid_argument(
+        "the MoE model without shared experts has no dense FFN: its shard "
+        "lists " +
+        std::to_string(shard.ffn_units.size()) +
+        " FFN units; hold experts instead (leave ffn_units empty)");
+  }
+  NTP_RETURN_IF_ERROR(check_unit_space("experts", config.n_experts, {&experts},
+                                       /*require_all=*/false));
+  MoeModel m(config, std::move(shard), std::move(experts), group);
+  NTP_RETURN_IF_ERROR(build(m, seed, initialize));
+  // The blocks read and accumulate into the stacked expert tensors (storage that stays in place
+  // when the model moves).
+  const MoeConfig bc = config.block();
+  MoeHolding holding{
+      m.experts_, std::find(m.experts_.begin(), m.experts_.end(), int64_t{0}) != m.experts_.end()};
+  for (const LayerParams& lp : m.layers_) {
+    auto view = [&m](int param, int64_t slab) {
+      Param& p = m.params_[static_cast<size_t>(param)];
+      const int64_t size = p.unit_inner;
+      return MoeBlock::WeightView{p.value.data() + slab * size, p.grad.data() + slab * size};
+    };
+    std::vector<MoeBlock::WeightView> views{view(lp.ffn[0], 0)};
+    for (size_t j = 0; j < m.experts_.size(); ++j) {
+      for (int w : {1, 2, 3})
+        views.push_back(view(lp.ffn[static_cast<size_t>(w)], static_cast<int64_t>(j)));
+    }
+    NTP_ASSIGN_OR_RETURN(MoeBlock block, MoeBlock::create_view(bc, holding, std::move(views)));
+    m.blocks_.push_back(std::move(block));
+  }
+  m.aux_dprobs_.assign(static_cast<size_t>(config.n_experts), 0.0);
+  return m;
+}
+
+std::vector<int> MoeModel::add_ffn_params(int64_t /*layer*/, const std::string& prefix) {
+  const int64_t c = moe_.llama.n_embd, f = moe_.llama.ffn(), e = moe_.n_experts;
+  const std::string p = prefix + "block_sparse_moe.";
+  // [outer, units, inner] views (model/param.h): one unit = one expert's whole matrix.
+  const Sharding w13{0, experts_, UnitSpaceId::kExperts, 1, f * c};
+  const Sharding w2{0, experts_, UnitSpaceId::kExperts, 1, c * f};
+  std::vector<int> ids = {add_param(p + "gate.weight", {e, c}, Sharding{}),
+                          add_param(p + "experts.w1.weight", {e, f, c}, w13),
+                          add_param(p + "experts.w2.weight", {e, c, f}, w2),
+                          add_param(p + "experts.w3.weight", {e, f, c}, w13)};
+  if (moe_.n_shared > 0) {  // gate_proj, up_proj, down_proj over the FFN units
+    const std::vector<int> shared = add_dense_ffn_params(p + "shared_experts.");
+    ids.insert(ids.end(), shared.begin(), shared.end());
+  }
+  return ids;
+}
+
+Status MoeModel::ffn_forward(size_t l, const Dims& m, std::vector<float>& x_out) {
+  const LayerActs& a = acts_[l];
+  y_.resize(static_cast<size_t>(m.n * m.c));
+  NTP_RETURN_IF_ERROR(blocks_[l].forward(a.h2, m.n, y_).status());
+  if (moe_.n_shared > 0) {  // the shared experts' partial output, over this rank's FFN units
+    const int* shared = layers_[l].ffn.data() + 4;
+    dense_ffn_hidden(l, m, shared);
+    dense_ffn_output(l, m, shared, y_.data());
+  }
+  NTP_RETURN_IF_ERROR(all_reduce(y_));  // the experts' partial outputs
+  x_out.resize(y_.size());
+  for (size_t i = 0; i < y_.size(); ++i) x_out[i] = a.x_mid[i] + y_[i];
+  return ok_status();
+}
+
+double MoeModel::ffn_loss(const Dims& m) {
+  // transformers' load_balancing_loss_func over all layers' router logits (see the top).
+  const int64_t ne = moe_.n_experts;
+  const double total = static_cast<double>(blocks_.size()) * static_cast<double>(m.n);  // L n
+  std::vector<double> count(static_cast<size_t>(ne), 0.0), prob(static_cast<size_t>(ne), 0.0);
+  for (const MoeBlock& b : blocks_) {
+    for (int64_t e = 0; e < ne; ++e) {
+      count[static_cast<size_t>(e)] +=
+          static_cast<double>(b.expert_counts()[static_cast<size_t>(e)]);
+    }
+    for (int64_t t = 0; t < m.n; ++t) {
+      for (int64_t e = 0; e < ne; ++e)
+        prob[static_cast<size_t>(e)] += b.probs()[static_cast<size_t>(t * ne + e)];
+    }
+  }
+  aux_ = 0.0;
+  for (size_t e = 0; e < count.size(); ++e) {
+    aux_ += count[e] / total * (prob[e] / total);
+    aux_dprobs_[e] =
+        moe_.router_aux_loss_coef * static_cast<double>(ne) * count[e] / (total * total);
+  }
+  aux_ *= static_cast<double>(ne);
+  return moe_.router_aux_loss_coef * aux_;
+}
+
+Result<const float*> MoeModel::ffn_backward(size_t l, const Dims& m) {
+  const int64_t nc = m.n * m.c, ec = moe_.n_experts * m.c;
+  reduce_.resize(static_cast<size_t>(nc + ec));
+  // [dh | this call's router gradient]: partial on every rank, summed by one all-reduce.
+  std::fill(reduce_.begin() + nc, reduce_.end(), 0.0f);
+  MoeBlock& block = blocks_[l];
+  block.set_router_grad(reduce_.data() + nc);
+  std::vector<double> aux(aux_dprobs_);
+  for (double& g : aux) g *= static_cast<double>(m.loss_scale);
+  NTP_RETURN_IF_ERROR(
+      block.backward(scratch_.dx, aux, std::span<float>(reduce_.data(), static_cast<size_t>(nc))));
+  if (moe_.n_shared > 0) {
+    dense_ffn_backward(l, m, layers_[l].ffn.data() + 4, 1.0f, reduce_.data());
+  }
+  NTP_RETURN_IF_ERROR(all_reduce(reduce_));
+  float* router = dw(layers_[l].ffn[0]);
+  for (int64_t i = 0; i < ec; ++i) router[i] += reduce_[static_cast<size_t>(nc + i)];
+  return static_cast<const float*>(reduce_.data());
+}
+
+double MoeModel::training_flops(const MoeModelConfig& config, int64_t b, int64_t t) {
+  const double c = static_cast<double>(config.llama.n_embd);
+  const double f = static_cast<double>(config.llama.ffn());
+  const double active = static_cast<double>(config.n_experts) * c +
+                        static_cast<double>(config.top_k + config.n_shared) * 3.0 * c * f;
+  return decoder_flops(config.llama, active, b, t);
+}
+
+}  // namespace ntp::model
