@@ -62,9 +62,10 @@ struct SimConfig {
 };
 
 struct SimResult {
-  double abort_all_s = -1;  // fault -> every survivor's watch fired
-  double agree_s = -1;      // -> every survivor agreed
-  double form_s = -1;       // -> every survivor formed its groups and marked the epoch done
+  // Three consecutive phases, each from the end of the one before:
+  double abort_all_s = -1;  // the fault -> the last survivor's watch fired
+  double agree_s = -1;      // that -> the last survivor agreed (hierarchy: got its full list)
+  double form_s = -1;       // that -> the last survivor formed its groups and marked it done
   double steady_store_ops_per_s = 0;
   std::map<std::string, std::int64_t> steady_ops_by_kind;  // in the 2 s before the fault
   std::int64_t peak_store_queue = 0;
