@@ -121,6 +121,22 @@ FullListDecoder plain_decoder() {
   };
 }
 
+namespace {
+// The global agreement's parameters, with on_enter recording the epoch into `entered`.
+AgreementParams recording_entry(AgreementParams global, std::shared_ptr<int> entered) {
+  global.on_enter = [entered, then = std::move(global.on_enter)](int epoch) {
+    *entered = epoch;
+    if (then) then(epoch);
+  };
+  return global;
+}
+}  // namespace
+
+DomainLeader::DomainLeader(DomainLeaderParams params, AgreementParams global, IoSlot& global_io)
+    : p_(std::move(params)),
+      io_(global_io),
+      agreement_(recording_entry(std::move(global), entered_), global_io) {}
+
 Task<Status> DomainLeader::publish_domain(const MemberList& domain_list) {
   io::Op publish =
       io::set(domain_list_key(p_.global_group, p_.domain, domain_list.epoch), encode(domain_list));
@@ -163,10 +179,10 @@ Task<Result<FullList>> DomainLeader::compose(const MemberList& global) {
   co_return decoded(text);
 }
 
-Task<Result<FullList>> DomainLeader::full_list(const MemberList& global) {
+Task<Result<std::optional<FullList>>> DomainLeader::full_list(const MemberList& global) {
   if (global.decider == p_.domain) {
-    Result<FullList> composed = co_await compose(global);
-    co_return composed;
+    NTP_CO_ASSIGN_OR_RETURN(FullList composed, co_await compose(global));
+    co_return std::optional<FullList>(std::move(composed));
   }
   const Time start = io_.now();
   std::vector<comm::StreamCursor> events{{job_events(p_.global_group), ""}};
@@ -174,18 +190,40 @@ Task<Result<FullList>> DomainLeader::full_list(const MemberList& global) {
     io::Op look = io::get(full_list_key(p_.global_group, global.epoch),
                           fail_key(p_.global_group, global.epoch));
     io::Reply seen = co_await io_.perform(std::move(look));
-    if (seen.status.ok() && seen.values[0]) co_return decoded(*seen.values[0]);
-    if (seen.status.ok() && seen.values[1]) {
-      co_return unavailable("global epoch " + std::to_string(global.epoch) + " failed");
+    if (seen.status.ok() && seen.values[0]) {
+      NTP_CO_ASSIGN_OR_RETURN(FullList read, decoded(*seen.values[0]));
+      co_return std::optional<FullList>(std::move(read));
     }
+    if (seen.status.ok() && seen.values[1]) co_return std::optional<FullList>();  // failed
     if (io_.now() - start >= p_.compose_wait) {
-      Result<FullList> composed = co_await compose(global);
-      co_return composed;
+      NTP_CO_ASSIGN_OR_RETURN(FullList composed, co_await compose(global));
+      co_return std::optional<FullList>(std::move(composed));
     }
     io::Op read = io::ReadStreams{events, kFollowerRead};
     io::Reply news = co_await io_.perform(std::move(read));
     if (news.status.ok()) events = std::move(news.cursors);
   }
+}
+
+Task<Result<std::optional<FullList>>> DomainLeader::round(
+    MemberList& global, MemberList domain_list, int fail_in_flight,
+    std::function<std::string()> encode_layout) {
+  const Status published = co_await publish_domain(domain_list);
+  NTP_CO_RETURN_IF_ERROR(published);
+  // Best effort: a failure notice that does not go out is found by the others' own watches.
+  const Status armed_failed = co_await post_failure(io_, p_.global_group, global.epoch);
+  (void)armed_failed;
+  if (fail_in_flight > global.epoch) {
+    const Status dropped_failed = co_await post_failure(io_, p_.global_group, fail_in_flight);
+    (void)dropped_failed;
+  }
+  NTP_CO_ASSIGN_OR_RETURN(
+      MemberList agreed,
+      co_await agreement_.agree(global, Announcement{domain_list.step, domain_list.epoch}, false,
+                                {}, std::move(encode_layout), {}));
+  (void)agreed;  // agree() left it in `global` too
+  Result<std::optional<FullList>> full = co_await full_list(global);
+  co_return full;
 }
 
 Task<Result<MemberList>> read_global_list(IoSlot& io, std::string global_group, int epoch,

@@ -29,10 +29,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "elastic/agreement_machine.h"
 #include "elastic/member_list.h"
 #include "elastic/task.h"
 
@@ -71,14 +73,27 @@ struct DomainLeaderParams {
 
 class DomainLeader {
  public:
-  // `global_io` carries the awaits on the global store; it must outlive every task.
-  DomainLeader(DomainLeaderParams params, IoSlot& global_io)
-      : p_(std::move(params)), io_(global_io) {}
+  // `global` is the global agreement's (group, me = the domain, bounds); `global_io` carries
+  // every await on the global store and must outlive every task.
+  DomainLeader(DomainLeaderParams params, AgreementParams global, IoSlot& global_io);
+  DomainLeader(const DomainLeader&) = delete;
+  DomainLeader& operator=(const DomainLeader&) = delete;
+
+  // One round for the domain's agreed list `domain_list`: publish it, fail the global epoch
+  // the leaders' watches are armed on (`global.epoch`, which tells the other leaders) and
+  // `fail_in_flight` when later (the epoch a dropped round of this domain announced in, -1:
+  // none), agree the next global list (`global` becomes it), and read or compose its full list.
+  // nullopt: that global epoch failed before anyone composed its full list (a new round).
+  Task<Result<std::optional<FullList>>> round(MemberList& global, MemberList domain_list,
+                                              int fail_in_flight,
+                                              std::function<std::string()> encode_layout);
+  // The global epoch this leader last announced in (-1: none yet).
+  int entered() const { return *entered_; }
 
   Task<Status> publish_domain(const MemberList& domain_list);
-  // The full list of `global`, read or composed (see above); kUnavailable when global's epoch
-  // failed before anyone composed it.
-  Task<Result<FullList>> full_list(const MemberList& global);
+  // The full list of `global`, read or composed (see above); nullopt when global's epoch failed
+  // before anyone composed it.
+  Task<Result<std::optional<FullList>>> full_list(const MemberList& global);
 
  private:
   Task<Result<FullList>> compose(const MemberList& global);
@@ -86,6 +101,8 @@ class DomainLeader {
 
   DomainLeaderParams p_;
   IoSlot& io_;
+  std::shared_ptr<int> entered_ = std::make_shared<int>(-1);
+  AgreementMachine agreement_;
 };
 
 // The global list of `epoch` (epoch 0: every domain), for a member that takes its domain's lead.

@@ -169,10 +169,9 @@ struct Leadership {
 // a dropped round's last reply finds them.
 struct LeaderRound {
   IoSlot global_io, domain_io;
-  std::unique_ptr<AgreementMachine> agreement;
   std::unique_ptr<DomainLeader> leader;
   std::shared_ptr<bool> live = std::make_shared<bool>(true);
-  int entered = -1;  // the global epoch it announced in
+  int entered() const { return leader ? leader->entered() : -1; }
 };
 
 class Member {
@@ -235,6 +234,7 @@ class Member {
   void reform_domain();
   void lead_round();
   void run_round(std::shared_ptr<LeaderRound> round, int fail_in_flight);
+  void relay(std::shared_ptr<LeaderRound> round, FullList composed);
   void await_full();
   void form();
   void connect(int links, int size);
@@ -327,7 +327,7 @@ void Member::lead_round() {
   int in_flight = -1;
   if (round_) {
     *round_->live = false;
-    in_flight = round_->entered;
+    in_flight = round_->entered();
   }
   auto round = std::make_shared<LeaderRound>();
   round_ = round;
@@ -354,55 +354,38 @@ void Member::lead_round() {
 
 void Member::run_round(std::shared_ptr<LeaderRound> round, int fail_in_flight) {
   lead_->watch.disarm();
-  AgreementParams p;
-  p.group = kGlobal;
-  p.me = domain_;
-  p.progress = &progress_;
-  p.hang_detect = w_.global_hang_detect();
-  p.window = 10 * w_.global_hang_detect();
-  p.on_enter = [raw = round.get()](int epoch) { raw->entered = epoch; };
-  round->agreement = std::make_unique<AgreementMachine>(std::move(p), round->global_io);
+  AgreementParams global;
+  global.group = kGlobal;
+  global.me = domain_;
+  global.progress = &progress_;
+  global.hang_detect = w_.global_hang_detect();
+  global.window = 10 * w_.global_hang_detect();
   round->leader = std::make_unique<DomainLeader>(
       DomainLeaderParams{kGlobal, domain_, w_.domain_size, w_.domains, w_.config.hang_detect,
                          w_.decoder()},
-      round->global_io);
-  // The steps in order on the round's slots: publish the domain's list, fail the global epochs
-  // it no longer fits (the armed one, and the one a dropped round announced in), agree, compose
-  // or read the full list, relay it to the domain.
-  auto relay = [this, round](Result<FullList> composed) {
-    if (!composed.ok()) return lead_round();  // the global epoch failed first: a new round
-    lead_->domain_round_since_arm = false;
-    lead_->watch.arm(lead_->global.epoch, lead_->global.members, w_.domain_incarnations);
-    drive(dlink_, round->domain_io,
-          relay_full(round->domain_io, domain_group(domain_), composed->text, composed->list->epoch,
-                     lead_->global.restarts[static_cast<size_t>(domain_)]),
-          round->live, [this](Status s) {
-            if (!s.ok()) fail(s);
-          });
-    if (w_.config.form) exchange_across(composed->list, round->live);
-  };
-  auto agree = [this, round, relay](Status) {
-    drive(
-        glink_, round->global_io,
-        round->agreement->agree(lead_->global, Announcement{domain_list_.step, domain_list_.epoch},
-                                false, {}, [] { return std::string("sim layout"); }, {}),
-        round->live, [this, round, relay](Result<MemberList> global) {
-          if (!global.ok()) return fail(global.status());
-          drive(glink_, round->global_io, round->leader->full_list(lead_->global), round->live,
-                relay);
+      std::move(global), round->global_io);
+  drive(glink_, round->global_io,
+        round->leader->round(lead_->global, domain_list_, fail_in_flight,
+                             [] { return std::string("sim layout"); }),
+        round->live, [this, round](Result<std::optional<FullList>> composed) {
+          if (!composed.ok()) return fail(composed.status());
+          if (!*composed) return lead_round();  // the global epoch failed first: a new round
+          relay(round, std::move(**composed));
         });
-  };
-  auto fail_epochs = [this, round, fail_in_flight, agree](Status published) {
-    if (!published.ok()) return fail(published);
-    drive(glink_, round->global_io, post_failure(round->global_io, kGlobal, lead_->global.epoch),
-          round->live, [this, round, fail_in_flight, agree](Status s) {
-            if (fail_in_flight <= lead_->global.epoch) return agree(s);
-            drive(glink_, round->global_io, post_failure(round->global_io, kGlobal, fail_in_flight),
-                  round->live, agree);
-          });
-  };
-  drive(glink_, round->global_io, round->leader->publish_domain(domain_list_), round->live,
-        fail_epochs);
+}
+
+// The round's end: the leaders' watch on the new global list, the full list handed to the
+// domain, and the leader's part of the formation.
+void Member::relay(std::shared_ptr<LeaderRound> round, FullList composed) {
+  lead_->domain_round_since_arm = false;
+  lead_->watch.arm(lead_->global.epoch, lead_->global.members, w_.domain_incarnations);
+  drive(dlink_, round->domain_io,
+        relay_full(round->domain_io, domain_group(domain_), composed.text, composed.list->epoch,
+                   lead_->global.restarts[static_cast<size_t>(domain_)]),
+        round->live, [this](Status s) {
+          if (!s.ok()) fail(s);
+        });
+  if (w_.config.form) exchange_across(composed.list, round->live);
 }
 
 void Member::await_full() {
