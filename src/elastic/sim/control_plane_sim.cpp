@@ -13,11 +13,11 @@
 #include "comm/gloo_communicator.h"
 #include "comm/survivors.h"
 #include "core/check.h"
-#include "core/rng.h"
 #include "elastic/agreement.h"
 #include "elastic/agreement_machine.h"
 #include "elastic/sim/address_exchange.h"
 #include "elastic/sim/sim_link.h"
+#include "elastic/sim/sim_run.h"
 #include "elastic/sim/sim_watch.h"
 #include "elastic/watch_machine.h"
 
@@ -25,10 +25,6 @@ namespace ntp::elastic::sim {
 namespace {
 
 constexpr const char* kGroup = "train/a0";
-// The trainer's full-mesh bound.
-constexpr int kFullMeshMaxSize = 32;
-
-double seconds(Duration d) { return 1e-9 * static_cast<double>(d.count()); }
 
 // What every member shares: the agenda, the store, the configuration.
 struct World {
@@ -253,15 +249,10 @@ SimResult simulate(const SimConfig& c) {
     }
   });
   w.incarnations.assign(static_cast<size_t>(c.gpus), comm::incarnation(0, 0));
-  Rng rng(c.seed);
   std::vector<std::unique_ptr<Member>> members;
   members.reserve(static_cast<size_t>(c.gpus));
   for (int id = 0; id < c.gpus; ++id) members.push_back(std::make_unique<Member>(w, id));
-  const Duration period = liveness_period(c.hang_detect);
-  for (auto& m : members) {
-    m->start(
-        Duration(static_cast<std::int64_t>(rng.uniform() * static_cast<double>(period.count()))));
-  }
+  start_all(members, c);
   SimResult out;
   const Time fault_at = Time(c.steady);
   // The steady load: store ops in the last kNoticeBlock (2 s) before the fault, a whole period of
@@ -273,37 +264,21 @@ SimResult simulate(const SimConfig& c) {
   const std::map<std::string, std::int64_t> kinds_before = w.store.counts().by_kind;
   const int victim = c.gpus / 2;  // as control_plane_bench: a member in the middle of the ring
   out.victim = victim;
+  const std::set<int> victims{victim};
   for (auto& m : members) m->fault_at = fault_at;
   std::int64_t ops_at_fault = 0;
   w.loop.at(fault_at, [&] {
     out.steady_store_ops_per_s = static_cast<double>(w.store.counts().ops - ops_before) / steady_s;
-    for (const auto& [kind, count] : w.store.counts().by_kind) {
-      const auto it = kinds_before.find(kind);
-      out.steady_ops_by_kind[kind] = count - (it == kinds_before.end() ? 0 : it->second);  // in 2 s
-    }
+    out.steady_ops_by_kind = kinds_since(kinds_before, w.store.counts().by_kind);  // in 2 s
     ops_at_fault = w.store.counts().ops;
     w.store.set_service_rate(c.store.ops_per_s / c.slow_store_factor);
     members[static_cast<size_t>(victim)]->stop(c.fault == Fault::kKill);
   });
-  auto all = [&](std::optional<Time> Member::*moment) -> std::optional<Time> {
-    Time last{};
-    for (size_t i = 0; i < members.size(); ++i) {
-      if (static_cast<int>(i) == victim) continue;
-      const std::optional<Time>& t = (*members[i]).*moment;
-      if (!t) return std::nullopt;
-      last = std::max(last, *t);
-    }
-    return last;
-  };
-  out.events +=
-      w.loop.run_until(fault_at + c.limit, [&] { return all(&Member::formed).has_value(); });
+  out.events += w.loop.run_until(
+      fault_at + c.limit, [&] { return last_of(members, victims, &Member::formed).has_value(); });
   out.recovery_store_ops = w.store.counts().ops - ops_at_fault;
   out.peak_store_queue = w.store.counts().peak_queue;
-  const std::optional<Time> aborted = all(&Member::aborted), agreed = all(&Member::agreed),
-                            formed = all(&Member::formed);
-  if (aborted) out.abort_all_s = seconds(*aborted - fault_at);
-  if (aborted && agreed) out.agree_s = seconds(*agreed - *aborted);
-  if (agreed && formed) out.form_s = seconds(*formed - *agreed);
+  set_phases(out, members, victims, fault_at);
   for (size_t i = 0; i < members.size(); ++i) {
     if (static_cast<int>(i) != victim && members[i]->agreed_list) {
       out.agreed_epoch = members[i]->agreed_list->epoch;

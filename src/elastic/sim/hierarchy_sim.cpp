@@ -17,12 +17,12 @@
 #include "comm/gloo_communicator.h"
 #include "comm/survivors.h"
 #include "core/check.h"
-#include "core/rng.h"
 #include "elastic/agreement.h"
 #include "elastic/agreement_machine.h"
 #include "elastic/domain_leader.h"
 #include "elastic/sim/address_exchange.h"
 #include "elastic/sim/control_plane_sim.h"
+#include "elastic/sim/sim_run.h"
 #include "elastic/sim/sim_watch.h"
 
 namespace ntp::elastic::sim {
@@ -31,15 +31,6 @@ namespace {
 const std::string kGlobal = "train/a0/g";
 const std::string kFullPrefix = kGlobal + "/full/";  // full_list_key's, for any epoch
 std::string domain_group(int d) { return "train/a0/d" + std::to_string(d); }
-constexpr int kFullMeshMaxSize = 32;
-
-double seconds(Duration d) { return 1e-9 * static_cast<double>(d.count()); }
-
-std::vector<int> iota_ids(int n) {
-  std::vector<int> ids(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
-  return ids;
-}
 
 // Member lists written once per key, per store: the invariant's count.
 class ListWrites {
@@ -526,15 +517,10 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   NTP_CHECK_MSG(c.tp >= 2 && c.gpus % c.tp == 0 && c.gpus / c.tp >= 2,
                 "the hierarchy needs whole domains of at least 2 GPUs, and 2 domains");
   World w(c);
-  Rng rng(c.seed);
   std::vector<std::unique_ptr<Member>> members;
   members.reserve(static_cast<size_t>(c.gpus));
   for (int id = 0; id < c.gpus; ++id) members.push_back(std::make_unique<Member>(w, id));
-  const Duration period = liveness_period(c.hang_detect);
-  for (auto& m : members) {
-    m->start(
-        Duration(static_cast<std::int64_t>(rng.uniform() * static_cast<double>(period.count()))));
-  }
+  start_all(members, c);
   SimResult out;
   const Time fault_at = Time(c.steady);
   const Time steady_from = fault_at - kNoticeBlock;
@@ -572,29 +558,16 @@ SimResult simulate_hierarchy(const SimConfig& c) {
           std::max(out.domain_steady_store_ops_per_s,
                    static_cast<double>(now[s] - ops_before[s]) / steady_s);
     }
-    for (const auto& [kind, count] : w.global.counts().by_kind) {
-      const auto it = kinds_before.find(kind);
-      out.steady_ops_by_kind[kind] = count - (it == kinds_before.end() ? 0 : it->second);  // in 2 s
-    }
+    out.steady_ops_by_kind = kinds_since(kinds_before, w.global.counts().by_kind);  // in 2 s
     global_ops_at_fault = now[0];
     w.global.set_service_rate(c.store.ops_per_s / c.slow_store_factor);
     members[static_cast<size_t>(victim)]->stop(c.fault == Fault::kKill ||
                                                c.fault == Fault::kLeaderKill);
   });
-  auto all = [&](std::optional<Time> Member::*moment) -> std::optional<Time> {
-    Time last{};
-    for (size_t i = 0; i < members.size(); ++i) {
-      if (victims.count(static_cast<int>(i)) > 0) continue;
-      const std::optional<Time>& t = (*members[i]).*moment;
-      if (!t) return std::nullopt;
-      last = std::max(last, *t);
-    }
-    return last;
-  };
   const Time last_fault = fault_at + (second ? c.second_kill_after : Duration(0));
   // Done when every survivor formed its groups with a full list that none of the victims is in.
   auto recovered = [&] {
-    if (w.loop.now() <= last_fault || !all(&Member::formed)) return false;
+    if (w.loop.now() <= last_fault || !last_of(members, victims, &Member::formed)) return false;
     for (size_t i = 0; i < members.size(); ++i) {
       const Member& m = *members[i];
       if (victims.count(static_cast<int>(i)) > 0) continue;
@@ -610,11 +583,7 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   for (const auto& s : w.domain_stores) {
     out.peak_domain_store_queue = std::max(out.peak_domain_store_queue, s->counts().peak_queue);
   }
-  const std::optional<Time> aborted = all(&Member::aborted), agreed = all(&Member::agreed),
-                            formed = all(&Member::formed);
-  if (aborted) out.abort_all_s = seconds(*aborted - fault_at);
-  if (aborted && agreed) out.agree_s = seconds(*agreed - *aborted);
-  if (agreed && formed) out.form_s = seconds(*formed - *agreed);
+  set_phases(out, members, victims, fault_at);
   for (size_t i = 0; i < members.size(); ++i) {
     if (victims.count(static_cast<int>(i)) == 0 && members[i]->full) {
       out.agreed_epoch = members[i]->full->epoch;

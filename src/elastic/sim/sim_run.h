@@ -1,0 +1,84 @@
+// What the flat simulation (control_plane_sim.cpp) and the hierarchy's (hierarchy_sim.cpp) do
+// alike around their members: start them with seeded beat phases, count the store's ops by kind
+// over the steady window, and turn the survivors' moments into the three phases of SimResult.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "elastic/progress.h"
+#include "elastic/sim/control_plane_sim.h"
+#include "elastic/sim/event_loop.h"
+
+namespace ntp::elastic::sim {
+
+// The trainer's full-mesh bound (comm/pair_mesh.h): groups up to this size form every link.
+inline constexpr int kFullMeshMaxSize = 32;
+
+inline double seconds(Duration d) { return 1e-9 * static_cast<double>(d.count()); }
+
+// 0, 1, ..., n - 1.
+inline std::vector<int> iota_ids(int n) {
+  std::vector<int> ids(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  return ids;
+}
+
+// Every member started, its beats at a phase of the liveness period drawn from the seed.
+template <typename M>
+void start_all(const std::vector<std::unique_ptr<M>>& members, const SimConfig& c) {
+  Rng rng(c.seed);
+  const Duration period = liveness_period(c.hang_detect);
+  for (const auto& m : members) {
+    m->start(
+        Duration(static_cast<std::int64_t>(rng.uniform() * static_cast<double>(period.count()))));
+  }
+}
+
+// Ops by kind in `after` less those in `before`.
+inline std::map<std::string, std::int64_t> kinds_since(
+    const std::map<std::string, std::int64_t>& before,
+    const std::map<std::string, std::int64_t>& after) {
+  std::map<std::string, std::int64_t> out;
+  for (const auto& [kind, count] : after) {
+    const auto it = before.find(kind);
+    out[kind] = count - (it == before.end() ? 0 : it->second);
+  }
+  return out;
+}
+
+// The last survivor's `moment` (nullopt while a survivor has none).
+template <typename M>
+std::optional<Time> last_of(const std::vector<std::unique_ptr<M>>& members,
+                            const std::set<int>& victims, std::optional<Time> M::*moment) {
+  Time last{};
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (victims.count(static_cast<int>(i)) > 0) continue;
+    const std::optional<Time>& t = (*members[i]).*moment;
+    if (!t) return std::nullopt;
+    last = std::max(last, *t);
+  }
+  return last;
+}
+
+// SimResult's three consecutive phases from the survivors' last abort, agreement and formation.
+template <typename M>
+void set_phases(SimResult& out, const std::vector<std::unique_ptr<M>>& members,
+                const std::set<int>& victims, Time fault_at) {
+  const std::optional<Time> aborted = last_of(members, victims, &M::aborted),
+                            agreed = last_of(members, victims, &M::agreed),
+                            formed = last_of(members, victims, &M::formed);
+  if (aborted) out.abort_all_s = seconds(*aborted - fault_at);
+  if (aborted && agreed) out.agree_s = seconds(*agreed - *aborted);
+  if (agreed && formed) out.form_s = seconds(*formed - *agreed);
+}
+
+}  // namespace ntp::elastic::sim
