@@ -48,6 +48,9 @@ std::string relayed_for_key(const std::string& domain_group);
 // The full list of `global` from the domain lists it names (`domains[d]` for each d it lists, in
 // the domain's slot ids). Members and holders are global ids; the step, the base epoch and the
 // decider (a domain) are the global list's; restarts[id] are the domains'.
+// Not settled yet (the simulator does not read them; the runtime's re-formation will): the base
+// across the two levels. base_members names every slot of the global base's domains, not the
+// GPUs that were members then, and holders are each domain's own, relative to its domain base.
 MemberList compose_full_list(const MemberList& global, const std::map<int, MemberList>& domains,
                              int domain_size, int domain_count);
 
