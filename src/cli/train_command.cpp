@@ -106,6 +106,7 @@ Result<train::WorkerContext> worker_context(train::TrainConfig& config,
     NTP_RETURN_IF_ERROR(train::validate_train_config(config));
   }
   NTP_ASSIGN_OR_RETURN(ctx.store, comm::open_store(id.store, id.run_id));
+  NTP_ASSIGN_OR_RETURN(ctx.beat_store, comm::open_store(id.store, id.run_id));
   comm::Store* store = ctx.store.get();
   const int rank = id.rank;
   // The step report first, so that `ntp launch` sees the step at which an injected stall blocks

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "comm/redis_wire.h"
+#include "comm/wait_observer.h"
 
 namespace ntp::comm {
 namespace {
@@ -253,6 +254,9 @@ Status RedisStore::reconnect_locked(const std::string& what) {
 Result<RedisStore::ReplyPtr> RedisStore::command(const std::vector<std::string>& args,
                                                  const std::string& what) {
   SigpipeBlock no_sigpipe;
+  // A thread blocked on the store waits on a service, not stuck: on a training thread its
+  // liveness token says so (comm/wait_observer.h). Bounded by io_timeout_ms and outage_ms.
+  const ScopedWait observed;
   std::lock_guard lock(mutex_);
   milliseconds pause = kFirstPause;
   for (;;) {

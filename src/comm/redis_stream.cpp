@@ -8,6 +8,7 @@
 
 #include "comm/redis_store.h"
 #include "comm/redis_wire.h"
+#include "comm/wait_observer.h"
 
 namespace ntp::comm {
 
@@ -58,6 +59,7 @@ class RedisStreamReader final : public StreamReader {
   Result<std::vector<StreamEvent>> read(std::vector<StreamCursor>& cursors,
                                         std::chrono::milliseconds block) override {
     SigpipeBlock no_sigpipe;
+    const ScopedWait observed;  // as RedisStore::command: blocked on the store, not stuck
     if (woken_.exchange(false)) return std::vector<StreamEvent>();
     if (context_ == nullptr) NTP_RETURN_IF_ERROR(connect());
     if (woken_.exchange(false)) return std::vector<StreamEvent>();  // a wake before fd_ was set

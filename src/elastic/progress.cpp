@@ -47,23 +47,32 @@ std::int64_t clock_ns(clockid_t clock) {
 
 }  // namespace
 
-// The training thread's CPU time against the wall time since the previous call: 1% to 50% of it
-// (starved_share). A first call, or calls less than 1 ms apart, know nothing of it.
+// Starved: the training thread's CPU time against the wall time since its progress was last seen
+// to move (the first call that saw the current sequence), 1% to 50% of it (starved_share). Over
+// that whole window, not the interval since the previous call: on a host with more runnable
+// threads than a scheduler period serves, a starved thread can get no CPU at all in one beat's
+// interval and some in the next, and only the window the watchers judge (progress standing
+// still) tells a thread that runs slowly from one that is blocked. Beat gaps: the wall time
+// between calls; calls less than 1 ms apart tell nothing new of it.
 Progress::Sample Progress::sample() const {
   if (!cpu_clock_) return {};  // no clocks read: the simulator's tokens stay deterministic
   const std::int64_t wall = clock_ns(CLOCK_MONOTONIC), cpu = clock_ns(*cpu_clock_);
+  const std::uint64_t sequence = sequence_.load(std::memory_order_relaxed);
   const std::lock_guard<std::mutex> lock(sample_mutex_);
-  const std::int64_t wall_delta = wall - sample_wall_ns_, cpu_delta = cpu - sample_cpu_ns_;
-  const bool first = sample_wall_ns_ < 0;
   Sample out;
-  if (first || wall_delta >= 1'000'000) {  // calls less than 1 ms apart tell nothing new
-    if (!first) {
-      out.starved = starved_share(wall_delta, cpu_delta);
-      gaps_ms_[next_gap_] = wall_delta / 1'000'000;
-      next_gap_ = (next_gap_ + 1) % gaps_ms_.size();
-    }
-    sample_wall_ns_ = wall;
-    sample_cpu_ns_ = cpu;
+  if (sample_wall_ns_ >= 0 && wall - sample_wall_ns_ >= 1'000'000) {
+    gaps_ms_[next_gap_] = (wall - sample_wall_ns_) / 1'000'000;
+    next_gap_ = (next_gap_ + 1) % gaps_ms_.size();
+  }
+  if (sample_wall_ns_ < 0 || wall - sample_wall_ns_ >= 1'000'000) sample_wall_ns_ = wall;
+  if (still_wall_ns_ < 0 || sequence != still_sequence_) {  // it moved: a new window starts
+    still_wall_ns_ = wall;
+    still_cpu_ns_ = cpu;
+    still_sequence_ = sequence;
+    out.still_ms = 0;
+  } else {
+    out.starved = starved_share(wall - still_wall_ns_, cpu - still_cpu_ns_);
+    out.still_ms = (wall - still_wall_ns_) / 1'000'000;
   }
   out.beat_gap_ms = *std::max_element(gaps_ms_.begin(), gaps_ms_.end());
   return out;
@@ -81,12 +90,17 @@ std::string Progress::moving() const {
 std::string Progress::token() const {
   const bool waiting = waits_.load(std::memory_order_relaxed) > 0;
   const Sample now = sample();
-  char text[112];
-  std::snprintf(text, sizeof text, "%d.%llu:%u:%lld:%d:%d:%lld", incarnation_,
-                static_cast<unsigned long long>(sequence_.load(std::memory_order_relaxed)),
-                static_cast<unsigned>(phase_.load(std::memory_order_relaxed)),
-                static_cast<long long>(step_.load(std::memory_order_relaxed)), waiting ? 1 : 0,
-                now.starved && !waiting ? 1 : 0, static_cast<long long>(now.beat_gap_ms));
+  char text[128];
+  const int length =
+      std::snprintf(text, sizeof text, "%d.%llu:%u:%lld:%d:%d:%lld", incarnation_,
+                    static_cast<unsigned long long>(sequence_.load(std::memory_order_relaxed)),
+                    static_cast<unsigned>(phase_.load(std::memory_order_relaxed)),
+                    static_cast<long long>(step_.load(std::memory_order_relaxed)), waiting ? 1 : 0,
+                    now.starved && !waiting ? 1 : 0, static_cast<long long>(now.beat_gap_ms));
+  if (now.still_ms >= 0 && length > 0 && static_cast<size_t>(length) < sizeof text) {
+    std::snprintf(text + length, sizeof text - static_cast<size_t>(length), ":%lld",
+                  static_cast<long long>(now.still_ms));
+  }
   return text;
 }
 
@@ -105,6 +119,7 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
   const size_t c = b == std::string::npos ? b : token.find(':', b + 1);
   const size_t d = c == std::string::npos ? c : token.find(':', c + 1);
   const size_t e = d == std::string::npos ? d : token.find(':', d + 1);
+  const size_t f = e == std::string::npos ? e : token.find(':', e + 1);
   out.moving = token.substr(0, a);
   if (a != std::string::npos) {
     const auto code = static_cast<unsigned>(std::strtoul(token.c_str() + a + 1, nullptr, 10));
@@ -116,6 +131,7 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
   out.waiting = flag(c, d == std::string::npos ? token.size() : d);
   out.starved = flag(d, e == std::string::npos ? token.size() : e);
   if (e != std::string::npos) out.beat_gap_ms = std::strtoll(token.c_str() + e + 1, nullptr, 10);
+  if (f != std::string::npos) out.still_ms = std::strtoll(token.c_str() + f + 1, nullptr, 10);
   return out;
 }
 
@@ -164,9 +180,16 @@ bool Stillness::still(int id, const std::optional<std::string>& value, Clock::ti
                                                    ? beat_allowance(token.beat_gap_ms, hang_detect_)
                                                    : phase_allowance(Phase::kSetup, hang_detect_);
   if (now - s.beat_since >= beat_bound) return true;  // the process stopped or died
+  // How long progress has stood still: by the worker's own clock where its token says (a watcher
+  // or a beat running late on a loaded host stretches nothing), else for as long as beats kept
+  // saying so, from when it was last seen to move to when the latest beat was first seen (not to
+  // now: a late beat says nothing new of the progress; the beat's allowance above bounds it).
+  const Clock::duration confirmed =
+      token.still_ms ? Clock::duration(std::chrono::milliseconds(*token.still_ms))
+                     : s.beat_since - s.moving_since;
   // A long phase's allowance for a starved thread, or one not yet started.
   const Phase allowed = token.starved || !started ? Phase::kSetup : token.phase;
-  return !token.waiting && now - s.moving_since >= phase_allowance(allowed, hang_detect_);
+  return !token.waiting && confirmed >= phase_allowance(allowed, hang_detect_);
 }
 
 }  // namespace ntp::elastic

@@ -48,9 +48,13 @@ enum class Phase : std::uint8_t {
 // Starved, not stuck (docs/recovery.md, "A loaded host"): a worker whose host's cores are busy runs
 // late, and its token says by how much, so that watchers judge it against its own pace:
 // - `starved`: with the training thread's CPU clock, the token says whether that thread ran, but
-//   for less than half of the time since the previous token (1% to 50% of it) while not waiting:
-//   it works, slowly (contention, or a slow read that is not a peer's). Its progress gets the long
-//   allowance (phase_allowance of a long phase) instead of its phase's.
+//   for less than half of the time since its progress was last seen to move (1% to 50% of it)
+//   while not waiting: it works, slowly (contention, or a slow read that is not a peer's). Its
+//   progress gets the long allowance (phase_allowance of a long phase) instead of its phase's.
+//   Judged over that window, not one beat's interval, in which a starved thread may get no CPU.
+// - `still_ms`: how long that window is, on this process's clock: how long its progress has stood
+//   still as its own heartbeat thread saw it. Watchers judge progress by it, not by when they read
+//   the tokens, so that a watcher or a beat that runs late on a loaded host does not stretch it.
 // - `beat_gap_ms`: the longest time between two of its last 8 tokens, that is between two beats
 //   (the heartbeat thread calls token() once per beat). A beat thread that woke late lately may
 //   wake late again: its beat gets four times that lateness more time (beat_allowance).
@@ -64,16 +68,18 @@ class Progress : public comm::WaitObserver {
   // silent record, agreement.h) never matches this one's, however many marks it has made.
   // `cpu_clock`: the training thread's CPU-time clock (this_thread_cpu_clock() called on it); none
   // (tests, the simulator, whose tokens must not depend on the host's clocks): the token always
-  // says not starved and a beat gap of 0.
+  // says not starved and a beat gap of 0, and has no still_ms (watchers time its progress).
   explicit Progress(int incarnation = 0, std::optional<clockid_t> cpu_clock = std::nullopt)
       : incarnation_(incarnation), cpu_clock_(cpu_clock) {}
   // The CPU-time clock of the calling thread.
   static clockid_t this_thread_cpu_clock();
   // The training thread reached `phase` of `step`. Every call counts as progress.
   void mark(Phase phase, std::int64_t step);
-  // "<incarnation>.<sequence>:<phase>:<step>:<waiting 0|1>:<starved 0|1>:<beat_gap_ms>" for the
-  // heartbeat: one caller, the heartbeat thread (starved compares the training thread's CPU time
-  // with the time since the previous call; beat_gap_ms is the longest of the last 8 such times).
+  // "<incarnation>.<sequence>:<phase>:<step>:<waiting 0|1>:<starved
+  // 0|1>:<beat_gap_ms>[:<still_ms>]" for the heartbeat: one caller, the heartbeat thread. still_ms:
+  // the time since the first call that saw the current sequence (with a CPU clock only); starved
+  // compares the training thread's CPU time with it; beat_gap_ms is the longest of the last 8 times
+  // between calls.
   std::string token() const;
   // The token's moving part, "<incarnation>.<sequence>" (ProgressToken::moving), without a sample
   // of the CPU clock: for this worker's own watch, which compares it with its silent record.
@@ -87,14 +93,20 @@ class Progress : public comm::WaitObserver {
   struct Sample {
     bool starved = false;
     std::int64_t beat_gap_ms = 0;
+    std::int64_t still_ms = -1;  // none without a CPU clock
   };
-  // Samples the clocks: the interval since the previous call, and the longest of the last 8.
+  // Samples the clocks: the window since progress last moved, and the longest of the last 8
+  // intervals between calls.
   Sample sample() const;
 
   const int incarnation_;
   const std::optional<clockid_t> cpu_clock_;
-  mutable std::mutex sample_mutex_;  // the last token's (wall, training-thread CPU) sample
-  mutable std::int64_t sample_wall_ns_ = -1, sample_cpu_ns_ = -1;
+  mutable std::mutex sample_mutex_;
+  mutable std::int64_t sample_wall_ns_ = -1;  // the last call's wall clock (for beat gaps)
+  // The window since progress was last seen to move: its start's wall and training-thread CPU
+  // clocks, and the sequence seen then.
+  mutable std::int64_t still_wall_ns_ = -1, still_cpu_ns_ = -1;
+  mutable std::uint64_t still_sequence_ = 0;
   mutable std::array<std::int64_t, 8> gaps_ms_{};  // the last 8 intervals between calls
   mutable std::size_t next_gap_ = 0;
   std::atomic<int> waits_{0};
@@ -117,8 +129,12 @@ struct ProgressToken {
   bool waiting = false;
   bool starved = false;  // its training thread runs, slowly (see Progress): the long allowance
   std::int64_t beat_gap_ms = 0;  // the longest of its last 8 beat intervals (see Progress)
+  // How long its progress had stood still when the token was made, by its own clock (see
+  // Progress); none from a process without a CPU clock, whose watchers time it themselves.
+  std::optional<std::int64_t> still_ms;
 };
-// Splits a heartbeat value "<beat>|<sequence>:<phase>:<step>:<waiting>[:<starved>:<beat_gap_ms>]"
+// Splits a heartbeat value
+// "<beat>|<sequence>:<phase>:<step>:<waiting>[:<starved>:<beat_gap_ms>[:<still_ms>]]"
 // (comm::Heartbeat with a progress payload); a value without '|' (a plain heartbeat) is all beat
 // and all progress.
 ProgressToken parse_progress(const std::string& heartbeat_value);

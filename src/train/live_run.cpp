@@ -58,8 +58,8 @@ LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, data::
       hang_detect(config.hang_detect_ms),
       // Constructed on the training thread, which runs the job: its CPU clock is that thread's.
       progress(context.restart_count, elastic::Progress::this_thread_cpu_clock()),
-      heartbeat(context.store, group, context.slot_rank, elastic::liveness_period(hang_detect),
-                [this] { return progress.token(); }),
+      heartbeat(context.beat_store ? context.beat_store : context.store, group, context.slot_rank,
+                elastic::liveness_period(hang_detect), [this] { return progress.token(); }),
       events(config.out_dir, context.slot_rank),
       watch(
           context.store, elastic::liveness_period(hang_detect), hang_detect, &progress,
@@ -322,6 +322,9 @@ Result<TrainSummary> LiveRun::run() {
     }
     if (!status.ok() && (!peer_failure(status) || !c.live_recovery)) return status;
     if (!status.ok()) {
+      // From here the failure is handled (a report, the agreement): the re-formation's allowance,
+      // not a step's, so that a slow store or disk on a loaded host is not taken for a hang.
+      progress.mark(elastic::Phase::kReform, committed);
       events.log("step_failed",
                  {{"step", step}, {"epoch", job->epoch}, {"error", status.message()}});
       agreement.report_failure(job->epoch);  // the members whose operations do not touch ours
@@ -343,6 +346,7 @@ Result<TrainSummary> LiveRun::run() {
     const Status saved = c.save_dir.empty() ? finish_pending_save() : save_checkpoint_now();
     if (saved.ok()) break;
     if (!peer_failure(saved) || !c.live_recovery) return saved;
+    progress.mark(elastic::Phase::kReform, committed);
     agreement.report_failure(job->epoch);
     Result<int64_t> next = reform(saved, {}, 0.0);
     if (!next.ok() && ends_job(next.status())) return left_job(next.status());

@@ -12,6 +12,7 @@
 #include "comm/gloo_communicator.h"
 #include "comm/redis_store.h"
 #include "comm/store.h"
+#include "comm/wait_observer.h"
 #include "dependency.h"
 #include "multiprocess.h"
 #include "redis_server.h"
@@ -126,6 +127,37 @@ TEST(RedisStoreTest, ConformanceWithoutPassword) {
     EXPECT_TRUE(store.ok()) << store.status().to_string();
     return store.ok() ? *store : nullptr;
   });
+}
+
+// Counts the waits its thread reports (comm/wait_observer.h).
+class CountingObserver : public WaitObserver {
+ public:
+  void waiting(bool begins) override { ++(begins ? begun : ended); }
+  int begun = 0, ended = 0;
+};
+
+// A thread blocked on the store waits on a service, not stuck (elastic/progress.h): each redis
+// operation and each stream read on an observed thread is exactly one wait, begun and ended; an
+// unobserved thread reports nothing.
+TEST(RedisStoreTest, EachOperationOnAnObservedThreadIsOneWait) {
+  REQUIRE_REDIS();
+  RedisServer server;
+  ASSERT_TRUE(server.ready());
+  Result<std::shared_ptr<Store>> store = open_store(server.spec(), "waits");
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  CountingObserver observer;
+  ASSERT_TRUE((*store)->set("k", "v").ok());  // not observed yet
+  observe_waits(&observer);
+  ASSERT_TRUE((*store)->set("k", "w").ok());
+  ASSERT_TRUE((*store)->get("k").ok());
+  ASSERT_TRUE((*store)->append("events", "e").ok());
+  const std::unique_ptr<StreamReader> reader = (*store)->open_reader();
+  std::vector<StreamCursor> cursors{{"events", ""}};
+  ASSERT_TRUE(reader->read(cursors, std::chrono::milliseconds(0)).ok());
+  observe_waits(nullptr);
+  ASSERT_TRUE((*store)->get("k").ok());  // no longer observed
+  EXPECT_EQ(observer.begun, 4);
+  EXPECT_EQ(observer.ended, 4);
 }
 
 TEST(RedisStoreTest, PasswordIsRequiredCheckedAndAccepted) {

@@ -57,6 +57,30 @@ TEST(ProgressTokenTest, AStarvedTokenGetsTheLongAllowanceAndAWaitingOneNone) {
   EXPECT_FALSE(stillness.still(7, "c.2|0.7:2:9:1:0", t0 + milliseconds(5000)));
 }
 
+// Progress is timed by the worker's own clock where its token carries one (still_ms): a watcher
+// that looks late stretches nothing. Without it (no CPU clock: the simulator), by the watcher's
+// sightings, up to the latest beat's, never to now: a late beat says nothing new of the progress.
+TEST(StillnessTest, ProgressIsTimedByTheWorkersClockOrUpToTheLatestBeat) {
+  using std::chrono::milliseconds;
+  const auto t0 = Stillness::Clock::time_point{};
+  Stillness stillness(milliseconds(100));
+  // The token says its progress stood still 40 ms when made; the watcher reads it again 900 ms
+  // later with the beat moved and still_ms 60: not still, however late the watcher looked.
+  EXPECT_FALSE(stillness.still(1, "a.1|0.7:2:9:0:0:25:0", t0));
+  EXPECT_FALSE(stillness.still(1, "a.2|0.7:2:9:0:0:25:40", t0 + milliseconds(10)));
+  EXPECT_FALSE(stillness.still(1, "a.3|0.7:2:9:0:0:25:60", t0 + milliseconds(900)));
+  // Its own clock says 100 ms, the step's allowance: still.
+  EXPECT_TRUE(stillness.still(1, "a.4|0.7:2:9:0:0:25:100", t0 + milliseconds(910)));
+  // No still_ms: progress seen moving at 0, and beats kept saying it stands until 60 ms. At
+  // 150 ms that beat is 90 ms old (within its allowance: 100 ms with no beat gap) and only 60 ms
+  // of stillness are confirmed; the next beat, at 155 ms, confirms 155 ms.
+  Stillness sim(milliseconds(100));
+  EXPECT_FALSE(sim.still(2, "b.1|0.7:2:9:0:0:0", t0));
+  EXPECT_FALSE(sim.still(2, "b.2|0.7:2:9:0:0:0", t0 + milliseconds(60)));
+  EXPECT_FALSE(sim.still(2, "b.2|0.7:2:9:0:0:0", t0 + milliseconds(150)));  // 60 ms confirmed
+  EXPECT_TRUE(sim.still(2, "b.3|0.7:2:9:0:0:0", t0 + milliseconds(155)));   // 155 ms confirmed
+}
+
 // The training thread's own clock, on real threads: a blocked thread is not starved; one that
 // runs 10% of the time is. (A thread at full speed is the rule's other side, tested above without
 // a clock: on a loaded host a spinning thread may itself get under half a core.)
@@ -92,6 +116,49 @@ TEST(ProgressTokenTest, TheCpuClockTellsABlockedThreadFromAStarvedOne) {
   EXPECT_FALSE(b.starved);
   EXPECT_TRUE(d.starved);
   EXPECT_FALSE(parse_progress("x|" + Progress().token()).starved);  // without a clock: never
+}
+
+// Starved is judged over the window since progress was last seen to move, not one beat's
+// interval: a thread that ran 30 ms of CPU and then got none (as a starved thread may get none in
+// one interval of a loaded host) is still starved at the next token; once it marks progress, the
+// window starts over, and a thread that then runs no more is blocked, not starved.
+TEST(ProgressTokenTest, StarvedIsJudgedSinceProgressLastMovedNotPerBeat) {
+  std::atomic<int> stage{0};  // 1: burn 30 ms of CPU; 2: burned; 3: stop
+  std::atomic<clockid_t> clock{};
+  std::thread worker([&] {
+    clock = Progress::this_thread_cpu_clock();
+    while (stage.load() == 0) std::this_thread::sleep_for(milliseconds(1));
+    timespec t{};
+    clock_gettime(clock.load(), &t);
+    const double start = static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+    for (double ran = 0; ran < 0.030;) {  // 30 ms of this thread's own CPU time, however loaded
+      clock_gettime(clock.load(), &t);
+      ran = static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec) - start;
+    }
+    stage.store(2);
+    while (stage.load() != 3) std::this_thread::sleep_for(milliseconds(10));
+  });
+  while (clock.load() == clockid_t{}) std::this_thread::yield();
+  Progress progress(0, clock.load());
+  progress.mark(Phase::kStep, 1);
+  (void)progress.token();  // the window opens: no CPU yet
+  stage.store(1);
+  while (stage.load() != 2) std::this_thread::sleep_for(milliseconds(1));
+  // 30 ms of CPU in at least 30 ms of wall; then 200 ms with none: 30 / (230 ms or more of
+  // wall) is 13% at most, above the 1% floor while the burst took under 2.8 s of wall.
+  std::this_thread::sleep_for(milliseconds(100));
+  const ProgressToken mid = parse_progress("x|" + progress.token());
+  std::this_thread::sleep_for(milliseconds(100));
+  const ProgressToken idle_interval = parse_progress("x|" + progress.token());
+  progress.mark(Phase::kStep, 2);  // progress moves: a new window
+  (void)progress.token();
+  std::this_thread::sleep_for(milliseconds(100));
+  const ProgressToken after_mark = parse_progress("x|" + progress.token());
+  stage.store(3);
+  worker.join();
+  EXPECT_TRUE(mid.starved);
+  EXPECT_TRUE(idle_interval.starved);  // no CPU in its interval, 30 ms in its window
+  EXPECT_FALSE(after_mark.starved);    // no CPU since the mark: blocked
 }
 
 }  // namespace
