@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "checkpoint/atomic_file.h"
+#include "checkpoint/hf_names.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/safetensors.h"
 
@@ -134,6 +135,37 @@ Result<json> hf_llama_config(const json& model_config) {
               {"ntp_tokenizer", "bytes: token id = byte value (0..255); ids >= 256 are padding"}};
 }
 
+Result<json> hf_mixtral_config(const json& model_config) {
+  NTP_ASSIGN_OR_RETURN(json config, hf_llama_config(model_config));
+  NTP_ASSIGN_OR_RETURN(const int64_t n_experts, positive_field(model_config, "n_experts"));
+  NTP_ASSIGN_OR_RETURN(const int64_t top_k, positive_field(model_config, "top_k"));
+  NTP_ASSIGN_OR_RETURN(const int64_t n_shared,
+                       positive_field(model_config, "n_shared_experts", /*zero_ok=*/true));
+  if (n_shared != 0) {
+    return invalid_argument("model_config.n_shared_experts is " + std::to_string(n_shared) +
+                            ": MixtralForCausalLM has no shared experts; only a MoE trained "
+                            "without --shared-experts exports");
+  }
+  if (top_k > n_experts) {
+    return invalid_argument("model_config.top_k " + std::to_string(top_k) +
+                            " is larger than n_experts " + std::to_string(n_experts));
+  }
+  if (!model_config.contains("router_aux_loss_coef") ||
+      !model_config["router_aux_loss_coef"].is_number()) {
+    return invalid_argument("model_config.router_aux_loss_coef must be a number");
+  }
+  config["architectures"] = {"MixtralForCausalLM"};
+  config["model_type"] = "mixtral";
+  for (const char* llama_only : {"attention_bias", "mlp_bias"}) config.erase(llama_only);
+  config["num_local_experts"] = n_experts;
+  config["num_experts_per_tok"] = top_k;
+  config["router_aux_loss_coef"] = model_config["router_aux_loss_coef"].get<double>();
+  config["output_router_logits"] = false;  // transformers' default; the loss then is CE only
+  config["router_jitter_noise"] = 0.0;
+  config["sliding_window"] = nullptr;
+  return config;
+}
+
 Result<json> hf_config(const json& model_config) {
   const std::string family = model_config.is_object() && model_config.contains("family") &&
                                      model_config["family"].is_string()
@@ -141,8 +173,9 @@ Result<json> hf_config(const json& model_config) {
                                  : "gpt2";
   if (family == "gpt2") return hf_gpt2_config(model_config);
   if (family == "llama") return hf_llama_config(model_config);
+  if (family == "moe") return hf_mixtral_config(model_config);
   return invalid_argument("model_config.family '" + family +
-                          "' has no Hugging Face export (gpt2 or llama)");
+                          "' has no Hugging Face export (gpt2, llama or moe)");
 }
 
 Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir,
@@ -166,9 +199,19 @@ Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir,
     return invalid_argument((reader.step_dir() / "manifest.json").string() + ": " +
                             config.status().message());
   }
-  std::vector<SafetensorsTensor> tensors;
+  // Each logical tensor is read whole and written as one tensor, or, stacked experts, as one
+  // tensor per expert slab (hf_names.h), in the same order.
+  std::vector<SafetensorsTensor> logical, tensors;
   for (const TensorInfo& t : m.tensors) {
-    if (reader.has(t.name, "value")) tensors.push_back({t.name, t.shape});
+    if (!reader.has(t.name, "value")) continue;
+    logical.push_back({t.name, t.shape});
+    if (mixtral_expert_name(t.name, 0) && t.shape.size() == 3) {
+      for (int64_t e = 0; e < t.shape[0]; ++e) {
+        tensors.push_back({*mixtral_expert_name(t.name, e), {t.shape[1], t.shape[2]}});
+      }
+    } else {
+      tensors.push_back({t.name, t.shape});
+    }
   }
   if (tensors.empty()) {
     return invalid_argument(reader.step_dir().string() + ": checkpoint holds no \"value\" tensor");
@@ -190,12 +233,18 @@ Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir,
       SafetensorsWriter::create(staging.path / "model.safetensors", tensors,
                                 {{"format", "pt"}, {"ntp_step", std::to_string(m.meta.step)}}));
   std::vector<float> buffer;
-  for (const SafetensorsTensor& t : tensors) {
+  for (const SafetensorsTensor& t : logical) {
     PieceSpec whole{t.name, "value", t.shape, -1, {}};
     buffer.resize(static_cast<size_t>(local_numel(whole)));
     NTP_RETURN_IF_ERROR(reader.read(whole, buffer));
-    NTP_RETURN_IF_ERROR(writer.write(std::span<const float>(buffer)));
-    summary.tensors += 1;
+    const bool stacked = mixtral_expert_name(t.name, 0) && t.shape.size() == 3;
+    const int64_t slabs = stacked ? t.shape[0] : 1;
+    const auto slab = static_cast<size_t>(static_cast<int64_t>(buffer.size()) / slabs);
+    for (int64_t e = 0; e < slabs; ++e) {
+      const std::span<const float> values(buffer.data() + static_cast<size_t>(e) * slab, slab);
+      NTP_RETURN_IF_ERROR(writer.write(values));
+      summary.tensors += 1;
+    }
     summary.bytes += static_cast<int64_t>(buffer.size() * sizeof(float));
   }
   NTP_RETURN_IF_ERROR(writer.commit());

@@ -1,6 +1,7 @@
 // Consolidation for Hugging Face / PyTorch: the logical "value" tensors of a checkpoint as one
 // model.safetensors under Hugging Face names, plus a config.json for GPT2LMHeadModel (or, for a
-// Llama checkpoint, LlamaForCausalLM), so that from_pretrained(OUT) loads it. See
+// Llama checkpoint, LlamaForCausalLM; for a MoE, MixtralForCausalLM), so that from_pretrained(OUT)
+// loads it. See
 // docs/checkpoint.md for the deviations from OpenAI's GPT-2 (byte-level vocabulary of 256 +
 // padding, no BPE tokenizer files).
 #pragma once
@@ -24,8 +25,15 @@ Result<nlohmann::json> hf_gpt2_config(const nlohmann::json& model_config);
 // permutation. kInvalidArgument naming a missing or bad field.
 Result<nlohmann::json> hf_llama_config(const nlohmann::json& model_config);
 
-// hf_llama_config when model_config.family is "llama", hf_gpt2_config when it has no family
-// (GPT-2 checkpoints) or "gpt2"; kInvalidArgument for another family.
+// The MixtralForCausalLM config.json for a manifest's model_config of family "moe" (the Llama
+// fields plus n_experts, top_k, n_shared_experts, router_aux_loss_coef): kInvalidArgument for
+// shared experts, which Mixtral does not have. The stacked expert tensors are written one per
+// expert under Mixtral's names (hf_names.h).
+Result<nlohmann::json> hf_mixtral_config(const nlohmann::json& model_config);
+
+// hf_llama_config when model_config.family is "llama", hf_mixtral_config for "moe",
+// hf_gpt2_config when it has no family (GPT-2 checkpoints) or "gpt2"; kInvalidArgument for
+// another family.
 Result<nlohmann::json> hf_config(const nlohmann::json& model_config);
 
 struct ConsolidateOptions {

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "checkpoint/hf_names.h"
+
 namespace ntp::checkpoint {
 namespace fs = std::filesystem;
 namespace {
@@ -97,6 +99,33 @@ Result<json> llama_model_config(const json& c) {
   // transformers' defaults for a LlamaConfig that leaves them out.
   NTP_ASSIGN_OR_RETURN(m["rms_norm_eps"], positive_number(c, "rms_norm_eps", 1e-6));
   NTP_ASSIGN_OR_RETURN(m["rope_theta"], positive_number(c, "rope_theta", 1e4));
+  return m;
+}
+
+// MixtralForCausalLM: Llama's attention with a sparse MoE block (model/moe_block.h's semantics:
+// softmax router, top-k renormalized, SwiGLU experts, no shared experts).
+Result<json> mixtral_model_config(const json& c) {
+  NTP_RETURN_IF_ERROR(expect_field(c, "router_jitter_noise", {0, 0.0},
+                                   "ntp's router adds no noise; set it to 0 to train or evaluate"));
+  NTP_ASSIGN_OR_RETURN(json m, llama_model_config(c));
+  if (c.contains("sliding_window") && !c["sliding_window"].is_null()) {
+    NTP_ASSIGN_OR_RETURN(const int64_t window, int_field(c, "sliding_window"));
+    if (window < m["n_ctx"].get<int64_t>()) {
+      return config_error("\"sliding_window\" is " + std::to_string(window) +
+                          ", shorter than max_position_embeddings " + m["n_ctx"].dump() +
+                          "; ntp's attention is full causal attention");
+    }
+  }
+  m["family"] = "moe";
+  NTP_ASSIGN_OR_RETURN(m["n_experts"], int_field(c, "num_local_experts"));
+  NTP_ASSIGN_OR_RETURN(m["top_k"], int_field(c, "num_experts_per_tok", 2));
+  m["n_shared_experts"] = 0;
+  // transformers' MixtralConfig default when left out.
+  m["router_aux_loss_coef"] = c.value("router_aux_loss_coef", json(0.001));
+  if (!m["router_aux_loss_coef"].is_number()) {
+    return config_error("\"router_aux_loss_coef\" is " + c["router_aux_loss_coef"].dump() +
+                        "; it must be a number");
+  }
   return m;
 }
 
@@ -206,9 +235,10 @@ Result<json> model_config_from_hf(const json& c) {
                                : std::string();
   if (arch == "GPT2LMHeadModel") return gpt2_model_config(c);
   if (arch == "LlamaForCausalLM") return llama_model_config(c);
+  if (arch == "MixtralForCausalLM") return mixtral_model_config(c);
   return config_error("\"architectures\" " + archs.dump() +
-                      " is not supported; ntp reads [\"GPT2LMHeadModel\"] or "
-                      "[\"LlamaForCausalLM\"]");
+                      " is not supported; ntp reads [\"GPT2LMHeadModel\"], "
+                      "[\"LlamaForCausalLM\"] or [\"MixtralForCausalLM\"]");
 }
 
 bool HfModel::is_hf_dir(const fs::path& dir) {
@@ -245,15 +275,56 @@ HfModel::Found HfModel::find(const std::string& tensor) const {
   return {};
 }
 
-Result<const std::vector<float>*> HfModel::load(const Found& found) const {
-  if (cached_.entry == found.entry && cached_.file == found.file) return &cached_values_;
-  const SafetensorsEntry& e = *found.entry;
-  std::vector<std::byte> bytes(e.end - e.begin);
-  NTP_RETURN_IF_ERROR(found.file->read(e.begin, bytes));
-  cached_ = {};
-  cached_values_ = to_floats(e.dtype, bytes);
-  cached_ = found;
+Result<const std::vector<float>*> HfModel::load(const std::string& tensor,
+                                                const std::vector<int64_t>& shape) const {
+  if (cached_name_ == tensor && cached_shape_ == shape) return &cached_values_;
+  cached_name_.clear();
+  cached_values_.clear();
+  std::vector<std::pair<std::string, std::vector<int64_t>>> parts{{tensor, shape}};
+  if (find(tensor).entry == nullptr && shape.size() == 3) {
+    // A stacked expert tensor: Mixtral stores one tensor per expert (hf_names.h).
+    if (const std::optional<std::string> first = mixtral_expert_name(tensor, 0)) {
+      parts.clear();
+      for (int64_t e = 0; e < shape[0]; ++e) {
+        parts.push_back({*mixtral_expert_name(tensor, e), {shape[1], shape[2]}});
+      }
+    }
+  }
+  std::vector<float> values;
+  for (const auto& [name, part_shape] : parts) {
+    const Found found = find(name);
+    NTP_RETURN_IF_ERROR(check_stored(found, name, part_shape));
+    const SafetensorsEntry& e = *found.entry;
+    std::vector<std::byte> bytes(e.end - e.begin);
+    NTP_RETURN_IF_ERROR(found.file->read(e.begin, bytes));
+    const std::vector<float> part = to_floats(e.dtype, bytes);
+    values.insert(values.end(), part.begin(), part.end());
+  }
+  cached_values_ = std::move(values);
+  cached_name_ = tensor;
+  cached_shape_ = shape;
   return &cached_values_;
+}
+
+Status HfModel::check_stored(const Found& found, const std::string& name,
+                             const std::vector<int64_t>& shape) const {
+  if (found.entry == nullptr) {
+    return invalid_argument((dir_ / weights_).string() + " has no tensor " + name +
+                            ", which the model of " + (dir_ / "config.json").string() +
+                            " needs; fix config.json or export the model again");
+  }
+  const SafetensorsEntry* e = found.entry;
+  const std::string file = found.file->path().string();
+  if (e->shape != shape) {
+    return invalid_argument(file + ": tensor " + e->name + " has shape " + shape_text(e->shape) +
+                            " but the model of config.json needs " + shape_text(shape) +
+                            "; fix config.json or the tensor");
+  }
+  if (e->dtype != "F32" && e->dtype != "BF16" && e->dtype != "F16") {
+    return invalid_argument(file + ": tensor " + e->name + " has dtype " + e->dtype +
+                            "; ntp reads F32, BF16 or F16");
+  }
+  return ok_status();
 }
 
 Status HfModel::read(const PieceSpec& request, std::span<float> out) const {
@@ -262,24 +333,8 @@ Status HfModel::read(const PieceSpec& request, std::span<float> out) const {
     return invalid_argument(piece_name(request) + ": output holds " + std::to_string(out.size()) +
                             " values, the piece " + std::to_string(local_numel(request)));
   }
-  const Found found = find(request.tensor);
-  if (found.entry == nullptr) {
-    return invalid_argument((dir_ / weights_).string() + " has no tensor " + request.tensor +
-                            ", which the model of " + (dir_ / "config.json").string() +
-                            " needs; fix config.json or export the model again");
-  }
-  const SafetensorsEntry* e = found.entry;
-  const std::string file = found.file->path().string();
-  if (e->shape != request.logical_shape) {
-    return invalid_argument(file + ": tensor " + e->name + " has shape " + shape_text(e->shape) +
-                            " but the model of config.json needs " +
-                            shape_text(request.logical_shape) + "; fix config.json or the tensor");
-  }
-  if (e->dtype != "F32" && e->dtype != "BF16" && e->dtype != "F16") {
-    return invalid_argument(file + ": tensor " + e->name + " has dtype " + e->dtype +
-                            "; ntp reads F32, BF16 or F16");
-  }
-  NTP_ASSIGN_OR_RETURN(const std::vector<float>* loaded, load(found));
+  NTP_ASSIGN_OR_RETURN(const std::vector<float>* loaded,
+                       load(request.tensor, request.logical_shape));
   const std::vector<float>& whole = *loaded;
   if (request.whole()) {
     std::copy(whole.begin(), whole.end(), out.begin());

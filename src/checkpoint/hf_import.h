@@ -1,7 +1,7 @@
 // Importing Hugging Face checkpoints: the inverse of hf_export.h. A directory with config.json and
-// model.safetensors (GPT2LMHeadModel or LlamaForCausalLM) gives a manifest-form model_config and
-// reads any piece (checkpoint/piece.h) of its logical tensors, so that any TP layout can load
-// exactly its own slices, as from an ntp checkpoint.
+// model.safetensors (GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM) gives a manifest-form
+// model_config and reads any piece (checkpoint/piece.h) of its logical tensors, so that any TP
+// layout can load exactly its own slices, as from an ntp checkpoint.
 //
 // ntp's logical tensors already carry transformers' names and layouts (GPT-2's Conv1D weights
 // [in, out]; Llama's projections [out, in] with q/k rows in transformers' rotate_half RoPE
@@ -10,7 +10,8 @@
 // lm_head.weight) reads model.embed_tokens.weight; GPT-2 names without the "transformer." prefix
 // (the layout of OpenAI's original upload) are accepted; F32, BF16 and F16 data are read as float;
 // the weights may be one model.safetensors or several files listed by model.safetensors.index.json
-// (transformers' sharded save).
+// (transformers' sharded save); Mixtral's per-expert tensors are read as ntp's stacked ones
+// (hf_names.h).
 #pragma once
 
 #include <filesystem>
@@ -27,7 +28,8 @@
 namespace ntp::checkpoint {
 
 // The manifest-form model_config (hf_export.h's input: n_layer, n_head, n_embd, n_ffn, n_ctx,
-// vocab_size, ffn_unit 1; for Llama also family, n_kv_head, head_dim, rms_norm_eps, rope_theta)
+// vocab_size, ffn_unit 1; for Llama also family, n_kv_head, head_dim, rms_norm_eps, rope_theta;
+// for Mixtral also n_experts, top_k, n_shared_experts 0, router_aux_loss_coef)
 // of a transformers config.json. kInvalidArgument naming the field and value for another
 // architecture, a missing or bad field, or a feature ntp's model does not have (biases in Llama,
 // RoPE scaling, another activation, untied GPT-2 embeddings).
@@ -65,15 +67,22 @@ class HfModel {
         tied_head_(tied_head) {}
   Found find(const std::string& tensor) const;
   Found find_stored(std::string_view name) const;
-  // The whole tensor as float32 (cached: see read).
-  Result<const std::vector<float>*> load(const Found& found) const;
+  // kInvalidArgument naming the file unless `found` is a stored tensor `name` of `shape` and a
+  // dtype ntp reads.
+  Status check_stored(const Found& found, const std::string& name,
+                      const std::vector<int64_t>& shape) const;
+  // The whole logical tensor as float32 (cached: see read), a stacked expert tensor gathered from
+  // Mixtral's per-expert tensors.
+  Result<const std::vector<float>*> load(const std::string& tensor,
+                                         const std::vector<int64_t>& shape) const;
 
   std::filesystem::path dir_;
   nlohmann::json model_config_;
   std::string weights_;  // "model.safetensors" or "model.safetensors.index.json" (for messages)
   std::vector<SafetensorsFile> files_;
-  bool tied_head_ = false;  // Llama: lm_head.weight is model.embed_tokens.weight
-  mutable Found cached_;
+  bool tied_head_ = false;           // Llama: lm_head.weight is model.embed_tokens.weight
+  mutable std::string cached_name_;  // the tensor and shape cached_values_ were read as
+  mutable std::vector<int64_t> cached_shape_;
   mutable std::vector<float> cached_values_;
 };
 

@@ -24,13 +24,23 @@ json llama_model_config() {
           {"n_kv_head", 2},    {"head_dim", 4}, {"rms_norm_eps", 1e-5}, {"rope_theta", 5e5}};
 }
 
+json moe_model_config() {
+  json m = llama_model_config();
+  m.update({{"family", "moe"},
+            {"n_experts", 4},
+            {"top_k", 2},
+            {"n_shared_experts", 0},
+            {"router_aux_loss_coef", 0.02}});
+  return m;
+}
+
 json gpt2_model_config() {
   return {{"n_layer", 3}, {"n_head", 4},       {"n_embd", 32}, {"n_ffn", 128},
           {"n_ctx", 16},  {"vocab_size", 256}, {"ffn_unit", 1}};
 }
 
 TEST(HfImportTest, ConfigJsonIsTheInverseOfTheExport) {
-  for (const json& m : {llama_model_config(), gpt2_model_config()}) {
+  for (const json& m : {llama_model_config(), moe_model_config(), gpt2_model_config()}) {
     Result<json> hf = hf_config(m);
     ASSERT_TRUE(hf.ok()) << hf.status().to_string();
     Result<json> back = model_config_from_hf(*hf);
@@ -53,13 +63,48 @@ TEST(HfImportTest, ConfigJsonIsTheInverseOfTheExport) {
   EXPECT_EQ((*model_config_from_hf(gpt))["n_ffn"], 128);
 }
 
+// MixtralForCausalLM: transformers' defaults (num_experts_per_tok 2, router_aux_loss_coef 0.001),
+// and what ntp's MoE does not compute is named: router noise, a sliding window shorter than the
+// context; shared experts do not export.
+TEST(HfImportTest, MixtralConfigsReadWithTransformersDefaultsAndRefuseWhatNtpLacks) {
+  const json mixtral = *hf_config(moe_model_config());
+  EXPECT_EQ(mixtral["architectures"], json({"MixtralForCausalLM"}));
+  EXPECT_EQ(mixtral["num_local_experts"], 4);
+  EXPECT_EQ(mixtral["num_experts_per_tok"], 2);
+  EXPECT_FALSE(mixtral.contains("mlp_bias"));
+  json defaults = mixtral;
+  defaults.erase("num_experts_per_tok");
+  defaults.erase("router_aux_loss_coef");
+  const json m = *model_config_from_hf(defaults);
+  EXPECT_EQ(m["top_k"], 2);
+  EXPECT_EQ(m["router_aux_loss_coef"], 0.001);
+  json window = mixtral;
+  window["sliding_window"] = 16;  // the whole context: full attention
+  EXPECT_TRUE(model_config_from_hf(window).ok());
+  const std::vector<std::pair<json, std::string>> refused = {
+      {json{{"router_jitter_noise", 0.1}}, "\"router_jitter_noise\" is 0.1, but ntp's router"},
+      {json{{"sliding_window", 8}}, "\"sliding_window\" is 8, shorter than"},
+      {json{{"num_local_experts", nullptr}}, "\"num_local_experts\" is missing"}};
+  for (const auto& [patch, message] : refused) {
+    json c = mixtral;
+    c.update(patch);
+    const Status s = model_config_from_hf(c).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << patch.dump();
+    EXPECT_NE(s.message().find(message), std::string::npos) << s.message();
+  }
+  json shared = moe_model_config();
+  shared["n_shared_experts"] = 1;
+  EXPECT_NE(hf_config(shared).status().message().find("MixtralForCausalLM has no shared experts"),
+            std::string::npos);
+}
+
 TEST(HfImportTest, UnsupportedConfigsAreNamed) {
   const json llama = *hf_config(llama_model_config());
   const json gpt = *hf_config(gpt2_model_config());
   const std::vector<std::pair<json, std::string>> cases = {
       {{{"architectures", {"BertModel"}}},
-       "\"architectures\" [\"BertModel\"] is not supported; ntp reads [\"GPT2LMHeadModel\"] or "
-       "[\"LlamaForCausalLM\"]"},
+       "\"architectures\" [\"BertModel\"] is not supported; ntp reads [\"GPT2LMHeadModel\"], "
+       "[\"LlamaForCausalLM\"] or [\"MixtralForCausalLM\"]"},
       {json{{"num_key_value_heads", 3}},
        "\"num_attention_heads\" 8 is not a multiple of \"num_key_value_heads\" 3"},
       {json{{"rope_scaling", {{"type", "linear"}}}}, "\"rope_scaling\" is {\"type\":\"linear\"}"},
@@ -175,6 +220,38 @@ TEST(HfImportTest, ReadsPiecesAtAnySlicingInEveryDtype) {
               std::string::npos)
         << bad.message();
   }
+}
+
+// Mixtral's per-expert tensors read as ntp's stacked one: slab e is experts.{e}.w1.weight, in
+// any piece (here experts 2 and 0, as an expert-parallel rank holding them asks).
+TEST(HfImportTest, MixtralPerExpertTensorsReadAsTheStackedTensor) {
+  TempDir tmp;
+  const std::string stacked = "model.layers.1.block_sparse_moe.experts.w1.weight";
+  std::vector<HfFixture> experts;
+  for (int e = 0; e < 3; ++e) {
+    experts.push_back(
+        {"model.layers.1.block_sparse_moe.experts." + std::to_string(e) + ".w1.weight",
+         {2, 3},
+         iota_values(6, static_cast<float>(e + 1))});
+  }
+  json config = *hf_config(moe_model_config());
+  config["num_local_experts"] = 3;
+  write_hf_dir(tmp.path(), config, experts, "BF16");
+  Result<HfModel> hf = HfModel::open(tmp.path());
+  ASSERT_TRUE(hf.ok()) << hf.status().to_string();
+  std::vector<float> piece(12);
+  ASSERT_TRUE(hf->read({stacked, "value", {3, 2, 3}, 0, {2, 0}}, piece).ok());
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(piece[static_cast<size_t>(i)], 3.0f * static_cast<float>(i + 1));
+    EXPECT_EQ(piece[static_cast<size_t>(6 + i)], static_cast<float>(i + 1));
+  }
+  // A model needing a fourth expert is told which tensor is missing.
+  std::vector<float> four(24);
+  const Status missing = hf->read({stacked, "value", {4, 2, 3}, -1, {}}, four);
+  EXPECT_NE(missing.message().find("has no tensor model.layers.1.block_sparse_moe.experts.3.w1."
+                                   "weight"),
+            std::string::npos)
+      << missing.message();
 }
 
 TEST(HfImportTest, GptNamesWithoutTheTransformerPrefixAreRead) {

@@ -3,11 +3,14 @@
 
   check_hf_eval.py --ntp NTP --work DIR
 
-Trains a small Llama (4 query heads, 2 KV heads) and a small GPT-2 for 3 steps in one process,
+Trains a small Llama (4 query heads, 2 KV heads), a small MoE (4 experts, top 2, exported as
+MixtralForCausalLM) and a small GPT-2 in one process each,
 consolidates each checkpoint (`ntp ckpt consolidate`) and evaluates the export with `ntp eval`.
 The same mean loss over the same windows is then computed
   - in float64 NumPy, straight from transformers' definitions of LlamaForCausalLM (RMSNorm,
-    rotate_half RoPE, repeat_kv grouped-query attention, SwiGLU, untied head) and
+    rotate_half RoPE, repeat_kv grouped-query attention, SwiGLU, untied head),
+    MixtralForCausalLM (MixtralSparseMoeBlock and load_balancing_loss_func, the loss with
+    output_router_logits: cross-entropy + router_aux_loss_coef x aux per forward) and
     GPT2LMHeadModel (Conv1D [in, out], tanh GELU, tied head), reading model.safetensors with the
     `safetensors` package: always;
   - with transformers itself (from_pretrained, float32), when torch and transformers are
@@ -67,7 +70,9 @@ def mean_nll(np, logits, targets):
     return float(-np.take_along_axis(logp, t[..., None], -1).mean())
 
 
-def llama_logits(np, w, c, ids):
+def llama_logits(np, w, c, ids, router_logits=None):
+    """LlamaForCausalLM's logits; MixtralForCausalLM's (its MoE block for the MLP) when
+    router_logits is a list, which then receives each layer's router logits."""
     d = c["head_dim"]
     nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
     eps = c["rms_norm_eps"]
@@ -101,11 +106,49 @@ def llama_logits(np, w, c, ids):
         o = (s @ v).transpose(0, 2, 1, 3).reshape(-1, t, nh * d)
         x = x + o @ w[p + "self_attn.o_proj.weight"].T
         h = rms(x, w[p + "post_attention_layernorm.weight"])
+        if router_logits is not None:
+            x = x + mixtral_moe(np, w, c, p, h, router_logits)
+            continue
         g = h @ w[p + "mlp.gate_proj.weight"].T
         u = h @ w[p + "mlp.up_proj.weight"].T
         x = x + (g / (1.0 + np.exp(-g)) * u) @ w[p + "mlp.down_proj.weight"].T
     x = rms(x, w["model.norm.weight"])
     return x @ w["lm_head.weight"].T
+
+
+def mixtral_moe(np, w, c, p, h, router_logits):
+    """transformers' MixtralSparseMoeBlock: softmax router over all experts, top-k, the top-k
+    weights renormalized, SwiGLU experts (w1 gate, w3 up, w2 down). Appends the router logits."""
+    n_exp, k = c["num_local_experts"], c["num_experts_per_tok"]
+    flat = h.reshape(-1, h.shape[-1])
+    logits = flat @ w[p + "block_sparse_moe.gate.weight"].T
+    router_logits.append(logits)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    top = np.argsort(-probs, axis=-1, kind="stable")[:, :k]
+    weights = np.take_along_axis(probs, top, -1)
+    weights /= weights.sum(-1, keepdims=True)
+    out = np.zeros_like(flat)
+    for e in range(n_exp):
+        rows, slot = np.nonzero(top == e)
+        if rows.size == 0:
+            continue
+        x = flat[rows]
+        q = f"{p}block_sparse_moe.experts.{e}."
+        g, u = x @ w[q + "w1.weight"].T, x @ w[q + "w3.weight"].T
+        out[rows] += weights[rows, slot][:, None] * ((g / (1.0 + np.exp(-g)) * u) @ w[q + "w2.weight"].T)
+    return out.reshape(h.shape)
+
+
+def load_balancing_loss(np, router_logits, n_exp, k):
+    """transformers' load_balancing_loss_func without an attention mask: the layers' router logits
+    concatenated, E * sum over experts of (tokens whose top-k holds it / tokens) * mean prob."""
+    logits = np.concatenate(router_logits, 0)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    top = np.argsort(-probs, axis=-1, kind="stable")[:, :k]
+    counts = np.stack([(top == e).any(-1) for e in range(n_exp)], -1).mean(0)
+    return float(n_exp * (counts * probs.mean(0)).sum())
 
 
 def gpt2_logits(np, w, c, ids):
@@ -140,6 +183,26 @@ def gpt2_logits(np, w, c, ids):
     return x @ w["transformer.wte.weight"].T
 
 
+def reference_loss(np, weights, config, name, inputs, targets):
+    """The mean loss `ntp eval` reports, in float64. For a MoE, as ntp's (and MixtralForCausalLM's
+    with output_router_logits) loss: per forward of BATCH windows, the mean cross-entropy plus
+    router_aux_loss_coef times that forward's load-balancing loss; the batches weighted by their
+    targets (all the same size here)."""
+    if name == "gpt2":
+        return mean_nll(np, gpt2_logits(np, weights, config, np.array(inputs)), targets)
+    if name == "llama":
+        return mean_nll(np, llama_logits(np, weights, config, np.array(inputs)), targets)
+    total = 0.0
+    for b in range(0, len(inputs), BATCH):
+        router_logits = []
+        logits = llama_logits(np, weights, config, np.array(inputs[b:b + BATCH]), router_logits)
+        aux = load_balancing_loss(np, router_logits, config["num_local_experts"],
+                                  config["num_experts_per_tok"])
+        loss = mean_nll(np, logits, targets[b:b + BATCH]) + config["router_aux_loss_coef"] * aux
+        total += loss * len(inputs[b:b + BATCH])
+    return total / len(inputs)
+
+
 def transformers_loss(hf_dir, inputs, targets):
     try:
         import torch
@@ -150,10 +213,19 @@ def transformers_loss(hf_dir, inputs, targets):
         return None
     model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32)
     model.eval()
-    with torch.no_grad():
-        logits = model(torch.tensor(inputs)).logits.double()
-    return float(torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), torch.tensor(targets).reshape(-1)))
+    total = 0.0
+    moe = model.config.model_type == "mixtral"
+    for b in range(0, len(inputs), BATCH):
+        batch = torch.tensor(inputs[b:b + BATCH])
+        with torch.no_grad():
+            out = model(batch, output_router_logits=True) if moe else model(batch)
+        logits = out.logits.double()
+        loss = float(torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), torch.tensor(targets[b:b + BATCH]).reshape(-1)))
+        if moe:
+            loss += model.config.router_aux_loss_coef * float(out.aux_loss)
+        total += loss * len(batch)
+    return total / len(inputs)
 
 
 def check_family(args, np, load_file, tokens, name, model_flags):
@@ -174,8 +246,7 @@ def check_family(args, np, load_file, tokens, name, model_flags):
         config = json.load(f)
     stored = load_file(os.path.join(hf, "model.safetensors"))
     weights = {k: v.astype(np.float64) for k, v in stored.items()}
-    forward = llama_logits if name == "llama" else gpt2_logits
-    ref = mean_nll(np, forward(np, weights, config, np.array(inputs)), targets)
+    ref = reference_loss(np, weights, config, name, inputs, targets)
     failures = []
     rel = abs(ntp_loss - ref) / abs(ref)
     print(f"{name}: ntp eval {ntp_loss:.10f}, NumPy float64 {ref:.10f}: relative {rel:.2e}")
@@ -209,6 +280,11 @@ def main():
                              ["--model", "llama", "--layers", "2", "--heads", "4", "--kv-heads",
                               "2", "--width", "32", "--context", "16", "--ffn-unit", "4",
                               "--rope-theta", "500000"])
+    failures += check_family(args, np, load_file, tokens, "moe",
+                             ["--model", "moe", "--layers", "2", "--heads", "4", "--kv-heads",
+                              "2", "--width", "32", "--context", "16", "--ffn-unit", "4",
+                              "--ffn", "32", "--experts", "4", "--top-k", "2",
+                              "--router-aux-coef", "0.02"])
     failures += check_family(args, np, load_file, tokens, "gpt2",
                              ["--layers", "2", "--heads", "4", "--width", "32", "--context", "16",
                               "--ffn-unit", "4"])

@@ -3,7 +3,7 @@
 //
 //   a Llama with grouped-query attention (4 query heads, 2 KV heads) trained 6 steps at the mixed
 //   layout {4,3} (2 x 4 with slot 1:3 failed), its checkpoint consolidated to a LlamaForCausalLM
-//   export; a GPT-2 the same at {2,1}.
+//   export; a MoE the same, exported as MixtralForCausalLM; a GPT-2 the same at {2,1}.
 //   `ntp eval` of the export equals `ntp eval` of the checkpoint bit for bit: both read the same
 //   float32 weights into the same one-process model and run the same arithmetic.
 //   `ntp train --init-from` the export at another layout ({3,2}: 2 x 3 with slot 1:2 failed)
@@ -159,6 +159,15 @@ void round_trip(const std::string& family, const std::vector<std::string>& model
 
 TEST(HfRoundTripTest, LlamaGqaAtMixedLayoutsEvaluatesAndInitializesFromItsExport) {
   round_trip("llama", llama_model(), {2, 4, "1:3"}, {2, 3, "1:2"});
+}
+
+// A MoE (4 experts, top 2) exports as MixtralForCausalLM, one tensor per expert: the same
+// round trip, at expert-parallel layouts {4,3} (one rank holds two experts) and {3,2}.
+TEST(HfRoundTripTest, MoeExportsAsMixtralAndInitializesFromItAtMixedLayouts) {
+  std::vector<std::string> moe = llama_model();
+  moe[1] = "moe";
+  moe.insert(moe.end(), {"--experts", "4", "--top-k", "2", "--ffn", "32"});
+  round_trip("moe", moe, {2, 4, "1:3"}, {2, 3, "1:2"});
 }
 
 TEST(HfRoundTripTest, Gpt2EvaluatesAndInitializesFromItsExport) {
