@@ -18,10 +18,8 @@ The same mean loss over the same windows is then computed
 Training runs 60 steps at lr 1e-2 (held-out loss ~1.8 nats), so that attention, and with it
 the RoPE layout, matters: an interleaved RoPE in the NumPy model moves its loss by 2e-3.
 ntp computes in float32 and NumPy in float64: float32 rounding of each logit is ~6e-8 relative
-and mostly averages out over the 512 targets; runs show 7.5e-9 (Llama), 6.1e-9 (MoE, whose
-routing picks the same experts in both: a different pick would move the loss by ~1e-3) and 4.3e-9
-(GPT-2), so
-the limit is 1e-7. transformers also computes in float32, in another order: 1e-6 (not run on the
+and mostly averages out over the 512 targets; runs show 7.5e-9 (Llama), 6.1e-9 (MoE) and 4.3e-9
+(GPT-2), so the limit is 1e-7. transformers also computes in float32, in another order: 1e-6 (not run on the
 development machine, which has no torch).
 
 Needs numpy and safetensors (PyPI); without them the test is skipped (exit 77) unless CI=true.
