@@ -217,6 +217,17 @@ Status parse_sections(const toml::table& root, SimConfig& c, const std::string& 
   NTP_RETURN_IF_ERROR(
       m.get("activation_bytes_per_elem", c.model.activation_bytes_per_elem, 0, 1e4));
   NTP_RETURN_IF_ERROR(m.get("vocab", c.model.vocab, 0, 1e9));
+  NTP_RETURN_IF_ERROR(m.get("experts", c.model.experts, 0, 1e6));
+  NTP_RETURN_IF_ERROR(m.get("top_k", c.model.top_k, 1, 1e6));
+  NTP_RETURN_IF_ERROR(m.get("expert_ffn_multiplier", c.model.expert_ffn_multiplier, 0, 1e3));
+  std::string split = c.model.experts_whole ? "whole" : "columns";
+  NTP_RETURN_IF_ERROR(m.get("expert_split", split));
+  if (split != "whole" && split != "columns") {
+    return invalid_argument("model.expert_split = '" + split +
+                            "' is unknown; use \"whole\" (expert parallelism) or \"columns\" "
+                            "(expert tensor parallelism)");
+  }
+  c.model.experts_whole = split == "whole";
   NTP_RETURN_IF_ERROR(m.check_unknown());
 
   Section p(table("parallel"), "parallel");

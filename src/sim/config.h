@@ -3,7 +3,8 @@
 // Sections and keys (units in the key names; every key is optional unless marked, defaults below):
 //   [model]     layers, hidden, heads, ffn_multiplier, sequence, global_batch_tokens,
 //               ffn_unit_columns (FFN columns per indivisible unit), activation_bytes_per_elem,
-//               vocab (vocabulary rows TP splits; 0 = none)
+//               vocab (vocabulary rows TP splits; 0 = none), experts, top_k,
+//               expert_ffn_multiplier, expert_split ("whole" | "columns"; a MoE: experts > 0)
 //   [parallel]  tp, pp, domain_size, min_degree, degree_multiple, microbatch_sequences,
 //               distributed_optimizer, tp_overlap, dp_overlap
 //   [system]    gpus, peak_tflops, efficiency, hbm_gb, scale_up_gbytes_per_s,
@@ -49,6 +50,16 @@ struct ModelConfig {
   // Vocabulary rows of the (tied) embedding that TP splits; only the reshard of NTP-LIVE counts
   // them, and only with pp = 1 (with pipelines they live in the first and last stage).
   int vocab = 0;
+  // Mixture of Experts (0 experts: the dense FFN above). Each layer's FFN is `experts` routed
+  // experts of expert_ffn_multiplier x hidden columns, top_k of them per token, spread over the TP
+  // group (docs/sim.md "A MoE workload"): whole experts per GPU (expert_split "whole": expert
+  // parallelism, so NTP's policies are nonuniform expert parallelism, NEP) or every expert's
+  // columns split in units of ffn_unit_columns ("columns": expert tensor parallelism).
+  int experts = 0;
+  int top_k = 2;
+  double expert_ffn_multiplier = 0.0;
+  bool experts_whole = true;
+  bool moe() const { return experts > 0; }
 };
 
 struct ParallelConfig {

@@ -44,8 +44,12 @@ Result<std::vector<shard::UnitSpace>> stage_unit_spaces(const SimConfig& c) {
                             " is not a multiple of model.heads = " + std::to_string(m.heads) +
                             ": the reshard counts whole heads; pick hidden = heads x head size");
   }
-  const std::int64_t ffn_units = std::max<std::int64_t>(
-      1, std::llround(m.ffn_multiplier * m.hidden / static_cast<double>(m.ffn_unit_columns)));
+  // A MoE's experts split by columns reshard as a dense FFN of all their columns would.
+  const double columns = m.moe() ? m.expert_ffn_multiplier * m.hidden *
+                                       (m.experts_whole ? 1.0 : static_cast<double>(m.experts))
+                                 : m.ffn_multiplier * m.hidden;
+  const std::int64_t ffn_units =
+      std::max<std::int64_t>(1, std::llround(columns / static_cast<double>(m.ffn_unit_columns)));
   shard::ModelShape shape;
   shape.heads = m.heads;
   shape.hidden = m.hidden;
@@ -53,10 +57,18 @@ Result<std::vector<shard::UnitSpace>> stage_unit_spaces(const SimConfig& c) {
   shape.ffn = ffn_units * m.ffn_unit_columns;
   shape.vocab = c.parallel.pp == 1 ? m.vocab : 0;
   shape.layers = (m.layers + c.parallel.pp - 1) / c.parallel.pp;
+  if (m.moe() && m.experts_whole) {
+    // Whole experts are a unit space of their own, which the layout algebra has in its MoE
+    // (grouped-query) shape: planned here with one KV head per query head, and an LM head of one
+    // row per GPU when the stage holds no vocabulary (bytes < 1e-5 of a stage's at these sizes).
+    shape.experts = m.experts;
+    shape.kv_heads = m.heads;
+    if (shape.vocab == 0) shape.vocab = c.parallel.tp;
+  }
   NTP_RETURN_IF_ERROR(shard::validate_model_shape(shape));
   std::vector<shard::UnitSpace> spaces = shard::model_unit_spaces(shape);
   for (const shard::UnitSpace& s : spaces) {
-    if (s.units < c.parallel.tp) {
+    if (!s.derived() && s.units < c.parallel.tp) {
       return invalid_argument("the model's " + s.name + " space has " + std::to_string(s.units) +
                               " units, fewer than parallel.tp = " + std::to_string(c.parallel.tp) +
                               ": every rank needs a unit; raise model.heads / lower "

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <utility>
 
+#include "shard/balance.h"
 #include "sim/stats.h"
 
 namespace ntp::sim {
@@ -186,6 +187,7 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
   out.slow_episodes = slow_episodes.get();
   out.mean_slow_gpus = mean_slow.get();
   out.step_seconds = sim.workload().step(c.parallel.tp, c.parallel.tp).total_s;
+  out.workload_note = moe_note(c);
   out.checkpoint_interval_s = sim.checkpoint_interval_s();
   for (std::size_t i = 0; i < n; ++i) {
     PolicySummary p;
@@ -208,6 +210,29 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
   return out;
 }
 
+std::string moe_note(const SimConfig& c) {
+  const ModelConfig& m = c.model;
+  if (!m.moe()) return "";
+  const int t = c.parallel.min_degree;
+  char buf[512];
+  if (m.experts_whole) {
+    std::snprintf(buf, sizeof(buf),
+                  "MoE: %d experts, top %d, whole experts per GPU (expert parallelism; the NTP "
+                  "policies are nonuniform expert parallelism, NEP); at TP %d the busiest GPU "
+                  "holds %lld experts against %.2f ideal (%.2fx)\n",
+                  m.experts, m.top_k, t,
+                  static_cast<long long>(shard::max_units_per_rank(m.experts, t)),
+                  static_cast<double>(m.experts) / t,
+                  static_cast<double>(shard::max_units_per_rank(m.experts, t)) * t / m.experts);
+  } else {
+    std::snprintf(buf, sizeof(buf),
+                  "MoE: %d experts, top %d, every expert's columns split over the TP group "
+                  "(expert tensor parallelism)\n",
+                  m.experts, m.top_k);
+  }
+  return buf;
+}
+
 std::string format_table(const Summary& s) {
   std::ostringstream os;
   char buf[512];
@@ -219,7 +244,7 @@ std::string format_table(const Summary& s) {
                 s.trials, s.days, s.failures.mean, s.failures.ci95, s.mean_failed_gpus.mean,
                 s.max_failed_groups.max, s.max_failed_groups.mean, s.step_seconds,
                 s.checkpoint_interval_s / 60.0);
-  os << buf;
+  os << buf << s.workload_note;
   std::snprintf(buf, sizeof(buf), "%-14s %-17s %-17s %10s %9s %8s %8s %9s %s\n", "policy",
                 "throughput loss", "goodput", "energy MWh", "MWh/work", "pauses", "paused h",
                 "down h", "spares for pause-free (mean/max)");

@@ -53,6 +53,7 @@ struct Summary {
   std::int64_t events = 0;
   double wall_seconds = 0;
   double step_seconds = 0;           // failure-free step time
+  std::string workload_note;         // a MoE's experts and their placement (empty: dense)
   double checkpoint_interval_s = 0;  // Young/Daly
   std::vector<PolicySummary> policies;
   std::vector<SeriesPoint> series;  // trial 0, when recorded
@@ -78,6 +79,10 @@ Summary run_monte_carlo(const Simulator& sim, bool series,
                         std::vector<TrialRecord>* records = nullptr);
 
 // A fixed-width table, one row per policy, means with +- 95% half-widths.
+// The line the summary prints for a MoE workload (its experts and, with whole experts, the
+// busiest GPU's share at parallel.min_degree against the ideal); empty for a dense model.
+std::string moe_note(const SimConfig& c);
+
 std::string format_table(const Summary& summary);
 std::string format_snapshot_table(const std::vector<std::string>& policy_names,
                                   const std::vector<SnapshotResult>& rows);

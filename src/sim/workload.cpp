@@ -11,10 +11,26 @@
 namespace ntp::sim {
 
 namespace {
-double ffn_columns(const ModelConfig& m) { return m.ffn_multiplier * m.hidden; }
+
+// One expert's columns (a MoE), or the dense FFN's.
+double ffn_columns(const ModelConfig& m) {
+  return (m.moe() ? m.expert_ffn_multiplier : m.ffn_multiplier) * m.hidden;
+}
+// FFN columns a token runs through per layer: top_k experts' of a MoE.
+double ffn_columns_per_token(const ModelConfig& m) {
+  return m.moe() ? m.top_k * ffn_columns(m) : ffn_columns(m);
+}
+// FFN columns whose weights a layer stores: every expert's of a MoE.
+double ffn_columns_stored(const ModelConfig& m) {
+  return m.moe() ? m.experts * ffn_columns(m) : ffn_columns(m);
+}
+// The units TP deals out: whole experts (expert parallelism), else blocks of ffn_unit_columns
+// (of one expert when the experts' columns are split: every expert is split alike).
 std::int64_t ffn_units(const ModelConfig& m) {
+  if (m.moe() && m.experts_whole) return m.experts;
   return std::max<std::int64_t>(1, std::llround(ffn_columns(m) / m.ffn_unit_columns));
 }
+
 }  // namespace
 
 Workload::Workload(const SimConfig& config) : c_(config) {
@@ -25,7 +41,7 @@ Workload::Workload(const SimConfig& config) : c_(config) {
   microbatches_ = std::max(
       1.0, tokens_per_replica_ / (static_cast<double>(m.sequence) * p.microbatch_sequences));
   const double h = m.hidden;
-  stage_params_ = stage_layers_ * (4.0 * h * h + 2.0 * h * ffn_columns(m));
+  stage_params_ = stage_layers_ * (4.0 * h * h + 2.0 * h * ffn_columns_stored(m));
 
   speed_.assign(p.tp + 1, 0.0);
   dp_factor_.assign(p.tp + 1, 0.0);
@@ -48,7 +64,7 @@ double Workload::compute_s(int degree) const {
   const auto& m = c_.model;
   const double h = m.hidden, s = m.sequence;
   const double f_head = 8 * h * h + 2 * s * h;
-  const double f_ffn = 4 * h * ffn_columns(m);
+  const double f_ffn = 4 * h * ffn_columns_per_token(m);
   const double head_share = static_cast<double>(shard::max_units_per_rank(m.heads, degree)) /
                             static_cast<double>(m.heads);
   const std::int64_t units = ffn_units(m);
@@ -68,7 +84,7 @@ double Workload::rebalanced_speed(int degree, const std::vector<double>& slow) c
   // Cost per unit: a head's and an FFN unit's share of a layer's FLOPs.
   const std::vector<UnitSpaceCost> spaces = {
       {m.heads, (8 * h * h + 2 * s * h) / m.heads},
-      {units, 4 * h * ffn_columns(m) / static_cast<double>(units)}};
+      {units, 4 * h * ffn_columns_per_token(m) / static_cast<double>(units)}};
   const int fast = degree - static_cast<int>(slow.size());
   return weighted_split_time(spaces, degree, {}) / weighted_split_time(spaces, fast, slow);
 }
@@ -76,8 +92,16 @@ double Workload::rebalanced_speed(int degree, const std::vector<double>& slow) c
 double Workload::tp_comm_s(int degree) const {
   if (degree <= 1) return 0.0;
   const double t = degree;
+  // Per token and layer, bf16 (2 bytes per element): attention's all-reduce forward and backward
+  // (ring: 2 (t - 1) / t of h elements each), and the FFN's the same, or for a MoE the all-to-all
+  // of expert parallelism (whole experts): each token's h elements to its top_k experts and back
+  // (dispatch and combine), forward and backward, the (t - 1) / t of them on another GPU.
+  const double h = c_.model.hidden;
+  const bool all_to_all = c_.model.moe() && c_.model.experts_whole;
+  const double ffn_elements =
+      all_to_all ? 4.0 * c_.model.top_k * h * (t - 1) / t : 2.0 * h * 2.0 * (t - 1) / t;
   const double bytes =
-      tokens_per_replica_ * stage_layers_ * 4.0 * 2.0 * c_.model.hidden * 2.0 * (t - 1) / t;
+      tokens_per_replica_ * stage_layers_ * 2.0 * (2.0 * h * 2.0 * (t - 1) / t + ffn_elements);
   return (1.0 - c_.parallel.tp_overlap) * bytes / (c_.system.scale_up_gbytes_per_s * 1e9);
 }
 
@@ -123,6 +147,30 @@ double Workload::tokens_per_second_healthy() const {
   return c_.model.global_batch_tokens / step(c_.parallel.tp, c_.parallel.tp).total_s;
 }
 
+namespace {
+
+Status validate_moe(const SimConfig& c) {
+  const ModelConfig& m = c.model;
+  if (!m.moe()) return ok_status();
+  if (!(m.expert_ffn_multiplier > 0)) {
+    return invalid_argument("model.experts = " + std::to_string(m.experts) +
+                            " needs model.expert_ffn_multiplier > 0 (one expert's width / hidden)");
+  }
+  if (m.top_k > m.experts) {
+    return invalid_argument("model.top_k = " + std::to_string(m.top_k) +
+                            " exceeds model.experts = " + std::to_string(m.experts));
+  }
+  if (m.experts_whole && m.experts < c.parallel.tp) {
+    return invalid_argument("model.experts = " + std::to_string(m.experts) +
+                            " is fewer than parallel.tp = " + std::to_string(c.parallel.tp) +
+                            " with whole experts: every GPU of a TP group holds one at least; "
+                            "raise model.experts or use model.expert_split = \"columns\"");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status validate(const SimConfig& c) {
   const auto& p = c.parallel;
   if (p.domain_size % p.tp != 0) {
@@ -149,6 +197,7 @@ Status validate(const SimConfig& c) {
                             std::to_string(groups) +
                             " TP groups, not divisible by parallel.pp = " + std::to_string(p.pp));
   }
+  NTP_RETURN_IF_ERROR(validate_moe(c));
   const auto& f = c.failures;
   if (f.blast_sizes.empty() || f.blast_sizes.size() != f.blast_weights.size()) {
     return invalid_argument(
