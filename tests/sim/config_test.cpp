@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/config.h"
+#include "sim/report.h"
 #include "sim_test_util.h"
 
 namespace ntp::sim {
@@ -18,10 +19,19 @@ void expect_error(const Status& s, const std::string& needle) {
 
 TEST(SimConfig, ShippedConfigsParse) {
   for (const char* name : {"paper-b200-nvl32.toml", "paper-b200-nvl32-spares.toml",
-                           "gb200-nvl72.toml", "trace-replay.toml"}) {
+                           "paper-b200-nvl32-moe.toml", "gb200-nvl72.toml", "trace-replay.toml"}) {
     Result<SimConfig> c = load_config(std::string(NTP_SOURCE_DIR) + "/configs/sim/" + name);
     EXPECT_TRUE(c.ok()) << name << ": " << c.status().to_string();
   }
+  Result<SimConfig> moe =
+      load_config(std::string(NTP_SOURCE_DIR) + "/configs/sim/paper-b200-nvl32-moe.toml");
+  ASSERT_TRUE(moe.ok());
+  EXPECT_EQ(moe->model.experts, 64);
+  EXPECT_TRUE(moe->model.experts_whole);
+  // 64 experts over 28 GPUs: 3 on the busiest against 64 / 28 = 2.29.
+  EXPECT_NE(moe_note(*moe).find("at TP 28 the busiest GPU holds 3 experts against 2.29 ideal"),
+            std::string::npos)
+      << moe_note(*moe);
   Result<SimConfig> paper =
       load_config(std::string(NTP_SOURCE_DIR) + "/configs/sim/paper-b200-nvl32.toml");
   ASSERT_TRUE(paper.ok());
