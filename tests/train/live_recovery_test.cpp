@@ -417,24 +417,18 @@ TEST(LiveRecoveryTest, EveryCopyOfSomeUnitsLostFallsBackToTheLatestCheckpoint) {
   EXPECT_EQ(run.degrees_at_end, (std::vector<int>{3, 3, 3}));
 }
 
-// Llama with grouped-query attention (8 query heads, 2 KV groups): at TP 4 each KV group is
-// stored by the two ranks of its query heads, at TP 3 (heads 3, 3, 2) group 0 by ranks 0 and 1 and
-// group 1 by ranks 1 and 2. Losing rank 6 and getting it back re-forms replica 1 at 4 -> 3 -> 4,
-// and every rank must end up storing each group its heads read, copies included (moved by
-// state_reshard's derived transfers), under both optimizers: the losses stay on the failure-free
-// trajectory (kDegradedTolerance) and every update is applied once.
-TEST(LiveRecoveryTest, LlamaKvGroupsSpanningRanksRecoverLiveUnderBothOptimizers) {
-  const std::vector<std::string> llama = {
-      "--model", "llama",   "--layers", "2",         "--heads", "8",          "--kv-heads",
-      "2",       "--width", "32",       "--context", "16",      "--ffn-unit", "4"};
+// Rank 6 of replica 1 killed at step 4 and repaired at step 8 in a 12-step job of `model`, under
+// both optimizers: replica 1 re-forms at 4 -> 3 -> 4, both times live, the losses stay on the
+// failure-free trajectory (kDegradedTolerance) and every update is applied once.
+void expect_kill_and_repair_live(const std::string& family, const std::vector<std::string>& model) {
   for (const char* optimizer : {"replicated", "sharded"}) {
     SCOPED_TRACE(optimizer);
     const std::vector<std::string> extra = {"--optimizer", optimizer};
-    const std::string name = std::string("llama-") + optimizer;
-    const JobRun clean = train(name + "-clean", 12, {}, {}, extra, llama);
+    const std::string name = family + "-" + optimizer;
+    const JobRun clean = train(name + "-clean", 12, {}, {}, extra, model);
     ASSERT_EQ(clean.exit_code, 0) << clean.log;
     const JobRun run =
-        train(name, 12, {"kill:rank=6,at=4", "repair:rank=6,at=8"}, {}, extra, llama);
+        train(name, 12, {"kill:rank=6,at=4", "repair:rank=6,at=8"}, {}, extra, model);
     expect_same_trajectory(run, clean, 12, kDegradedTolerance);
     EXPECT_EQ(expect_each_update_applied_once(run.out, 12), 12) << run.log;
     ASSERT_EQ(run.recoveries.size(), 2u) << run.log;
@@ -444,30 +438,26 @@ TEST(LiveRecoveryTest, LlamaKvGroupsSpanningRanksRecoverLiveUnderBothOptimizers)
   }
 }
 
+// Llama with grouped-query attention (8 query heads, 2 KV groups): at TP 4 each KV group is
+// stored by the two ranks of its query heads, at TP 3 (heads 3, 3, 2) group 0 by ranks 0 and 1 and
+// group 1 by ranks 1 and 2. Every rank must end up storing each group its heads read, copies
+// included (moved by state_reshard's derived transfers).
+TEST(LiveRecoveryTest, LlamaKvGroupsSpanningRanksRecoverLiveUnderBothOptimizers) {
+  expect_kill_and_repair_live(
+      "llama", {"--model", "llama", "--layers", "2", "--heads", "8", "--kv-heads", "2", "--width",
+                "32", "--context", "16", "--ffn-unit", "4"});
+}
+
 // Nonuniform expert parallelism, live: a MoE (4 experts, top 2; model/moe_model.h) whose experts
-// are dealt over the TP group as units of their own space. Losing rank 6 re-forms replica 1 at
-// 4 -> 3 (one survivor holds two experts, the lost rank's expert and its optimizer state moved
-// from its DP peers by the generic unit reshard) and the repair back to 4, under both optimizers:
-// the losses stay on the failure-free trajectory (kDegradedTolerance: only float32 sums reorder,
-// the experts' partial outputs now summed over 3 ranks) and every update is applied once.
+// are dealt over the TP group as units of their own space. At TP 3 one survivor holds two experts:
+// the lost rank's expert and its optimizer state come from its DP peers through the generic unit
+// reshard, and go back on repair (only float32 sums reorder: the experts' partial outputs are
+// summed over 3 ranks).
 TEST(LiveRecoveryTest, MoeExpertsOfALostRankMoveLiveAndBackOnRepair) {
-  const std::vector<std::string> moe = {
-      "--model",   "moe", "--layers",   "2", "--heads", "8",  "--kv-heads", "2", "--width", "32",
-      "--context", "16",  "--ffn-unit", "4", "--ffn",   "16", "--experts",  "4", "--top-k", "2"};
-  for (const char* optimizer : {"replicated", "sharded"}) {
-    SCOPED_TRACE(optimizer);
-    const std::vector<std::string> extra = {"--optimizer", optimizer};
-    const std::string name = std::string("moe-") + optimizer;
-    const JobRun clean = train(name + "-clean", 12, {}, {}, extra, moe);
-    ASSERT_EQ(clean.exit_code, 0) << clean.log;
-    const JobRun run = train(name, 12, {"kill:rank=6,at=4", "repair:rank=6,at=8"}, {}, extra, moe);
-    expect_same_trajectory(run, clean, 12, kDegradedTolerance);
-    EXPECT_EQ(expect_each_update_applied_once(run.out, 12), 12) << run.log;
-    ASSERT_EQ(run.recoveries.size(), 2u) << run.log;
-    EXPECT_EQ(run.recoveries[0]["degrees"], nlohmann::json({4, 3, 4}));
-    EXPECT_EQ(run.recoveries[1]["degrees"], nlohmann::json({4, 4, 4}));
-    for (const nlohmann::json& r : run.recoveries) EXPECT_EQ(r["state_from"], "live") << r.dump();
-  }
+  expect_kill_and_repair_live(
+      "moe",
+      {"--model",   "moe", "--layers",   "2", "--heads", "8",  "--kv-heads", "2", "--width", "32",
+       "--context", "16",  "--ffn-unit", "4", "--ffn",   "16", "--experts",  "4", "--top-k", "2"});
 }
 
 // Chaos: 200 steps with 10 SIGKILLs and 2 SIGSTOPs at random workers and moments, each repaired
