@@ -30,7 +30,9 @@ void add_plan_command(CLI::App& app, int& exit_code) {
       "Prints each replica's degree, slots, units per rank and imbalance, the gradient sync plan\n"
       "(fold inside replicas, DP groups across them), and the reshard plans with bytes moved.\n"
       "Example: ntp plan --domains 16 --tp 72 --failed 3:5,7:0 --heads 128 --ffn 81920 "
-      "--ffn-block 256");
+      "--ffn-block 256\n"
+      "A MoE (experts dealt whole: nonuniform expert parallelism): ntp plan --domains 4 --tp 8 "
+      "--failed 1:3 --heads 32 --kv-heads 8 --vocab 32000 --experts 64 --ffn 2048");
   cmd->add_option("--domains", opt->request.domains, "Scale-up domains (= DP replicas)")
       ->required();
   cmd->add_option("--tp", opt->request.tp, "Full TP degree = device slots per domain")->required();
@@ -46,6 +48,18 @@ void add_plan_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--vocab", opt->request.shape.vocab,
                   "Vocabulary rows (one unit each); 0 = not split")
+      ->capture_default_str();
+  cmd->add_option("--kv-heads", opt->request.shape.kv_heads,
+                  "Key/value heads of grouped-query attention (Llama family; 0 = none): adds "
+                  "the kv (derived) and head_rows spaces; needs --vocab")
+      ->capture_default_str();
+  cmd->add_option("--experts", opt->request.shape.experts,
+                  "Routed experts of a Mixtral-style MoE (0 = dense): adds the experts space, "
+                  "whole experts dealt over each replica's ranks; --ffn is then one expert's "
+                  "width; needs --kv-heads")
+      ->capture_default_str();
+  cmd->add_option("--shared-experts", opt->request.shape.shared_experts,
+                  "MoE shared experts, each --ffn wide: the ffn space's columns")
       ->capture_default_str();
   cmd->add_option("--hidden", opt->request.shape.hidden, "Model width (default 128 x heads)");
   cmd->add_option("--layers", opt->request.shape.layers, "Transformer layers (bytes scale with it)")

@@ -130,5 +130,36 @@ TEST(NtpPlan, TextReportNamesEveryDegradedReplica) {
   EXPECT_NE(r.out.find("reshard on failure (2 GPUs lost)"), std::string::npos) << r.out;
 }
 
+// A MoE (--experts with --kv-heads): the experts are a unit space dealt whole over each
+// replica's ranks, every expert exactly once per replica: 20 experts at TP 8 are 3/2 per rank, at
+// TP 7 (slot 1:3 failed) 3/2 as well, and the imbalance of the degraded replica is 3 / (20 / 7).
+// Without --kv-heads the flag is refused naming the fix.
+TEST(NtpPlan, ExpertsAreAUnitSpaceDealtWhole) {
+  auto r = ntp(plan_args(
+      {"--failed", "1:3", "--kv-heads", "4", "--vocab", "64", "--experts", "20", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  for (int d = 0; d < 3; ++d) {
+    const auto& per_rank = doc["replicas"][static_cast<std::size_t>(d)]["units"]["experts"];
+    ASSERT_EQ(per_rank.size(), d == 1 ? 7u : 8u);
+    std::multiset<int> seen;
+    std::size_t most = 0;
+    for (const auto& rank : per_rank) {
+      most = std::max(most, rank.size());
+      for (int u : rank) seen.insert(u);
+    }
+    EXPECT_EQ(most, 3u) << d;
+    for (int u = 0; u < 20; ++u) EXPECT_EQ(seen.count(u), 1u) << "domain " << d << " expert " << u;
+  }
+  auto text =
+      ntp(plan_args({"--failed", "1:3", "--kv-heads", "4", "--vocab", "64", "--experts", "20"}));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("experts 1.050"), std::string::npos) << text.out;  // 3 / (20 / 7)
+  auto bad = ntp(plan_args({"--experts", "20"}));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--experts 20 needs a grouped-query (MoE) shape"), std::string::npos)
+      << bad.err;
+}
+
 }  // namespace
 }  // namespace ntp
