@@ -19,6 +19,9 @@ def plan_json(
     grad_bytes: int,
     state_bytes: int,
     strategy: str,
+    kv_heads: int = 0,
+    experts: int = 0,
+    shared_experts: int = 0,
 ) -> str: ...
 def sim_records_json(config: str, overrides: List[str]) -> str: ...
 def consolidate(dir: str, out: str, force: bool) -> Dict[str, int]: ...

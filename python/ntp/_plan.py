@@ -208,13 +208,18 @@ def plan(
     grad_bytes: int = 4,
     state_bytes: int = 14,
     strategy: str = "fold",
+    kv_heads: int = 0,
+    experts: int = 0,
+    shared_experts: int = 0,
 ) -> Plan:
     """Lay out `domains` replicas of full TP degree `tp` with the `failed` slots lost.
 
     The arguments are ``ntp plan``'s flags (``failed=[(3, 5)]`` is ``--failed 3:5``); the model
     defaults are the demo's (scripts/demo.sh: 128 heads, hidden 20480, FFN 81920 in units of 256,
     vocabulary 128256, 100 layers). ``hidden=0`` means 128 x heads. `repair` lists failed slots
-    that come back and adds the repair's layout and reshard plan.
+    that come back and adds the repair's layout and reshard plan. ``kv_heads`` (grouped-query
+    attention, ``--kv-heads``) and ``experts`` (a Mixtral-style MoE, ``--experts``: whole experts
+    are a unit space; ``ffn`` is then one expert's width) add the Llama and MoE spaces.
 
     Raises :class:`ntp.errors.InvalidArgumentError` with the CLI's message for a bad request.
     """
@@ -222,7 +227,8 @@ def plan(
         domains=int(domains), tp=int(tp), min_tp=int(min_tp), failed=_slot_list(failed, "failed"),
         repair=_slot_list(repair, "repair"), heads=int(heads), ffn=int(ffn), ffn_block=int(ffn_block),
         vocab=int(vocab), hidden=int(hidden), layers=int(layers), grad_bytes=int(grad_bytes),
-        state_bytes=int(state_bytes), strategy=str(strategy),
+        state_bytes=int(state_bytes), strategy=str(strategy), kv_heads=int(kv_heads),
+        experts=int(experts), shared_experts=int(shared_experts),
     )
     j = json.loads(text)
     repaired = j["repaired"]

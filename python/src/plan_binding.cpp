@@ -12,7 +12,8 @@ void bind_plan(py::module_& m) {
       "plan_json",
       [](int domains, int tp, int min_tp, const std::string& failed, const std::string& repair,
          int64_t heads, int64_t ffn, int64_t ffn_block, int64_t vocab, int64_t hidden,
-         int64_t layers, int64_t grad_bytes, int64_t state_bytes, const std::string& strategy) {
+         int64_t layers, int64_t grad_bytes, int64_t state_bytes, const std::string& strategy,
+         int64_t kv_heads, int64_t experts, int64_t shared_experts) {
         api::PlanRequest request;
         request.domains = domains;
         request.tp = tp;
@@ -25,6 +26,9 @@ void bind_plan(py::module_& m) {
         request.shape.vocab = vocab;
         request.shape.hidden = hidden;
         request.shape.layers = layers;
+        request.shape.kv_heads = kv_heads;
+        request.shape.experts = experts;
+        request.shape.shared_experts = shared_experts;
         request.bytes.grad_bytes = grad_bytes;
         request.bytes.state_bytes = state_bytes;
         request.strategy = strategy;
@@ -34,6 +38,7 @@ void bind_plan(py::module_& m) {
       py::arg("domains"), py::arg("tp"), py::arg("min_tp"), py::arg("failed"), py::arg("repair"),
       py::arg("heads"), py::arg("ffn"), py::arg("ffn_block"), py::arg("vocab"), py::arg("hidden"),
       py::arg("layers"), py::arg("grad_bytes"), py::arg("state_bytes"), py::arg("strategy"),
+      py::arg("kv_heads") = 0, py::arg("experts") = 0, py::arg("shared_experts") = 0,
       "`ntp plan --json` for these flags: the document of docs/plan-json.md, as JSON text.");
 }
 

@@ -63,3 +63,16 @@ def test_errors_carry_the_cli_message():
     assert isinstance(bad_strategy.value, ValueError)  # what Python code catches for bad input
     with pytest.raises(TypeError, match="is not a .domain, slot. pair"):
         ntp.plan(domains=2, tp=4, failed=[(1,)])
+
+
+def test_a_moe_plan_deals_whole_experts_as_the_cli_does():
+    plan = ntp.plan(domains=4, tp=8, failed=[(1, 3)], heads=32, hidden=4096, ffn=2048, ffn_block=1,
+                    vocab=32000, layers=1, kv_heads=8, experts=64)
+    cli = cli_json("plan", "--domains", "4", "--tp", "8", "--failed", "1:3", "--heads", "32",
+                   "--hidden", "4096", "--ffn", "2048", "--ffn-block", "1", "--vocab", "32000",
+                   "--layers", "1", "--kv-heads", "8", "--experts", "64", "--json")
+    assert plan.json == cli
+    for replica in plan.replicas:
+        experts = replica.units["experts"]
+        assert np.array_equal(np.sort(np.concatenate(experts)), np.arange(64))
+        assert max(len(held) for held in experts) == (10 if replica.degree == 7 else 8)
