@@ -10,7 +10,8 @@
 # 2. ntp plan: a 16-rack NVL72 cluster with GPUs lost in four racks, then rack 3 repaired.
 # 3. ntp sim: the NTP paper's 32K-GPU B200 NVL32 setup; throughput loss against the failed-GPU
 #    fraction for dropping replicas, spares, checkpoint-restart and NTP with and without power boost.
-# Extra arguments go to `ntp demo` (e.g. scripts/demo.sh --steps 80 --out /tmp/demo).
+# Extra arguments go to `ntp demo` (e.g. scripts/demo.sh --steps 80 --out /tmp/demo; --model moe
+# runs part 1 on a Mixtral-style MoE whose experts a lost device hands to the survivors).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build

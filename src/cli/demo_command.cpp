@@ -32,7 +32,34 @@ struct DemoArgs {
   std::vector<std::string> faults;  // default: see add_demo_command
   bool baselines = true;
   int timeout_ms = 2000;
+  std::string model = "gpt2";  // or "moe": the same job on a Mixtral-style MoE (kMoeFlags)
 };
+
+// The train flags of every run: the batch split follows each replica's pace (boost: on CPU
+// nothing can be boosted, so shares do it all), in micro-batches large enough that a replica's
+// share is one of them.
+constexpr const char* kBatchFlags = "--batch 12 --micro-batch 12 --batch-policy boost";
+// A MoE keeps every replica's share of the batch: its load-balancing loss is a statistic of each
+// forward's tokens (transformers' load_balancing_loss_func), so a degraded replica taking fewer
+// samples (boost's fallback, scale) would change the objective, not only the sums' order, and the
+// run would leave the failure-free trajectory (docs/model.md, "Live recovery").
+constexpr const char* kMoeBatchFlags = "--batch 12 --micro-batch 4 --batch-policy keep";
+
+// `--model moe`: a Llama decoder whose FFNs are 8 routed experts, top 2 (docs/model.md), held
+// whole by the TP ranks: a lost rank's experts move to the survivors (nonuniform expert
+// parallelism) and back on repair.
+constexpr const char* kMoeFlags = "--model moe --kv-heads 2 --experts 8 --top-k 2";
+
+std::string model_flags(const DemoArgs& a) { return a.model == "moe" ? kMoeFlags : ""; }
+
+std::string batch_flags(const DemoArgs& a) {
+  return a.model == "moe" ? kMoeBatchFlags : kBatchFlags;
+}
+
+std::string model_name(const DemoArgs& a) {
+  return a.model == "moe" ? "Mixtral-style MoE (8 experts, top 2, dealt whole over the TP ranks)"
+                          : "GPT-2";
+}
 
 // What one run left in its metrics file.
 struct RunFigures {
@@ -59,11 +86,6 @@ bool worth_showing(const std::string& line) {
   }
   return false;
 }
-
-// The train flags of every run: the batch split follows each replica's pace (boost: on CPU
-// nothing can be boosted, so shares do it all), in micro-batches large enough that a replica's
-// share is one of them.
-constexpr const char* kBatchFlags = "--batch 12 --micro-batch 12 --batch-policy boost";
 
 // Steps [at, until) that a slow: or throttle: fault of `faults` slows (until: the end).
 std::vector<std::pair<int64_t, int64_t>> slowed_spans(const std::vector<std::string>& faults,
@@ -169,7 +191,7 @@ RunFigures run(const DemoArgs& a, const std::string& name, const std::vector<std
   for (const std::string& f : faults) cmd << " --inject " << f;
   cmd << " -- '" << ntp << "' train --domains " << a.replicas << " --tp " << a.tp << " --steps "
       << a.steps << " --eval-every 40 --timeout-ms " << a.timeout_ms << " --out '" << dir.string()
-      << "' " << extra_train << " 2>&1";
+      << "' " << model_flags(a) << " " << extra_train << " 2>&1";
   RunFigures f;
   f.name = name;
   const auto start = std::chrono::steady_clock::now();
@@ -260,6 +282,14 @@ int run_demo(const DemoArgs& a) {
     return report_error("demo", invalid_argument("--replicas and --tp must be at least 2"));
   }
   if (a.steps < 20) return report_error("demo", invalid_argument("--steps must be at least 20"));
+  if (a.model != "gpt2" && a.model != "moe") {
+    return report_error("demo",
+                        invalid_argument("--model '" + a.model + "' is unknown; use gpt2 or moe"));
+  }
+  if (a.model == "moe" && a.tp > 8) {
+    return report_error("demo", invalid_argument("--model moe holds 8 experts: --tp " +
+                                                 std::to_string(a.tp) + " must be at most 8"));
+  }
   std::error_code ec;
   if (fs::exists(fs::path(a.out) / "live")) fs::remove_all(a.out, ec);
   fs::create_directories(a.out, ec);
@@ -267,15 +297,15 @@ int run_demo(const DemoArgs& a) {
     return report_error("demo", invalid_argument("--out " + a.out + ": " + ec.message()));
   }
   std::printf(
-      "ntp demo: %d replicas of TP %d (%d worker processes) train a GPT-2 on the fortunes "
+      "ntp demo: %d replicas of TP %d (%d worker processes) train a %s on the fortunes "
       "corpus for %lld steps; everything goes to %s/\n",
-      a.replicas, a.tp, a.replicas * a.tp, static_cast<long long>(a.steps), a.out.c_str());
+      a.replicas, a.tp, a.replicas * a.tp, model_name(a).c_str(), static_cast<long long>(a.steps),
+      a.out.c_str());
   std::printf("faults:");
   for (const std::string& f : a.faults) std::printf(" %s", f.c_str());
   std::printf("\n\n== 1. the run: devices fail and return while the job trains\n");
   std::fflush(stdout);
-  const RunFigures live =
-      run(a, "live", a.faults, "", std::string(kBatchFlags) + " --rebalance", true);
+  const RunFigures live = run(a, "live", a.faults, "", batch_flags(a) + " --rebalance", true);
   if (live.exit_code != 0) {
     std::fprintf(stderr, "ntp demo: the live run failed (exit %d); logs in %s/live/logs\n",
                  live.exit_code, a.out.c_str());
@@ -285,7 +315,7 @@ int run_demo(const DemoArgs& a) {
   if (a.baselines) {
     std::printf("\n== 2. the same run without failures (same seed), for comparison\n");
     std::fflush(stdout);
-    reference = run(a, "reference", {}, "", std::string(kBatchFlags) + " --rebalance", false);
+    reference = run(a, "reference", {}, "", batch_flags(a) + " --rebalance", false);
     std::printf("  done in %.1f s\n", reference->wall_s);
     // The checkpoint-restart baseline: a failure stops the job, `ntp launch` restarts it on the
     // survivors from the last checkpoint (a hang is injected as a kill: a restart needs a death;
@@ -299,8 +329,8 @@ int run_demo(const DemoArgs& a) {
     std::printf("\n== 3. the same faults recovered the Megatron way: restart from a checkpoint\n");
     std::fflush(stdout);
     restart = run(a, "restart", kills, "--restart-on-failure",
-                  std::string(kBatchFlags) + " --no-live-recovery --save-every 10 --save-dir '" +
-                      a.out + "/restart/ckpt'",
+                  batch_flags(a) + " --no-live-recovery --save-every 10 --save-dir '" + a.out +
+                      "/restart/ckpt'",
                   false);
     std::printf("  done in %.1f s (exit %d)\n", restart->wall_s, restart->exit_code);
   }
@@ -429,8 +459,10 @@ int run_demo(const DemoArgs& a) {
 
   Status plots =
       write_plots(a, live, reference ? &*reference : nullptr, restart ? &*restart : nullptr);
-  std::printf("\n%s\n", loss_ok ? "the live run ends on the failure-free run's loss curve"
-                                : "note: the live run's final loss differs from the reference");
+  if (reference) {  // without the baselines there is nothing to compare with
+    std::printf("\n%s\n", loss_ok ? "the live run ends on the failure-free run's loss curve"
+                                  : "note: the live run's final loss differs from the reference");
+  }
   if (!plots.ok()) std::printf("note: %s\n", plots.message().c_str());
   std::printf("\nreport: %s/report.md, summary: %s/summary.json\n", a.out.c_str(), a.out.c_str());
   if (plots.ok()) {
@@ -458,6 +490,10 @@ void add_demo_command(CLI::App& app, int& exit_code) {
                   "Faults as for ntp launch (repeatable); default: a device of replica 1 dies at "
                   "step 40, one of replica 2 hangs at 60, both are repaired at 100 and 120, and "
                   "one of replica 0 computes at half speed from step 130 (throttle:)");
+  cmd->add_option("--model", a->model,
+                  "gpt2, or moe: the same job on a Mixtral-style MoE whose experts a lost device "
+                  "hands to the survivors (nonuniform expert parallelism)")
+      ->capture_default_str();
   cmd->add_flag("!--no-baselines", a->baselines,
                 "Skip the failure-free and checkpoint-restart runs");
   cmd->add_option("--timeout-ms", a->timeout_ms, "Communicator timeout (hang detection)")

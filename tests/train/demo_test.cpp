@@ -1,6 +1,6 @@
 // A shortened `ntp demo` through the real binary: the job finishes, every injected fault is
 // detected and recovered, every repair admitted, the checkpoint-restart baseline finishes too, and
-// the final loss equals the failure-free run's.
+// the final loss equals the failure-free run's; for the GPT-2 and for the MoE (--model moe).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -14,7 +14,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TEST(DemoTest, ShortDemoRecoversEveryFaultAndEndsOnTheFailureFreeLoss) {
+// Runs `ntp demo --steps 40` with `flags` and checks its summary.
+void expect_short_demo_recovers(const std::string& flags) {
   const fs::path source(NTP_SOURCE_DIR);
   NTP_REQUIRE_DEPENDENCY(fs::exists(source / "data" / "fortunes_train.bin"),
                          "the fortunes corpus in data/ (scripts/setup.sh prepares it)");
@@ -24,7 +25,7 @@ TEST(DemoTest, ShortDemoRecoversEveryFaultAndEndsOnTheFailureFreeLoss) {
   const ntp::testing::CommandOutput run =
       ntp::testing::run_command({"/bin/sh", "-c",
                                  "cd '" + source.string() + "' && '" + NTP_BINARY +
-                                     "' demo --steps 40 --out '" + out.string() + "'"},
+                                     "' demo --steps 40 --out '" + out.string() + "' " + flags},
                                 {}, std::chrono::seconds(300));
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_NE(run.out.find("everything this demo wrote is under " + out.string()), std::string::npos);
@@ -43,6 +44,15 @@ TEST(DemoTest, ShortDemoRecoversEveryFaultAndEndsOnTheFailureFreeLoss) {
     EXPECT_TRUE(fs::exists(out / file)) << file;
   }
   fs::remove_all(out);
+}
+
+TEST(DemoTest, ShortDemoRecoversEveryFaultAndEndsOnTheFailureFreeLoss) {
+  expect_short_demo_recovers("");
+}
+
+// `ntp demo --model moe`: the same schedule on a MoE whose experts move to the survivors and back.
+TEST(DemoTest, ShortMoeDemoRecoversEveryFaultAndEndsOnTheFailureFreeLoss) {
+  expect_short_demo_recovers("--model moe");
 }
 
 }  // namespace
