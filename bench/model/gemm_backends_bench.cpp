@@ -255,13 +255,8 @@ int main(int argc, char** argv) {
       argv[0], static_cast<long long>(rounds), static_cast<long long>(layers),
       static_cast<long long>(batch), static_cast<long long>(width), static_cast<long long>(heads),
       static_cast<long long>(context));
-  std::printf(
-      "core FMA peak, float32, one core: %.1f GFLOP/s measured (256-bit FMA loop); 2 FMA x 8 "
-      "lanes x 2 FLOP x %.3f GHz (measured clock) = %.1f GFLOP/s; at /proc/cpuinfo's %.3f GHz: "
-      "%.1f GFLOP/s\n",
-      peak.measured_flops / 1e9, peak.clock_hz / 1e9, peak.by_clock_flops() / 1e9,
-      peak.nominal_hz / 1e9, peak.nominal_flops() / 1e9);
-  const double ref_peak = peak.by_clock_flops();
+  std::printf("core FMA peak, float32, one core: %s\n", peak.describe().c_str());
+  const double ref_peak = peak.reference_flops();
   for (const Products& p : products) {
     int64_t calls = 0;
     for (const auto& [s, count] : p.shapes) calls += count;
@@ -278,8 +273,8 @@ int main(int argc, char** argv) {
                   p.flops / h.cpu / 1e9, p.flops / h.wall / 1e9, p.flops / h.cpu / ref_peak);
     }
     std::printf(
-        "  (GFLOP/s by thread CPU time, by wall time in parentheses; of peak = of 2 x 8 x "
-        "2 x measured clock)\n");
+        "  (GFLOP/s by thread CPU time, by wall time in parentheses; of peak = of FMA units x "
+        "lanes x 2 x measured clock)\n");
   }
   std::printf("\n");
   for (const Model& e : models) {

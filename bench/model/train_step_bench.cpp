@@ -9,8 +9,8 @@
 // heads / 2; --dtype bf16 sets the model's matmul inputs to bf16 (kernels/cpu/matmul.h). With
 // `both`, every combination is built (same seed) and their steps are interleaved in each round,
 // so that the bf16 / fp32 step-time ratio printed per model is measured side by side. The core's
-// FMA peak (a register-only loop of independent 256-bit FMAs on one thread, float32) is printed
-// with it: the ceiling of the float32 path on an AVX2 host; vdpbf16ps would double it per
+// FMA peak (a register-only loop of independent FMAs at the widest vector, one thread, float32) is
+// printed with it: the ceiling of the float32 path on an AVX2 host; vdpbf16ps would double it per
 // instruction on an AVX-512 BF16 host. With a bf16 model the largest product is also timed
 // through gemm_bf16 beside sgemm.
 // --sgemm 0 times the step alone (no sgemm reference buffers), so that the peak resident memory
@@ -313,13 +313,8 @@ int main(int argc, char** argv) {
       argv[0], threads, static_cast<long long>(layers), static_cast<long long>(batch), rounds,
       static_cast<long long>(width), static_cast<long long>(heads), static_cast<long long>(t),
       with_sgemm ? 1 : 0, model_flag.c_str(), dtype_flag.c_str());
-  if (fma_peak > 0) {
-    std::printf(
-        "core FMA peak (float32, one thread, register-only loop): %.2f GFLOP/s; 2 FMA x 8 lanes x "
-        "2 x clock: %.2f GFLOP/s at the measured %.3f GHz (%.2f at /proc/cpuinfo's %.3f GHz)\n",
-        fma_peak / 1e9, peak.by_clock_flops() / 1e9, peak.clock_hz / 1e9,
-        peak.nominal_flops() / 1e9, peak.nominal_hz / 1e9);
-  }
+  if (fma_peak > 0)
+    std::printf("core FMA peak, float32, one thread: %s\n", peak.describe().c_str());
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   if (with_sgemm) {
