@@ -150,6 +150,9 @@ TEST(SwigluTest, SaturatesWithoutOverflow) {
   cpu::swiglu_forward(gu.data(), 1, 2, out.data());
   cpu::swiglu_backward(gu.data(), dout.data(), 1, 2, dgu.data());
   EXPECT_NEAR(out[0], 0.0f, 1e-30f);
+  // sigmoid saturates at exp(-87) = 1.6e-38, a normal float: silu(-100) = -100 x 1.6e-38.
+  EXPECT_EQ(std::fpclassify(out[0]), FP_NORMAL);
+  EXPECT_EQ(std::fpclassify(dgu[0]), FP_NORMAL);
   EXPECT_FLOAT_EQ(out[1], 300.0f);
   for (float v : dgu) EXPECT_TRUE(std::isfinite(v));
   EXPECT_FLOAT_EQ(dgu[1], 3.0f);  // d/dgate of silu(gate) * up at large gate: up

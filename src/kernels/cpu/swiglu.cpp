@@ -9,7 +9,17 @@
 namespace ntp::kernels::cpu {
 namespace {
 
-[[gnu::always_inline]] inline float sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+// The argument is clamped to [-87, 87] so that the result stays a normal float (>= 1.6e-38):
+// fast_exp's own clamp allows exp(88) = 1.65e38, whose 1 / (1 + e) is denormal, and GCC computes
+// that saturated branch for every vector and blends it in; a denormal operand costs a microcode
+// assist of ~100 cycles, which made this kernel 8x slower than with flush-to-zero on Sapphire
+// Rapids. Inside the clamp nothing changes: results are bit-identical for |x| <= 87, and beyond
+// it sigmoid is within 1.6e-38 of its true value.
+[[gnu::always_inline]] inline float sigmoid(float x) {
+  x = x < -87.0f ? -87.0f : x;  // ternaries on values: if-converted, as in fast_exp
+  x = x > 87.0f ? 87.0f : x;
+  return 1.0f / (1.0f + fast_exp(-x));
+}
 
 NTP_ISA_INLINE void swiglu_forward_body(const float* gu, int64_t r0, int64_t r1, int64_t f,
                                         float* out) {
