@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace ntp::train {
 namespace {
@@ -26,6 +27,77 @@ double median_standard_error(double mad, int n) {
 }
 
 bool positive_finite(double v) { return std::isfinite(v) && v > 0.0; }
+
+// Weighted median: the smallest value whose weights up to it reach half the total.
+double weighted_median(std::vector<std::pair<double, double>>& value_weight) {
+  std::sort(value_weight.begin(), value_weight.end());
+  double total = 0.0;
+  for (const auto& [v, w] : value_weight) total += w;
+  double seen = 0.0;
+  for (const auto& [v, w] : value_weight) {
+    seen += w;
+    if (seen >= 0.5 * total) return v;
+  }
+  return value_weight.back().first;
+}
+
+// Work levels closer than this (relative) are one level: at a few percent of jitter, levels 5%
+// apart gave fixed fractions off by 0.3 (the slope of a small difference of two noisy medians).
+constexpr double kDistinctWork = 0.10;
+// F is clamped here: a fit that puts more of a step in its fixed part has no spread to trust, and
+// capacities (v - F) / (1 - F) would amplify noise without bound.
+constexpr double kMaxFixedFraction = 0.8;
+// The least capacity a kept rank is given as a layout weight.
+constexpr double kMinCapacity = 0.01;
+
+// One step's fixed fraction F (speed_estimator.h) from the ranks not counted as slowed, or NaN
+// when those hold too few distinct amounts of work. Ranks are grouped into work levels; each
+// level is its median seconds. The slope is the median of the slopes between levels and the
+// intercept the median of the levels' residuals, each weighted by how many ranks stand behind it
+// (pairs: the product of the levels' counts), so that a rank slowed but not yet counted as such
+// moves neither; groups keep the cost at O(n log n) for a job of any size. A slowed rank is left
+// out: it is the one whose work a rebalance changes, and its time says its speed, not F.
+double fit_fixed_fraction(std::span<const double> seconds, std::span<const double> work,
+                          const std::vector<bool>& slowed) {
+  std::vector<std::size_t> order;
+  for (std::size_t r = 0; r < work.size(); ++r) {
+    if (!slowed[r]) order.push_back(r);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return work[a] < work[b]; });
+  struct Level {
+    double work, seconds, ranks;
+  };
+  std::vector<Level> levels;
+  double mean_work = 0.0;  // over every rank: F is a fraction of the mean rank's step
+  for (double w : work) mean_work += w / static_cast<double>(work.size());
+  for (std::size_t begin = 0; begin < order.size();) {
+    std::size_t end = begin;
+    std::vector<double> level_seconds;
+    while (end < order.size() && work[order[end]] <= work[order[begin]] * (1.0 + kDistinctWork)) {
+      level_seconds.push_back(seconds[order[end]]);
+      ++end;
+    }
+    levels.push_back({work[order[(begin + end) / 2]], median_of(level_seconds),
+                      static_cast<double>(end - begin)});
+    begin = end;
+  }
+  if (levels.size() < 2) return std::nan("");
+  std::vector<std::pair<double, double>> slopes;
+  for (std::size_t i = 0; i < levels.size(); ++i) {
+    for (std::size_t j = i + 1; j < levels.size(); ++j) {
+      slopes.emplace_back(
+          (levels[j].seconds - levels[i].seconds) / (levels[j].work - levels[i].work),
+          levels[i].ranks * levels[j].ranks);
+    }
+  }
+  const double per_work = weighted_median(slopes);
+  if (!(per_work > 0.0)) return std::nan("");
+  std::vector<std::pair<double, double>> intercepts;
+  for (const Level& l : levels) intercepts.emplace_back(l.seconds - per_work * l.work, l.ranks);
+  const double fixed = weighted_median(intercepts);
+  return std::clamp(fixed / (fixed + per_work * mean_work), 0.0, kMaxFixedFraction);
+}
 
 }  // namespace
 
@@ -89,7 +161,8 @@ Result<SpeedEstimator> SpeedEstimator::create(std::vector<int> replica_of_rank,
 }
 
 double SpeedEstimator::predict(std::span<const double> weights, std::span<const double> speeds,
-                               std::span<const double> work, double rate) const {
+                               std::span<const double> work, double rate,
+                               double fixed_fraction) const {
   std::vector<double> replica_work(static_cast<std::size_t>(replicas_), 0.0);
   std::vector<double> replica_weight(static_cast<std::size_t>(replicas_), 0.0);
   for (std::size_t r = 0; r < work.size(); ++r) {
@@ -102,14 +175,25 @@ double SpeedEstimator::predict(std::span<const double> weights, std::span<const 
     job_work += replica_work[d];
     job_weight += replica_weight[d];
   }
+  // A rank's fixed part, in work units: F of a full-speed rank of mean work.
+  const double fixed_work = fixed_fraction * job_work / static_cast<double>(work.size());
   double slowest = 0.0;
   for (std::size_t r = 0; r < work.size(); ++r) {
     const auto d = static_cast<std::size_t>(replica_of_rank_[r]);
     const double share = options_.share_by_pace ? job_work * weights[r] / job_weight
                                                 : replica_work[d] * weights[r] / replica_weight[d];
-    slowest = std::max(slowest, share / (speeds[r] * rate));
+    slowest = std::max(slowest, (fixed_work + (1.0 - fixed_fraction) * share) / (speeds[r] * rate));
   }
   return slowest;
+}
+
+double SpeedEstimator::window_fixed_fraction() {
+  std::vector<double> seen;
+  for (double f : fixed_fraction_) {
+    if (!std::isnan(f)) seen.push_back(f);
+  }
+  if (!seen.empty()) known_fixed_fraction_ = median_of(seen);
+  return known_fixed_fraction_;
 }
 
 Result<SpeedVerdict> SpeedEstimator::observe(std::span<const double> compute_seconds,
@@ -130,17 +214,34 @@ Result<SpeedVerdict> SpeedEstimator::observe(std::span<const double> compute_sec
   std::vector<double> rate(n);
   for (std::size_t r = 0; r < n; ++r) rate[r] = work[r] / compute_seconds[r];
   std::vector<double> scratch = rate;
-  const double job_rate = median_of(scratch);
-  for (double& v : rate) v /= job_rate;
-  relative_.push_back(std::move(rate));
-  job_rate_.push_back(job_rate);
+  job_rate_.push_back(median_of(scratch));
+  fixed_fraction_.push_back(fit_fixed_fraction(compute_seconds, work, slowed_));
   const auto window = static_cast<std::size_t>(options_.window);
-  if (relative_.size() > window) {
-    relative_.pop_front();
+  if (job_rate_.size() > window) {
     job_rate_.pop_front();
+    fixed_fraction_.pop_front();
   }
+  // Relative rates: predicted full-speed seconds (affine, in work units) over measured seconds,
+  // normalized by the step's median.
+  const double fixed_fraction = window_fixed_fraction();
+  double mean_work = 0.0;
+  for (double w : work) mean_work += w / static_cast<double>(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    rate[r] = (fixed_fraction * mean_work + (1.0 - fixed_fraction) * work[r]) / compute_seconds[r];
+  }
+  scratch = rate;
+  const double median_rate = median_of(scratch);
+  for (double& v : rate) v /= median_rate;
+  relative_.push_back(std::move(rate));
+  if (relative_.size() > window) relative_.pop_front();
   SpeedVerdict verdict;
   if (relative_.size() < window) return verdict;
+  verdict.fixed_fraction = fixed_fraction;
+  // A rank at speed v does (v - F) / (1 - F) of a full-speed rank's work in the same time; as a
+  // layout weight it stays positive (a weight of 0 holds no unit, which only dropping does).
+  auto capacity = [fixed_fraction](double v) {
+    return std::max(kMinCapacity, (v - fixed_fraction) / (1.0 - fixed_fraction));
+  };
 
   // Noise scale: pooled over every rank and step of the window.
   scratch.clear();
@@ -151,6 +252,7 @@ Result<SpeedVerdict> SpeedEstimator::observe(std::span<const double> compute_sec
   const double z = options_.significance;
   verdict.raw_speeds.resize(n);
   verdict.speeds.resize(n);
+  std::vector<double> effective(n);  // speeds for predict(): raw where slowed, else 1
   for (std::size_t r = 0; r < n; ++r) {
     scratch.clear();
     for (const std::vector<double>& step : relative_) scratch.push_back(step[r]);
@@ -166,17 +268,18 @@ Result<SpeedVerdict> SpeedEstimator::observe(std::span<const double> compute_sec
       slowed_[r] = false;
     }
     verdict.raw_speeds[r] = raw;
-    verdict.speeds[r] = slowed_[r] ? raw : 1.0;
-    below_[r] = raw < options_.drop_below ? below_[r] + 1 : 0;
+    effective[r] = slowed_[r] ? raw : 1.0;
+    verdict.speeds[r] = slowed_[r] ? capacity(raw) : 1.0;
+    below_[r] = capacity(raw) < options_.drop_below ? below_[r] + 1 : 0;
     if (below_[r] >= options_.consecutive) verdict.too_slow.push_back(static_cast<int>(r));
   }
 
   scratch.assign(job_rate_.begin(), job_rate_.end());
   const double typical_rate = median_of(scratch);
   const std::vector<double> equal(n, 1.0);
-  verdict.equal_seconds = predict(equal, verdict.speeds, work, typical_rate);
-  verdict.weighted_seconds = predict(verdict.speeds, verdict.speeds, work, typical_rate);
-  verdict.current_seconds = predict(adopted_, verdict.speeds, work, typical_rate);
+  verdict.equal_seconds = predict(equal, effective, work, typical_rate, fixed_fraction);
+  verdict.weighted_seconds = predict(verdict.speeds, effective, work, typical_rate, fixed_fraction);
+  verdict.current_seconds = predict(adopted_, effective, work, typical_rate, fixed_fraction);
 
   const double keep = 1.0 - options_.threshold;  // a layout must cut the time below keep x ...
   SpeedProposal candidate = SpeedProposal::kNone;

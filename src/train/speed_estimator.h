@@ -6,11 +6,26 @@
 // that clearly pays, so that noise never moves units. Pure: no clock, no I/O, no communicator; the
 // trainer gathers the timings (every rank must feed identical inputs to reach identical verdicts).
 //
-// Estimate. A rank's rate in a step is work / seconds; its relative rate is that over the median
-// rate of the job in the same step (which cancels jitter every rank shares). Its raw speed is the
+// Work model: affine. A rank's seconds at full speed are fixed + per_work x work (the fixed part:
+// what it does whatever units it holds, e.g. norms, optimizer steps of replicated tensors, launch
+// overheads), and a rank at speed v takes 1 / v of that. The fixed fraction F (fixed over a
+// full-speed rank of mean work) is fitted across ranks in every step whose ranks hold different
+// work (Theil-Sen: the median of the pairwise slopes, then the median intercept, so that a slowed
+// rank among them does not bend the line), and the window's value is the median of the steps that
+// had such spread, else the last value seen; until the first is seen it is 0 (pure proportional
+// work: with equal work everywhere F cannot be told from speed, and does not change any verdict).
+//
+// Estimate. A rank's relative rate in a step is its predicted full-speed seconds over its measured
+// seconds, normalized by the median over the job in the same step (which cancels jitter every rank
+// shares); with F = 0 that is its work / seconds over the job's median. Its raw speed is the
 // median of its relative rates over the last `window` steps; the noise scale is the median absolute
 // deviation from 1 of all relative rates in the window (pooled over ranks, so it is known well even
 // from a short window), giving a standard error se of one rank's window median.
+//
+// Capacity. A rank at speed v does, in the time a full-speed rank of mean work takes, work of
+// (v - F) / (1 - F) of that mean: its fixed part is slowed too and comes first. This capacity is
+// the rank's weight in a speed-weighted layout (ClusterSpec::speeds), and a rank whose capacity is
+// below `drop_below` is too slow to help; with F = 0 both are its speed.
 //
 // Hysteresis, per rank: a rank counts as slowed (its effective speed is its raw speed) once the raw
 // speed is more than `significance` standard errors from 1, both by the pooled noise and by its own
@@ -18,7 +33,8 @@
 // again (effective speed exactly 1.0) once within significance / 2 standard errors of 1.
 //
 // Decision. Step compute time is predicted for a layout that splits each replica's work in
-// proportion to weights w (equal: w = 1) as max over ranks of work share / effective speed; with
+// proportion to weights w (equal: w = 1) as max over ranks of (fixed + per_work x work share) /
+// effective speed; with
 // `share_by_pace` the replicas' shares follow their weights too, so a rank's share of the whole
 // job's work is w / (sum of all weights). With
 // equal layouts, a rebalance is proposed when the speed-weighted split beats the equal one by more
@@ -26,8 +42,8 @@
 // split is within `threshold` of the weighted one, and a re-weighting once the adopted weights are
 // beaten by more than `threshold` and some rank moved significantly from its adopted speed. Each
 // needs `consecutive` evaluations in a row. A proposal is taken as applied from the next step on.
-// A rank whose raw speed stays below `drop_below` for `consecutive` steps is reported too slow, to
-// be treated as failed. Membership changes need a new estimator.
+// A rank whose raw capacity stays below `drop_below` for `consecutive` steps is reported too slow,
+// to be treated as failed. Membership changes need a new estimator.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +59,7 @@ struct SpeedEstimatorOptions {
   int window = 8;             // W: steps whose median is a rank's speed; >= 3
   int consecutive = 3;        // K: evaluations in a row before a proposal (or a too-slow report)
   double threshold = 0.10;    // predicted step-time gain a rebalance must beat, in (0, 1)
-  double drop_below = 0.3;    // a rank slower than this fraction of the job's median is too slow
+  double drop_below = 0.3;    // a rank whose capacity is below this is too slow (see above)
   double significance = 5.0;  // standard errors from 1 before a rank counts as slowed
   // The batch policy gives each replica a share in proportion to its pace (scale, boost): then
   // a layout's predicted time spreads the whole job's work by weight, not each replica's alone.
@@ -64,8 +80,10 @@ const char* speed_proposal_name(SpeedProposal proposal);
 struct SpeedVerdict {
   SpeedProposal proposal = SpeedProposal::kNone;
   // Per world rank; empty until `window` steps were seen.
-  std::vector<double> speeds;      // effective: exactly 1.0 where indistinguishable from full speed
+  std::vector<double> speeds;      // effective capacities, the layout's weights: exactly 1.0 where
+                                   // indistinguishable from full speed
   std::vector<double> raw_speeds;  // window medians of the relative rates
+  double fixed_fraction = 0.0;     // F, the window's fitted fixed part (0 until seen)
   std::vector<int> too_slow;       // world ranks, ascending
   // Predicted step compute seconds (the slowest rank of the job) with the weights in use, with a
   // speed-weighted split and with an equal split; 0 until `window` steps were seen.
@@ -94,13 +112,18 @@ class SpeedEstimator {
   // Predicted step seconds when each replica's work is split in proportion to `weights` and rank r
   // runs at speeds[r] of `rate` work per second.
   double predict(std::span<const double> weights, std::span<const double> speeds,
-                 std::span<const double> work, double rate) const;
+                 std::span<const double> work, double rate, double fixed_fraction) const;
+  // The window's F: the median of its steps' fits; when none of them could show it, the last F
+  // seen (a property of the model and the devices, which a re-layout does not change), else 0.
+  double window_fixed_fraction();
 
   SpeedEstimatorOptions options_;
   std::vector<int> replica_of_rank_;
   int replicas_ = 0;
   std::deque<std::vector<double>> relative_;  // last `window` steps' relative rates [step][rank]
   std::deque<double> job_rate_;               // the same steps' median rates (work per second)
+  std::deque<double> fixed_fraction_;         // the same steps' fitted F; NaN: equal work
+  double known_fixed_fraction_ = 0.0;
   std::vector<bool> slowed_;                  // per rank, the hysteresis state
   std::vector<int> below_;                    // per rank, evaluations in a row under drop_below
   std::vector<double> adopted_;

@@ -264,3 +264,107 @@ TEST(SpeedEstimator, ShareByPacePredictsTheWholeJobSpreadByWeight) {
 
 }  // namespace
 }  // namespace ntp::train
+
+namespace ntp::train {
+namespace {
+
+// A job of a TP 8 and a degraded TP 7 replica (the same work over 7 ranks: 11.43 each, 14% more
+// than 10) whose ranks take (fixed + per_work x work) / speed seconds, with F = fixed over a
+// full-speed rank of the mean work: fixed = F w and per_work = 1 - F at the mean work w. Rank 3
+// (of the TP 8 replica) runs at speed_of(step); every proposal's weights split each replica's work
+// from the next step on (units in proportion to weight, as the layout algebra does).
+template <typename SpeedOf>
+std::vector<Proposal> run_affine_job(double fixed_fraction, double sigma, int steps,
+                                     SpeedOf speed_of) {
+  Rng rng(41);
+  std::vector<int> replicas = replicas_of(1, 8);
+  replicas.insert(replicas.end(), 7, 1);
+  SpeedEstimator estimator = make(replicas);
+  auto split = [](const std::vector<double>& weights) {
+    std::vector<double> work(15);
+    for (const auto& [begin, end] : {std::pair{0, 8}, {8, 15}}) {
+      double sum = 0.0;
+      for (int r = begin; r < end; ++r) sum += weights[static_cast<std::size_t>(r)];
+      for (int r = begin; r < end; ++r) {
+        work[static_cast<std::size_t>(r)] = 80.0 * weights[static_cast<std::size_t>(r)] / sum;
+      }
+    }
+    return work;
+  };
+  std::vector<double> work = split(std::vector<double>(15, 1.0));
+  const double mean_work = 160.0 / 15.0;
+  std::vector<Proposal> out;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<double> seconds(15);
+    for (std::size_t r = 0; r < 15; ++r) {
+      const double speed = r == 3 ? speed_of(step) : 1.0;
+      seconds[r] = (mean_work * fixed_fraction + (1.0 - fixed_fraction) * work[r]) / speed *
+                   std::max(0.2, 1.0 + sigma * rng.normal());
+    }
+    auto verdict = estimator.observe(seconds, work);
+    EXPECT_TRUE(verdict.ok());
+    if (verdict->proposal == SpeedProposal::kNone) continue;
+    work = split(verdict->proposal == SpeedProposal::kRebalance ? verdict->speeds
+                                                                : std::vector<double>(15, 1.0));
+    out.push_back({step, *verdict});
+  }
+  return out;
+}
+
+// With a fixed part F = 0.3, a rank at half speed can do (0.5 - 0.3) / 0.7 = 0.286 of a full
+// rank's work in a healthy step's time, not 0.5. The two replicas' healthy ranks hold different
+// work, so F is fitted before the slowdown, and the first rebalance already weights rank 3 at
+// its capacity: exactly one rebalance, then one return to equal weights after the recovery. (The
+// proportional model would weight it 0.5, then find it, still paying its whole fixed part,
+// slower after the move, and move again.)
+TEST(SpeedEstimator, AFixedPartIsFittedAcrossRanksAndASlowRankIsWeightedByItsCapacityOnce) {
+  const auto proposals =
+      run_affine_job(0.3, 0.02, 400, [](int step) { return step >= 50 && step < 300 ? 0.5 : 1.0; });
+  ASSERT_EQ(proposals.size(), 2u);
+  const SpeedVerdict& slow = proposals[0].verdict;
+  EXPECT_EQ(slow.proposal, SpeedProposal::kRebalance);
+  EXPECT_LT(proposals[0].step, 50 + 8 + 3);
+  // F from two levels 1.43 work apart, each a median of 7 ranks at 2% jitter: the slope's standard
+  // error is ~10%, the window median's of 8 steps ~4%, so F is within 0.03 (2.5 errors).
+  EXPECT_NEAR(slow.fixed_fraction, 0.3, 0.03);
+  // Capacity (v - F) / (1 - F) moves 1.2x as fast as F: 0.286 +- 0.04, and v itself +- 5%.
+  EXPECT_NEAR(slow.speeds[3], 0.2 / 0.7, 0.05);
+  for (std::size_t r = 0; r < 15; ++r) {
+    if (r != 3) {
+      EXPECT_EQ(slow.speeds[r], 1.0) << "rank " << r;
+    }
+  }
+  EXPECT_EQ(proposals[1].verdict.proposal, SpeedProposal::kEqualize);
+  EXPECT_GE(proposals[1].step, 300);
+  EXPECT_LT(proposals[1].step, 300 + 8 + 3);
+}
+
+// Replicas of different degrees (TP 8 and TP 4: twice the work per rank) on healthy devices with a
+// fixed part of 0.4: a rank of the smaller replica takes 1.6x, not 2x, the time of the others.
+// F is fitted at 0.4 and no rank is read as slowed, so nothing is proposed.
+TEST(SpeedEstimator, ADegradedReplicaOfHealthyRanksWithAFixedPartIsNotReadAsFast) {
+  Rng rng(12);
+  std::vector<int> replicas = replicas_of(1, 8);
+  replicas.insert(replicas.end(), 4, 1);
+  SpeedEstimator estimator = make(replicas);
+  std::vector<double> work(12, 10.0);
+  for (int r = 8; r < 12; ++r) work[static_cast<std::size_t>(r)] = 20.0;
+  const double mean_work = (80.0 + 80.0) / 12.0;
+  const double fixed = 0.4 / 0.6 * mean_work;  // F = fixed / (fixed + mean_work) at per_work 1
+  for (int step = 0; step < 300; ++step) {
+    std::vector<double> seconds(12);
+    for (std::size_t r = 0; r < 12; ++r) {
+      seconds[r] = (fixed + work[r]) * std::max(0.2, 1.0 + 0.03 * rng.normal());
+    }
+    auto verdict = estimator.observe(seconds, work);
+    ASSERT_TRUE(verdict.ok());
+    ASSERT_EQ(verdict->proposal, SpeedProposal::kNone) << "step " << step;
+    if (step >= 7) {
+      EXPECT_NEAR(verdict->fixed_fraction, 0.4, 0.04) << "step " << step;
+      for (double s : verdict->speeds) ASSERT_EQ(s, 1.0) << "step " << step;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ntp::train
