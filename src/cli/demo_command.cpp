@@ -328,10 +328,11 @@ int run_demo(const DemoArgs& a) {
     }
     std::printf("\n== 3. the same faults recovered the Megatron way: restart from a checkpoint\n");
     std::fflush(stdout);
-    restart = run(a, "restart", kills, "--restart-on-failure",
-                  batch_flags(a) + " --no-live-recovery --save-every 10 --save-dir '" + a.out +
-                      "/restart/ckpt'",
-                  false);
+    restart =
+        run(a, "restart", kills, "--restart-on-failure",
+            batch_flags(a) + " --no-live-recovery --no-rebalance --save-every 10 --save-dir '" +
+                a.out + "/restart/ckpt'",
+            false);
     std::printf("  done in %.1f s (exit %d)\n", restart->wall_s, restart->exit_code);
   }
 

@@ -23,7 +23,7 @@ struct TrainArgs {
   train::TrainConfig config;
   std::string failed;
   std::string model = "gpt2";
-  std::string batch_policy = "keep";
+  std::string batch_policy;  // empty: boost, or keep for a MoE (see the flag)
   std::string optimizer = "replicated";
   std::string dtype = "fp32";
   int64_t bucket_kb = 128;
@@ -131,7 +131,12 @@ int run(TrainArgs& args) {
   Result<model::ModelFamily> family = model::parse_model_family(args.model);
   if (!family.ok()) return bad(family.status());
   config.model.family = *family;
-  Result<train::BatchPolicy> policy = train::parse_batch_policy(args.batch_policy);
+  // The default: boost (scale on CPU), except for a MoE, whose load-balancing loss is taken per
+  // forward, so that a replica's share changes the objective, not only its pace (docs/model.md).
+  const std::string policy_name = !args.batch_policy.empty()            ? args.batch_policy
+                                  : *family == model::ModelFamily::kMoe ? "keep"
+                                                                        : "boost";
+  Result<train::BatchPolicy> policy = train::parse_batch_policy(policy_name);
   if (!policy.ok()) return bad(policy.status());
   config.batch_policy = *policy;
   Result<train::OptimizerSharding> sharding = train::parse_optimizer_sharding(args.optimizer);
@@ -296,7 +301,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "Replicas slower than a healthy one (fewer devices, a slowed device): keep "
                   "(same share: the slowest sets the pace), scale (share proportional to pace, "
                   "to the sample) or boost (power boost as far as the control can apply, the "
-                  "share covers the rest; on CPU, where nothing can be boosted, this is scale)")
+                  "share covers the rest; on CPU, where nothing can be boosted, this is scale). "
+                  "Default: boost; keep for --model moe, whose load-balancing loss is per forward "
+                  "(a share would change the objective, not only the pace)")
       ->group(batch);
   cmd->add_option("--power-limit", c.power_limit,
                   "Largest power factor x TDP the devices' control can set (boost); 1 on CPU, "
@@ -369,17 +376,22 @@ void add_train_command(CLI::App& app, int& exit_code) {
                 "checkpoint-restart baseline with ntp launch --restart-on-failure)")
       ->group(ckpt);
 
-  cmd->add_flag("--rebalance", c.rebalance,
-                "Measure every rank's compute speed and, when one is clearly slow (throttled, a "
-                "noisy neighbour), re-form with the same members and a speed-weighted layout: the "
-                "slow rank owns fewer units, only units whose owner changes move, and the layout "
-                "goes back to equal shares once it recovers (a rebalanced line in metrics.jsonl)")
+  cmd->add_flag("--rebalance,!--no-rebalance", c.rebalance,
+                "On by default: measure every rank's compute speed and, when one is clearly slow "
+                "(throttled, a noisy neighbour), re-form with the same members and a "
+                "speed-weighted layout: the slow rank owns fewer units, only units whose owner "
+                "changes move, the replica's batch share follows its pace (--batch-policy), and "
+                "the layout goes back to equal shares once it recovers (a rebalanced line in "
+                "metrics.jsonl). Noise does not move units: a rank must be off by 5 standard "
+                "errors over an 8-step window and the move must gain 10% three times in a row "
+                "(docs/recovery.md). --no-rebalance turns it, and --drop-below, off")
       ->group(ckpt);
   cmd->add_option("--drop-below", c.drop_below,
-                  "With --rebalance: a rank measured slower than this fraction of the job's median "
-                  "speed (e.g. 0.3) for 3 evaluations in a row is treated as failed: it leaves the "
-                  "job, holding nothing, and rejoins as a repair once its own probe finds it back "
-                  "above the bound (0: never)")
+                  "A rank whose measured capacity (the share of a healthy rank's work it does in "
+                  "a healthy step's time) stays below this for 3 evaluations in a row is treated "
+                  "as failed: it leaves the job, holding nothing, and rejoins as a repair once its "
+                  "own probe finds it back above the bound (0: never)")
+      ->capture_default_str()
       ->group(ckpt);
 
   auto runtime = "Runtime";

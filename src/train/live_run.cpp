@@ -183,9 +183,9 @@ Status LiveRun::start_rebalancer(bool same_members) {
   }
   SpeedEstimatorOptions options;
   options.share_by_pace = c.batch_policy != BatchPolicy::kKeep;
-  if (c.drop_below > 0.0) options.drop_below = c.drop_below;
-  NTP_ASSIGN_OR_RETURN(Rebalancer fresh,
-                       Rebalancer::create(job->layout, job->batches, options, c.drop_below > 0.0));
+  if (c.drops_slow_ranks()) options.drop_below = c.drop_below;
+  NTP_ASSIGN_OR_RETURN(Rebalancer fresh, Rebalancer::create(job->layout, job->batches, options,
+                                                            c.drops_slow_ranks()));
   rebalancer.emplace(std::move(fresh));
   return ok_status();
 }
@@ -199,7 +199,7 @@ Status LiveRun::stop_job(const std::string& why, bool speaks) {
 }
 
 Result<std::optional<TrainSummary>> LiveRun::start() {
-  if (c.drop_below > 0.0) probe_baseline_s = probe_cpu_seconds();  // at full speed, before any
+  if (c.drops_slow_ranks()) probe_baseline_s = probe_cpu_seconds();  // at full speed, before any
   if (ctx.restart_count > 0) {
     // ---- a repair: wait to be admitted at a step boundary, then join through the same
     //      re-formation as any member, holding nothing ----

@@ -39,7 +39,7 @@ struct TrainConfig {
   int64_t batch = 0;  // 0: replicas * grad_accum * micro_batch
   int64_t micro_batch = 4;
   int64_t grad_accum = 1;  // used only when batch == 0
-  BatchPolicy batch_policy = BatchPolicy::kKeep;
+  BatchPolicy batch_policy = BatchPolicy::kBoost;
   // The largest power factor x TDP the devices' power control can set (batch policy boost). The
   // CPU's can set none: 1. Above 1 on CPU it emulates such a control for tests: the settings are
   // recorded and the batch split assumes their speed-up, which nothing on CPU delivers.
@@ -78,11 +78,13 @@ struct TrainConfig {
 
   bool live_recovery = true;  // false: a failure ends the job (for --restart-on-failure baselines)
   // Re-form with speed-weighted layouts when measured speeds show a slow rank (train/rebalancer.h).
-  bool rebalance = false;
-  // With rebalance: a rank whose measured speed stays below this fraction of the job's median is
+  // On by default: a slowed device is the common case the job must absorb, not an option.
+  bool rebalance = true;
+  // With rebalance: a rank whose measured capacity (train/speed_estimator.h) stays below this is
   // treated as failed (it sits out, holding nothing, until its own probe finds it recovered, then
-  // rejoins as a repair); 0: never.
-  double drop_below = 0.0;
+  // rejoins as a repair); 0: never. Ignored without rebalance (the speeds are measured there).
+  double drop_below = 0.3;
+  bool drops_slow_ranks() const { return rebalance && drop_below > 0.0; }
 
   // Benchmarks on a host with fewer cores than workers: > 0 makes every micro-batch also take
   // the time a device of this many GFLOP/s would (train/replica_pace.h's work model: 6 FLOPs per

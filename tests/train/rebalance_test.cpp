@@ -17,14 +17,6 @@
 namespace ntp::train {
 namespace {
 
-std::vector<nlohmann::json> lines_of(const JobRun& run, const std::string& type) {
-  std::vector<nlohmann::json> out;
-  for (const nlohmann::json& j : ntp::testing::read_json_lines(run.out / "metrics.jsonl")) {
-    if (j["type"] == type) out.push_back(j);
-  }
-  return out;
-}
-
 int64_t sum(const std::vector<int64_t>& v) {
   int64_t s = 0;
   for (int64_t x : v) s += x;
@@ -46,7 +38,10 @@ const std::vector<std::string> kModel = {"--layers",  "2",  "--heads",    "8", "
 // a window of 8 steps and 3 evaluations in a row before it proposes anything (and the move takes
 // effect at the step boundary after the next step): ~12 steps from a change of speed to the move.
 TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
-  const std::vector<std::string> flags = {"--rebalance", "--emulate-device-gflops", "0.05"};
+  // --drop-below 0: at 0.25 the rank is under the default bound (0.3) and would be dropped; this
+  // test is about keeping it with fewer units (dropping: ARankBelowDropBelowIs... below).
+  const std::vector<std::string> flags = {"--rebalance", "--drop-below", "0",
+                                          "--emulate-device-gflops", "0.05"};
   constexpr int kSteps = 80;
   const JobRun clean = train("rebalance-clean", kSteps, {}, {}, flags);
   ASSERT_EQ(clean.exit_code, 0) << clean.log;

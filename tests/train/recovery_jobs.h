@@ -20,6 +20,7 @@
 #include "child_process.h"
 #include "core/rng.h"
 #include "job_scratch.h"
+#include "json_lines.h"
 
 namespace ntp::train {
 
@@ -40,6 +41,15 @@ struct JobRun {
   std::vector<int> degrees_at_end;
   std::vector<nlohmann::json> power;  // power settings the leader asked for
 };
+
+// The job's metrics lines of one type ("rebalanced", "recovery", ...), in order.
+inline std::vector<nlohmann::json> lines_of(const JobRun& run, const std::string& type) {
+  std::vector<nlohmann::json> out;
+  for (const nlohmann::json& j : ntp::testing::read_json_lines(run.out / "metrics.jsonl")) {
+    if (j["type"] == type) out.push_back(j);
+  }
+  return out;
+}
 
 // One job: 3 x 4 workers, `steps` steps, `faults` as `ntp launch --inject` specs, `extra` more
 // `ntp train` flags (a --save-dir, --timeout-ms or --batch there replaces the default <out>/ckpt,
