@@ -239,5 +239,40 @@ TEST(GemmBackendDeathTest, TheEnvironmentChoiceIsUsedAndLogged) {
       ::testing::ExitedWithCode(0), "gemm: blis \\(BLIS");
 }
 
+// The bf16 path (gemm_backend_select.h): the instruction stays unless rounded sgemm is at least
+// kSwitchMargin faster.
+TEST(Bf16PathChoiceTest, TheInstructionStaysUnlessRoundedSgemmIsFasterByTheMargin) {
+  using cpu::Bf16GemmPath;
+  EXPECT_EQ(cpu::choose_bf16_gemm_path(100.0, 104.9), Bf16GemmPath::kAvx512Bf16);
+  EXPECT_EQ(cpu::choose_bf16_gemm_path(100.0, 105.0), Bf16GemmPath::kRoundedSgemm);
+  EXPECT_EQ(cpu::choose_bf16_gemm_path(200.0, 100.0), Bf16GemmPath::kAvx512Bf16);
+  // Sapphire Rapids, as measured there: 103.6 against 187 GFLOP/s.
+  EXPECT_EQ(cpu::choose_bf16_gemm_path(103.6, 187.0), Bf16GemmPath::kRoundedSgemm);
+}
+
+TEST(Bf16PathChoiceDeathTest, AnUnknownPathNameIsOneLineAndExit2) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("NTP_BF16_GEMM_PATH", "amx", 1);
+        cpu::measured_bf16_gemm_path();
+      },
+      ::testing::ExitedWithCode(2),
+      "NTP_BF16_GEMM_PATH 'amx' is unknown; use avx512_bf16 or rounded-sgemm");
+}
+
+TEST(Bf16PathChoiceDeathTest, TheEnvironmentChoiceIsUsedAndLogged) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("NTP_BF16_GEMM_PATH", "rounded-sgemm", 1);
+        const bool ok = cpu::measured_bf16_gemm_path() == cpu::Bf16GemmPath::kRoundedSgemm &&
+                        cpu::bf16_gemm_path_description() == "set by NTP_BF16_GEMM_PATH";
+        std::fprintf(stderr, "%s\n", cpu::bf16_gemm_path_description().c_str());
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "set by NTP_BF16_GEMM_PATH");
+}
+
 }  // namespace
 }  // namespace ntp::kernels

@@ -10,19 +10,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ntp::kernels::cpu {
 namespace {
 
+// A choice cached per host (gemm_backend_select.h): the candidate's name and how it was made.
 struct Choice {
-  GemmBackend backend = GemmBackend::kOpenBlas;
-  std::string how;  // the end of gemm_backend_description()
+  std::string name;
+  std::string how;  // the end of the description line
 };
-
 double thread_seconds() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -37,20 +40,24 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-// What the choice depends on: the CPU and the libraries' kernel sets.
+// What the choice depends on: the CPU and the libraries' kernel sets; "v2": measured with OpenBLAS
+// at one thread (v1 timed the calling thread while OpenBLAS's others helped, overrating it).
 std::string host_key() {
-  std::string key = cpu_model();
+  std::string key = cpu_model() + "; v2";
   for (GemmBackend b : kAllGemmBackends) key += "; " + gemm_backend_library(b);
   return key;
 }
 
-std::string cache_path() {
-  if (const char* p = std::getenv("NTP_GEMM_CACHE"); p != nullptr && *p != '\0') return p;
+// The file of one choice: `suffix` "" for the backend, "_bf16" for the bf16 path.
+std::string cache_path(const char* suffix) {
+  if (const char* p = std::getenv("NTP_GEMM_CACHE"); p != nullptr && *p != '\0') {
+    return std::string(p) + suffix;
+  }
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') {
-    return std::string(x) + "/ntp/gemm_backend";
+    return std::string(x) + "/ntp/gemm_backend" + suffix;
   }
   if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
-    return std::string(h) + "/.cache/ntp/gemm_backend";
+    return std::string(h) + "/.cache/ntp/gemm_backend" + suffix;
   }
   return "";
 }
@@ -83,35 +90,40 @@ bool read_cache(int fd, const std::string& key, Choice& out) {
   if (!std::getline(in, k, '\t') || !std::getline(in, name, '\t') || !std::getline(in, figures)) {
     return false;
   }
-  const auto backend = parse_gemm_backend(name);
-  if (k != key || !backend) return false;
-  out = {*backend, "measured earlier: " + figures};
+  if (k != key) return false;
+  out = {name, "measured earlier: " + figures};
   return true;
 }
 
-Choice measure_and_choose() {
-  const std::vector<BackendSpeed> speeds = measure_gemm_backends();
-  return {choose_gemm_backend(speeds), "measured: " + speeds_text(speeds)};
-}
+// A measurement: the chosen name and the figures it was chosen by.
+struct Measured {
+  std::string name, figures;
+};
 
-// The cached choice, or a new measurement written to the cache; the lock makes processes that
-// start together wait for the first one's measurement.
-Choice cached_or_measured() {
-  const std::string path = cache_path();
-  if (path.empty()) return measure_and_choose();
+// The cached choice for `key` at `path`, or a new measurement written there; the lock makes
+// processes that start together wait for the first one's measurement. `valid` says whether a
+// cached name is still one of the candidates.
+Choice cached_or_measured(const std::string& path, const std::string& key,
+                          const std::function<Measured()>& measure,
+                          const std::function<bool(const std::string&)>& valid) {
+  if (path.empty()) {
+    const Measured m = measure();
+    return {m.name, "measured: " + m.figures};
+  }
   make_parent_dirs(path);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return measure_and_choose();
+  if (fd < 0) {
+    const Measured m = measure();
+    return {m.name, "measured: " + m.figures};
+  }
   ::flock(fd, LOCK_EX);
-  const std::string key = host_key();
   Choice c;
-  if (read_cache(fd, key, c)) {
+  if (read_cache(fd, key, c) && valid(c.name)) {
     c.how += ", cached in " + path;
   } else {
-    const std::vector<BackendSpeed> speeds = measure_gemm_backends();
-    c = {choose_gemm_backend(speeds), "measured: " + speeds_text(speeds) + ", saved to " + path};
-    const std::string line =
-        key + "\t" + gemm_backend_name(c.backend) + "\t" + speeds_text(speeds) + "\n";
+    const Measured m = measure();
+    c = {m.name, "measured: " + m.figures + ", saved to " + path};
+    const std::string line = key + "\t" + m.name + "\t" + m.figures + "\n";
     if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, line.data(), line.size(), 0) < 0) {
       c.how += " (not saved)";
     }
@@ -123,17 +135,22 @@ Choice cached_or_measured() {
 
 Choice decide() {
   if (const char* env = std::getenv("NTP_GEMM_BACKEND"); env != nullptr && *env != '\0') {
-    const auto b = parse_gemm_backend(env);
-    if (!b) {
+    if (!parse_gemm_backend(env)) {
       std::fprintf(stderr,
                    "error: NTP_GEMM_BACKEND '%s' is unknown; use openblas, blis or onednn (or "
                    "unset it to choose by measurement)\n",
                    env);
       std::exit(2);
     }
-    return {*b, "set by NTP_GEMM_BACKEND"};
+    return {env, "set by NTP_GEMM_BACKEND"};
   }
-  return cached_or_measured();
+  return cached_or_measured(
+      cache_path(""), host_key(),
+      [] {
+        const std::vector<BackendSpeed> speeds = measure_gemm_backends();
+        return Measured{gemm_backend_name(choose_gemm_backend(speeds)), speeds_text(speeds)};
+      },
+      [](const std::string& name) { return parse_gemm_backend(name).has_value(); });
 }
 
 const Choice& choice() {
@@ -141,9 +158,46 @@ const Choice& choice() {
   return c;
 }
 
+// The step's large products (measure_gemm_backends' first three shapes) through each bf16 path,
+// on this thread alone (inside a parallel range nested splits run inline; OpenBLAS at one
+// thread), best of `reps` by thread CPU time.
+std::string bf16_speeds_text(double instruction, double rounded) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "avx512_bf16 %.1f, rounded-sgemm %.1f GFLOP/s", instruction,
+                rounded);
+  return buf;
+}
+
+Choice decide_bf16_path() {
+  if (const char* env = std::getenv("NTP_BF16_GEMM_PATH"); env != nullptr && *env != '\0') {
+    const std::string name = env;
+    if (name != "avx512_bf16" && name != "rounded-sgemm") {
+      std::fprintf(stderr,
+                   "error: NTP_BF16_GEMM_PATH '%s' is unknown; use avx512_bf16 or rounded-sgemm "
+                   "(or unset it to choose by measurement)\n",
+                   env);
+      std::exit(2);
+    }
+    return {name, "set by NTP_BF16_GEMM_PATH"};
+  }
+  return cached_or_measured(
+      cache_path("_bf16"), host_key() + "; bf16 paths v1",
+      [] {
+        const auto [instruction, rounded] = measure_bf16_gemm_paths();
+        const Bf16GemmPath path = choose_bf16_gemm_path(instruction, rounded);
+        return Measured{bf16_gemm_path_name(path), bf16_speeds_text(instruction, rounded)};
+      },
+      [](const std::string& name) { return name == "avx512_bf16" || name == "rounded-sgemm"; });
+}
+
+const Choice& bf16_choice() {
+  static const Choice c = decide_bf16_path();
+  return c;
+}
+
 }  // namespace
 
-GemmBackend gemm_backend() { return choice().backend; }
+GemmBackend gemm_backend() { return *parse_gemm_backend(choice().name); }
 
 std::vector<BackendSpeed> measure_gemm_backends(int reps) {
   struct Shape {
@@ -168,6 +222,7 @@ std::vector<BackendSpeed> measure_gemm_backends(int reps) {
     flops += 2.0 * static_cast<double>(s.m * s.n * s.k) * (s.m == 64 ? kAttentionRepeats : 1);
   }
   std::vector<BackendSpeed> out;
+  const SingleThreadedBlas one_blas_thread;  // thread CPU time then sees all of a product's work
   for (GemmBackend backend : kAllGemmBackends) {
     auto run_all = [&] {
       for (const Shape& s : kShapes) {
@@ -208,8 +263,58 @@ GemmBackend choose_gemm_backend(const std::vector<BackendSpeed>& speeds) {
 
 std::string gemm_backend_description() {
   const Choice& c = choice();
-  return std::string("gemm: ") + gemm_backend_name(c.backend) + " (" +
-         gemm_backend_library(c.backend) + "), " + c.how;
+  return "gemm: " + c.name + " (" + gemm_backend_library(gemm_backend()) + "), " + c.how;
 }
+
+std::pair<double, double> measure_bf16_gemm_paths(int reps) {
+  struct Shape {
+    bool ta, tb;
+    int64_t m, n, k;
+  };
+  constexpr Shape kShapes[] = {
+      {false, false, 256, 2048, 512}, {false, true, 256, 512, 2048}, {true, false, 512, 2048, 256}};
+  std::vector<float> a(512 * 2048), b(512 * 2048), c(512 * 2048);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(i % 17) * 0.0625f - 0.5f;
+    b[i] = static_cast<float>(i % 13) * 0.0625f - 0.375f;
+  }
+  double flops = 0.0;
+  for (const Shape& s : kShapes) flops += 2.0 * static_cast<double>(s.m * s.n * s.k);
+  double gflops[2] = {0.0, 0.0};
+  const SingleThreadedBlas one_blas_thread;
+  parallel_for(1, 1, [&](int64_t, int64_t) {  // nested splits run inline on this thread
+    const Bf16GemmPath paths[2] = {Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kRoundedSgemm};
+    for (int p = 0; p < 2; ++p) {
+      auto run_all = [&] {
+        for (const Shape& s : kShapes) {
+          const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+          gemm_bf16_path(paths[p], s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb,
+                         0.0f, c.data(), s.n);
+        }
+      };
+      run_all();  // warm-up: packing buffers
+      double best = 1e30;
+      for (int r = 0; r < reps; ++r) {
+        const double t0 = thread_seconds();
+        run_all();
+        best = std::min(best, thread_seconds() - t0);
+      }
+      gflops[p] = flops / best / 1e9;
+    }
+  });
+  return {gflops[0], gflops[1]};
+}
+
+Bf16GemmPath choose_bf16_gemm_path(double instruction_gflops, double rounded_gflops) {
+  return rounded_gflops >= instruction_gflops * kSwitchMargin ? Bf16GemmPath::kRoundedSgemm
+                                                              : Bf16GemmPath::kAvx512Bf16;
+}
+
+Bf16GemmPath measured_bf16_gemm_path() {
+  return bf16_choice().name == "rounded-sgemm" ? Bf16GemmPath::kRoundedSgemm
+                                               : Bf16GemmPath::kAvx512Bf16;
+}
+
+std::string bf16_gemm_path_description() { return bf16_choice().how; }
 
 }  // namespace ntp::kernels::cpu

@@ -1,4 +1,5 @@
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_backend_select.h"
 
 #include <immintrin.h>
 
@@ -11,6 +12,7 @@
 #include "core/check.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_backend_select.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
 
@@ -182,7 +184,7 @@ const char* bf16_gemm_path_name(Bf16GemmPath path) {
 bool host_has_avx512_bf16() { return host_cpu_features().avx512_bf16; }
 
 Bf16GemmPath default_bf16_gemm_path() {
-  return host_has_avx512_bf16() && active_isa() == Isa::kAvx512 ? Bf16GemmPath::kAvx512Bf16
+  return host_has_avx512_bf16() && active_isa() == Isa::kAvx512 ? measured_bf16_gemm_path()
                                                                 : Bf16GemmPath::kRoundedSgemm;
 }
 
