@@ -124,8 +124,8 @@ class SpeedEstimator {
   std::deque<double> job_rate_;               // the same steps' median rates (work per second)
   std::deque<double> fixed_fraction_;         // the same steps' fitted F; NaN: equal work
   double known_fixed_fraction_ = 0.0;
-  std::vector<bool> slowed_;                  // per rank, the hysteresis state
-  std::vector<int> below_;                    // per rank, evaluations in a row under drop_below
+  std::vector<bool> slowed_;  // per rank, the hysteresis state
+  std::vector<int> below_;    // per rank, evaluations in a row under drop_below
   std::vector<double> adopted_;
   bool weighted_ = false;
   SpeedProposal candidate_ = SpeedProposal::kNone;
