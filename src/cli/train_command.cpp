@@ -387,9 +387,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
                 "(docs/recovery.md). --no-rebalance turns it, and --drop-below, off")
       ->group(ckpt);
   cmd->add_option("--drop-below", c.drop_below,
-                  "A rank whose measured capacity (the share of a healthy rank's work it does in "
-                  "a healthy step's time) stays below this for 3 evaluations in a row is treated "
-                  "as failed: it leaves the job, holding nothing, and rejoins as a repair once its "
+                  "A rank measured slowed whose speed stays below this fraction of the job's "
+                  "median for 3 evaluations in a row is treated as failed: it leaves the job, "
+                  "holding nothing, and rejoins as a repair once its "
                   "own probe finds it back above the bound (0: never)")
       ->capture_default_str()
       ->group(ckpt);

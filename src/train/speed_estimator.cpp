@@ -259,7 +259,10 @@ Result<SpeedVerdict> SpeedEstimator::observe(std::span<const double> compute_sec
     const double raw = median_of(scratch);
     for (double& v : scratch) v = std::abs(v - raw);
     const double own_se = median_standard_error(median_of(scratch), options_.window);
-    const double off = std::abs(raw - 1.0);
+    // Below full speed by this much (a rank measured faster is a healthy one: full speed is what
+    // the job's median rank does, and a CPU host's scheduler makes some ranks look faster for a
+    // while; taking those as fast devices gave a 1.29 rank a weight of 2.06 under F = 0.73).
+    const double off = 1.0 - raw;
     // Slowed once clearly off by the pooled noise and by its own window's spread (two standard
     // errors: a window straddling a change spreads wide); full speed again within z/2 errors.
     if (off > z * se && off > 2.0 * own_se) {
@@ -270,7 +273,11 @@ Result<SpeedVerdict> SpeedEstimator::observe(std::span<const double> compute_sec
     verdict.raw_speeds[r] = raw;
     effective[r] = slowed_[r] ? raw : 1.0;
     verdict.speeds[r] = slowed_[r] ? capacity(raw) : 1.0;
-    below_[r] = capacity(raw) < options_.drop_below ? below_[r] + 1 : 0;
+    // Too slow: slowed (significantly, as above) and its speed under the bound. Not its capacity:
+    // a rank of capacity c still adds c to its replica, so keeping it beats dropping it whatever
+    // c is; a CPU host's tiny test models fit F near its 0.8 cap, where capacity turns a 14%
+    // slowdown into 0.3 and dropped a healthy rank.
+    below_[r] = slowed_[r] && raw < options_.drop_below ? below_[r] + 1 : 0;
     if (below_[r] >= options_.consecutive) verdict.too_slow.push_back(static_cast<int>(r));
   }
 

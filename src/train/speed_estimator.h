@@ -24,13 +24,13 @@
 //
 // Capacity. A rank at speed v does, in the time a full-speed rank of mean work takes, work of
 // (v - F) / (1 - F) of that mean: its fixed part is slowed too and comes first. This capacity is
-// the rank's weight in a speed-weighted layout (ClusterSpec::speeds), and a rank whose capacity is
-// below `drop_below` is too slow to help; with F = 0 both are its speed.
+// the rank's weight in a speed-weighted layout (ClusterSpec::speeds); with F = 0 it is its speed.
 //
 // Hysteresis, per rank: a rank counts as slowed (its effective speed is its raw speed) once the raw
-// speed is more than `significance` standard errors from 1, both by the pooled noise and by its own
-// window's spread (a window that straddles a speed change is not trusted); it counts as full speed
-// again (effective speed exactly 1.0) once within significance / 2 standard errors of 1.
+// speed is more than `significance` standard errors below 1 (a rank measured faster is healthy),
+// both by the pooled noise and by its own window's spread (a window that straddles a speed change
+// is not trusted); it counts as full speed again (effective speed exactly 1.0) once within
+// significance / 2 standard errors of 1.
 //
 // Decision. Step compute time is predicted for a layout that splits each replica's work in
 // proportion to weights w (equal: w = 1) as max over ranks of (fixed + per_work x work share) /
@@ -42,8 +42,8 @@
 // split is within `threshold` of the weighted one, and a re-weighting once the adopted weights are
 // beaten by more than `threshold` and some rank moved significantly from its adopted speed. Each
 // needs `consecutive` evaluations in a row. A proposal is taken as applied from the next step on.
-// A rank whose raw capacity stays below `drop_below` for `consecutive` steps is reported too slow,
-// to be treated as failed. Membership changes need a new estimator.
+// A slowed rank whose raw speed stays below `drop_below` for `consecutive` steps is reported too
+// slow, to be treated as failed. Membership changes need a new estimator.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +59,7 @@ struct SpeedEstimatorOptions {
   int window = 8;             // W: steps whose median is a rank's speed; >= 3
   int consecutive = 3;        // K: evaluations in a row before a proposal (or a too-slow report)
   double threshold = 0.10;    // predicted step-time gain a rebalance must beat, in (0, 1)
-  double drop_below = 0.3;    // a rank whose capacity is below this is too slow (see above)
+  double drop_below = 0.3;    // a slowed rank slower than this is too slow (see above)
   double significance = 5.0;  // standard errors from 1 before a rank counts as slowed
   // The batch policy gives each replica a share in proportion to its pace (scale, boost): then
   // a layout's predicted time spreads the whole job's work by weight, not each replica's alone.

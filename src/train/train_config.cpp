@@ -92,8 +92,8 @@ Status validate_train_config(TrainConfig& c) {
   }
   if (c.drop_below != 0.0 && !(c.drop_below > 0.0 && c.drop_below < 1.0)) {
     return invalid_argument("--drop-below " + std::to_string(c.drop_below) +
-                            " must be in (0, 1): the capacity (a fraction of a healthy rank's "
-                            "work per step) below which a rank is treated as failed; 0: never");
+                            " must be in (0, 1): the fraction of the job's median speed below "
+                            "which a slowed rank is treated as failed; 0: never");
   }
   if (!(c.power_limit >= 1.0 && c.power_limit <= 2.0)) {
     return invalid_argument("--power-limit " + std::to_string(c.power_limit) +

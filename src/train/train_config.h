@@ -80,9 +80,10 @@ struct TrainConfig {
   // Re-form with speed-weighted layouts when measured speeds show a slow rank (train/rebalancer.h).
   // On by default: a slowed device is the common case the job must absorb, not an option.
   bool rebalance = true;
-  // With rebalance: a rank whose measured capacity (train/speed_estimator.h) stays below this is
-  // treated as failed (it sits out, holding nothing, until its own probe finds it recovered, then
-  // rejoins as a repair); 0: never. Ignored without rebalance (the speeds are measured there).
+  // With rebalance: a rank measured slowed whose speed stays below this fraction of the job's
+  // median (train/speed_estimator.h) is treated as failed (it sits out, holding nothing, until its
+  // own probe finds it recovered, then rejoins as a repair); 0: never. Ignored without rebalance
+  // (the speeds are measured there).
   double drop_below = 0.3;
   bool drops_slow_ranks() const { return rebalance && drop_below > 0.0; }
 

@@ -163,7 +163,10 @@ const Shape kShapes[] = {
 // Every path within the float32 summation bound of the float64 product of the rounded inputs.
 TEST(Bf16GemmTest, EveryPathIsWithinTheFloat32SummationBoundOfTheRoundedProduct) {
   std::vector<Bf16GemmPath> paths = {Bf16GemmPath::kEmulated, Bf16GemmPath::kRoundedSgemm};
-  if (cpu::host_has_avx512_bf16()) paths.push_back(Bf16GemmPath::kAvx512Bf16);
+  if (cpu::host_has_avx512_bf16()) {
+    paths.push_back(Bf16GemmPath::kAvx512Bf16);
+    paths.push_back(Bf16GemmPath::kOneDnnMatmul);
+  }
   Rng rng(21);
   for (const Shape& s : kShapes) {
     const Operands o = make_operands(s, rng);

@@ -239,15 +239,21 @@ TEST(GemmBackendDeathTest, TheEnvironmentChoiceIsUsedAndLogged) {
       ::testing::ExitedWithCode(0), "gemm: blis \\(BLIS");
 }
 
-// The bf16 path (gemm_backend_select.h): the instruction stays unless rounded sgemm is at least
-// kSwitchMargin faster.
-TEST(Bf16PathChoiceTest, TheInstructionStaysUnlessRoundedSgemmIsFasterByTheMargin) {
+// The bf16 path (gemm_backend_select.h): the instruction stays unless another is at least
+// kSwitchMargin faster; the fastest of those then.
+TEST(Bf16PathChoiceTest, TheInstructionStaysUnlessAnotherIsFasterByTheMargin) {
   using cpu::Bf16GemmPath;
-  EXPECT_EQ(cpu::choose_bf16_gemm_path(100.0, 104.9), Bf16GemmPath::kAvx512Bf16);
-  EXPECT_EQ(cpu::choose_bf16_gemm_path(100.0, 105.0), Bf16GemmPath::kRoundedSgemm);
-  EXPECT_EQ(cpu::choose_bf16_gemm_path(200.0, 100.0), Bf16GemmPath::kAvx512Bf16);
-  // Sapphire Rapids, as measured there: 103.6 against 187 GFLOP/s.
-  EXPECT_EQ(cpu::choose_bf16_gemm_path(103.6, 187.0), Bf16GemmPath::kRoundedSgemm);
+  auto choose = [](double instruction, double rounded, double onednn) {
+    return cpu::choose_bf16_gemm_path({{Bf16GemmPath::kAvx512Bf16, instruction},
+                                       {Bf16GemmPath::kRoundedSgemm, rounded},
+                                       {Bf16GemmPath::kOneDnnMatmul, onednn}});
+  };
+  EXPECT_EQ(choose(100.0, 104.9, 104.9), Bf16GemmPath::kAvx512Bf16);
+  EXPECT_EQ(choose(100.0, 105.0, 50.0), Bf16GemmPath::kRoundedSgemm);
+  EXPECT_EQ(choose(200.0, 100.0, 100.0), Bf16GemmPath::kAvx512Bf16);
+  // Sapphire Rapids, as measured there.
+  EXPECT_EQ(choose(137.0, 171.8, 650.0), Bf16GemmPath::kOneDnnMatmul);
+  EXPECT_EQ(choose(137.0, 171.8, 160.0), Bf16GemmPath::kRoundedSgemm);
 }
 
 TEST(Bf16PathChoiceDeathTest, AnUnknownPathNameIsOneLineAndExit2) {
@@ -258,7 +264,7 @@ TEST(Bf16PathChoiceDeathTest, AnUnknownPathNameIsOneLineAndExit2) {
         cpu::measured_bf16_gemm_path();
       },
       ::testing::ExitedWithCode(2),
-      "NTP_BF16_GEMM_PATH 'amx' is unknown; use avx512_bf16 or rounded-sgemm");
+      "NTP_BF16_GEMM_PATH 'amx' is unknown; use avx512_bf16, rounded-sgemm or onednn-matmul");
 }
 
 TEST(Bf16PathChoiceDeathTest, TheEnvironmentChoiceIsUsedAndLogged) {

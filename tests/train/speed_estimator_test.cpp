@@ -368,3 +368,30 @@ TEST(SpeedEstimator, ADegradedReplicaOfHealthyRanksWithAFixedPartIsNotReadAsFast
 
 }  // namespace
 }  // namespace ntp::train
+
+namespace ntp::train {
+namespace {
+
+// A rank measured faster than the job's median is a healthy one (full speed is what the median
+// rank does): a CPU host's scheduler favours some workers for a while, and a healthy {4,3,2} job
+// re-formed when one such rank, at 1.29, was weighted 2.06. Nor is it ever too slow.
+TEST(SpeedEstimator, ARankMeasuredFasterThanTheMedianIsHealthy) {
+  Rng rng(3);
+  SpeedEstimator estimator = make(replicas_of(2, 4));
+  const std::vector<double> work(8, 10.0);
+  std::vector<double> speed(8, 1.0);
+  speed[6] = 1.3;
+  for (int step = 0; step < 200; ++step) {
+    auto verdict = estimator.observe(step_seconds(rng, work, speed, 0.02), work);
+    ASSERT_TRUE(verdict.ok());
+    ASSERT_EQ(verdict->proposal, SpeedProposal::kNone) << "step " << step;
+    ASSERT_TRUE(verdict->too_slow.empty()) << "step " << step;
+    if (step >= 7) {
+      EXPECT_NEAR(verdict->raw_speeds[6], 1.3, 0.05 * 1.3);  // measured as it is
+      for (double s : verdict->speeds) ASSERT_EQ(s, 1.0) << "step " << step;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ntp::train

@@ -36,5 +36,8 @@ namespace ntp::kernels::cpu {
 // ISA variants as isa_dispatch.h; rows split over the kernel threads; dst may equal src).
 void round_block_to_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld_src, float* dst,
                          int64_t ld_dst);
+// The same rounding stored as bf16 bits: dst[i * ld_dst + j] = float_to_bf16(src[i * ld_src + j]).
+void round_block_to_bf16_bits(const float* src, int64_t rows, int64_t cols, int64_t ld_src,
+                              uint16_t* dst, int64_t ld_dst);
 
 }  // namespace ntp::kernels::cpu

@@ -57,6 +57,8 @@ void onednn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
 
 const char* onednn_isa_name(dnnl_cpu_isa_t isa) {
   switch (isa) {
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
     case dnnl_cpu_isa_avx512_core_bf16:
       return "avx512_core_bf16";
     case dnnl_cpu_isa_avx512_core:

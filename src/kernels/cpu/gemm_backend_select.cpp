@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "kernels/cpu/gemm_bf16.h"
@@ -158,36 +159,44 @@ const Choice& choice() {
   return c;
 }
 
-// The step's large products (measure_gemm_backends' first three shapes) through each bf16 path,
-// on this thread alone (inside a parallel range nested splits run inline; OpenBLAS at one
-// thread), best of `reps` by thread CPU time.
-std::string bf16_speeds_text(double instruction, double rounded) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "avx512_bf16 %.1f, rounded-sgemm %.1f GFLOP/s", instruction,
-                rounded);
-  return buf;
+std::string bf16_speeds_text(const std::vector<Bf16PathSpeed>& speeds) {
+  std::string s;
+  char buf[64];
+  for (const Bf16PathSpeed& v : speeds) {
+    std::snprintf(buf, sizeof buf, "%s%s %.1f", s.empty() ? "" : ", ", bf16_gemm_path_name(v.path),
+                  v.gflops);
+    s += buf;
+  }
+  return s + " GFLOP/s";
+}
+
+std::optional<Bf16GemmPath> parse_bf16_path(const std::string& name) {
+  for (Bf16GemmPath p :
+       {Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kRoundedSgemm, Bf16GemmPath::kOneDnnMatmul}) {
+    if (name == bf16_gemm_path_name(p)) return p;
+  }
+  return std::nullopt;
 }
 
 Choice decide_bf16_path() {
   if (const char* env = std::getenv("NTP_BF16_GEMM_PATH"); env != nullptr && *env != '\0') {
-    const std::string name = env;
-    if (name != "avx512_bf16" && name != "rounded-sgemm") {
+    if (!parse_bf16_path(env)) {
       std::fprintf(stderr,
-                   "error: NTP_BF16_GEMM_PATH '%s' is unknown; use avx512_bf16 or rounded-sgemm "
-                   "(or unset it to choose by measurement)\n",
+                   "error: NTP_BF16_GEMM_PATH '%s' is unknown; use avx512_bf16, rounded-sgemm or "
+                   "onednn-matmul (or unset it to choose by measurement)\n",
                    env);
       std::exit(2);
     }
-    return {name, "set by NTP_BF16_GEMM_PATH"};
+    return {env, "set by NTP_BF16_GEMM_PATH"};
   }
   return cached_or_measured(
-      cache_path("_bf16"), host_key() + "; bf16 paths v1",
+      cache_path("_bf16"), host_key() + "; bf16 paths v2",
       [] {
-        const auto [instruction, rounded] = measure_bf16_gemm_paths();
-        const Bf16GemmPath path = choose_bf16_gemm_path(instruction, rounded);
-        return Measured{bf16_gemm_path_name(path), bf16_speeds_text(instruction, rounded)};
+        const std::vector<Bf16PathSpeed> speeds = measure_bf16_gemm_paths();
+        return Measured{bf16_gemm_path_name(choose_bf16_gemm_path(speeds)),
+                        bf16_speeds_text(speeds)};
       },
-      [](const std::string& name) { return name == "avx512_bf16" || name == "rounded-sgemm"; });
+      [](const std::string& name) { return parse_bf16_path(name).has_value(); });
 }
 
 const Choice& bf16_choice() {
@@ -266,7 +275,7 @@ std::string gemm_backend_description() {
   return "gemm: " + c.name + " (" + gemm_backend_library(gemm_backend()) + "), " + c.how;
 }
 
-std::pair<double, double> measure_bf16_gemm_paths(int reps) {
+std::vector<Bf16PathSpeed> measure_bf16_gemm_paths(int reps) {
   struct Shape {
     bool ta, tb;
     int64_t m, n, k;
@@ -280,40 +289,48 @@ std::pair<double, double> measure_bf16_gemm_paths(int reps) {
   }
   double flops = 0.0;
   for (const Shape& s : kShapes) flops += 2.0 * static_cast<double>(s.m * s.n * s.k);
-  double gflops[2] = {0.0, 0.0};
+  std::vector<Bf16PathSpeed> out;
   const SingleThreadedBlas one_blas_thread;
   parallel_for(1, 1, [&](int64_t, int64_t) {  // nested splits run inline on this thread
-    const Bf16GemmPath paths[2] = {Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kRoundedSgemm};
-    for (int p = 0; p < 2; ++p) {
+    for (Bf16GemmPath path :
+         {Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kRoundedSgemm, Bf16GemmPath::kOneDnnMatmul}) {
       auto run_all = [&] {
         for (const Shape& s : kShapes) {
           const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
-          gemm_bf16_path(paths[p], s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb,
-                         0.0f, c.data(), s.n);
+          gemm_bf16_path(path, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                         c.data(), s.n);
         }
       };
-      run_all();  // warm-up: packing buffers
+      run_all();  // warm-up: packing buffers, oneDNN's primitives
       double best = 1e30;
       for (int r = 0; r < reps; ++r) {
         const double t0 = thread_seconds();
         run_all();
         best = std::min(best, thread_seconds() - t0);
       }
-      gflops[p] = flops / best / 1e9;
+      out.push_back({path, flops / best / 1e9});
     }
   });
-  return {gflops[0], gflops[1]};
+  return out;
 }
 
-Bf16GemmPath choose_bf16_gemm_path(double instruction_gflops, double rounded_gflops) {
-  return rounded_gflops >= instruction_gflops * kSwitchMargin ? Bf16GemmPath::kRoundedSgemm
-                                                              : Bf16GemmPath::kAvx512Bf16;
+Bf16GemmPath choose_bf16_gemm_path(const std::vector<Bf16PathSpeed>& speeds) {
+  double instruction = 0.0;
+  for (const Bf16PathSpeed& s : speeds) {
+    if (s.path == Bf16GemmPath::kAvx512Bf16) instruction = s.gflops;
+  }
+  Bf16GemmPath best = Bf16GemmPath::kAvx512Bf16;
+  double best_gflops = instruction * kSwitchMargin;
+  for (const Bf16PathSpeed& s : speeds) {
+    if (s.path != Bf16GemmPath::kAvx512Bf16 && s.gflops >= best_gflops) {
+      best = s.path;
+      best_gflops = s.gflops;
+    }
+  }
+  return best;
 }
 
-Bf16GemmPath measured_bf16_gemm_path() {
-  return bf16_choice().name == "rounded-sgemm" ? Bf16GemmPath::kRoundedSgemm
-                                               : Bf16GemmPath::kAvx512Bf16;
-}
+Bf16GemmPath measured_bf16_gemm_path() { return *parse_bf16_path(bf16_choice().name); }
 
 std::string bf16_gemm_path_description() { return bf16_choice().how; }
 

@@ -22,7 +22,6 @@
 #pragma once
 
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "kernels/cpu/gemm_backend.h"
@@ -54,22 +53,27 @@ GemmBackend choose_gemm_backend(const std::vector<BackendSpeed>& speeds);
 std::string gemm_backend_description();
 
 // The bf16 path (gemm_bf16.h) of a host with avx512_bf16, chosen the same way, once per process:
-//   NTP_BF16_GEMM_PATH=avx512_bf16|rounded-sgemm   the user's choice; any other value is one
-//                                                  line on stderr naming it, exit 2
-//   else the host cache                            the backend's file name + "_bf16", same key
-//   else a measurement                             measure_bf16_gemm_paths(), written there
-// The instruction path is kept unless rounding the inputs and calling sgemm is at least
-// kSwitchMargin faster: on Sapphire Rapids ntp's vdpbf16ps kernel ran at 104 GFLOP/s against
-// OpenBLAS's 201 GFLOP/s sgemm, so a bf16 step took twice an fp32 one. Call it only on a host
-// with avx512_bf16 (default_bf16_gemm_path does).
+//   NTP_BF16_GEMM_PATH=avx512_bf16|rounded-sgemm|onednn-matmul   the user's choice; any other
+//                                              value is one line on stderr naming it, exit 2
+//   else the host cache                        the backend's file name + "_bf16", same key
+//   else a measurement                         measure_bf16_gemm_paths(), written there
+// The instruction path is kept unless another is at least kSwitchMargin faster. On Sapphire
+// Rapids ntp's vdpbf16ps kernel ran at 104-137 GFLOP/s, rounding the inputs for sgemm at 172,
+// and oneDNN's matmul (AMX tiles) at several hundred. Call it only on a host with avx512_bf16
+// (default_bf16_gemm_path does).
 Bf16GemmPath measured_bf16_gemm_path();
-// How that path was chosen: "measured: avx512_bf16 103.6, rounded-sgemm 187.2 GFLOP/s, ...".
+// How that path was chosen: "measured: avx512_bf16 103.6, rounded-sgemm 187.2, ... GFLOP/s".
 std::string bf16_gemm_path_description();
-// The step's three large product shapes (measure_gemm_backends') through the instruction path and
-// through rounded sgemm, on the calling thread alone, best of `reps` by thread CPU time:
-// {instruction, rounded} GFLOP/s. Needs avx512_bf16.
-std::pair<double, double> measure_bf16_gemm_paths(int reps = 3);
+
+struct Bf16PathSpeed {
+  Bf16GemmPath path;
+  double gflops;
+};
+// The step's three large product shapes (measure_gemm_backends') through the instruction path,
+// rounded sgemm and oneDNN's matmul, on the calling thread alone, best of `reps` by thread CPU
+// time. Needs avx512_bf16.
+std::vector<Bf16PathSpeed> measure_bf16_gemm_paths(int reps = 3);
 // The choice among those speeds (the rule above).
-Bf16GemmPath choose_bf16_gemm_path(double instruction_gflops, double rounded_gflops);
+Bf16GemmPath choose_bf16_gemm_path(const std::vector<Bf16PathSpeed>& speeds);
 
 }  // namespace ntp::kernels::cpu

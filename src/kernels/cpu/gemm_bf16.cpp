@@ -1,5 +1,6 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_backend_select.h"
+#include "kernels/cpu/gemm_bf16_onednn.h"
 
 #include <immintrin.h>
 
@@ -175,6 +176,8 @@ const char* bf16_gemm_path_name(Bf16GemmPath path) {
       return "avx512_bf16";
     case Bf16GemmPath::kEmulated:
       return "emulated";
+    case Bf16GemmPath::kOneDnnMatmul:
+      return "onednn-matmul";
     case Bf16GemmPath::kRoundedSgemm:
       break;
   }
@@ -203,8 +206,12 @@ void gemm_bf16_path(Bf16GemmPath path, bool trans_a, bool trans_b, int64_t m, in
     gemm_rounded_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  NTP_CHECK_MSG(path != Bf16GemmPath::kAvx512Bf16 || host_has_avx512_bf16(),
-                "the avx512_bf16 path needs a host with avx512_bf16");
+  NTP_CHECK_MSG(path == Bf16GemmPath::kEmulated || host_has_avx512_bf16(),
+                "the avx512_bf16 and onednn-matmul paths need a host with avx512_bf16");
+  if (path == Bf16GemmPath::kOneDnnMatmul) {
+    onednn_bf16_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   gemm_packed(path == Bf16GemmPath::kAvx512Bf16, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
               beta, c, ldc);
 }

@@ -17,6 +17,9 @@
 //   kRoundedSgemm  the inputs rounded to bf16 values in float32 buffers, then OpenBLAS sgemm
 //                  (gemm.h): the same products, summed in sgemm's order; where no bf16
 //                  instruction exists this is the fast path
+//   kOneDnnMatmul  the inputs rounded into bf16 buffers, then oneDNN's matmul primitive
+//                  (gemm_bf16_onednn.h: AMX tiles where the CPU has them), float32 sums in its
+//                  order, denormals flushed as the instructions do (hosts with avx512_bf16)
 // The paths differ only in the order of the float32 sums, so each is within the float32
 // accumulation bound of the exact product of the rounded inputs.
 #pragma once
@@ -25,21 +28,22 @@
 
 namespace ntp::kernels::cpu {
 
-enum class Bf16GemmPath { kAvx512Bf16, kEmulated, kRoundedSgemm };
+enum class Bf16GemmPath { kAvx512Bf16, kEmulated, kRoundedSgemm, kOneDnnMatmul };
 
 const char* bf16_gemm_path_name(Bf16GemmPath path);
 // True when the host has avx512_bf16 and the OS saves the ZMM state (isa.h).
 bool host_has_avx512_bf16();
-// Where the host has avx512_bf16 and active_isa() is avx512, the path measured faster on this
-// host (measured_bf16_gemm_path, gemm_backend_select.h: the instruction unless rounded sgemm is
-// 5% faster); else kRoundedSgemm.
+// Where the host has avx512_bf16 and active_isa() is avx512, the path measured fastest on this
+// host (measured_bf16_gemm_path, gemm_backend_select.h: the instruction unless another is 5%
+// faster); else kRoundedSgemm.
 Bf16GemmPath default_bf16_gemm_path();
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                int64_t ldc);
 
-// The same through a given path (tests, benchmarks); kAvx512Bf16 needs host_has_avx512_bf16().
+// The same through a given path (tests, benchmarks); kAvx512Bf16 and kOneDnnMatmul need
+// host_has_avx512_bf16().
 void gemm_bf16_path(Bf16GemmPath path, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                     float beta, float* c, int64_t ldc);
