@@ -13,6 +13,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <sstream>
 
 #include "kernels/cpu/gemm_bf16.h"
@@ -134,24 +135,33 @@ Choice cached_or_measured(const std::string& path, const std::string& key,
   return c;
 }
 
-Choice decide() {
-  if (const char* env = std::getenv("NTP_GEMM_BACKEND"); env != nullptr && *env != '\0') {
-    if (!parse_gemm_backend(env)) {
+// The user's choice in environment variable `var` when set (one line naming it and the
+// `accepted` names, exit 2, when `valid` refuses it), else the cached or measured one.
+Choice from_env_or_cache(const char* var, const char* accepted,
+                         const std::function<bool(const std::string&)>& valid,
+                         const std::string& path, const std::string& key,
+                         const std::function<Measured()>& measure) {
+  if (const char* env = std::getenv(var); env != nullptr && *env != '\0') {
+    if (!valid(env)) {
       std::fprintf(stderr,
-                   "error: NTP_GEMM_BACKEND '%s' is unknown; use openblas, blis or onednn (or "
-                   "unset it to choose by measurement)\n",
-                   env);
+                   "error: %s '%s' is unknown; use %s (or unset it to choose by measurement)\n",
+                   var, env, accepted);
       std::exit(2);
     }
-    return {env, "set by NTP_GEMM_BACKEND"};
+    return {env, std::string("set by ") + var};
   }
-  return cached_or_measured(
-      cache_path(""), host_key(),
+  return cached_or_measured(path, key, measure, valid);
+}
+
+Choice decide() {
+  return from_env_or_cache(
+      "NTP_GEMM_BACKEND", "openblas, blis or onednn",
+      [](const std::string& name) { return parse_gemm_backend(name).has_value(); }, cache_path(""),
+      host_key(),
       [] {
         const std::vector<BackendSpeed> speeds = measure_gemm_backends();
         return Measured{gemm_backend_name(choose_gemm_backend(speeds)), speeds_text(speeds)};
-      },
-      [](const std::string& name) { return parse_gemm_backend(name).has_value(); });
+      });
 }
 
 const Choice& choice() {
@@ -179,24 +189,15 @@ std::optional<Bf16GemmPath> parse_bf16_path(const std::string& name) {
 }
 
 Choice decide_bf16_path() {
-  if (const char* env = std::getenv("NTP_BF16_GEMM_PATH"); env != nullptr && *env != '\0') {
-    if (!parse_bf16_path(env)) {
-      std::fprintf(stderr,
-                   "error: NTP_BF16_GEMM_PATH '%s' is unknown; use avx512_bf16, rounded-sgemm or "
-                   "onednn-matmul (or unset it to choose by measurement)\n",
-                   env);
-      std::exit(2);
-    }
-    return {env, "set by NTP_BF16_GEMM_PATH"};
-  }
-  return cached_or_measured(
+  return from_env_or_cache(
+      "NTP_BF16_GEMM_PATH", "avx512_bf16, rounded-sgemm or onednn-matmul",
+      [](const std::string& name) { return parse_bf16_path(name).has_value(); },
       cache_path("_bf16"), host_key() + "; bf16 paths v2",
       [] {
         const std::vector<Bf16PathSpeed> speeds = measure_bf16_gemm_paths();
         return Measured{bf16_gemm_path_name(choose_bf16_gemm_path(speeds)),
                         bf16_speeds_text(speeds)};
-      },
-      [](const std::string& name) { return parse_bf16_path(name).has_value(); });
+      });
 }
 
 const Choice& bf16_choice() {
@@ -204,70 +205,99 @@ const Choice& bf16_choice() {
   return c;
 }
 
-}  // namespace
+// The default GPT-2 step's products (width 512, 1024 tokens): c_fc forward (x w), its dX
+// (dy w^T) and dW (x^T dy), with 256 rows instead of 1024 to keep a measurement short, and one
+// attention block's scores (64 queries x 256 keys over a 64-wide head) repeated to a similar share.
+struct StepProduct {
+  bool ta, tb;
+  int64_t m, n, k;
+  int repeats;
+};
+constexpr StepProduct kStepProducts[] = {{false, false, 256, 2048, 512, 1},
+                                         {false, true, 256, 512, 2048, 1},
+                                         {true, false, 512, 2048, 256, 1},
+                                         {false, true, 64, 256, 64, 16}};
 
-GemmBackend gemm_backend() { return *parse_gemm_backend(choice().name); }
-
-std::vector<BackendSpeed> measure_gemm_backends(int reps) {
-  struct Shape {
-    bool ta, tb;
-    int64_t m, n, k;
-  };
-  // The default GPT-2 step (width 512, 1024 tokens): c_fc forward (x w), its dX (dy w^T) and dW
-  // (x^T dy), with 256 rows instead of 1024 to keep the measurement short, and one attention
-  // block's scores (64 queries x 256 keys over a 64-wide head) repeated to a similar share.
-  constexpr Shape kShapes[] = {{false, false, 256, 2048, 512},
-                               {false, true, 256, 512, 2048},
-                               {true, false, 512, 2048, 256},
-                               {false, true, 64, 256, 64}};
-  constexpr int kAttentionRepeats = 16;
-  std::vector<float> a(512 * 2048), b(512 * 2048), c(512 * 2048);
-  for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = static_cast<float>(i % 17) * 0.0625f - 0.5f;
-    b[i] = static_cast<float>(i % 13) * 0.0625f - 0.375f;
+// A set of products over shared operands, timed as a whole: a warm-up (library initialisation,
+// JIT, packing buffers, primitives), then the best of `reps` runs by thread CPU time.
+class ProductSet {
+ public:
+  explicit ProductSet(std::span<const StepProduct> shapes)
+      : shapes_(shapes), a_(512 * 2048), b_(512 * 2048), c_(512 * 2048) {
+    for (size_t i = 0; i < a_.size(); ++i) {
+      a_[i] = static_cast<float>(i % 17) * 0.0625f - 0.5f;
+      b_[i] = static_cast<float>(i % 13) * 0.0625f - 0.375f;
+    }
+    for (const StepProduct& s : shapes_) {
+      flops_ += 2.0 * static_cast<double>(s.m * s.n * s.k) * s.repeats;
+    }
   }
-  double flops = 0.0;
-  for (const Shape& s : kShapes) {
-    flops += 2.0 * static_cast<double>(s.m * s.n * s.k) * (s.m == 64 ? kAttentionRepeats : 1);
-  }
-  std::vector<BackendSpeed> out;
-  const SingleThreadedBlas one_blas_thread;  // thread CPU time then sees all of a product's work
-  for (GemmBackend backend : kAllGemmBackends) {
+  // `product(shape, a, lda, b, ldb, c)` computes one product of the set; returns GFLOP/s.
+  template <class Product>
+  double gflops(int reps, Product&& product) const {
     auto run_all = [&] {
-      for (const Shape& s : kShapes) {
+      for (const StepProduct& s : shapes_) {
         const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
-        for (int r = 0; r < (s.m == 64 ? kAttentionRepeats : 1); ++r) {
-          backend_sgemm(backend, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb,
-                        0.0f, c.data(), s.n);
-        }
+        for (int r = 0; r < s.repeats; ++r) product(s, a_.data(), lda, b_.data(), ldb, c_.data());
       }
     };
-    run_all();  // warm-up: library initialisation, JIT, packing buffers
+    run_all();
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {
       const double t0 = thread_seconds();
       run_all();
       best = std::min(best, thread_seconds() - t0);
     }
-    out.push_back({backend, flops / best / 1e9});
+    return flops_ / best / 1e9;
+  }
+
+ private:
+  std::span<const StepProduct> shapes_;
+  std::vector<float> a_, b_;
+  mutable std::vector<float> c_;
+  double flops_ = 0.0;
+};
+
+// The rule of both choices: `baseline` stays unless another is at least kSwitchMargin faster; the
+// fastest of those then. `Speed` has a `gflops` and the candidate in member `which`.
+template <class Speed, class Candidate>
+Candidate choose_by_margin(const std::vector<Speed>& speeds, Candidate baseline,
+                           Candidate Speed::*which) {
+  double base = 0.0;
+  for (const Speed& s : speeds) {
+    if (s.*which == baseline) base = s.gflops;
+  }
+  Candidate best = baseline;
+  double best_gflops = base * kSwitchMargin;
+  for (const Speed& s : speeds) {
+    if (s.*which != baseline && s.gflops >= best_gflops) {
+      best = s.*which;
+      best_gflops = s.gflops;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+GemmBackend gemm_backend() { return *parse_gemm_backend(choice().name); }
+
+std::vector<BackendSpeed> measure_gemm_backends(int reps) {
+  const ProductSet set(kStepProducts);
+  std::vector<BackendSpeed> out;
+  const SingleThreadedBlas one_blas_thread;  // thread CPU time then sees all of a product's work
+  for (GemmBackend backend : kAllGemmBackends) {
+    out.push_back({backend, set.gflops(reps, [&](const StepProduct& s, const float* a, int64_t lda,
+                                                 const float* b, int64_t ldb, float* c) {
+                     backend_sgemm(backend, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f,
+                                   c, s.n);
+                   })});
   }
   return out;
 }
 
 GemmBackend choose_gemm_backend(const std::vector<BackendSpeed>& speeds) {
-  double openblas = 0.0;
-  for (const BackendSpeed& s : speeds) {
-    if (s.backend == GemmBackend::kOpenBlas) openblas = s.gflops;
-  }
-  GemmBackend best = GemmBackend::kOpenBlas;
-  double best_gflops = openblas * kSwitchMargin;
-  for (const BackendSpeed& s : speeds) {
-    if (s.backend != GemmBackend::kOpenBlas && s.gflops >= best_gflops) {
-      best = s.backend;
-      best_gflops = s.gflops;
-    }
-  }
-  return best;
+  return choose_by_margin(speeds, GemmBackend::kOpenBlas, &BackendSpeed::backend);
 }
 
 std::string gemm_backend_description() {
@@ -276,58 +306,25 @@ std::string gemm_backend_description() {
 }
 
 std::vector<Bf16PathSpeed> measure_bf16_gemm_paths(int reps) {
-  struct Shape {
-    bool ta, tb;
-    int64_t m, n, k;
-  };
-  constexpr Shape kShapes[] = {
-      {false, false, 256, 2048, 512}, {false, true, 256, 512, 2048}, {true, false, 512, 2048, 256}};
-  std::vector<float> a(512 * 2048), b(512 * 2048), c(512 * 2048);
-  for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = static_cast<float>(i % 17) * 0.0625f - 0.5f;
-    b[i] = static_cast<float>(i % 13) * 0.0625f - 0.375f;
-  }
-  double flops = 0.0;
-  for (const Shape& s : kShapes) flops += 2.0 * static_cast<double>(s.m * s.n * s.k);
+  // The large products only: the attention block's is too small for a bf16 path to matter.
+  const ProductSet set(std::span<const StepProduct>(kStepProducts).first(3));
   std::vector<Bf16PathSpeed> out;
   const SingleThreadedBlas one_blas_thread;
   parallel_for(1, 1, [&](int64_t, int64_t) {  // nested splits run inline on this thread
     for (Bf16GemmPath path :
          {Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kRoundedSgemm, Bf16GemmPath::kOneDnnMatmul}) {
-      auto run_all = [&] {
-        for (const Shape& s : kShapes) {
-          const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
-          gemm_bf16_path(path, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
-                         c.data(), s.n);
-        }
-      };
-      run_all();  // warm-up: packing buffers, oneDNN's primitives
-      double best = 1e30;
-      for (int r = 0; r < reps; ++r) {
-        const double t0 = thread_seconds();
-        run_all();
-        best = std::min(best, thread_seconds() - t0);
-      }
-      out.push_back({path, flops / best / 1e9});
+      out.push_back({path, set.gflops(reps, [&](const StepProduct& s, const float* a, int64_t lda,
+                                                const float* b, int64_t ldb, float* c) {
+                       gemm_bf16_path(path, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f,
+                                      c, s.n);
+                     })});
     }
   });
   return out;
 }
 
 Bf16GemmPath choose_bf16_gemm_path(const std::vector<Bf16PathSpeed>& speeds) {
-  double instruction = 0.0;
-  for (const Bf16PathSpeed& s : speeds) {
-    if (s.path == Bf16GemmPath::kAvx512Bf16) instruction = s.gflops;
-  }
-  Bf16GemmPath best = Bf16GemmPath::kAvx512Bf16;
-  double best_gflops = instruction * kSwitchMargin;
-  for (const Bf16PathSpeed& s : speeds) {
-    if (s.path != Bf16GemmPath::kAvx512Bf16 && s.gflops >= best_gflops) {
-      best = s.path;
-      best_gflops = s.gflops;
-    }
-  }
-  return best;
+  return choose_by_margin(speeds, Bf16GemmPath::kAvx512Bf16, &Bf16PathSpeed::path);
 }
 
 Bf16GemmPath measured_bf16_gemm_path() { return *parse_bf16_path(bf16_choice().name); }
