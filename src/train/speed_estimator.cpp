@@ -41,8 +41,9 @@ double weighted_median(std::vector<std::pair<double, double>>& value_weight) {
   return value_weight.back().first;
 }
 
-// Work levels closer than this (relative) are one level: at a few percent of jitter, levels 5%
-// apart gave fixed fractions off by 0.3 (the slope of a small difference of two noisy medians).
+// Work levels closer than this (relative) are one level: the slope between two noisy medians a
+// few percent apart is mostly noise (at 5%, 3% jitter made the half-speed test's healthy ranks
+// look slowed after the move, and it re-weighted once more than it should).
 constexpr double kDistinctWork = 0.10;
 // F is clamped here: a fit that puts more of a step in its fixed part has no spread to trust, and
 // capacities (v - F) / (1 - F) would amplify noise without bound.

@@ -34,10 +34,9 @@
 //
 // Decision. Step compute time is predicted for a layout that splits each replica's work in
 // proportion to weights w (equal: w = 1) as max over ranks of (fixed + per_work x work share) /
-// effective speed; with
-// `share_by_pace` the replicas' shares follow their weights too, so a rank's share of the whole
-// job's work is w / (sum of all weights). With
-// equal layouts, a rebalance is proposed when the speed-weighted split beats the equal one by more
+// effective speed; with `share_by_pace` the replicas' shares follow their weights too, so a
+// rank's share of the whole job's work is w / (sum of all weights). With equal layouts, a
+// rebalance is proposed when the speed-weighted split beats the equal one by more
 // than `threshold`; with weighted layouts, going back to equal weights is proposed once the equal
 // split is within `threshold` of the weighted one, and a re-weighting once the adopted weights are
 // beaten by more than `threshold` and some rank moved significantly from its adopted speed. Each
@@ -110,7 +109,7 @@ class SpeedEstimator {
  private:
   SpeedEstimator(std::vector<int> replica_of_rank, SpeedEstimatorOptions options);
   // Predicted step seconds when each replica's work is split in proportion to `weights` and rank r
-  // runs at speeds[r] of `rate` work per second.
+  // runs at speeds[r] of `rate` work per second, F = `fixed_fraction` of a mean rank's step fixed.
   double predict(std::span<const double> weights, std::span<const double> speeds,
                  std::span<const double> work, double rate, double fixed_fraction) const;
   // The window's F: the median of its steps' fits; when none of them could show it, the last F

@@ -145,12 +145,15 @@ TEST(SwigluTest, ForwardAndBackwardMatchReference) {
 }
 
 TEST(SwigluTest, SaturatesWithoutOverflow) {
-  // silu(-100) -> 0, silu(100) -> 100 (fast_exp clamps; no inf or NaN).
-  std::vector<float> gu = {-100.0f, 100.0f, 2.0f, 3.0f}, out(2), dgu(4), dout = {1.0f, 1.0f};
+  // silu(-100) -> 0, silu(100) -> 100 (fast_exp clamps; no inf or NaN). The up value 0.01 makes
+  // out[0] = -100 x 0.01 x sigmoid(-100) = -sigmoid(-100): a sigmoid saturating below 1.2e-38
+  // (the old 1 / (1 + exp(88)) = 6e-39) would show as a subnormal output.
+  std::vector<float> gu = {-100.0f, 100.0f, 0.01f, 3.0f}, out(2), dgu(4), dout = {1.0f, 1.0f};
   cpu::swiglu_forward(gu.data(), 1, 2, out.data());
   cpu::swiglu_backward(gu.data(), dout.data(), 1, 2, dgu.data());
   EXPECT_NEAR(out[0], 0.0f, 1e-30f);
-  // sigmoid saturates at exp(-87) = 1.6e-38, a normal float: silu(-100) = -100 x 1.6e-38.
+  // sigmoid saturates at exp(-87) = 1.6e-38, a normal float; so is the gate's gradient,
+  // 0.01 x sigmoid x (1 - 100 (1 - sigmoid)) = -0.99 sigmoid.
   EXPECT_EQ(std::fpclassify(out[0]), FP_NORMAL);
   EXPECT_EQ(std::fpclassify(dgu[0]), FP_NORMAL);
   EXPECT_FLOAT_EQ(out[1], 300.0f);

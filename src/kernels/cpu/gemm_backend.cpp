@@ -46,10 +46,16 @@ void blis_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
             lda, 1, const_cast<float*>(b), ldb, 1, &beta, c, ldc, 1);
 }
 
+}  // namespace
+
+void onednn_on_this_thread_only() { omp_set_num_threads(1); }
+
+namespace {
+
 void onednn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                   int64_t ldc) {
-  omp_set_num_threads(1);
+  onednn_on_this_thread_only();
   const dnnl_status_t s = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
                                      lda, b, ldb, beta, c, ldc);
   NTP_CHECK_MSG(s == dnnl_success, "dnnl_sgemm failed");

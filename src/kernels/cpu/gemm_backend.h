@@ -34,6 +34,10 @@ std::string gemm_backend_library(GemmBackend backend);
 // call on the calling thread.
 bool gemm_backend_splits_by_rows(GemmBackend backend);
 
+// oneDNN's OpenMP team at one thread on the calling thread (omp_set_num_threads is per thread):
+// every oneDNN call of ntp's (sgemm here, gemm_bf16_onednn.h's matmul) runs on its caller alone.
+void onednn_on_this_thread_only();
+
 void backend_sgemm(GemmBackend backend, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                    float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                    float beta, float* c, int64_t ldc);

@@ -28,6 +28,7 @@ struct Choice {
   std::string name;
   std::string how;  // the end of the description line
 };
+
 double thread_seconds() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);

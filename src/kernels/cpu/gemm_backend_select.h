@@ -58,8 +58,8 @@ std::string gemm_backend_description();
 //   else the host cache                        the backend's file name + "_bf16", same key
 //   else a measurement                         measure_bf16_gemm_paths(), written there
 // The instruction path is kept unless another is at least kSwitchMargin faster. On Sapphire
-// Rapids ntp's vdpbf16ps kernel ran at 104-137 GFLOP/s, rounding the inputs for sgemm at 172,
-// and oneDNN's matmul (AMX tiles) at several hundred. Call it only on a host with avx512_bf16
+// Rapids ntp's vdpbf16ps kernel ran at 106-158 GFLOP/s, rounding the inputs for sgemm at 166-188,
+// and oneDNN's matmul (AMX tiles) at 494-661. Call it only on a host with avx512_bf16
 // (default_bf16_gemm_path does).
 Bf16GemmPath measured_bf16_gemm_path();
 // How that path was chosen: "measured: avx512_bf16 103.6, rounded-sgemm 187.2, ... GFLOP/s".

@@ -1,6 +1,4 @@
 #include "kernels/cpu/gemm_bf16.h"
-#include "kernels/cpu/gemm_backend_select.h"
-#include "kernels/cpu/gemm_bf16_onednn.h"
 
 #include <immintrin.h>
 
@@ -14,6 +12,7 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_backend_select.h"
+#include "kernels/cpu/gemm_bf16_onednn.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
 

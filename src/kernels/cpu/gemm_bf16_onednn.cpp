@@ -9,9 +9,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/bf16.h"
-
-// libgomp's, for oneDNN's OpenMP runtime (omp.h needs -fopenmp, which nothing else here wants).
-extern "C" void omp_set_num_threads(int threads);
+#include "kernels/cpu/gemm_backend.h"
 
 namespace ntp::kernels::cpu {
 namespace {
@@ -128,7 +126,7 @@ ThreadState& thread_state() {
 void onednn_bf16_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                       float* c, int64_t ldc) {
-  omp_set_num_threads(1);
+  onednn_on_this_thread_only();
   ThreadState& st = thread_state();
   // The stored shapes: op(A) = A^T when transposed, so A is k x m then.
   const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
@@ -145,14 +143,6 @@ void onednn_bf16_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
       {DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.c}};
   check(dnnl_primitive_execute(mm.primitive, st.stream, 3, args), "bf16 matmul failed");
   check(dnnl_stream_wait(st.stream), "dnnl_stream_wait failed");
-}
-
-const char* onednn_bf16_gemm_impl() {
-  static const std::string impl = [] {
-    const Key key{false, false, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f};
-    return build(key)->impl;
-  }();
-  return impl.c_str();
 }
 
 }  // namespace ntp::kernels::cpu

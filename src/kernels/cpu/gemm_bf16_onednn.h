@@ -17,7 +17,4 @@ void onednn_bf16_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                       float* c, int64_t ldc);
 
-// oneDNN's name for the kernel it would run, e.g. "brg:avx512_core_amx_bf16".
-const char* onednn_bf16_gemm_impl();
-
 }  // namespace ntp::kernels::cpu
