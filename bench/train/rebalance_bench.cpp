@@ -39,7 +39,8 @@ namespace fs = std::filesystem;
 
 struct Run {
   double median_step_s = 0.0;
-  double median_compute_s = 0.0;  // the slowest replica's compute (forward + backward less waits)
+  double median_compute_s =
+      0.0;  // the slowest replica's compute (the device's: CPU outside waits plus throttle)
   int rebalances = 0;
   bool ok = false;
 };

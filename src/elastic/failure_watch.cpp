@@ -95,7 +95,7 @@ void FailureWatch::liveness_thread() {
     if (look.still) {
       // Fired before the notice goes out: this watch's abort names the hung neighbour, not the
       // notice that its own notice thread would read back.
-      fire(generation, "rank " + std::to_string(*look.still) + " made no progress");
+      fire(generation, still_reason(*look.still, look.why));
       (void)liveness_driver_.run(post_failure(liveness_io_, e.group, e.epoch), liveness_io_);
     }
     lock.lock();

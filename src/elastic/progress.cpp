@@ -1,10 +1,14 @@
 #include "elastic/progress.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "core/check.h"
 
@@ -14,27 +18,6 @@ void Progress::mark(Phase phase, std::int64_t step) {
   phase_.store(static_cast<std::uint8_t>(phase), std::memory_order_relaxed);
   step_.store(step, std::memory_order_relaxed);
   sequence_.fetch_add(1, std::memory_order_relaxed);
-}
-
-void Progress::waiting(bool begins) {
-  const int before = waits_.fetch_add(begins ? 1 : -1, std::memory_order_relaxed);
-  if (before == (begins ? 0 : 1)) {  // the outermost wait starts or ends: read the clock
-    const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                 std::chrono::steady_clock::now().time_since_epoch())
-                                 .count();
-    if (begins) {
-      wait_start_ns_ = now;
-    } else {
-      waited_ns_ += now - wait_start_ns_;
-    }
-  }
-  sequence_.fetch_add(1, std::memory_order_relaxed);  // a wait that starts or ends is progress
-}
-
-clockid_t Progress::this_thread_cpu_clock() {
-  clockid_t clock{};
-  NTP_CHECK(pthread_getcpuclockid(pthread_self(), &clock) == 0);
-  return clock;
 }
 
 namespace {
@@ -47,16 +30,46 @@ std::int64_t clock_ns(clockid_t clock) {
 
 }  // namespace
 
+void Progress::waiting(bool begins) {
+  const int before = waits_.fetch_add(begins ? 1 : -1, std::memory_order_relaxed);
+  if (before == (begins ? 0 : 1)) {  // the outermost wait starts or ends: read the clocks
+    const std::int64_t now = clock_ns(CLOCK_MONOTONIC);
+    const std::int64_t cpu = thread_ ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
+    if (begins) {
+      wait_start_ns_ = now;
+      wait_start_cpu_ns_ = cpu;
+    } else {
+      waited_ns_ += now - wait_start_ns_;
+      waited_cpu_ns_ += cpu - wait_start_cpu_ns_;
+    }
+  }
+  sequence_.fetch_add(1, std::memory_order_relaxed);  // a wait that starts or ends is progress
+}
+
+double Progress::computed_cpu_seconds() const {
+  if (!thread_) return 0.0;
+  return 1e-9 * static_cast<double>(clock_ns(CLOCK_THREAD_CPUTIME_ID) - waited_cpu_ns_);
+}
+
+Progress::Thread Progress::Thread::current() {
+  Thread thread;
+  NTP_CHECK(pthread_getcpuclockid(pthread_self(), &thread.cpu_clock) == 0);
+  thread.tid = static_cast<pid_t>(syscall(SYS_gettid));
+  return thread;
+}
+
 // Starved: the training thread's CPU time against the wall time since its progress was last seen
-// to move (the first call that saw the current sequence), 1% to 50% of it (starved_share). Over
+// to move (the first call that saw the current sequence), under 50% of it, and either 1% or more
+// of it or runnable now (starved_share): a thread that waits for a core on a host with dozens of
+// runnable threads per core may get under 1% of a window and is still no blocked one. Over
 // that whole window, not the interval since the previous call: on a host with more runnable
 // threads than a scheduler period serves, a starved thread can get no CPU at all in one beat's
 // interval and some in the next, and only the window the watchers judge (progress standing
 // still) tells a thread that runs slowly from one that is blocked. Beat gaps: the wall time
 // between calls; calls less than 1 ms apart tell nothing new of it.
 Progress::Sample Progress::sample() const {
-  if (!cpu_clock_) return {};  // no clocks read: the simulator's tokens stay deterministic
-  const std::int64_t wall = clock_ns(CLOCK_MONOTONIC), cpu = clock_ns(*cpu_clock_);
+  if (!thread_) return {};  // no clocks read: the simulator's tokens stay deterministic
+  const std::int64_t wall = clock_ns(CLOCK_MONOTONIC), cpu = clock_ns(thread_->cpu_clock);
   const std::uint64_t sequence = sequence_.load(std::memory_order_relaxed);
   const std::lock_guard<std::mutex> lock(sample_mutex_);
   Sample out;
@@ -69,17 +82,37 @@ Progress::Sample Progress::sample() const {
     still_wall_ns_ = wall;
     still_cpu_ns_ = cpu;
     still_sequence_ = sequence;
-    out.still_ms = 0;
+    out.still_ms = out.ran_ms = 0;
   } else {
-    out.starved = starved_share(wall - still_wall_ns_, cpu - still_cpu_ns_);
-    out.still_ms = (wall - still_wall_ns_) / 1'000'000;
+    const std::int64_t window = wall - still_wall_ns_, ran = cpu - still_cpu_ns_;
+    // The run state only where the shares leave it open (a /proc read).
+    const bool open = window > 0 && 2 * ran < window && 100 * ran < window;
+    out.starved = starved_share(window, ran, open && thread_runnable(thread_->tid));
+    out.still_ms = window / 1'000'000;
+    out.ran_ms = ran / 1'000'000;
   }
   out.beat_gap_ms = *std::max_element(gaps_ms_.begin(), gaps_ms_.end());
   return out;
 }
 
-bool starved_share(std::int64_t wall_ns, std::int64_t cpu_ns) {
-  return wall_ns > 0 && 100 * cpu_ns >= wall_ns && 2 * cpu_ns < wall_ns;
+bool starved_share(std::int64_t wall_ns, std::int64_t cpu_ns, bool runnable) {
+  return wall_ns > 0 && (runnable || 100 * cpu_ns >= wall_ns) && 2 * cpu_ns < wall_ns;
+}
+
+bool thread_runnable(pid_t tid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", static_cast<int>(tid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[512];
+  const ssize_t length = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (length <= 0) return false;
+  // "<tid> (<name>) <state> ...": the name may hold spaces and parentheses, the state follows
+  // the last ')'.
+  const std::string_view stat(text, static_cast<size_t>(length));
+  const size_t close = stat.rfind(')');
+  return close != std::string_view::npos && close + 2 < stat.size() && stat[close + 2] == 'R';
 }
 
 std::string Progress::moving() const {
@@ -98,8 +131,8 @@ std::string Progress::token() const {
                     static_cast<long long>(step_.load(std::memory_order_relaxed)), waiting ? 1 : 0,
                     now.starved && !waiting ? 1 : 0, static_cast<long long>(now.beat_gap_ms));
   if (now.still_ms >= 0 && length > 0 && static_cast<size_t>(length) < sizeof text) {
-    std::snprintf(text + length, sizeof text - static_cast<size_t>(length), ":%lld",
-                  static_cast<long long>(now.still_ms));
+    std::snprintf(text + length, sizeof text - static_cast<size_t>(length), ":%lld:%lld",
+                  static_cast<long long>(now.still_ms), static_cast<long long>(now.ran_ms));
   }
   return text;
 }
@@ -112,7 +145,7 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
     return out;
   }
   out.beat = heartbeat_value.substr(0, bar);
-  // incarnation.sequence:phase:step:waiting[:starved]
+  // incarnation.sequence:phase:step:waiting[:starved:beat_gap_ms[:still_ms[:ran_ms]]]
   const std::string token = heartbeat_value.substr(bar + 1);
   const size_t a = token.find(':');
   const size_t b = a == std::string::npos ? a : token.find(':', a + 1);
@@ -120,6 +153,7 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
   const size_t d = c == std::string::npos ? c : token.find(':', c + 1);
   const size_t e = d == std::string::npos ? d : token.find(':', d + 1);
   const size_t f = e == std::string::npos ? e : token.find(':', e + 1);
+  const size_t g = f == std::string::npos ? f : token.find(':', f + 1);
   out.moving = token.substr(0, a);
   if (a != std::string::npos) {
     const auto code = static_cast<unsigned>(std::strtoul(token.c_str() + a + 1, nullptr, 10));
@@ -132,7 +166,42 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
   out.starved = flag(d, e == std::string::npos ? token.size() : e);
   if (e != std::string::npos) out.beat_gap_ms = std::strtoll(token.c_str() + e + 1, nullptr, 10);
   if (f != std::string::npos) out.still_ms = std::strtoll(token.c_str() + f + 1, nullptr, 10);
+  if (g != std::string::npos) out.ran_ms = std::strtoll(token.c_str() + g + 1, nullptr, 10);
   return out;
+}
+
+namespace {
+
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kSetup:
+      return "setup";
+    case Phase::kFirstStep:
+      return "the first step";
+    case Phase::kStep:
+      return "a step";
+    case Phase::kCheckpoint:
+      return "a checkpoint";
+    case Phase::kReform:
+      return "a re-formation";
+    case Phase::kJoin:
+      return "a join";
+    case Phase::kFinished:
+      return "finished";
+    case Phase::kEval:
+      return "an evaluation";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string describe_stillness(const ProgressToken& token) {
+  std::string out = "progress still";
+  if (token.still_ms) out += " for " + std::to_string(*token.still_ms) + " ms";
+  out += std::string(" in ") + phase_name(token.phase) + " (";
+  if (token.ran_ms) out += "ran " + std::to_string(*token.ran_ms) + " ms of CPU; ";
+  return out + (token.starved ? "starved)" : "not starved)");
 }
 
 std::chrono::milliseconds liveness_period(std::chrono::milliseconds hang_detect) {
@@ -165,7 +234,7 @@ bool Stillness::still(int id, const std::optional<std::string>& value, Clock::ti
   }
   const ProgressToken token = parse_progress(*value);
   if (it == seen_.end()) {
-    seen_[id] = Seen{*value, token.beat, token.moving, now, now};
+    seen_[id] = Seen{*value, token.beat, token.moving, now, now, ""};
     return false;
   }
   Seen& s = it->second;
@@ -179,7 +248,14 @@ bool Stillness::still(int id, const std::optional<std::string>& value, Clock::ti
   const std::chrono::milliseconds beat_bound = started && token.phase != Phase::kSetup
                                                    ? beat_allowance(token.beat_gap_ms, hang_detect_)
                                                    : phase_allowance(Phase::kSetup, hang_detect_);
-  if (now - s.beat_since >= beat_bound) return true;  // the process stopped or died
+  if (now - s.beat_since >= beat_bound) {  // the process stopped or died
+    s.verdict =
+        "beat still for " +
+        std::to_string(
+            std::chrono::duration_cast<std::chrono::milliseconds>(now - s.beat_since).count()) +
+        " ms";
+    return true;
+  }
   // How long progress has stood still: by the worker's own clock where its token says (a watcher
   // or a beat running late on a loaded host stretches nothing), else for as long as beats kept
   // saying so, from when it was last seen to move to when the latest beat was first seen (not to
@@ -189,7 +265,9 @@ bool Stillness::still(int id, const std::optional<std::string>& value, Clock::ti
                      : s.beat_since - s.moving_since;
   // A long phase's allowance for a starved thread, or one not yet started.
   const Phase allowed = token.starved || !started ? Phase::kSetup : token.phase;
-  return !token.waiting && confirmed >= phase_allowance(allowed, hang_detect_);
+  if (token.waiting || confirmed < phase_allowance(allowed, hang_detect_)) return false;
+  s.verdict = describe_stillness(token);
+  return true;
 }
 
 }  // namespace ntp::elastic

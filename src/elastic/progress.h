@@ -15,6 +15,7 @@
 // was doing.
 #pragma once
 
+#include <sys/types.h>
 #include <time.h>
 
 #include <array>
@@ -47,11 +48,14 @@ enum class Phase : std::uint8_t {
 //
 // Starved, not stuck (docs/recovery.md, "A loaded host"): a worker whose host's cores are busy runs
 // late, and its token says by how much, so that watchers judge it against its own pace:
-// - `starved`: with the training thread's CPU clock, the token says whether that thread ran, but
-//   for less than half of the time since its progress was last seen to move (1% to 50% of it)
-//   while not waiting: it works, slowly (contention, or a slow read that is not a peer's). Its
-//   progress gets the long allowance (phase_allowance of a long phase) instead of its phase's.
-//   Judged over that window, not one beat's interval, in which a starved thread may get no CPU.
+// - `starved`: with the training thread's CPU clock, the token says whether that thread ran for
+//   less than half of the time since its progress was last seen to move while not waiting, and
+//   still works: it ran at least 1% of that window, or it is runnable now (waits for a core: the
+//   kernel's run state, which a blocked thread, in a deadlock or a stuck call, is not). It works,
+//   slowly (contention, or a slow read that is not a peer's). Its progress gets the long
+//   allowance (phase_allowance of a long phase) instead of its phase's. Judged over that window,
+//   not one beat's interval, in which a starved thread may get no CPU.
+// - `ran_ms`: the training thread's CPU time in that window, for the verdict's message.
 // - `still_ms`: how long that window is, on this process's clock: how long its progress has stood
 //   still as its own heartbeat thread saw it. Watchers judge progress by it, not by when they read
 //   the tokens, so that a watcher or a beat that runs late on a loaded host does not stretch it.
@@ -63,23 +67,28 @@ enum class Phase : std::uint8_t {
 // ten times --hang-detect-ms, so a hang on a loaded host is found too, later.
 class Progress : public comm::WaitObserver {
  public:
+  // The thread whose progress this is, as the heartbeat thread reads it: its CPU-time clock and
+  // its kernel thread id (for its run state in /proc).
+  struct Thread {
+    clockid_t cpu_clock{};
+    pid_t tid = 0;
+    static Thread current();  // the calling thread
+  };
   // `incarnation`: the process's restart count in its slot (the launcher's NTP_RESTART_COUNT). It
   // leads the moving part of the token, so that a record of a previous process's progress (a
   // silent record, agreement.h) never matches this one's, however many marks it has made.
-  // `cpu_clock`: the training thread's CPU-time clock (this_thread_cpu_clock() called on it); none
-  // (tests, the simulator, whose tokens must not depend on the host's clocks): the token always
-  // says not starved and a beat gap of 0, and has no still_ms (watchers time its progress).
-  explicit Progress(int incarnation = 0, std::optional<clockid_t> cpu_clock = std::nullopt)
-      : incarnation_(incarnation), cpu_clock_(cpu_clock) {}
-  // The CPU-time clock of the calling thread.
-  static clockid_t this_thread_cpu_clock();
+  // `thread`: the training thread (Thread::current() called on it); none (tests, the simulator,
+  // whose tokens must not depend on the host's clocks): the token always says not starved and a
+  // beat gap of 0, and has no still_ms (watchers time its progress).
+  explicit Progress(int incarnation = 0, std::optional<Thread> thread = std::nullopt)
+      : incarnation_(incarnation), thread_(thread) {}
   // The training thread reached `phase` of `step`. Every call counts as progress.
   void mark(Phase phase, std::int64_t step);
   // "<incarnation>.<sequence>:<phase>:<step>:<waiting 0|1>:<starved
-  // 0|1>:<beat_gap_ms>[:<still_ms>]" for the heartbeat: one caller, the heartbeat thread. still_ms:
-  // the time since the first call that saw the current sequence (with a CPU clock only); starved
-  // compares the training thread's CPU time with it; beat_gap_ms is the longest of the last 8 times
-  // between calls.
+  // 0|1>:<beat_gap_ms>[:<still_ms>:<ran_ms>]" for the heartbeat: one caller, the heartbeat thread.
+  // still_ms: the time since the first call that saw the current sequence, ran_ms the training
+  // thread's CPU time in it (with a thread only); starved judges the two (and the run state);
+  // beat_gap_ms is the longest of the last 8 times between calls.
   std::string token() const;
   // The token's moving part, "<incarnation>.<sequence>" (ProgressToken::moving), without a sample
   // of the CPU clock: for this worker's own watch, which compares it with its silent record.
@@ -88,19 +97,23 @@ class Progress : public comm::WaitObserver {
   // Seconds the training thread has spent waiting on its peers so far (outermost waits; read on
   // that thread): a step's compute time is its wall time less the waits in it.
   double waited_seconds() const { return 1e-9 * static_cast<double>(waited_ns_); }
+  // The training thread's CPU seconds so far outside its waits on peers (read on that thread, out
+  // of any wait; 0 without a thread): its compute, less the time the host's scheduler gave to
+  // other threads, which its wall time counts.
+  double computed_cpu_seconds() const;
 
  private:
   struct Sample {
     bool starved = false;
     std::int64_t beat_gap_ms = 0;
-    std::int64_t still_ms = -1;  // none without a CPU clock
+    std::int64_t still_ms = -1, ran_ms = -1;  // none without a thread
   };
   // Samples the clocks: the window since progress last moved, and the longest of the last 8
   // intervals between calls.
   Sample sample() const;
 
   const int incarnation_;
-  const std::optional<clockid_t> cpu_clock_;
+  const std::optional<Thread> thread_;
   mutable std::mutex sample_mutex_;
   mutable std::int64_t sample_wall_ns_ = -1;  // the last call's wall clock (for beat gaps)
   // The window since progress was last seen to move: its start's wall and training-thread CPU
@@ -110,15 +123,23 @@ class Progress : public comm::WaitObserver {
   mutable std::array<std::int64_t, 8> gaps_ms_{};  // the last 8 intervals between calls
   mutable std::size_t next_gap_ = 0;
   std::atomic<int> waits_{0};
-  std::int64_t wait_start_ns_ = 0, waited_ns_ = 0;  // the training thread's only
+  // The training thread's only: the outermost wait's start and the waits' sum, by the wall clock
+  // and by its CPU clock.
+  std::int64_t wait_start_ns_ = 0, waited_ns_ = 0;
+  std::int64_t wait_start_cpu_ns_ = 0, waited_cpu_ns_ = 0;
   std::atomic<std::uint64_t> sequence_{0};
   std::atomic<std::uint8_t> phase_{0};
   std::atomic<std::int64_t> step_{-1};
 };
 
-// The starvation rule on one interval of `wall_ns`: the training thread ran `cpu_ns` of it, at
-// least 1% and less than half (below 1% it is blocked, at half or more it computes at speed).
-bool starved_share(std::int64_t wall_ns, std::int64_t cpu_ns);
+// The starvation rule on one window of `wall_ns`: the training thread ran `cpu_ns` of it, less than
+// half (at half or more it computes at speed), and at least 1% or it is `runnable` now (below 1%
+// and not runnable it is blocked).
+bool starved_share(std::int64_t wall_ns, std::int64_t cpu_ns, bool runnable = false);
+
+// Whether thread `tid` of this process is runnable now (running or waiting for a core: state R in
+// /proc/self/task/<tid>/stat); false if that cannot be read.
+bool thread_runnable(pid_t tid);
 
 // A heartbeat value read back: the beat (moves while the process runs), the progress (moves while
 // its training thread works), the phase it is in, and whether it waits on its peers.
@@ -129,12 +150,16 @@ struct ProgressToken {
   bool waiting = false;
   bool starved = false;  // its training thread runs, slowly (see Progress): the long allowance
   std::int64_t beat_gap_ms = 0;  // the longest of its last 8 beat intervals (see Progress)
-  // How long its progress had stood still when the token was made, by its own clock (see
-  // Progress); none from a process without a CPU clock, whose watchers time it themselves.
-  std::optional<std::int64_t> still_ms;
+  // How long its progress had stood still when the token was made, by its own clock, and the CPU
+  // time its training thread had in that window (see Progress); none from a process without a
+  // thread clock, whose watchers time it themselves.
+  std::optional<std::int64_t> still_ms, ran_ms;
 };
+// "progress still for 612 ms in phase 2 at step 9 (ran 3 ms of CPU; not starved)": what a token
+// says of a worker taken as hung, for the abort's message.
+std::string describe_stillness(const ProgressToken& token);
 // Splits a heartbeat value
-// "<beat>|<sequence>:<phase>:<step>:<waiting>[:<starved>:<beat_gap_ms>[:<still_ms>]]"
+// "<beat>|<sequence>:<phase>:<step>:<waiting>[:<starved>:<beat_gap_ms>[:<still_ms>[:<ran_ms>]]]"
 // (comm::Heartbeat with a progress payload); a value without '|' (a plain heartbeat) is all beat
 // and all progress.
 ProgressToken parse_progress(const std::string& heartbeat_value);
@@ -174,12 +199,15 @@ class Stillness {
   bool still(int id, const std::optional<std::string>& value, Clock::time_point now);
   // The value `id` was last seen with (for the silent record).
   const std::string& last_value(int id) const { return seen_.at(id).value; }
+  // Why `id` was last taken as still ("beat still for 700 ms", or describe_stillness's words).
+  const std::string& verdict(int id) const { return seen_.at(id).verdict; }
   void clear() { seen_.clear(); }
 
  private:
   struct Seen {
     std::string value, beat, moving;
     Clock::time_point beat_since, moving_since;
+    std::string verdict;
   };
   std::chrono::milliseconds hang_detect_;
   std::map<int, Seen> seen_;

@@ -8,6 +8,10 @@
 
 namespace ntp::elastic {
 
+std::string still_reason(int id, const std::string& why) {
+  return "rank " + std::to_string(id) + " made no progress: " + why;
+}
+
 std::vector<int> ring_neighbours(const std::vector<int>& members, int me) {
   const auto n = static_cast<long>(members.size());
   const auto it = std::find(members.begin(), members.end(), me);
@@ -95,6 +99,7 @@ Task<LivenessMachine::Look> LivenessMachine::round(const WatchedEpoch& e, bool n
     if (fresh) value = values.values[i] ? *values.values[i] : std::string(kAbsentBeat);
     if (stillness_.still(id, value, now)) {
       look.still = id;
+      look.why = stillness_.verdict(id);
       io::Op record = io::set(silent_key(e.group, id), stillness_.last_value(id));
       const io::Reply recorded = co_await io_.perform(std::move(record));
       (void)recorded;  // best effort

@@ -36,6 +36,9 @@ inline constexpr std::chrono::milliseconds kNoticeBlock{2000};
 // The members next to `me` in the ring of `members` (none when alone).
 std::vector<int> ring_neighbours(const std::vector<int>& members, int me);
 
+// The abort's reason for a neighbour taken as still: "rank 9 made no progress: <why>".
+std::string still_reason(int id, const std::string& why);
+
 // The notice loop: blocking reads of the launcher's and the job's event streams. Its state (the
 // streams' cursors, what was read) lives across epochs: an epoch armed later still sees the
 // notices that arrived before it.
@@ -75,6 +78,7 @@ class LivenessMachine {
 
   struct Look {
     std::optional<int> still;  // a neighbour whose progress stood still: recorded silent
+    std::string why;           // why it was taken as still (Stillness::verdict)
     bool fenced = false;       // this worker's own progress was recorded silent by a watcher
   };
   // One look for the armed epoch `e` (`new_epoch`: every neighbour's stillness starts afresh).

@@ -57,7 +57,7 @@ LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, data::
       group("train/a" + std::to_string(context.attempt)),
       hang_detect(config.hang_detect_ms),
       // Constructed on the training thread, which runs the job: its CPU clock is that thread's.
-      progress(context.restart_count, elastic::Progress::this_thread_cpu_clock()),
+      progress(context.restart_count, elastic::Progress::Thread::current()),
       heartbeat(context.beat_store ? context.beat_store : context.store, group, context.slot_rank,
                 elastic::liveness_period(hang_detect), [this] { return progress.token(); }),
       events(config.out_dir, context.slot_rank),

@@ -85,10 +85,19 @@ struct LiveRun {
   };
   struct StepTimes {
     double fwd_bwd_s = 0.0, sync_wait_s = 0.0, optimizer_s = 0.0;
-    double compute_s = 0.0;  // forward + backward less the waits on peers in it
+    // The device's time for forward + backward: the training thread's CPU time in it outside its
+    // waits on peers, plus the time a throttled or emulated device adds (throttle). Not its wall
+    // time less the waits: on a host with more busy threads than cores, that counts the time the
+    // scheduler gave to other processes, which says nothing of this rank's device.
+    double compute_s = 0.0;
   };
-  Result<double> forward_backward(int64_t step, elastic::Phase phase);
-  void throttle(int64_t step, double compute_s, int64_t samples) const;
+  struct ForwardBackward {
+    double loss = 0.0;       // the replica's mean loss
+    double compute_s = 0.0;  // StepTimes::compute_s
+  };
+  Result<ForwardBackward> forward_backward(int64_t step, elastic::Phase phase);
+  // Returns the seconds slept for it.
+  double throttle(int64_t step, double compute_s, int64_t samples) const;
   Result<StepTotals> step_totals(double replica_loss);
   Result<Update> apply_update(int64_t step, double grad_norm);
   Status report_step(int64_t step, const StepTotals& totals, const Update& update,

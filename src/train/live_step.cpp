@@ -23,10 +23,10 @@ Status LiveRun::train_step(int64_t step) {
   set_fault_step(step);
   fault_point("forward");
   StepTimes times;
-  const double waited_before = progress.waited_seconds();
-  NTP_ASSIGN_OR_RETURN(const double replica_loss, forward_backward(step, phase));
+  NTP_ASSIGN_OR_RETURN(const ForwardBackward passes, forward_backward(step, phase));
+  const double replica_loss = passes.loss;
   times.fwd_bwd_s = seconds_since(step_start);
-  times.compute_s = times.fwd_bwd_s - (progress.waited_seconds() - waited_before);
+  times.compute_s = passes.compute_s;
 
   // ---- wait for the sync still in flight ----
   const Clock::time_point wait_start = Clock::now();
@@ -62,13 +62,13 @@ Status LiveRun::train_step(int64_t step) {
 }
 
 // Forward + backward over this replica's micro-batches; the sync of each bucket starts as soon as
-// the last micro-batch's backward has finished it. Returns the replica's mean loss.
-Result<double> LiveRun::forward_backward(int64_t step, elastic::Phase phase) {
+// the last micro-batch's backward has finished it.
+Result<LiveRun::ForwardBackward> LiveRun::forward_backward(int64_t step, elastic::Phase phase) {
   model::Model& model = *job->model;
   SyncExecutor& sync = *job->sync;
   const ReplicaBatch& mine = job->batches[static_cast<size_t>(job->role.replica)];
   model.zero_grad();
-  double replica_loss = 0.0;
+  ForwardBackward out;
   for (int64_t k = 0; k < mine.micro_batches; ++k) {
     const int64_t size = mine.micro_size(k, c.micro_batch);
     NTP_ASSIGN_OR_RETURN(data::Batch batch,
@@ -82,23 +82,23 @@ Result<double> LiveRun::forward_backward(int64_t step, elastic::Phase phase) {
         sync.grads_ready(ready);
       };
     }
-    const Clock::time_point start = Clock::now();
-    const double waited_before = progress.waited_seconds();
+    const double computed_before = progress.computed_cpu_seconds();
     NTP_ASSIGN_OR_RETURN(double loss, model.forward_backward(batch.tokens, batch.targets, size,
                                                              c.model.n_ctx, backward));
-    throttle(step, seconds_since(start) - (progress.waited_seconds() - waited_before), size);
+    const double computed = progress.computed_cpu_seconds() - computed_before;
+    out.compute_s += computed + throttle(step, computed, size);
     progress.mark(phase, step);
     // (samples / size is the micro-batch count exactly when every micro-batch is full.)
-    replica_loss += loss / (static_cast<double>(mine.samples) / static_cast<double>(size));
+    out.loss += loss / (static_cast<double>(mine.samples) / static_cast<double>(size));
   }
-  return replica_loss;
+  return out;
 }
 
 // A throttled worker (WorkerContext::compute_factor) takes 1/factor as long for `compute_s` of
 // compute: it sleeps the difference (not a wait on its peers: its own, slower compute). With an
 // emulated device (--emulate-device-gflops) the micro-batch of `samples` also takes the device's
 // time for it, at the worker's factor.
-void LiveRun::throttle(int64_t step, double compute_s, int64_t samples) const {
+double LiveRun::throttle(int64_t step, double compute_s, int64_t samples) const {
   const double factor = ctx.compute_factor ? ctx.compute_factor(step) : 1.0;
   double sleep_s = factor < 1.0 ? std::max(0.0, compute_s) * (1.0 / factor - 1.0) : 0.0;
   if (c.emulate_device_gflops > 0.0) {
@@ -107,6 +107,7 @@ void LiveRun::throttle(int64_t step, double compute_s, int64_t samples) const {
     sleep_s += flops / (c.emulate_device_gflops * 1e9) / factor;
   }
   if (sleep_s > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
+  return sleep_s;
 }
 
 // The global loss and gradient norm, and whether world rank 0 speaks at the next step boundary:

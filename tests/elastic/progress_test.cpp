@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <chrono>
 #include <thread>
 
@@ -39,6 +42,9 @@ TEST(ProgressTokenTest, StarvedMeansRanForOnePercentToUnderHalfOfTheInterval) {
   EXPECT_TRUE(starved_share(kWall, 49'999'999));   // just under half
   EXPECT_FALSE(starved_share(kWall, 50'000'000));  // half or more: computing at speed
   EXPECT_FALSE(starved_share(0, 0));
+  // Runnable now (waiting for a core): starved below 1% too, never at half or more.
+  EXPECT_TRUE(starved_share(kWall, 0, true));
+  EXPECT_FALSE(starved_share(kWall, 50'000'000, true));
 }
 
 TEST(ProgressTokenTest, AStarvedTokenGetsTheLongAllowanceAndAWaitingOneNone) {
@@ -86,15 +92,15 @@ TEST(StillnessTest, ProgressIsTimedByTheWorkersClockOrUpToTheLatestBeat) {
 // a clock: on a loaded host a spinning thread may itself get under half a core.)
 TEST(ProgressTokenTest, TheCpuClockTellsABlockedThreadFromAStarvedOne) {
   std::atomic<bool> stop{false};
-  std::atomic<clockid_t> blocked_clock{}, duty_clock{};
+  std::atomic<Progress::Thread> blocked_thread{}, duty_thread{};
   std::atomic<int> ready{0};
   std::thread blocked([&] {
-    blocked_clock = Progress::this_thread_cpu_clock();
+    blocked_thread = Progress::Thread::current();
     ready.fetch_add(1);
     while (!stop.load()) std::this_thread::sleep_for(milliseconds(10));
   });
   std::thread duty([&] {  // 2 ms of work in every 20 ms: 10%
-    duty_clock = Progress::this_thread_cpu_clock();
+    duty_thread = Progress::Thread::current();
     ready.fetch_add(1);
     while (!stop.load()) {
       const auto until = std::chrono::steady_clock::now() + milliseconds(2);
@@ -104,7 +110,7 @@ TEST(ProgressTokenTest, TheCpuClockTellsABlockedThreadFromAStarvedOne) {
     }
   });
   while (ready.load() < 2) std::this_thread::yield();
-  const Progress of_blocked(0, blocked_clock.load()), of_duty(0, duty_clock.load());
+  const Progress of_blocked(0, blocked_thread.load()), of_duty(0, duty_thread.load());
   (void)of_blocked.token();  // the first sample
   (void)of_duty.token();
   std::this_thread::sleep_for(milliseconds(400));
@@ -124,9 +130,11 @@ TEST(ProgressTokenTest, TheCpuClockTellsABlockedThreadFromAStarvedOne) {
 // window starts over, and a thread that then runs no more is blocked, not starved.
 TEST(ProgressTokenTest, StarvedIsJudgedSinceProgressLastMovedNotPerBeat) {
   std::atomic<int> stage{0};  // 1: burn 30 ms of CPU; 2: burned; 3: stop
+  std::atomic<Progress::Thread> thread{};
   std::atomic<clockid_t> clock{};
   std::thread worker([&] {
-    clock = Progress::this_thread_cpu_clock();
+    thread = Progress::Thread::current();
+    clock = thread.load().cpu_clock;
     while (stage.load() == 0) std::this_thread::sleep_for(milliseconds(1));
     timespec t{};
     clock_gettime(clock.load(), &t);
@@ -139,7 +147,7 @@ TEST(ProgressTokenTest, StarvedIsJudgedSinceProgressLastMovedNotPerBeat) {
     while (stage.load() != 3) std::this_thread::sleep_for(milliseconds(10));
   });
   while (clock.load() == clockid_t{}) std::this_thread::yield();
-  Progress progress(0, clock.load());
+  Progress progress(0, thread.load());
   progress.mark(Phase::kStep, 1);
   (void)progress.token();  // the window opens: no CPU yet
   stage.store(1);
@@ -159,6 +167,64 @@ TEST(ProgressTokenTest, StarvedIsJudgedSinceProgressLastMovedNotPerBeat) {
   EXPECT_TRUE(mid.starved);
   EXPECT_TRUE(idle_interval.starved);  // no CPU in its interval, 30 ms in its window
   EXPECT_FALSE(after_mark.starved);    // no CPU since the mark: blocked
+}
+
+// A thread that waits for a core, runnable all the time but given under 1% of it, is starved, not
+// blocked: the run state says so where the share cannot. Made here by a spinning thread at
+// SCHED_IDLE (weight 3 against 1024) pinned to the core of a spinning thread at the normal policy:
+// the scheduler gives it about 0.3% of that core.
+TEST(ProgressTokenTest, ARunnableThreadGivenUnderOnePercentIsStarved) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  int core = 0;
+  while (!CPU_ISSET(core, &allowed)) ++core;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(core, &one);
+  std::atomic<bool> stop{false};
+  std::atomic<int> ready{0};
+  std::atomic<Progress::Thread> idle_thread{};
+  auto spin_on_core = [&](bool idle) {
+    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+    if (idle) {
+      const sched_param none{};
+      ASSERT_EQ(pthread_setschedparam(pthread_self(), SCHED_IDLE, &none), 0);
+      idle_thread = Progress::Thread::current();
+    }
+    ready.fetch_add(1);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  };
+  std::thread hog(spin_on_core, false);
+  std::thread starved(spin_on_core, true);
+  while (ready.load() < 2) std::this_thread::yield();
+  const Progress progress(0, idle_thread.load());
+  (void)progress.token();  // the window opens
+  std::this_thread::sleep_for(milliseconds(400));
+  const ProgressToken token = parse_progress("x|" + progress.token());
+  stop.store(true);
+  hog.join();
+  starved.join();
+  ASSERT_TRUE(token.still_ms && token.ran_ms);
+  // The case the rule is for: under 1% of the window (the share alone would call it blocked).
+  ASSERT_LT(100 * *token.ran_ms, *token.still_ms) << "ran " << *token.ran_ms << " ms";
+  EXPECT_TRUE(token.starved);
+}
+
+TEST(ProgressTokenTest, AVerdictSaysWhichRuleAndWhatTheTokenSaid) {
+  EXPECT_EQ(describe_stillness(parse_progress("x|0.7:2:9:0:0:25:612:3")),
+            "progress still for 612 ms in a step (ran 3 ms of CPU; not starved)");
+  EXPECT_EQ(describe_stillness(parse_progress("x|0.7:4:9:0:1:25")),
+            "progress still in a re-formation (starved)");
+  Stillness stillness(milliseconds(100));
+  const auto t0 = std::chrono::steady_clock::time_point{};
+  EXPECT_FALSE(stillness.still(1, "a.1|0.7:2:9:0:0:0:0:0", t0));
+  EXPECT_TRUE(stillness.still(1, "a.1|0.7:2:9:0:0:0:0:0", t0 + milliseconds(100)));
+  EXPECT_EQ(stillness.verdict(1), "beat still for 100 ms");
+  EXPECT_TRUE(stillness.still(1, "a.2|0.7:2:9:0:0:0:150:1", t0 + milliseconds(150)));
+  EXPECT_EQ(stillness.verdict(1),
+            "progress still for 150 ms in a step (ran 1 ms of CPU; not starved)");
 }
 
 }  // namespace

@@ -245,7 +245,8 @@ TEST(LiveRecoveryTest, AStalledTrainingThreadIsTakenAsHungWithinTheBound) {
     for (const nlohmann::json& e : read_metrics(scratch_dir() / "stall" / "events" /
                                                 ("rank_" + std::to_string(rank) + ".jsonl"))) {
       if (e["event"] == "step_failed" && e.contains("reason") &&
-          e["reason"] == "rank 9 made no progress" && (detected == 0.0 || e["time"] < detected)) {
+          e["reason"].get<std::string>().starts_with("rank 9 made no progress: progress still") &&
+          (detected == 0.0 || e["time"] < detected)) {
         detected = e["time"].get<double>();
       }
     }

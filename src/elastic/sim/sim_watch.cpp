@@ -91,7 +91,7 @@ void SimWatch::liveness_round() {
             link_.loop->after(liveness_period(hang_detect_), [this] { liveness_round(); });
           };
           if (!look.still) return next();
-          fire(generation, "rank " + std::to_string(*look.still) + " made no progress");
+          fire(generation, still_reason(*look.still, look.why));
           drive(link_, live_io_, post_failure(live_io_, epoch_.group, epoch), live_,
                 [next](Status) { next(); });
         });
