@@ -15,7 +15,7 @@ packages=(
   cmake ninja-build g++ clang-format pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
-  libgloo-dev libopenblas-dev libblis-dev libdnnl-dev libhiredis-dev redis-server
+  libgloo-dev libopenblas-dev libblis-dev libdnnl-dev libhiredis-dev redis-server libjemalloc2
   gnuplot-nox fortunes iproute2 spin
   python3 python3-pip python3-venv clang libclang-rt-14-dev
 )

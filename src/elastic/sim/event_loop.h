@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/check.h"
 #include "elastic/io.h"
 
 namespace ntp::elastic::sim {
@@ -29,8 +30,8 @@ class EventLoop {
       free_.pop_back();
       events_[slot] = std::move(event);
     }
-    agenda_.push_back(Entry{when < now_ ? now_ : when, next_order_++, slot});
-    std::push_heap(agenda_.begin(), agenda_.end(), Later{});
+    NTP_CHECK_MSG(next_order_ != UINT32_MAX, "the simulator's agenda ran out of event numbers");
+    push(Entry{(when < now_ ? now_ : when).time_since_epoch().count(), next_order_++, slot});
   }
   void after(Duration delay, std::function<void()> event) { at(now_ + delay, std::move(event)); }
   // Runs events in order until none is left, the next is after `end`, or `stop()` returns true
@@ -38,11 +39,9 @@ class EventLoop {
   template <typename Stop>
   std::int64_t run_until(Time end, Stop&& stop) {
     std::int64_t ran = 0;
-    while (!agenda_.empty() && agenda_.front().when <= end) {
-      std::pop_heap(agenda_.begin(), agenda_.end(), Later{});
-      const Entry e = agenda_.back();
-      agenda_.pop_back();
-      now_ = e.when;
+    while (!agenda_.empty() && agenda_.front().when <= end.time_since_epoch().count()) {
+      const Entry e = pop();
+      now_ = Time(Time::duration(e.when));
       std::function<void()> event = std::move(events_[e.slot]);
       free_.push_back(e.slot);
       event();
@@ -53,23 +52,58 @@ class EventLoop {
   }
 
  private:
-  // The agenda holds small entries (a heap of them moves often); the events wait in a slab.
+  // The agenda is a 4-ary heap of 16-byte entries, the earliest (then the first scheduled) at
+  // the front: a node's four children fill one 64-byte cache line, and the heap is half as deep
+  // as a binary one. At 100K GPUs it holds a few hundred thousand entries, past the L2 cache, and
+  // a binary heap of 24-byte entries spent a quarter of the run waiting on its cache misses. The
+  // events themselves wait in a slab, so that the heap moves only small entries.
   struct Entry {
-    Time when;
-    std::uint64_t order;
+    Time::rep when;
+    std::uint32_t order;
     std::uint32_t slot;  // in events_
   };
-  // A heap whose front is the earliest entry (then the first scheduled).
-  struct Later {
-    bool operator()(const Entry& a, const Entry& b) const {
-      return a.when != b.when ? a.when > b.when : a.order > b.order;
+  static_assert(sizeof(Entry) == 16);
+  static constexpr std::size_t kArity = 4;
+  static bool earlier(const Entry& a, const Entry& b) {
+    return a.when != b.when ? a.when < b.when : a.order < b.order;
+  }
+  void push(Entry e) {
+    std::size_t i = agenda_.size();
+    agenda_.push_back(e);
+    while (i > 0) {
+      const std::size_t parent = (i - 1) / kArity;
+      if (!earlier(e, agenda_[parent])) break;
+      agenda_[i] = agenda_[parent];
+      i = parent;
     }
-  };
+    agenda_[i] = e;
+  }
+  Entry pop() {
+    const Entry top = agenda_.front();
+    const Entry last = agenda_.back();
+    agenda_.pop_back();
+    const std::size_t n = agenda_.size();
+    std::size_t i = 0;
+    while (n > 0) {
+      const std::size_t first = kArity * i + 1;
+      if (first >= n) break;
+      std::size_t best = first;
+      const std::size_t end = std::min(first + kArity, n);
+      for (std::size_t c = first + 1; c < end; ++c) {
+        if (earlier(agenda_[c], agenda_[best])) best = c;
+      }
+      if (!earlier(agenda_[best], last)) break;
+      agenda_[i] = agenda_[best];
+      i = best;
+    }
+    if (n > 0) agenda_[i] = last;
+    return top;
+  }
   std::vector<Entry> agenda_;
   std::vector<std::function<void()>> events_;
   std::vector<std::uint32_t> free_;
   Time now_{};
-  std::uint64_t next_order_ = 0;
+  std::uint32_t next_order_ = 0;
 };
 
 }  // namespace ntp::elastic::sim

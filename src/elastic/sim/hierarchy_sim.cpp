@@ -67,6 +67,9 @@ struct World {
   ListWrites writes;
   // One decoded copy of each full list for every member (the bytes are the same).
   std::map<std::string, std::shared_ptr<const MemberList>> decoded;
+  // Counts the changes of any member's `formed` or `full`: the run's end is looked for again only
+  // after one (a look scans every member, and the loop asks after every event).
+  std::int64_t formation_changes = 0;
 
   explicit World(const SimConfig& c)
       : config(c),
@@ -296,6 +299,7 @@ void Member::reform_domain() {
   *await_live_ = false;  // a full list for the old domain list no longer fits
   agreed.reset();        // the figures run to the last re-formation
   formed.reset();
+  ++w_.formation_changes;
   progress_.waiting(false);
   drive(dlink_, agree_io_, agreement_.report_failure(domain_list_.epoch), running_, [this](Status) {
     watch_.disarm();
@@ -389,6 +393,7 @@ void Member::await_full() {
       await_live_, [this, io = await_io_](Result<std::shared_ptr<const MemberList>> got) {
         if (!got.ok()) return fail(got.status());
         full = *got;
+        ++w_.formation_changes;
         agreed = w_.loop.now();
         if (w_.config.form) {
           form();
@@ -432,6 +437,7 @@ void Member::connect(int links, int size) {
       drive(dlink_, done_io_, done_agreement_.mark_done(domain_list_), running_, [this](Status s) {
         if (!s.ok()) fail(s);
         formed = w_.loop.now();
+        ++w_.formation_changes;
         progress_.mark(Phase::kStep, 0);  // training again: in its collectives
         progress_.waiting(true);
       });
@@ -566,8 +572,12 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   });
   const Time last_fault = fault_at + (second ? c.second_kill_after : Duration(0));
   // Done when every survivor formed its groups with a full list that none of the victims is in.
+  std::int64_t looked_at_changes = -1;
   auto recovered = [&] {
-    if (w.loop.now() <= last_fault || !last_of(members, victims, &Member::formed)) return false;
+    if (w.loop.now() <= last_fault) return false;
+    if (w.formation_changes == looked_at_changes) return false;  // nothing new since the last look
+    looked_at_changes = w.formation_changes;
+    if (!last_of(members, victims, &Member::formed)) return false;
     for (size_t i = 0; i < members.size(); ++i) {
       const Member& m = *members[i];
       if (victims.count(static_cast<int>(i)) > 0) continue;

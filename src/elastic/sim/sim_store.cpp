@@ -53,19 +53,19 @@ void SimStore::submit(io::Op op, std::function<void(io::Reply)> done, const void
     return;
   }
   // Half a round trip to the server, then the queue: the server takes ops in arrival order.
-  loop_.after(
-      model_.round_trip / 2, [this, op = std::move(op), done = std::move(done), reader]() mutable {
-        ++at_server_;
-        counts_.peak_queue = std::max(counts_.peak_queue, at_server_);
-        const Time start = std::max(loop_.now(), free_at_);
-        free_at_ = start + service_time(op);
-        loop_.at(free_at_, [this, op = std::move(op), done = std::move(done), reader]() mutable {
-          --at_server_;
-          ++counts_.ops;
-          ++ops_by_index_[op.index()];
-          serve(std::move(op), std::move(done), reader);
-        });
-      });
+  // Every op travels the same half round trip, so ops arrive in the order they are sent, and the
+  // op's place in the queue is known now: one event (its service's end), not two.
+  const Time arrival = loop_.now() + model_.round_trip / 2;
+  while (!finishing_.empty() && finishing_.front() <= arrival) finishing_.pop_front();
+  const Time start = std::max(arrival, free_at_);
+  free_at_ = start + service_time(op);
+  finishing_.push_back(free_at_);
+  counts_.peak_queue = std::max(counts_.peak_queue, static_cast<std::int64_t>(finishing_.size()));
+  loop_.at(free_at_, [this, op = std::move(op), done = std::move(done), reader]() mutable {
+    ++counts_.ops;
+    ++ops_by_index_[op.index()];
+    serve(std::move(op), std::move(done), reader);
+  });
 }
 
 void SimStore::answer_empty(Waiter& w) {

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -48,7 +49,7 @@ class SimStore {
 
   StoreCounts counts() const;
   // From now on the server completes `ops_per_s` single-key ops a second (a slowed store: a
-  // busy host, a failing disk under AOF, a noisy neighbour). Ops already taken keep their time.
+  // busy host, a failing disk under AOF, a noisy neighbour). Ops already sent keep their time.
   void set_service_rate(double ops_per_s) { model_.ops_per_s = ops_per_s; }
   // Called with every key and value the server sets (SetMany), as it sets them.
   void observe_writes(std::function<void(const std::string&, const std::string&)> observer) {
@@ -79,7 +80,8 @@ class SimStore {
   std::array<std::int64_t, std::variant_size_v<io::Op>> ops_by_index_{};
   std::function<void(const std::string&, const std::string&)> observer_;
   Time free_at_{};  // when the server finishes what it has taken
-  std::int64_t at_server_ = 0;
+  // When each op at the server (arrived or on its way, in arrival order) finishes: the queue.
+  std::deque<Time> finishing_;
   std::unordered_map<std::string, std::string> keys_;
   std::unordered_map<std::string, std::vector<std::string>> streams_;
   // stream -> readers blocked on it (a reader of several streams is under each).
