@@ -249,17 +249,11 @@ SimResult simulate(const SimConfig& c) {
     }
   });
   w.incarnations.assign(static_cast<size_t>(c.gpus), comm::incarnation(0, 0));
-  std::vector<std::unique_ptr<Member>> members;
-  members.reserve(static_cast<size_t>(c.gpus));
-  for (int id = 0; id < c.gpus; ++id) members.push_back(std::make_unique<Member>(w, id));
-  start_all(members, c);
   SimResult out;
-  const Time fault_at = Time(c.steady);
-  // The steady load: store ops in the last kNoticeBlock (2 s) before the fault, a whole period of
-  // every loop (a shorter window would count each member's blocking read once or not at all).
-  const Time steady_from = fault_at - kNoticeBlock;
-  const double steady_s = seconds(kNoticeBlock);
-  out.events += w.loop.run_until(steady_from, [] { return false; });
+  const SteadyWindow window = steady_window(c);
+  const Time fault_at = window.fault_at;
+  const double steady_s = window.seconds;
+  const std::vector<std::unique_ptr<Member>> members = start_members<Member>(w, c, window, out);
   const std::int64_t ops_before = w.store.counts().ops;
   const std::map<std::string, std::int64_t> kinds_before = w.store.counts().by_kind;
   const int victim = c.gpus / 2;  // as control_plane_bench: a member in the middle of the ring

@@ -523,15 +523,11 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   NTP_CHECK_MSG(c.tp >= 2 && c.gpus % c.tp == 0 && c.gpus / c.tp >= 2,
                 "the hierarchy needs whole domains of at least 2 GPUs, and 2 domains");
   World w(c);
-  std::vector<std::unique_ptr<Member>> members;
-  members.reserve(static_cast<size_t>(c.gpus));
-  for (int id = 0; id < c.gpus; ++id) members.push_back(std::make_unique<Member>(w, id));
-  start_all(members, c);
   SimResult out;
-  const Time fault_at = Time(c.steady);
-  const Time steady_from = fault_at - kNoticeBlock;
-  const double steady_s = seconds(kNoticeBlock);
-  out.events += w.loop.run_until(steady_from, [] { return false; });
+  const SteadyWindow window = steady_window(c);
+  const Time fault_at = window.fault_at;
+  const double steady_s = window.seconds;
+  const std::vector<std::unique_ptr<Member>> members = start_members<Member>(w, c, window, out);
   auto ops = [&w] {
     std::vector<std::int64_t> counts{w.global.counts().ops};
     for (const auto& s : w.domain_stores) counts.push_back(s->counts().ops);

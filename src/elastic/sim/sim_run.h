@@ -17,6 +17,7 @@
 #include "elastic/progress.h"
 #include "elastic/sim/control_plane_sim.h"
 #include "elastic/sim/event_loop.h"
+#include "elastic/watch_machine.h"
 
 namespace ntp::elastic::sim {
 
@@ -32,15 +33,34 @@ inline std::vector<int> iota_ids(int n) {
   return ids;
 }
 
-// Every member started, its beats at a phase of the liveness period drawn from the seed.
-template <typename M>
-void start_all(const std::vector<std::unique_ptr<M>>& members, const SimConfig& c) {
+// The failure-free time before the fault, and the steady window at its end: the last kNoticeBlock
+// (2 s), a whole period of every loop (a shorter window would count each member's blocking read
+// once or not at all).
+struct SteadyWindow {
+  Time fault_at, from;
+  double seconds;
+};
+inline SteadyWindow steady_window(const SimConfig& c) {
+  const Time fault_at = Time(c.steady);
+  return {fault_at, fault_at - kNoticeBlock, seconds(kNoticeBlock)};
+}
+
+// Members 0 .. c.gpus - 1 of world `w` (M(w, id)), each started with its beats at a phase of the
+// liveness period drawn from the seed, run up to `window`'s start (events counted in `out`).
+template <typename M, typename World>
+std::vector<std::unique_ptr<M>> start_members(World& w, const SimConfig& c,
+                                              const SteadyWindow& window, SimResult& out) {
+  std::vector<std::unique_ptr<M>> members;
+  members.reserve(static_cast<size_t>(c.gpus));
+  for (int id = 0; id < c.gpus; ++id) members.push_back(std::make_unique<M>(w, id));
   Rng rng(c.seed);
   const Duration period = liveness_period(c.hang_detect);
   for (const auto& m : members) {
     m->start(
         Duration(static_cast<std::int64_t>(rng.uniform() * static_cast<double>(period.count()))));
   }
+  out.events += w.loop.run_until(window.from, [] { return false; });
+  return members;
 }
 
 // Ops by kind in `after` less those in `before`.
