@@ -95,7 +95,7 @@ class Progress : public comm::WaitObserver {
   std::string moving() const;
   void waiting(bool begins) override;
   // Seconds the training thread has spent waiting on its peers so far (outermost waits; read on
-  // that thread): a step's compute time is its wall time less the waits in it.
+  // that thread), by the wall clock.
   double waited_seconds() const { return 1e-9 * static_cast<double>(waited_ns_); }
   // The training thread's CPU seconds so far outside its waits on peers (read on that thread, out
   // of any wait; 0 without a thread): its compute, less the time the host's scheduler gave to
