@@ -147,7 +147,13 @@ start:
 
 lead:
     armed = darmed[d];
-    atomic { gfail[armed] = 1; dseen[d] = armed };  /* post_failure(armed) */
+    atomic {  /* post_failure(armed); the relay of that failure into the domain is done */
+      gfail[armed] = 1;
+      if
+      :: de[d] == e -> dseen[d] = armed  /* the watch's own state: a replaced leader's is not */
+      :: else -> skip
+      fi
+    }
     CHECK;
     if
     :: entered != NONE && entered > armed -> gfail[entered] = 1; CHECK  /* fail_in_flight */
