@@ -12,17 +12,20 @@
 //              global ids domain * domain_size + slot) is a function of the global list and the
 //              domain lists it names. The global decider composes and publishes it; a leader
 //              that does not see it within compose_wait composes it itself: the same bytes.
-//   leader     relay_full: copies it into its domain's namespace with the domain epoch it was
+//   leader     relay_full: copies it into its domain's namespace under the domain epoch it was
 //              agreed for (the global list's restarts[d]), and a "full <G>" event.
-//   member     await_full: waits for the full list agreed for its domain's epoch. An older one
-//              may still be there: the domain re-formed after it was relayed (a second fault,
-//              or another domain's), and a member that never read it must not take it.
+//   member     await_full: waits for the full list agreed for its domain's epoch, under that
+//              epoch's key. An older one may be there too: the domain re-formed after it was
+//              relayed (a second fault, or another domain's), and a member must not take it. One
+//              key per domain epoch, not one overwritten key: a leader that was paused and woke
+//              after its successor took over may still relay its old list, and over a single key
+//              it would hide its successor's from members that had not read it yet
+//              (models/hierarchy/hierarchy.pml, RELAY_ONE_KEY).
 //
 // Keys, besides AgreementMachine's in each namespace:
 //   <global>/domain/<d>/<e>   domain d's list of its epoch e (written once, by its leader)
 //   <global>/full/<G>         the full list of global epoch G
-//   <domain>/full             the latest full list relayed into the domain
-//   <domain>/full_for         the domain epoch it was agreed for (set with it, in one op)
+//   <domain>/full/<e>         the full list agreed for the domain's epoch e
 #pragma once
 
 #include <chrono>
@@ -42,8 +45,7 @@ namespace ntp::elastic {
 
 std::string domain_list_key(const std::string& global_group, int domain, int domain_epoch);
 std::string full_list_key(const std::string& global_group, int global_epoch);
-std::string relayed_full_key(const std::string& domain_group);
-std::string relayed_for_key(const std::string& domain_group);
+std::string relayed_full_key(const std::string& domain_group, int domain_epoch);
 
 // The full list of `global` from the domain lists it names (`domains[d]` for each d it lists, in
 // the domain's slot ids). Members and holders are global ids; the step, the base epoch and the
@@ -86,6 +88,8 @@ class DomainLeader {
   // the leaders' watches are armed on (`global.epoch`, which tells the other leaders) and
   // `fail_in_flight` when later (the epoch a dropped round of this domain announced in, -1:
   // none), agree the next global list (`global` becomes it), and read or compose its full list.
+  // A list agreed on an older list of this domain (a replaced leader's late announcement) is
+  // failed, and the next one agreed.
   // nullopt: that global epoch failed before anyone composed its full list (a new round).
   Task<Result<std::optional<FullList>>> round(MemberList& global, MemberList domain_list,
                                               int fail_in_flight,
