@@ -37,8 +37,8 @@
  * finds a violation of property 2 after 15M states (30 s); sorting that trail is the next step.
  * Each of the rules below was added for a counterexample the model found with F=2, all of them
  * with a paused leader that wakes after its successor took over (control_plane_sim's
- * leader-hang never wakes, so the simulator could not find them). The runtime's domain_leader.cpp
- * has none of the three yet; each switch restores the behaviour as built:
+ * leader-hang never wakes, so the simulator could not find them). domain_leader.cpp has the
+ * first and the third; each switch restores the behaviour before the rule:
  *   RELAY_ONE_KEY        the relay as built: one key pair per domain (<domain>/full and
  *                        <domain>/full_for) that every relay overwrites. A woken leader relays
  *                        its old list over its successor's, and a member of the new domain epoch
