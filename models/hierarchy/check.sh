@@ -13,15 +13,8 @@
 # under CI=true it fails.
 set -u
 here="$(cd "${0%/*}" && pwd)"
-if ! command -v spin >/dev/null 2>&1; then
-  if [ "${CI:-}" = "true" ]; then
-    echo "missing test dependency under CI=true: spin (apt-get install spin; scripts/setup.sh)"
-    exit 1
-  fi
-  echo "missing test dependency: spin (a failure under CI=true); skipped"
-  exit 77
-fi
-cc="${CC:-cc}"
+# shellcheck source=../require_spin.sh
+source "$here/../require_spin.sh"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 status=0

@@ -21,19 +21,8 @@ model="$here/recovery.pml"
 extended=0
 [ "${1:-}" = "--extended" ] && extended=1
 
-if ! command -v spin >/dev/null 2>&1; then
-  if [ "${CI:-}" = "true" ]; then
-    echo "missing test dependency under CI=true: spin (apt-get install spin; scripts/setup.sh)"
-    exit 1
-  fi
-  echo "missing test dependency: spin (a failure under CI=true); skipped"
-  exit 77
-fi
-cc="${CC:-cc}"
-if ! command -v "$cc" >/dev/null 2>&1; then
-  echo "missing test dependency: a C compiler ($cc)"
-  exit 1
-fi
+# shellcheck source=../require_spin.sh
+source "$here/../require_spin.sh"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
