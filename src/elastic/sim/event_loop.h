@@ -54,9 +54,10 @@ class EventLoop {
  private:
   // The agenda is a 4-ary heap of 16-byte entries, the earliest (then the first scheduled) at
   // the front: a node's four children fill one 64-byte cache line, and the heap is half as deep
-  // as a binary one. At 100K GPUs it holds a few hundred thousand entries, past the L2 cache, and
-  // a binary heap of 24-byte entries spent a quarter of the run waiting on its cache misses. The
-  // events themselves wait in a slab, so that the heap moves only small entries.
+  // as a binary one. At 100K GPUs it holds a few hundred thousand entries, past the L2 cache; with
+  // a binary heap of 24-byte entries the run loop's own time was 13% of a 16,416-GPU profile,
+  // most of it on the heap's compares (cache misses). The events themselves wait in a slab, so
+  // that the heap moves only small entries.
   struct Entry {
     Time::rep when;
     std::uint32_t order;
