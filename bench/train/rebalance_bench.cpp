@@ -6,7 +6,8 @@
 // keep); units moved inside the replica only (--batch-policy keep); and with rank 5's slot
 // dropped (--failed 1:1, its replica at TP 3). Per run: the median step time over the last
 // --tail steps. The ideals stretch the healthy step's compute by the capacity lost (inside the
-// replica: 4 / (3 + F); over the job: 12 / (11 + F)), its communication unchanged. Then
+// replica: 4 / (3 + F); over the job: 12 / (11 + F); over the job in whole samples: the best
+// split's slowest samples / pace over the healthy share), its communication unchanged. Then
 // --healthy-runs healthy runs of --healthy-steps with the defaults while --hogs processes spin on
 // the host's cores, each of which must move no unit.
 //
@@ -82,6 +83,26 @@ Run run_job(const std::string& name, const std::string& launch, const std::strin
   return r;
 }
 
+// The least stretch of a healthy replica's compute when `batch` samples are split in whole
+// samples over three replicas whose paces are 1, `pace` and 1: min over splits of max over
+// replicas of samples / pace, over the healthy share batch / 3 (greedy: each sample to the
+// replica that would finish it first, as train/batch_split.cpp). Shares follow the pace to the
+// sample, so this, not 12/(11+F), is what a batch of a few samples per replica can reach.
+double whole_sample_stretch(int batch, double pace) {
+  const double paces[3] = {1.0, pace, 1.0};
+  int samples[3] = {0, 0, 0};
+  for (int left = batch; left > 0; --left) {
+    int best = 0;
+    for (int d = 1; d < 3; ++d) {
+      if ((samples[d] + 1) / paces[d] < (samples[best] + 1) / paces[best]) best = d;
+    }
+    ++samples[best];
+  }
+  double slowest = 0.0;
+  for (int d = 0; d < 3; ++d) slowest = std::max(slowest, samples[d] / paces[d]);
+  return slowest / (batch / 3.0);
+}
+
 }  // namespace
 
 struct Options {
@@ -154,6 +175,7 @@ int main(int argc, char** argv) {
   // (4 / (3 + F)) when only its units move, over the whole job (12 / (11 + F)) when shares follow.
   const double in_replica = 4.0 / (3.0 + o.factor), in_job = 12.0 / (11.0 + o.factor);
   const double ideal = healthy.median_step_s + healthy.median_compute_s * (in_job - 1.0);
+  const double whole = whole_sample_stretch(o.batch, (3.0 + o.factor) / 4.0);
 
   std::printf("%-48s %10s %12s %12s %10s\n", "run", "step ms", "compute ms", "vs healthy",
               "vs ideal");
@@ -172,6 +194,10 @@ int main(int argc, char** argv) {
       healthy.median_step_s + healthy.median_compute_s * (in_replica - 1.0),
       healthy.median_compute_s * in_replica);
   row("ideal, shares follow (compute x 12/(11+F))", ideal, healthy.median_compute_s * in_job);
+  char whole_name[64];
+  std::snprintf(whole_name, sizeof whole_name, "ideal, whole samples (compute x %.3f)", whole);
+  row(whole_name, healthy.median_step_s + healthy.median_compute_s * (whole - 1.0),
+      healthy.median_compute_s * whole);
   std::printf("\nrebalances: healthy %d, no flags %d, unmitigated %d, units only %d\n",
               healthy.rebalances, defaults.rebalances, throttled.rebalances, weighted.rebalances);
   int moved = 0;
