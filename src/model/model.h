@@ -54,6 +54,12 @@ class Model {
   // Global gradient L2 norm of the replica: sharded gradients summed over ranks, copies skipped,
   // replicated ones counted once.
   virtual Result<double> grad_norm() = 0;
+  // The routed load of the last forward (forward_backward or loss): the busiest expert's routed
+  // tokens over the mean per expert (top_k x tokens / experts), the largest over the layers.
+  // ntp's routers never drop a token (no capacity bound), so this is the capacity factor a
+  // router with a token capacity would need to drop none; 1.0 is perfectly even routing. 0 for a
+  // model without a router.
+  virtual double routed_load_peak() const { return 0.0; }
 
   // The input precision of every matrix product of forward_backward and loss (kernels/cpu/
   // matmul.h): kFp32 (the default) or kBf16 (weights and activations rounded to bf16 as the

@@ -1,6 +1,7 @@
 #include "model/moe_model.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include "model/unit_lists.h"
@@ -106,6 +107,19 @@ double MoeModel::ffn_loss(const Dims& m) {
   }
   aux_ *= static_cast<double>(ne);
   return moe_.router_aux_loss_coef * aux_;
+}
+
+double MoeModel::routed_load_peak() const {
+  double peak = 0.0;
+  for (const MoeBlock& b : blocks_) {
+    const std::vector<int64_t>& counts = b.expert_counts();
+    const int64_t routed = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+    if (routed == 0) continue;  // no forward yet
+    const int64_t busiest = *std::max_element(counts.begin(), counts.end());
+    peak = std::max(peak, static_cast<double>(busiest) * static_cast<double>(counts.size()) /
+                              static_cast<double>(routed));
+  }
+  return peak;
 }
 
 Result<const float*> MoeModel::ffn_backward(size_t l, const Dims& m) {

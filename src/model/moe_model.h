@@ -82,6 +82,8 @@ class MoeModel final : public LlamaModel {
   double aux_loss() const { return aux_; }
   // Layer l's block (its routing and expert counts of the last forward).
   const MoeBlock& block(size_t l) const { return blocks_[l]; }
+  // Model::routed_load_peak from the blocks' expert counts (the same on every rank).
+  double routed_load_peak() const override;
 
   // Model FLOPs of one forward+backward over b*t tokens of the whole replica: 6 per active matrix
   // parameter per token (attention, the router, top_k and the shared experts, the LM head) plus

@@ -90,10 +90,13 @@ struct LiveRun {
     // time less the waits: on a host with more busy threads than cores, that counts the time the
     // scheduler gave to other processes, which says nothing of this rank's device.
     double compute_s = 0.0;
+    double routed_load_peak = 0.0;  // ForwardBackward's
   };
   struct ForwardBackward {
     double loss = 0.0;       // the replica's mean loss
     double compute_s = 0.0;  // StepTimes::compute_s
+    // model::Model::routed_load_peak, the largest over the micro-batches (0: no router).
+    double routed_load_peak = 0.0;
   };
   Result<ForwardBackward> forward_backward(int64_t step, elastic::Phase phase);
   // Returns the seconds slept for it.

@@ -1,5 +1,6 @@
 // One training step of a LiveRun: data -> forward/backward with overlapped sync -> wait -> loss and
 // norm -> clip -> optimizer -> commit -> metrics -> checkpoint -> eval.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <thread>
@@ -27,6 +28,7 @@ Status LiveRun::train_step(int64_t step) {
   const double replica_loss = passes.loss;
   times.fwd_bwd_s = seconds_since(step_start);
   times.compute_s = passes.compute_s;
+  times.routed_load_peak = passes.routed_load_peak;
 
   // ---- wait for the sync still in flight ----
   const Clock::time_point wait_start = Clock::now();
@@ -87,6 +89,7 @@ Result<LiveRun::ForwardBackward> LiveRun::forward_backward(int64_t step, elastic
                                                              c.model.n_ctx, backward));
     const double computed = progress.computed_cpu_seconds() - computed_before;
     out.compute_s += computed + throttle(step, computed, size);
+    out.routed_load_peak = std::max(out.routed_load_peak, model.routed_load_peak());
     progress.mark(phase, step);
     // (samples / size is the micro-batch count exactly when every micro-batch is full.)
     out.loss += loss / (static_cast<double>(mine.samples) / static_cast<double>(size));
@@ -174,7 +177,8 @@ Status LiveRun::report_step(int64_t step, const StepTotals& totals, const Update
                          times.optimizer_s,
                          stats.overlap_fraction(),
                          static_cast<double>(stats.fold_bytes_sent + stats.dp_bytes),
-                         times.compute_s};
+                         times.compute_s,
+                         times.routed_load_peak};
   const bool leader = role.world_rank == 0;
   std::vector<double> figures(leader ? kRankFigures * static_cast<size_t>(role.world_size) : 0);
   // The step is committed here; should a peer die in this gather, the leader still logs the

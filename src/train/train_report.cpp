@@ -122,6 +122,7 @@ void TrainReport::step(const StepFigures& f, const std::vector<double>& ranks) {
   const size_t replicas = degrees_.size();
   std::vector<double> fwd_bwd(replicas, 0.0), wait(replicas, 0.0), opt(replicas, 0.0);
   std::vector<double> overlap(replicas, 1.0), bytes(replicas, 0.0), compute(replicas, 0.0);
+  std::vector<double> routed(replicas, 0.0);
   for (size_t r = 0; r < replica_of_.size(); ++r) {
     const auto d = static_cast<size_t>(replica_of_[r]);
     const double* x = ranks.data() + kRankFigures * r;
@@ -131,6 +132,7 @@ void TrainReport::step(const StepFigures& f, const std::vector<double>& ranks) {
     overlap[d] = std::min(overlap[d], x[3]);
     bytes[d] = std::max(bytes[d], x[4]);
     compute[d] = std::max(compute[d], x[kComputeFigure]);
+    routed[d] = std::max(routed[d], x[kRoutedLoadFigure]);
   }
   nlohmann::json per_replica = nlohmann::json::array();
   for (size_t d = 0; d < replicas; ++d) {
@@ -143,6 +145,9 @@ void TrainReport::step(const StepFigures& f, const std::vector<double>& ranks) {
                            {"sync_overlap", overlap[d]},
                            {"sync_bytes_max_rank", bytes[d]},
                            {"compute_s", compute[d]}});
+    // A MoE model's routing: ntp drops no token, so this is the capacity factor that dropping
+    // none would need (model::Model::routed_load_peak).
+    if (routed[d] > 0.0) per_replica.back()["routed_load_peak"] = routed[d];
   }
   nlohmann::json line = {{"type", "step"},
                          {"time", unix_seconds()},

@@ -54,10 +54,12 @@ struct RecoveryEvent {
 };
 
 // What every rank reports per step: forward+backward, sync wait and optimizer seconds, the share
-// of its sync that overlapped backward, the bytes it moved for the sync (fold + DP buffers), and
-// its compute seconds (forward+backward less its waits on peers: what its own speed decides).
-inline constexpr size_t kRankFigures = 6;
+// of its sync that overlapped backward, the bytes it moved for the sync (fold + DP buffers), its
+// compute seconds (forward+backward less its waits on peers: what its own speed decides), and its
+// model's routed load peak (model::Model::routed_load_peak over its micro-batches; 0: no router).
+inline constexpr size_t kRankFigures = 7;
 inline constexpr size_t kComputeFigure = 5;
+inline constexpr size_t kRoutedLoadFigure = 6;
 using RankFigures = std::array<double, kRankFigures>;
 
 class TrainReport {

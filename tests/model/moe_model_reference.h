@@ -39,6 +39,8 @@ struct MoeModelOutput {
   // Smallest gap over all layers and tokens between the k-th and (k+1)-th router logit: weight
   // perturbations that move no logit by this much leave every routing decision unchanged.
   double min_gap = std::numeric_limits<double>::infinity();
+  // The busiest expert's routed tokens over the mean (k n / E), the largest over the layers.
+  double load_peak = 0.0;
 };
 
 inline MoeModelOutput moe_model_forward(const MoeModelConfig& cfg, const Weights& stacked,
@@ -82,6 +84,7 @@ inline MoeModelOutput moe_model_forward(const MoeModelConfig& cfg, const Weights
   const int64_t rows = static_cast<int64_t>(logits_all.size()) / ne;
   std::vector<double> tokens_per_expert(static_cast<size_t>(k * ne), 0.0);
   std::vector<double> router_prob(static_cast<size_t>(ne), 0.0);
+  std::vector<int64_t> routed(static_cast<size_t>(lc.n_layer * ne), 0);  // [layer, expert]
   for (int64_t r = 0; r < rows; ++r) {
     const double* lg = logits_all.data() + r * ne;
     const double mx = *std::max_element(lg, lg + ne);
@@ -100,7 +103,14 @@ inline MoeModelOutput moe_model_forward(const MoeModelConfig& cfg, const Weights
       }
       taken[best] = true;
       tokens_per_expert[j * ne + best] += 1.0 / static_cast<double>(rows);
+      ++routed[static_cast<size_t>((r / n) * ne + best)];  // rows are layer-major
     }
+  }
+  for (int64_t l = 0; l < lc.n_layer; ++l) {
+    const auto first = routed.begin() + l * ne;
+    out.load_peak =
+        std::max(out.load_peak, static_cast<double>(*std::max_element(first, first + ne)) /
+                                    (static_cast<double>(k * n) / static_cast<double>(ne)));
   }
   for (int64_t j = 0; j < k; ++j)
     for (int64_t e = 0; e < ne; ++e) out.aux += tokens_per_expert[j * ne + e] * router_prob[e];

@@ -220,10 +220,10 @@ TEST(MoeModelTest, LossMatchesFloat64Reference) {
     std::printf(
         "E %lld k %lld L %lld shared %lld: loss %.8f (ce %.6f + 0.02 aux %.6f), reference %.8f, "
         "rel. error "
-        "%.2e, aux rel. error %.2e, min top-k gap %.3f\n",
+        "%.2e, aux rel. error %.2e, min top-k gap %.3f, routed load peak %.3f\n",
         static_cast<long long>(cs.experts), static_cast<long long>(cs.top_k),
         static_cast<long long>(cs.layers), static_cast<long long>(cs.shared), *loss, want.ce,
-        want.aux, want.loss, err, aux_err, want.min_gap);
+        want.aux, want.loss, err, aux_err, want.min_gap, want.load_peak);
     // The same arithmetic depth as LlamaModel's loss (tens of float32 roundings of 6e-8 per
     // logit, partly cancelling; llama_model_test measures <= 6.5e-8) plus the MoE block's own
     // (moe_block_test: <= 2.6e-7), as long as no routing decision is within float32 noise of a
@@ -234,6 +234,10 @@ TEST(MoeModelTest, LossMatchesFloat64Reference) {
     EXPECT_LT(aux_err, 1e-6);
     EXPECT_EQ(*loss, *loss_fb);
     EXPECT_GT(want.aux, 0.9 * static_cast<double>(cs.top_k));  // aux >= k (Cauchy-Schwarz-ish)
+    // The routed load peak is a ratio of whole counts: with every routing decision the
+    // reference's (min_gap above), equal to the last bit but for the one division's rounding.
+    EXPECT_NEAR(m->routed_load_peak(), want.load_peak, 1e-15 * want.load_peak);
+    EXPECT_GE(want.load_peak, 1.0);  // the busiest expert takes at least the mean
   }
 }
 

@@ -125,9 +125,32 @@ TEST(MoeTrainTest, SharedExpertsAtTpThreeMatchOneProcess) {
       w.grad, w.loss, w.update);
 }
 
+// Every step line of the job `name` reports each of its `replicas` replicas' routed load peak
+// (model::Model::routed_load_peak): at least 1 (the busiest expert takes at least the mean) and at
+// most E / k (an expert takes each token at most once).
+void expect_routed_load_reported(const std::string& name, int replicas) {
+  const model::MoeModelConfig m = moe_model();
+  const double most = static_cast<double>(m.n_experts) / static_cast<double>(m.top_k);
+  std::ifstream metrics(test_jobs::scratch_dir() / ("moe-" + name) / "out" / "metrics.jsonl");
+  int steps = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] != "step") continue;
+    ++steps;
+    ASSERT_EQ(j["replicas"].size(), static_cast<size_t>(replicas)) << line;
+    for (const nlohmann::json& r : j["replicas"]) {
+      ASSERT_TRUE(r.contains("routed_load_peak")) << line;
+      EXPECT_GE(r["routed_load_peak"].get<double>(), 1.0) << line;
+      EXPECT_LE(r["routed_load_peak"].get<double>(), most) << line;
+    }
+  }
+  EXPECT_EQ(steps, kSteps) << name;
+}
+
 TEST(MoeTrainTest, MixedDegreesMatchUniform) {
   const parity::DumpedRun uniform = run_job({2, 2, "", "fold", "replicated"}, "uniform2x2");
   ASSERT_EQ(uniform.mismatches, 0);
+  expect_routed_load_reported("uniform2x2", 2);
   expect_loss_falls(uniform, "moe 2 x 2");
   for (const char* strategy : {"fold", "native"}) {
     const JobSpec spec{2, 2, "1:1", strategy, "replicated"};
