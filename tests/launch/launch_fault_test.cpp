@@ -135,11 +135,12 @@ TEST(LaunchFaultTest, ASlowedWorkerRunsSlowerUntilItsStepAndIsLeftRunning) {
   const double during = rate_ratio(at, 17, 63);
   EXPECT_GT(during, 0.30) << "slower than the factor: " << during;
   EXPECT_LT(during, 0.90) << "not slowed: " << during;
-  // After until= both run free: the twins' rates agree within the noise of a shared machine
-  // (identical loops measured 0.84-1.67 of each other in one run at load 7-15 on 2 cores).
+  // After until= the worker runs free: not slower than its twin beyond the noise of a shared
+  // machine (identical loops measured 0.84-1.67 of each other in one run at load 7-15 on 2
+  // cores). No upper bound: the victim running ahead of its twin (1.96 seen in CI beside other
+  // multi-process tests) is the scheduler's share, which nothing in the launcher sets.
   const double after = rate_ratio(at, 70, 115);
   EXPECT_GT(after, 0.7) << "still slowed after until: " << after;
-  EXPECT_LT(after, 1.8) << after;
   EXPECT_GT(after - during, 0.1) << "during " << during << ", after " << after;
   // The mechanism itself: stopped part of the time during it (~0.5 idle; 0.23-0.39 measured at
   // load 7-15, where a stop takes effect only once the worker is scheduled), never after it
