@@ -34,7 +34,8 @@
  * The model is the protocol as built (DomainLeader, domain_leader.cpp), with crashes and pauses
  * that end. The pauses found three gaps, all from a leader that wakes after its successor took
  * over and carries out the store operation it was about to send (control_plane_sim's
- * leader-hang never wakes, so the simulator could not find them). Two are mended in
+ * leader-hang never wakes, so the simulator could not find them; its --pause-leader-ms now
+ * wakes one, and keeps the invariants with the mends). Two are mended in
  * domain_leader.cpp; each switch below restores the behaviour before the mend, and check.sh
  * asserts that spin then finds a counterexample. The third rule is modeled, not built:
  *   RELAY_ONE_KEY        one relay key pair per domain (<domain>/full and <domain>/full_for)

@@ -32,7 +32,7 @@ inline void poll_addresses(StoreLink link, std::shared_ptr<std::vector<std::stri
         if (!read.empty()) link.send(io::Erase{std::move(read)}, nullptr);
         *missing = std::move(still);
         const Duration wait = missing->empty() ? Duration(0) : pause;
-        link.loop->after(wait, [link, missing, pause, live, done = std::move(done)]() mutable {
+        link.after(wait, [link, missing, pause, live, done = std::move(done)]() mutable {
           poll_addresses(link, missing, std::min<Duration>(2 * pause, kMaxAddressPoll), live,
                          std::move(done));
         });

@@ -57,6 +57,14 @@ struct SimConfig {
   // formation that follows both.
   Duration second_kill_after{-1};
   bool second_in_same_domain = false;
+  // With the hierarchy: the leader of the domain after the first fault's is paused this long
+  // after the first fault (negative: never) and continued pause_for later, as SIGSTOP and SIGCONT
+  // would: what reaches it meanwhile waits, and on waking it carries out what it was doing (the
+  // case elastic's Promela model found gaps in). The run then goes on at least 2 x the leaders'
+  // hang detection past the wake, and the paused member must either have left (declared dead:
+  // it read so and left) or be a survivor like any other.
+  Duration pause_leader_after{-1};
+  Duration pause_for = std::chrono::seconds(3);
   std::uint64_t seed = 1;
   std::chrono::milliseconds limit{120000};  // virtual time after the fault before giving up
 };
@@ -77,8 +85,10 @@ struct SimResult {
   int agreed_epoch = -1;
   int victim = -1;
   int second_victim = -1;
-  std::int64_t events = 0;  // the simulation's own work
-  std::string invariants;   // "ok", or the first violation
+  int paused_leader = -1;           // pause_leader_after's member
+  bool paused_leader_left = false;  // it was declared dead and left
+  std::int64_t events = 0;          // the simulation's own work
+  std::string invariants;           // "ok", or the first violation
 };
 
 SimResult simulate(const SimConfig& config);

@@ -4,7 +4,8 @@
 //
 //   build/bin/control_plane_sim --gpus 64,256,1024 [--store-ops 100000] [--rtt-us 100]
 //       [--fault kill|hang|leader-kill|leader-hang] [--seeds K] [--seed S] [--tp 8] [--no-form]
-//       [--hierarchy [--global-hang-factor 3]]
+//       [--hierarchy [--global-hang-factor 3] [--second-kill-ms MS] [--pause-leader-ms MS
+//       [--pause-for-ms 3000]]]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -145,6 +146,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e7));
   app.add_flag("--second-in-same-domain", c.second_in_same_domain,
                "the second kill strikes the first fault's domain");
+  double pause_leader_ms = -1, pause_for_ms = 3000;
+  app.add_option("--pause-leader-ms", pause_leader_ms,
+                 "with --hierarchy: pause (SIGSTOP) the leader of the domain after the first "
+                 "fault's this many ms after it; it wakes --pause-for-ms later and carries out "
+                 "what it was doing");
+  app.add_option("--pause-for-ms", pause_for_ms, "how long the paused leader stays stopped")
+      ->check(CLI::PositiveNumber);
   app.add_option("--global-hang-factor", c.global_hang_factor,
                  "the leaders' watch gives a domain this many times --hang-detect-ms")
       ->check(CLI::Range(2, 100));
@@ -177,8 +185,15 @@ int main(int argc, char** argv) {
   if (second_kill_ms >= 0) {
     c.second_kill_after = std::chrono::nanoseconds(static_cast<long long>(second_kill_ms * 1e6));
   }
-  if (!c.hierarchy && (fault.starts_with("leader") || fault == "mixed" || second_kill_ms >= 0)) {
-    std::fprintf(stderr, "control_plane_sim: --fault %s and --second-kill-ms need --hierarchy\n",
+  if (pause_leader_ms >= 0) {
+    c.pause_leader_after = std::chrono::nanoseconds(static_cast<long long>(pause_leader_ms * 1e6));
+    c.pause_for = std::chrono::nanoseconds(static_cast<long long>(pause_for_ms * 1e6));
+  }
+  if (!c.hierarchy && (fault.starts_with("leader") || fault == "mixed" || second_kill_ms >= 0 ||
+                       pause_leader_ms >= 0)) {
+    std::fprintf(stderr,
+                 "control_plane_sim: --fault %s, --second-kill-ms and --pause-leader-ms need "
+                 "--hierarchy\n",
                  fault.c_str());
     return 2;
   }
@@ -216,6 +231,10 @@ int main(int argc, char** argv) {
                        1e3) /
             1e3;
         line["second_in_same_domain"] = c.second_in_same_domain;
+      }
+      if (r.paused_leader >= 0) {
+        line["paused_leader"] = r.paused_leader;
+        line["paused_leader_left"] = r.paused_leader_left;
       }
       line["abort_all_s"] = seconds_or_null(r.abort_all_s);
       line["agree_s"] = seconds_or_null(r.agree_s);

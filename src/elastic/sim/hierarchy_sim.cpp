@@ -150,9 +150,9 @@ struct World {
 // A domain's leadership, held by its lowest live slot: the global watch and the round that
 // agrees the global list and hands the full list to the domain.
 struct Leadership {
-  Leadership(World& w, int domain, const Progress* progress, std::shared_ptr<bool> live,
-             std::function<void(const std::string&)> on_fire)
-      : watch(w.link(w.global), kGlobal, domain, w.global_hang_detect(), progress, std::move(live),
+  Leadership(World& w, StoreLink global_link, int domain, const Progress* progress,
+             std::shared_ptr<bool> live, std::function<void(const std::string&)> on_fire)
+      : watch(global_link, kGlobal, domain, w.global_hang_detect(), progress, std::move(live),
               std::move(on_fire)) {}
   SimWatch watch;
   MemberList global;                    // the last global list this leader agreed
@@ -175,15 +175,16 @@ class Member {
         domain_(gid / w.domain_size),
         slot_(gid % w.domain_size),
         gid_(gid),
-        dlink_(w.link(*w.domain_stores[static_cast<size_t>(gid / w.domain_size)])),
-        glink_(w.link(w.global)),
+        dlink_(pausable(w.link(*w.domain_stores[static_cast<size_t>(gid / w.domain_size)]))),
+        glink_(pausable(w.link(w.global))),
         agreement_(domain_params(), agree_io_),
         done_agreement_(domain_params(), done_io_),
         watch_(dlink_, domain_group(domain_), slot_, w.config.hang_detect, &progress_, running_,
                [this](const std::string& reason) { on_domain_fire(reason); }) {
     progress_.mark(Phase::kStep, 0);
-    progress_.waiting(true);  // in the step's collective: waiting on its peers, not stuck
+    in_collectives(true);
     domain_list_ = initial_list(iota_ids(w.domain_size), w.domain_size);
+    watch_.on_fenced([this] { leave(); });
   }
 
   void start(Duration beat_offset) {
@@ -195,12 +196,16 @@ class Member {
     }
   }
   void stop(bool post_exit);
+  // SIGSTOP and SIGCONT of the process (ProcessPause).
+  void pause() { pause_.pause(); }
+  void resume() { pause_.resume(); }
   bool leads() const { return lead_ != nullptr; }
   bool fenced() const { return watch_.fenced() || (lead_ && lead_->watch.fenced()); }
 
   std::optional<Time> aborted, agreed, formed;
   std::shared_ptr<const MemberList> full;
   bool fired_early = false;
+  bool left = false;  // it read that it was declared dead, and left the job
   std::string error;
   Time fault_at = Time::max();
 
@@ -239,11 +244,33 @@ class Member {
   void fail(const Status& s) {
     if (error.empty()) error = s.to_string();
   }
+  // Declared dead (a watcher recorded it silent, or a list was published without it): the
+  // runtime's member leaves the job, and its launcher posts its exit.
+  void leave() {
+    if (left) return;
+    left = true;
+    ++w_.formation_changes;  // the run's end is looked for again: one member fewer to wait for
+    stop(true);
+  }
+  // The training thread in its step's collectives (waiting on its peers, not stuck), or not. The
+  // runtime scopes its waits, so that a wait's start and end pair up: a re-formation that starts
+  // while the last one's formation is still under way (no collective entered) ends no wait.
+  void in_collectives(bool in) {
+    if (in == in_collectives_) return;
+    in_collectives_ = in;
+    progress_.waiting(in);
+  }
+  StoreLink pausable(StoreLink link) {
+    link.pause = &pause_;
+    return link;
+  }
 
   World& w_;
   int domain_, slot_, gid_;
+  ProcessPause pause_;  // before the links, which point at it
   StoreLink dlink_, glink_;
   Progress progress_;
+  bool in_collectives_ = false;
   std::shared_ptr<bool> running_ = std::make_shared<bool>(true);
   // The agreement, and its mark_done on a slot of its own: a re-formation may start while the
   // last one's done key is on its way.
@@ -271,8 +298,9 @@ void Member::stop(bool post_exit) {
 
 void Member::lead(MemberList global) {
   lead_ =
-      std::make_unique<Leadership>(w_, domain_, &progress_, running_,
+      std::make_unique<Leadership>(w_, glink_, domain_, &progress_, running_,
                                    [this](const std::string& reason) { on_global_fire(reason); });
+  lead_->watch.on_fenced([this] { leave(); });
   lead_->global = std::move(global);
   lead_->watch.arm(lead_->global.epoch, lead_->global.members, w_.domain_incarnations);
 }
@@ -281,7 +309,7 @@ void Member::on_domain_fire(const std::string& reason) {
   note_fire(reason);
   if (!aborted) aborted = w_.loop.now();
   if (lead_) lead_->domain_round_since_arm = true;  // its failure is posted by this round
-  w_.loop.after(Duration(0), [this] { reform_domain(); });
+  dlink_.after(Duration(0), [this] { reform_domain(); });
 }
 
 // Another domain failed the global epoch: this domain re-forms too (its groups span domains),
@@ -300,7 +328,7 @@ void Member::reform_domain() {
   agreed.reset();        // the figures run to the last re-formation
   formed.reset();
   ++w_.formation_changes;
-  progress_.waiting(false);
+  in_collectives(false);
   drive(dlink_, agree_io_, agreement_.report_failure(domain_list_.epoch), running_, [this](Status) {
     watch_.disarm();
     progress_.mark(Phase::kReform, 0);
@@ -308,6 +336,7 @@ void Member::reform_domain() {
           agreement_.agree(domain_list_, Announcement{0, 0}, false, {},
                            [] { return std::string("sim layout"); }, {}),
           running_, [this](Result<MemberList> list) {
+            if (!list.ok() && list.status().code() == StatusCode::kAborted) leave();  // fenced
             if (!list.ok()) return fail(list.status());
             watch_.arm(domain_list_.epoch, domain_list_.members, w_.slot_incarnations);
             if (domain_list_.members.front() == slot_) lead_round();
@@ -400,7 +429,7 @@ void Member::await_full() {
         } else {
           formed = agreed;
           progress_.mark(Phase::kStep, 0);
-          progress_.waiting(true);
+          in_collectives(true);
         }
       });
 }
@@ -431,18 +460,18 @@ void Member::form() {
 void Member::connect(int links, int size) {
   const double hops = std::ceil(std::log2(std::max(2, size)));
   const Duration barriers = 4 * static_cast<std::int64_t>(2 * hops) * w_.config.link_round_trip;
-  w_.host.run(links * w_.config.connect_per_link, [this, barriers] {
+  w_.host.run(links * w_.config.connect_per_link, dlink_.as_member([this, barriers] {
     if (!*running_) return;
-    w_.loop.after(barriers, [this] {
+    dlink_.after(barriers, [this] {
       drive(dlink_, done_io_, done_agreement_.mark_done(domain_list_), running_, [this](Status s) {
         if (!s.ok()) fail(s);
         formed = w_.loop.now();
         ++w_.formation_changes;
         progress_.mark(Phase::kStep, 0);  // training again: in its collectives
-        progress_.waiting(true);
+        in_collectives(true);
       });
     });
-  });
+  }));
 }
 
 // The leader's part of the formation on `full`: it reads its members' addresses for links to
@@ -550,6 +579,24 @@ SimResult simulate_hierarchy(const SimConfig& c) {
     w.loop.at(fault_at + c.second_kill_after,
               [&members, &out] { members[static_cast<size_t>(out.second_victim)]->stop(true); });
   }
+  const bool pausing = c.pause_leader_after >= Duration(0);
+  const Time wake_at = fault_at + c.pause_leader_after + c.pause_for;
+  if (pausing) {
+    out.paused_leader = ((w.domains / 2 + 1) % w.domains) * c.tp;
+    NTP_CHECK_MSG(victims.count(out.paused_leader) == 0 && c.pause_for > Duration(0),
+                  "the paused leader must be another member than the killed ones, paused a while");
+    Member& paused = *members[static_cast<size_t>(out.paused_leader)];
+    w.loop.at(fault_at + c.pause_leader_after, [&paused] { paused.pause(); });
+    w.loop.at(wake_at, [&paused] { paused.resume(); });
+  }
+  // Left out of the end's checks: the killed members, and the paused one once it left.
+  auto excluded = [&] {
+    std::set<int> out_of_job = victims;
+    if (pausing && members[static_cast<size_t>(out.paused_leader)]->left) {
+      out_of_job.insert(out.paused_leader);
+    }
+    return out_of_job;
+  };
   for (auto& m : members) m->fault_at = fault_at;
   std::int64_t global_ops_at_fault = 0;
   w.loop.at(fault_at, [&] {
@@ -566,18 +613,20 @@ SimResult simulate_hierarchy(const SimConfig& c) {
     members[static_cast<size_t>(victim)]->stop(c.fault == Fault::kKill ||
                                                c.fault == Fault::kLeaderKill);
   });
-  const Time last_fault = fault_at + (second ? c.second_kill_after : Duration(0));
+  Time last_fault = fault_at + (second ? c.second_kill_after : Duration(0));
+  if (pausing) last_fault = std::max(last_fault, wake_at + 2 * w.global_hang_detect());
   // Done when every survivor formed its groups with a full list that none of the victims is in.
   std::int64_t looked_at_changes = -1;
   auto recovered = [&] {
     if (w.loop.now() <= last_fault) return false;
     if (w.formation_changes == looked_at_changes) return false;  // nothing new since the last look
     looked_at_changes = w.formation_changes;
-    if (!last_of(members, victims, &Member::formed)) return false;
+    const std::set<int> out_of_job = excluded();
+    if (!last_of(members, out_of_job, &Member::formed)) return false;
     for (size_t i = 0; i < members.size(); ++i) {
       const Member& m = *members[i];
-      if (victims.count(static_cast<int>(i)) > 0) continue;
-      for (int v : victims) {
+      if (out_of_job.count(static_cast<int>(i)) > 0) continue;
+      for (int v : out_of_job) {
         if (m.full->has(v)) return false;
       }
     }
@@ -589,14 +638,16 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   for (const auto& s : w.domain_stores) {
     out.peak_domain_store_queue = std::max(out.peak_domain_store_queue, s->counts().peak_queue);
   }
-  set_phases(out, members, victims, fault_at);
+  const std::set<int> out_of_job = excluded();
+  out.paused_leader_left = pausing && out_of_job.count(out.paused_leader) > 0;
+  set_phases(out, members, out_of_job, fault_at);
   for (size_t i = 0; i < members.size(); ++i) {
-    if (victims.count(static_cast<int>(i)) == 0 && members[i]->full) {
+    if (out_of_job.count(static_cast<int>(i)) == 0 && members[i]->full) {
       out.agreed_epoch = members[i]->full->epoch;
       break;
     }
   }
-  out.invariants = check(w, members, victims);
+  out.invariants = check(w, members, out_of_job);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "elastic/io.h"
 #include "elastic/sim/event_loop.h"
@@ -15,15 +16,62 @@
 
 namespace ntp::elastic::sim {
 
+// A member process stopped and continued (SIGSTOP, SIGCONT): while it is paused nothing of it
+// runs; what reaches it (store replies, its timers' expiries) waits in arrival order and runs when
+// it is continued, as a stopped process's socket buffers and expired timers do. What it sent
+// before the pause is served meanwhile.
+class ProcessPause {
+ public:
+  void deliver(std::function<void()> fn) {
+    if (paused_) {
+      held_.push_back(std::move(fn));
+    } else {
+      fn();
+    }
+  }
+  void pause() { paused_ = true; }
+  void resume() {
+    paused_ = false;
+    std::vector<std::function<void()>> held;
+    held.swap(held_);
+    for (std::function<void()>& fn : held) deliver(std::move(fn));
+  }
+  bool paused() const { return paused_; }
+
+ private:
+  bool paused_ = false;
+  std::vector<std::function<void()>> held_;
+};
+
 struct StoreLink {
   EventLoop* loop = nullptr;
   SimStore* store = nullptr;
   HostCpu* host = nullptr;
-  Duration cpu_per_op{0};  // the member's CPU per op sent and per reply taken in
+  Duration cpu_per_op{0};         // the member's CPU per op sent and per reply taken in
+  ProcessPause* pause = nullptr;  // the member's, where it can be paused (must outlive the run)
+
+  // fn, run as the member: at once, or when it is continued if it is paused then.
+  std::function<void()> as_member(std::function<void()> fn) const {
+    if (pause == nullptr) return fn;
+    return [p = pause, fn = std::move(fn)]() mutable { p->deliver(std::move(fn)); };
+  }
+  // A timer of the member's: fn runs `wait` from now, or when it is continued.
+  void after(Duration wait, std::function<void()> fn) const {
+    loop->after(wait, as_member(std::move(fn)));
+  }
 
   // A member's store op: its CPU to send it, the store, its CPU to take the reply in. A sleep
-  // costs no CPU. `reader` names the member's stream reader (SimStore::wake).
+  // costs no CPU. `reader` names the member's stream reader (SimStore::wake). A paused member
+  // takes the reply in when it is continued, at that moment's time.
   void send(io::Op op, std::function<void(io::Reply)> done, const void* reader = nullptr) const {
+    if (pause != nullptr && done) {
+      done = [p = pause, l = loop, done = std::move(done)](io::Reply reply) mutable {
+        p->deliver([l, done, reply = std::move(reply)]() mutable {
+          reply.now = l->now();
+          done(std::move(reply));
+        });
+      };
+    }
     if (std::holds_alternative<io::Sleep>(op) || cpu_per_op.count() == 0) {
       store->submit(std::move(op), std::move(done), reader);
       return;

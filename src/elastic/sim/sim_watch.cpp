@@ -22,7 +22,7 @@ SimWatch::SimWatch(StoreLink link, std::string group, int me, std::chrono::milli
 }
 
 void SimWatch::start_beats(Duration offset, int beater) {
-  link_.loop->after(offset, [this, beater] { beat(beater); });
+  link_.after(offset, [this, beater] { beat(beater); });
 }
 
 void SimWatch::beat(int beater) {
@@ -31,7 +31,7 @@ void SimWatch::beat(int beater) {
                      "s" + std::to_string(beater) + "." + std::to_string(beats_++) + "|" +
                          progress_->token()),
              nullptr);
-  link_.loop->after(liveness_period(hang_detect_), [this, beater] { beat(beater); });
+  link_.after(liveness_period(hang_detect_), [this, beater] { beat(beater); });
 }
 
 void SimWatch::arm(int epoch, const std::vector<int>& members,
@@ -86,9 +86,12 @@ void SimWatch::liveness_round() {
   const int epoch = epoch_.epoch;
   drive(link_, live_io_, liveness_.round(epoch_, new_epoch), live_,
         [this, generation, epoch](LivenessMachine::Look look) {
-          if (look.fenced) fenced_ = true;
+          if (look.fenced && !fenced_) {
+            fenced_ = true;
+            if (on_fenced_) on_fenced_();
+          }
           auto next = [this] {
-            link_.loop->after(liveness_period(hang_detect_), [this] { liveness_round(); });
+            link_.after(liveness_period(hang_detect_), [this] { liveness_round(); });
           };
           if (!look.still) return next();
           fire(generation, still_reason(*look.still, look.why));

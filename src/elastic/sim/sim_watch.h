@@ -39,6 +39,9 @@ class SimWatch {
   bool armed() const { return armed_; }
   // A watcher recorded this member silent while it lived.
   bool fenced() const { return fenced_; }
+  // Runs once, when this member first reads that a watcher recorded it silent (the runtime's
+  // member then leaves the job).
+  void on_fenced(std::function<void()> fn) { on_fenced_ = std::move(fn); }
 
  private:
   void beat(int beater);
@@ -51,6 +54,7 @@ class SimWatch {
   const Progress* progress_;
   std::shared_ptr<bool> live_;
   std::function<void(const std::string&)> on_fire_;
+  std::function<void()> on_fenced_;
   IoSlot notice_io_, live_io_;
   NoticeMachine notices_;
   LivenessMachine liveness_;
