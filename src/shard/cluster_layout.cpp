@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "shard/load_layout.h"
 #include "shard/weighted_layout.h"
 
 namespace ntp::shard {
@@ -88,6 +89,21 @@ StrategyPlan expand_plan(StrategyPlan compact, const std::vector<int>& present, 
   return out;
 }
 
+// Re-deals by load every space of `spec` with measured unit loads, over ranks running at
+// rank_speeds[r] (shard/load_layout.h), and derives the derived spaces again. True when it
+// dealt any.
+bool deal_loaded_spaces(RankUnits& units, const std::vector<double>& rank_speeds,
+                        const ClusterSpec& spec) {
+  bool dealt = false;
+  for (std::size_t sp = 0; sp < spec.spaces.size(); ++sp) {
+    if (!spec.has_loads(static_cast<int>(sp))) continue;
+    units[sp] = deal_by_load(spec.unit_loads[sp], rank_speeds);
+    dealt = true;
+  }
+  if (dealt) derive_units(units, spec.spaces);
+  return dealt;
+}
+
 }  // namespace
 
 Result<ClusterLayout> plan_cluster(ClusterSpec spec, const SyncStrategy& strategy,
@@ -118,6 +134,14 @@ Result<ClusterLayout> plan_cluster(ClusterSpec spec, const SyncStrategy& strateg
         previous ? &previous->replicas[static_cast<std::size_t>(d)] : nullptr;
     const std::vector<int> healthy = spec.healthy_slots(d);
     const bool weighted = spec.weighted(d);
+    // A replica below its full degree or at weighted speeds places its loaded spaces (a MoE's
+    // experts) by their measured load; a healthy one keeps the balanced layout. At equal speeds
+    // the deal comes first, so that the slots are assigned to keep most bytes in place.
+    const bool reduced = !healthy.empty() && static_cast<int>(healthy.size()) < spec.domain_size;
+    if (reduced && !weighted &&
+        deal_loaded_spaces(replica.units, std::vector<double>(healthy.size(), 1.0), spec)) {
+      any_weighted = true;
+    }
     // A rebalance with the same members keeps every rank on its slot: the weighted layout is then
     // the balanced one minus exactly the units that change owner (and back again), where a greedy
     // remapping could trade a slowed rank's few kept units for the many it released.
@@ -133,6 +157,7 @@ Result<ClusterLayout> plan_cluster(ClusterSpec spec, const SyncStrategy& strateg
       for (int l : replica.slots) rank_speeds.push_back(spec.speed(d, l));
       NTP_ASSIGN_OR_RETURN(replica.units, weighted_units(replica.units, rank_speeds, spec.spaces));
       derive_units(replica.units, spec.spaces);
+      deal_loaded_spaces(replica.units, rank_speeds, spec);
       any_weighted = true;
     }
     layout.replicas.push_back(std::move(replica));

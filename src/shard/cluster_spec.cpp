@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 #include "shard/weighted_balance.h"
 
@@ -37,6 +38,33 @@ Status validate_left(ClusterSpec& spec) {
   if (spec.left.size() == static_cast<std::size_t>(spec.domains)) {
     return invalid_argument("every one of the " + std::to_string(spec.domains) +
                             " domains left the job; at least one replica must run");
+  }
+  return ok_status();
+}
+
+Status validate_unit_loads(const ClusterSpec& spec) {
+  if (spec.unit_loads.empty()) return ok_status();
+  if (spec.unit_loads.size() != spec.spaces.size()) {
+    return invalid_argument("unit loads are given for " + std::to_string(spec.unit_loads.size()) +
+                            " spaces, the model has " + std::to_string(spec.spaces.size()) +
+                            "; give one list per space (an empty list = none measured)");
+  }
+  for (std::size_t s = 0; s < spec.spaces.size(); ++s) {
+    const std::vector<double>& loads = spec.unit_loads[s];
+    const UnitSpace& space = spec.spaces[s];
+    if (loads.empty()) continue;
+    if (space.derived() || loads.size() != static_cast<std::size_t>(space.units)) {
+      return invalid_argument(space.name + " has " + std::to_string(loads.size()) +
+                              " unit loads for " + std::to_string(space.units) +
+                              " units; give one load per unit of a space that is not derived");
+    }
+    for (std::size_t u = 0; u < loads.size(); ++u) {
+      if (!std::isfinite(loads[u]) || loads[u] < 0.0) {
+        return invalid_argument("the load of " + space.name + " unit " + std::to_string(u) +
+                                " is " + std::to_string(loads[u]) +
+                                "; loads are finite and >= 0 (routed tokens)");
+      }
+    }
   }
   return ok_status();
 }
@@ -102,6 +130,10 @@ double ClusterSpec::speed(int domain, int slot) const {
   return of_domain.empty() ? 1.0 : of_domain[static_cast<std::size_t>(slot)];
 }
 
+bool ClusterSpec::has_loads(int space) const {
+  return !unit_loads.empty() && !unit_loads[static_cast<std::size_t>(space)].empty();
+}
+
 bool ClusterSpec::weighted(int domain) const {
   if (speeds.empty() || speeds[static_cast<std::size_t>(domain)].empty()) return false;
   std::vector<double> healthy;
@@ -165,6 +197,7 @@ Status validate_cluster_spec(ClusterSpec& spec) {
           ": every rank needs at least one unit; use more units or a lower --tp");
     }
   }
+  NTP_RETURN_IF_ERROR(validate_unit_loads(spec));
   if (!spec.speeds.empty()) {
     if (spec.speeds.size() != static_cast<std::size_t>(spec.domains)) {
       return invalid_argument("speeds are given for " + std::to_string(spec.speeds.size()) +

@@ -37,6 +37,11 @@ struct ClusterSpec {
   // list empty, means all equal; only the ratios among a domain's healthy slots matter. A domain
   // whose healthy slots differ in speed gets a speed-weighted layout (shard/weighted_layout.h).
   std::vector<std::vector<double>> speeds;
+  // Measured load of every unit of a space (an expert's routed tokens): unit_loads[space][unit],
+  // finite and >= 0; empty, or a space's list empty: none measured. A replica that runs below
+  // the full degree or at weighted speeds deals such a space by load (shard/load_layout.h); a
+  // healthy one keeps the balanced layout, so that a repair restores the healthy placement.
+  std::vector<std::vector<double>> unit_loads;
   // Domains whose replica left the job (live recovery parks a replica that would run below
   // min_tp until its domain is repaired): sorted, unique; such a domain has no healthy slots,
   // TP degree 0, no units and no samples, whatever `failed` says of its slots. At least one
@@ -53,6 +58,8 @@ struct ClusterSpec {
   double speed(int domain, int slot) const;
   // True when the healthy slots of `domain` do not all have the same speed.
   bool weighted(int domain) const;
+  // True when space `space` has measured unit loads.
+  bool has_loads(int space) const;
 };
 
 // Checks sizes, slot ranges, duplicates, the left domains, degrees against min_tp (a domain that
