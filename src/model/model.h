@@ -60,6 +60,9 @@ class Model {
   // router with a token capacity would need to drop none; 1.0 is perfectly even routing. 0 for a
   // model without a router.
   virtual double routed_load_peak() const { return 0.0; }
+  // Tokens the router sent to each expert in the last forward, summed over the layers (an
+  // expert is one unit of the experts space: its tensors in every layer). Empty without a router.
+  virtual std::vector<double> routed_tokens_per_expert() const { return {}; }
 
   // The input precision of every matrix product of forward_backward and loss (kernels/cpu/
   // matmul.h): kFp32 (the default) or kBf16 (weights and activations rounded to bf16 as the

@@ -122,6 +122,17 @@ double MoeModel::routed_load_peak() const {
   return peak;
 }
 
+std::vector<double> MoeModel::routed_tokens_per_expert() const {
+  std::vector<double> tokens(static_cast<size_t>(moe_.n_experts), 0.0);
+  for (const MoeBlock& b : blocks_) {
+    const std::vector<int64_t>& counts = b.expert_counts();
+    for (size_t e = 0; e < counts.size() && e < tokens.size(); ++e) {
+      tokens[e] += static_cast<double>(counts[e]);
+    }
+  }
+  return tokens;
+}
+
 Result<const float*> MoeModel::ffn_backward(size_t l, const Dims& m) {
   const int64_t nc = m.n * m.c, ec = moe_.n_experts * m.c;
   reduce_.resize(static_cast<size_t>(nc + ec));

@@ -84,6 +84,7 @@ class MoeModel final : public LlamaModel {
   const MoeBlock& block(size_t l) const { return blocks_[l]; }
   // Model::routed_load_peak from the blocks' expert counts (the same on every rank).
   double routed_load_peak() const override;
+  std::vector<double> routed_tokens_per_expert() const override;
 
   // Model FLOPs of one forward+backward over b*t tokens of the whole replica: 6 per active matrix
   // parameter per token (attention, the router, top_k and the shared experts, the LM head) plus

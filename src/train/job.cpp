@@ -42,8 +42,10 @@ std::vector<std::string> incarnations(int attempt, const elastic::MemberList& li
 Result<shard::ClusterLayout> next_layout(const TrainConfig& c, const shard::SyncStrategy& strategy,
                                          const shard::ClusterLayout& previous,
                                          const std::vector<int>& members,
-                                         const std::vector<std::vector<double>>* speeds) {
+                                         const std::vector<std::vector<double>>* speeds,
+                                         const std::vector<std::vector<double>>* unit_loads) {
   shard::ClusterSpec spec = previous.spec;
+  if (unit_loads != nullptr) spec.unit_loads = *unit_loads;
   if (speeds != nullptr) {
     spec.speeds = *speeds;
   } else if (slot_ranks(previous) != members) {

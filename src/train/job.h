@@ -99,10 +99,12 @@ std::vector<std::string> incarnations(int attempt, const elastic::MemberList& li
 // job (ClusterSpec::left). failed_precondition, naming the replica, when one would run below
 // --min-tp (the agreement parks such a replica's members unless no other replica is left), or
 // none is left.
-Result<shard::ClusterLayout> next_layout(const TrainConfig& c, const shard::SyncStrategy& strategy,
-                                         const shard::ClusterLayout& previous,
-                                         const std::vector<int>& members,
-                                         const std::vector<std::vector<double>>* speeds);
+// `unit_loads` (null: the previous layout's): the measured loads to place loaded spaces by
+// (ClusterSpec::unit_loads, as the decider published them).
+Result<shard::ClusterLayout> next_layout(
+    const TrainConfig& c, const shard::SyncStrategy& strategy, const shard::ClusterLayout& previous,
+    const std::vector<int>& members, const std::vector<std::vector<double>>* speeds,
+    const std::vector<std::vector<double>>* unit_loads = nullptr);
 
 // kDrawn: the model's initial weights (a new job); kFilledByCaller: zeros, because the caller
 // moves the state in at once (a re-formation's reshard, or a checkpoint).

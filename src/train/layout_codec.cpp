@@ -6,7 +6,8 @@
 
 namespace ntp::train {
 
-std::string encode_layout(const shard::ClusterLayout& layout) {
+std::string encode_layout(const shard::ClusterLayout& layout,
+                          const std::vector<std::vector<double>>& measured_loads) {
   nlohmann::json failed = nlohmann::json::array();
   for (const shard::SlotRef& s : layout.spec.failed) failed.push_back({s.domain, s.slot});
   nlohmann::json slots = nlohmann::json::array();
@@ -14,6 +15,8 @@ std::string encode_layout(const shard::ClusterLayout& layout) {
   nlohmann::json out{{"failed", failed}, {"slots", slots}};
   if (!layout.spec.speeds.empty()) out["speeds"] = layout.spec.speeds;
   if (!layout.spec.left.empty()) out["left"] = layout.spec.left;
+  if (!layout.spec.unit_loads.empty()) out["unit_loads"] = layout.spec.unit_loads;
+  if (!measured_loads.empty()) out["measured_unit_loads"] = measured_loads;
   return out.dump();
 }
 
@@ -29,6 +32,7 @@ Result<shard::ClusterLayout> decode_layout(const std::string& text, shard::Clust
     slots = j.at("slots").get<std::vector<std::vector<int>>>();
     spec.speeds = j.value("speeds", std::vector<std::vector<double>>{});
     spec.left = j.value("left", std::vector<int>{});
+    spec.unit_loads = j.value("unit_loads", std::vector<std::vector<double>>{});
   } catch (const std::exception& e) {
     return internal_error(std::string("corrupt layout: ") + e.what());
   }
@@ -41,12 +45,22 @@ Result<shard::ClusterLayout> decode_layout(const std::string& text, shard::Clust
     if (mine != planned) return internal_error("layout whose slots do not match its failed list");
     layout.replicas[d].slots = slots[d];
   }
-  if (layout.spec.speeds.empty()) return layout;  // units follow from the degrees alone
+  if (layout.spec.speeds.empty()) return layout;  // units follow from the degrees and loads
   // Weighted units follow the speeds of the slots in their order: planned again over the decoded
   // order (plan_cluster keeps every rank on its slot when a domain is weighted and its members are
   // those of `previous`, and where it is not, units do not depend on the slots).
   const shard::ClusterLayout ordered = layout;
   return shard::plan_cluster(ordered.spec, strategy, &ordered);
+}
+
+Result<std::vector<std::vector<double>>> published_unit_loads(const std::string& text) {
+  if (text.empty()) return std::vector<std::vector<double>>{};
+  try {
+    return nlohmann::json::parse(text).value("measured_unit_loads",
+                                             std::vector<std::vector<double>>{});
+  } catch (const std::exception& e) {
+    return internal_error(std::string("corrupt layout: ") + e.what());
+  }
 }
 
 }  // namespace ntp::train

@@ -176,6 +176,13 @@ struct LiveRun {
   std::optional<Rebalancer> rebalancer;
   std::optional<RebalanceTarget> proposal;
   std::vector<double> rebalance_raw_speeds;
+  // A MoE model's routed tokens per expert as this replica saw them, each step's added to the
+  // sum so far decayed by kExpertLoadDecay (a load over about the last 10 steps). A decider
+  // publishes them with its list; every member places a reduced replica's experts by the loads
+  // published (shard/load_layout.h). Empty for a model without a router.
+  static constexpr double kExpertLoadDecay = 0.9;
+  std::vector<double> expert_tokens;
+  std::vector<std::vector<double>> measured_unit_loads() const;
   // The leader's: the join notices its watch had read at its last look that left none to admit
   // (admission.h joiners_asking).
   int64_t join_seen = -1;

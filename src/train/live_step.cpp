@@ -70,6 +70,7 @@ Result<LiveRun::ForwardBackward> LiveRun::forward_backward(int64_t step, elastic
   SyncExecutor& sync = *job->sync;
   const ReplicaBatch& mine = job->batches[static_cast<size_t>(job->role.replica)];
   model.zero_grad();
+  for (double& tokens : expert_tokens) tokens *= kExpertLoadDecay;
   ForwardBackward out;
   for (int64_t k = 0; k < mine.micro_batches; ++k) {
     const int64_t size = mine.micro_size(k, c.micro_batch);
@@ -90,6 +91,9 @@ Result<LiveRun::ForwardBackward> LiveRun::forward_backward(int64_t step, elastic
     const double computed = progress.computed_cpu_seconds() - computed_before;
     out.compute_s += computed + throttle(step, computed, size);
     out.routed_load_peak = std::max(out.routed_load_peak, model.routed_load_peak());
+    const std::vector<double> routed = model.routed_tokens_per_expert();
+    expert_tokens.resize(routed.size(), 0.0);
+    for (size_t e = 0; e < routed.size(); ++e) expert_tokens[e] += routed[e];
     progress.mark(phase, step);
     // (samples / size is the micro-batch count exactly when every micro-batch is full.)
     out.loss += loss / (static_cast<double>(mine.samples) / static_cast<double>(size));

@@ -93,8 +93,10 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
     }
     // -- plan from the published base --
     NTP_ASSIGN_OR_RETURN(const shard::ClusterLayout from_layout, base_layout(list, source));
-    Result<shard::ClusterLayout> layout =
-        next_layout(c, *strategy, from_layout, list.members, speeds);
+    NTP_ASSIGN_OR_RETURN(const std::vector<std::vector<double>> loads,
+                         published_unit_loads(list.base_layout));
+    Result<shard::ClusterLayout> layout = next_layout(c, *strategy, from_layout, list.members,
+                                                      speeds, loads.empty() ? nullptr : &loads);
     if (!layout.ok() && layout.status().code() == StatusCode::kFailedPrecondition) {
       return stop_job(layout.status().message(), list.members.front() == ctx.slot_rank);
     }
@@ -156,7 +158,7 @@ Result<elastic::MemberList> LiveRun::agree_epoch(const std::vector<int>& joiners
         last, {committed, ctx.restart_count}, job == nullptr, joiners,
         [this] {
           NTP_CHECK(job && job->epoch == last.epoch);  // `last` complete: this member did it
-          return encode_layout(job->layout);
+          return encode_layout(job->layout, measured_unit_loads());
         },
         dropped);
     if (agreed.ok()) return agreed;
@@ -374,6 +376,23 @@ void LiveRun::reform_fault_point(const char* phase, const elastic::MemberList& l
   if (list.decider == ctx.slot_rank) {
     fault_point(phase, ("decider@" + std::to_string(list.epoch)).c_str());
   }
+}
+
+// The experts' loads in ClusterSpec::unit_loads' shape (the experts space's list; the others
+// empty), or none.
+std::vector<std::vector<double>> LiveRun::measured_unit_loads() const {
+  if (expert_tokens.empty() || !job) return {};
+  const std::vector<shard::UnitSpace>& spaces = job->layout.spec.spaces;
+  std::vector<std::vector<double>> loads(spaces.size());
+  bool any = false;
+  for (size_t s = 0; s < spaces.size(); ++s) {
+    if (spaces[s].name == "experts" &&
+        spaces[s].units == static_cast<int64_t>(expert_tokens.size())) {
+      loads[s] = expert_tokens;
+      any = true;
+    }
+  }
+  return any ? loads : std::vector<std::vector<double>>{};
 }
 
 }  // namespace ntp::train

@@ -11,6 +11,7 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/matmul.h"
 #include "model/model_config.h"
+#include "shard/load_layout.h"
 #include "train/worker_role.h"
 
 namespace ntp::train {
@@ -194,6 +195,36 @@ void TrainReport::resumed(int64_t step, const std::string& dir) {
   std::fflush(out_);
 }
 
+namespace {
+
+// Where a layout placed the units of a space with measured loads (a MoE's experts): the loads,
+// and per replica each rank's units and the busiest rank's load over the mean
+// (shard::load_imbalance, at the slots' speeds). Null when no space has loads.
+nlohmann::json loaded_placement(const shard::ClusterLayout& layout) {
+  const shard::ClusterSpec& spec = layout.spec;
+  for (size_t s = 0; s < spec.spaces.size(); ++s) {
+    if (!spec.has_loads(static_cast<int>(s))) continue;
+    nlohmann::json replicas = nlohmann::json::array();
+    for (const shard::ReplicaLayout& r : layout.replicas) {
+      if (r.slots.empty()) continue;
+      nlohmann::json ranks = nlohmann::json::array();
+      std::vector<double> speeds;
+      for (size_t k = 0; k < r.slots.size(); ++k) {
+        ranks.push_back(r.units[s][k].ids());
+        speeds.push_back(spec.speed(r.domain, r.slots[k]));
+      }
+      replicas.push_back(
+          {{"domain", r.domain},
+           {"ranks", ranks},
+           {"load_imbalance", shard::load_imbalance(r.units[s], spec.unit_loads[s], speeds)}});
+    }
+    return {{"space", spec.spaces[s].name}, {"loads", spec.unit_loads[s]}, {"replicas", replicas}};
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& layout,
                            const std::vector<ReplicaBatch>& batches) {
   set_layout(layout, batches);
@@ -204,26 +235,29 @@ void TrainReport::recovery(const RecoveryEvent& e, const shard::ClusterLayout& l
   for (const shard::SlotRef& f : layout.spec.failed) {
     failed += (failed.empty() ? "" : ",") + std::to_string(f.domain) + ":" + std::to_string(f.slot);
   }
-  write(nlohmann::json{{"type", "recovery"},
-                       {"time", unix_seconds()},
-                       {"failed", failed},
-                       {"cause", e.cause},
-                       {"epoch", e.epoch},
-                       {"step", e.step},
-                       {"rolled_back", e.rolled_back},
-                       {"old_degrees", e.old_degrees},
-                       {"degrees", e.degrees},
-                       {"detect_s", e.detect_s},
-                       {"agree_s", e.agree_s},
-                       {"rebuild_s", e.rebuild_s},
-                       {"reshard_s", e.reshard_s},
-                       {"total_s", e.total_s},
-                       {"reshard_bytes", e.reshard_bytes},
-                       {"reshard_busiest_rank_bytes", e.reshard_busiest_rank_bytes},
-                       {"state_from", e.state_from},
-                       {"checkpoint_step", e.checkpoint_step},
-                       {"steps_redone", e.steps_redone}}
-            .dump());
+  nlohmann::json line{{"type", "recovery"},
+                      {"time", unix_seconds()},
+                      {"failed", failed},
+                      {"cause", e.cause},
+                      {"epoch", e.epoch},
+                      {"step", e.step},
+                      {"rolled_back", e.rolled_back},
+                      {"old_degrees", e.old_degrees},
+                      {"degrees", e.degrees},
+                      {"detect_s", e.detect_s},
+                      {"agree_s", e.agree_s},
+                      {"rebuild_s", e.rebuild_s},
+                      {"reshard_s", e.reshard_s},
+                      {"total_s", e.total_s},
+                      {"reshard_bytes", e.reshard_bytes},
+                      {"reshard_busiest_rank_bytes", e.reshard_busiest_rank_bytes},
+                      {"state_from", e.state_from},
+                      {"checkpoint_step", e.checkpoint_step},
+                      {"steps_redone", e.steps_redone}};
+  if (nlohmann::json placed = loaded_placement(layout); !placed.is_null()) {
+    line["placement_by_load"] = std::move(placed);
+  }
+  write(line.dump());
   if (e.state_from == "checkpoint") {
     std::fprintf(out_,
                  "no live copy of some lost state (every holder of some units, or a ZeRO-1 "

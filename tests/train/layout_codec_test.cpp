@@ -75,5 +75,53 @@ TEST(LayoutCodecTest, AWeightedLayoutOnPermutedSlotsDecodesToItself) {
   expect_same(*decoded, *rebalanced);
 }
 
+// A MoE shape's experts placed by load: the degraded layout (slot 1:0 failed) and a rebalance
+// (slot 1:2 slow) each deal domain 1's experts by the loads, and each decodes to itself; the
+// loads a decider measured travel beside the layout, read back exactly.
+TEST(LayoutCodecTest, ExpertsPlacedByLoadDecodeToThemselvesAndTheMeasuredLoadsTravel) {
+  shard::ModelShape shape;
+  shape.heads = 8;
+  shape.kv_heads = 4;
+  shape.hidden = 64;
+  shape.ffn = 32;
+  shape.ffn_block = 8;
+  shape.vocab = 64;
+  shape.layers = 2;
+  shape.experts = 8;
+  shard::ClusterSpec moe;
+  moe.domains = 3;
+  moe.domain_size = 4;
+  moe.spaces = shard::model_unit_spaces(shape);
+  moe.unit_loads.assign(moe.spaces.size(), {});
+  moe.unit_loads.back() = {9, 1, 7, 3, 5, 2, 8, 4};  // the experts space comes last
+  ASSERT_EQ(moe.spaces.back().name, "experts");
+  const shard::FoldSyncStrategy fold;
+  auto start = shard::plan_cluster(moe, fold);
+  ASSERT_TRUE(start.ok()) << start.status().to_string();
+  shard::ClusterSpec lost = moe;
+  lost.failed = {{1, 0}};
+  auto degraded = shard::plan_cluster(lost, fold, &*start);
+  ASSERT_TRUE(degraded.ok()) << degraded.status().to_string();
+  shard::ClusterSpec slow = moe;
+  slow.speeds = {{}, {1.0, 1.0, 0.4, 1.0}, {}};
+  auto rebalanced = shard::plan_cluster(slow, fold, &*start);
+  ASSERT_TRUE(rebalanced.ok()) << rebalanced.status().to_string();
+  shard::ClusterSpec shape_only = moe;
+  shape_only.unit_loads.clear();
+  const std::vector<std::vector<double>> measured = {{}, {}, {},
+                                                     {}, {}, {1.5, 0, 2, 3, 4, 5, 6, 7}};
+  for (const shard::ClusterLayout* layout : {&*start, &*degraded, &*rebalanced}) {
+    const std::string text = encode_layout(*layout, measured);
+    auto decoded = decode_layout(text, shape_only, fold);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+    expect_same(*decoded, *layout);
+    EXPECT_EQ(decoded->spec.unit_loads, moe.unit_loads);
+    EXPECT_EQ(published_unit_loads(text).value(), measured);
+  }
+  EXPECT_TRUE(published_unit_loads(encode_layout(*start)).value().empty());
+  EXPECT_TRUE(published_unit_loads("").value().empty());
+  EXPECT_FALSE(published_unit_loads("{not json").ok());
+}
+
 }  // namespace
 }  // namespace ntp::train

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -20,6 +21,7 @@
 #include "job_scratch.h"
 #include "json_lines.h"
 #include "recovery_jobs.h"
+#include "shard/load_layout.h"
 
 namespace ntp::train {
 namespace {
@@ -420,8 +422,10 @@ TEST(LiveRecoveryTest, EveryCopyOfSomeUnitsLostFallsBackToTheLatestCheckpoint) {
 
 // Rank 6 of replica 1 killed at step 4 and repaired at step 8 in a 12-step job of `model`, under
 // both optimizers: replica 1 re-forms at 4 -> 3 -> 4, both times live, the losses stay on the
-// failure-free trajectory (kDegradedTolerance) and every update is applied once.
-void expect_kill_and_repair_live(const std::string& family, const std::vector<std::string>& model) {
+// failure-free trajectory (kDegradedTolerance) and every update is applied once. `also` checks
+// more of each run.
+void expect_kill_and_repair_live(const std::string& family, const std::vector<std::string>& model,
+                                 const std::function<void(const JobRun&)>& also = {}) {
   for (const char* optimizer : {"replicated", "sharded"}) {
     SCOPED_TRACE(optimizer);
     const std::vector<std::string> extra = {"--optimizer", optimizer};
@@ -436,6 +440,41 @@ void expect_kill_and_repair_live(const std::string& family, const std::vector<st
     EXPECT_EQ(run.recoveries[0]["degrees"], nlohmann::json({4, 3, 4}));
     EXPECT_EQ(run.recoveries[1]["degrees"], nlohmann::json({4, 4, 4}));
     for (const nlohmann::json& r : run.recoveries) EXPECT_EQ(r["state_from"], "live") << r.dump();
+    if (also) also(run);
+  }
+}
+
+// A MoE job's experts after the kill: the reduced replica (domain 1, TP 3) places them by the
+// loads the decider measured (shard::deal_by_load at equal speeds, with the loads the record
+// shows), the healthy ones one expert a rank; after the repair every replica is healthy again,
+// one expert a rank.
+void expect_experts_placed_by_load(const JobRun& run) {
+  ASSERT_EQ(run.recoveries.size(), 2u);
+  const nlohmann::json& lost = run.recoveries[0];
+  ASSERT_TRUE(lost.contains("placement_by_load")) << lost.dump();
+  const nlohmann::json& placed = lost["placement_by_load"];
+  EXPECT_EQ(placed["space"], "experts");
+  const std::vector<double> loads = placed["loads"].get<std::vector<double>>();
+  ASSERT_EQ(loads.size(), 4u);
+  // Routed tokens, decayed: every expert was chosen (top 2 of 4 over 4 steps of 48 tokens).
+  for (double l : loads) EXPECT_GT(l, 0.0) << placed.dump();
+  std::vector<std::vector<int64_t>> want;
+  for (const shard::IntervalSet& set : shard::deal_by_load(loads, std::vector<double>(3, 1.0))) {
+    want.push_back(set.ids());
+  }
+  for (const nlohmann::json& replica : placed["replicas"]) {
+    const auto ranks = replica["ranks"].get<std::vector<std::vector<int64_t>>>();
+    if (replica["domain"] == 1) {
+      EXPECT_EQ(ranks, want) << placed.dump();
+    } else {  // the strategy's balanced layout: one expert a rank, whatever the loads
+      ASSERT_EQ(ranks.size(), 4u) << placed.dump();
+      for (const std::vector<int64_t>& experts : ranks) EXPECT_EQ(experts.size(), 1u);
+    }
+  }
+  const nlohmann::json& repaired = run.recoveries[1]["placement_by_load"];
+  for (const nlohmann::json& replica : repaired["replicas"]) {
+    ASSERT_EQ(replica["ranks"].size(), 4u) << repaired.dump();
+    for (const nlohmann::json& experts : replica["ranks"]) EXPECT_EQ(experts.size(), 1u);
   }
 }
 
@@ -445,20 +484,27 @@ void expect_kill_and_repair_live(const std::string& family, const std::vector<st
 // included (moved by state_reshard's derived transfers).
 TEST(LiveRecoveryTest, LlamaKvGroupsSpanningRanksRecoverLiveUnderBothOptimizers) {
   expect_kill_and_repair_live(
-      "llama", {"--model", "llama", "--layers", "2", "--heads", "8", "--kv-heads", "2", "--width",
-                "32", "--context", "16", "--ffn-unit", "4"});
+      "llama",
+      {"--model", "llama", "--layers", "2", "--heads", "8", "--kv-heads", "2", "--width", "32",
+       "--context", "16", "--ffn-unit", "4"},
+      [](const JobRun& run) {  // no router, no loads: nothing placed by load
+        for (const nlohmann::json& r : run.recoveries)
+          EXPECT_FALSE(r.contains("placement_by_load"));
+      });
 }
 
 // Nonuniform expert parallelism, live: a MoE (4 experts, top 2; model/moe_model.h) whose experts
-// are dealt over the TP group as units of their own space. At TP 3 one survivor holds two experts:
-// the lost rank's expert and its optimizer state come from its DP peers through the generic unit
-// reshard, and go back on repair (only float32 sums reorder: the experts' partial outputs are
-// summed over 3 ranks).
+// are dealt over the TP group as units of their own space. At TP 3 one survivor holds two experts,
+// chosen by the routed loads the decider measured (expect_experts_placed_by_load): the lost
+// rank's expert and its optimizer state come from its DP peers through the generic unit reshard,
+// and go back on repair (only float32 sums reorder: the experts' partial outputs are summed over
+// 3 ranks).
 TEST(LiveRecoveryTest, MoeExpertsOfALostRankMoveLiveAndBackOnRepair) {
   expect_kill_and_repair_live(
       "moe",
       {"--model",   "moe", "--layers",   "2", "--heads", "8",  "--kv-heads", "2", "--width", "32",
-       "--context", "16",  "--ffn-unit", "4", "--ffn",   "16", "--experts",  "4", "--top-k", "2"});
+       "--context", "16",  "--ffn-unit", "4", "--ffn",   "16", "--experts",  "4", "--top-k", "2"},
+      expect_experts_placed_by_load);
 }
 
 // Chaos: 200 steps with 10 SIGKILLs and 2 SIGSTOPs at random workers and moments, each repaired
