@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/model_pieces.h"
 #include "core/check.h"
+#include "model_shapes.h"
 
 namespace ntp::checkpoint::testing {
 
@@ -17,16 +18,7 @@ std::string read_all(const std::filesystem::path& path) {
   return s.str();
 }
 
-model::GptConfig tiny_config() {
-  model::GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 16;
-  c.n_ctx = 8;
-  c.vocab_size = 260;
-  c.ffn_unit = 2;
-  return c;
-}
+model::GptConfig tiny_config() { return ntp::testing::tiny_gpt(/*vocab_size=*/260); }
 
 nlohmann::json model_config_json(const model::GptConfig& c) {
   return {{"n_layer", c.n_layer},  {"n_head", c.n_head}, {"n_embd", c.n_embd},

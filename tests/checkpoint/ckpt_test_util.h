@@ -18,8 +18,7 @@ namespace ntp::checkpoint::testing {
 // The whole content of a file ("" if it cannot be read).
 std::string read_all(const std::filesystem::path& path);
 
-// A small GPT-2: 2 layers, 4 heads, width 16, context 8, vocabulary 260 (256 bytes + padding),
-// FFN unit 2.
+// tests/common/model_shapes.h's tiny_gpt with vocabulary 260 (256 bytes + padding).
 model::GptConfig tiny_config();
 nlohmann::json model_config_json(const model::GptConfig& config);
 

@@ -8,29 +8,18 @@
 #include "core/rng.h"
 #include "model/gpt_model.h"
 #include "model/tp_shard.h"
+#include "random_inputs.h"
 
 namespace ntp::model {
 namespace {
 
 GptConfig hook_config() {
-  GptConfig c;
-  c.n_layer = 3;
-  c.n_head = 4;
-  c.n_embd = 16;
-  c.n_ctx = 8;
-  c.vocab_size = 30;
-  c.ffn_unit = 4;
-  return c;
+  return {.n_layer = 3, .n_head = 4, .n_embd = 16, .n_ctx = 8, .vocab_size = 30, .ffn_unit = 4};
 }
 
 void random_batch(int64_t n, std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
   Rng rng(5);
-  tokens.resize(static_cast<size_t>(n));
-  targets.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    tokens[static_cast<size_t>(i)] = static_cast<int32_t>(rng.below(30));
-    targets[static_cast<size_t>(i)] = static_cast<int32_t>(rng.below(30));
-  }
+  testdata::random_batch(rng, n, 30, tokens, targets);
 }
 
 // Local element (o, k, i) of a sharded tensor is logical element (o, unit_ids[k], i) of the

@@ -18,36 +18,19 @@
 #include "gradient_check.h"
 #include "llama_reference.h"
 #include "model/llama_model.h"
+#include "model_shapes.h"
+#include "random_inputs.h"
 
 namespace ntp::model {
 namespace {
 
 constexpr int64_t kB = 2, kT = 7;
 
-LlamaConfig test_config() {
-  LlamaConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_kv_head = 2;
-  c.n_embd = 20;
-  c.head_dim = 6;  // n_head * head_dim = 24 != n_embd: q_proj and o_proj are not square
-  c.n_ffn = 28;
-  c.ffn_unit = 2;
-  c.n_ctx = 8;
-  c.vocab_size = 37;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 100.0;  // fast rotation at these short positions
-  return c;
-}
+LlamaConfig test_config() { return testing::tiny_llama(); }
 
 void make_batch(const LlamaConfig& c, std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
   Rng rng(11);
-  tokens.resize(kB * kT);
-  targets.resize(kB * kT);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.vocab_size)));
-    targets[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.vocab_size)));
-  }
+  testdata::random_batch(rng, kB * kT, c.vocab_size, tokens, targets);
 }
 
 void redraw_weights(LlamaModel& m) {

@@ -23,6 +23,8 @@
 #include "kernels/cpu/gemm.h"
 #include "model/llama_model.h"
 #include "model/thread_tp_group.h"
+#include "model_shapes.h"
+#include "random_inputs.h"
 
 namespace ntp::model {
 namespace {
@@ -30,44 +32,15 @@ namespace {
 constexpr int64_t kB = 2, kT = 12;
 constexpr uint64_t kSeed = 42;
 
-LlamaConfig parity_config() {
-  LlamaConfig c;
-  c.n_layer = 2;
-  c.n_head = 8;
-  c.n_kv_head = 2;
-  c.n_embd = 32;  // head_dim 4
-  c.n_ffn = 48;
-  c.ffn_unit = 4;  // 12 FFN units
-  c.n_ctx = 16;
-  c.vocab_size = 61;
-  c.rope_theta = 500.0;
-  return c;
-}
+// head_dim 4, 12 FFN units.
+LlamaConfig parity_config() { return testing::tp_parity_llama(/*n_ffn=*/48, /*vocab_size=*/61); }
 
 void make_batch(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
   Rng rng(77);
-  tokens.resize(kB * kT);
-  targets.resize(kB * kT);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = static_cast<int32_t>(rng.below(61));
-    targets[i] = static_cast<int32_t>(rng.below(61));
-  }
+  testdata::random_batch(rng, kB * kT, 61, tokens, targets);
 }
 
-// Logical weights larger than the init (see llama_model_test.cpp for why), the same for every
-// layout: drawn per logical tensor, each rank takes its elements.
-void redraw_weights(LlamaModel& m) {
-  uint64_t k = 0;
-  for (Param& p : m.params()) {
-    Rng rng(1000 + k++);
-    const bool norm = p.name.find("norm") != std::string::npos;
-    std::vector<float> logical(static_cast<size_t>(shape_numel(p.logical_shape)));
-    for (float& v : logical) {
-      v = static_cast<float>(norm ? 1.0 + 0.3 * rng.normal() : 0.3 * rng.normal());
-    }
-    p.gather_from_logical(logical, p.value.span());
-  }
-}
+void redraw_weights(LlamaModel& m) { testdata::redraw_logical_weights(m.params(), 1000, 0.3); }
 
 struct RankResult {
   double loss = 0.0, norm = 0.0;

@@ -24,49 +24,24 @@
 #include "kernels/cpu/gemm.h"
 #include "model/comm_tp_group.h"
 #include "model/llama_model.h"
+#include "model_shapes.h"
 #include "multiprocess.h"
+#include "random_inputs.h"
 
 namespace ntp::model {
 namespace {
 
 constexpr int64_t kB = 2, kT = 10;
 
-LlamaConfig process_config() {
-  LlamaConfig c;
-  c.n_layer = 2;
-  c.n_head = 8;
-  c.n_kv_head = 2;
-  c.n_embd = 32;
-  c.n_ffn = 40;
-  c.ffn_unit = 4;
-  c.n_ctx = 16;
-  c.vocab_size = 53;
-  c.rope_theta = 500.0;
-  return c;
-}
+LlamaConfig process_config() { return testing::tp_parity_llama(/*n_ffn=*/40, /*vocab_size=*/53); }
 
-// Weights larger than the init (llama_model_test.cpp says why), the same logical tensors on
-// every layout.
-void redraw_weights(LlamaModel& m) {
-  uint64_t k = 0;
-  for (Param& p : m.params()) {
-    Rng rng(500 + k++);
-    const bool norm = p.name.find("norm") != std::string::npos;
-    std::vector<float> logical(static_cast<size_t>(shape_numel(p.logical_shape)));
-    for (float& v : logical)
-      v = static_cast<float>(norm ? 1.0 + 0.3 * rng.normal() : 0.3 * rng.normal());
-    p.gather_from_logical(logical, p.value.span());
-  }
-}
+void redraw_weights(LlamaModel& m) { testdata::redraw_logical_weights(m.params(), 500, 0.3); }
 
 // {loss, norm} of one forward/backward, or the first error.
 Result<std::array<double, 2>> run(LlamaModel& m) {
   Rng rng(88);
-  std::vector<int32_t> tokens(kB * kT), targets(kB * kT);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = static_cast<int32_t>(rng.below(53));
-    targets[i] = static_cast<int32_t>(rng.below(53));
-  }
+  std::vector<int32_t> tokens, targets;
+  testdata::random_batch(rng, kB * kT, 53, tokens, targets);
   redraw_weights(m);
   std::array<double, 2> out{};
   NTP_ASSIGN_OR_RETURN(out[0], m.forward_backward(tokens, targets, kB, kT));

@@ -13,6 +13,8 @@
 #include "core/rng.h"
 #include "model/gpt_model.h"
 #include "model/llama_model.h"
+#include "model_shapes.h"
+#include "random_inputs.h"
 
 namespace ntp::model {
 namespace {
@@ -20,41 +22,24 @@ namespace {
 constexpr int64_t kB = 2, kT = 6;
 
 GptConfig gpt_config() {
-  GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 16;
+  GptConfig c = testing::tiny_gpt(/*vocab_size=*/31);
   c.n_ffn = 24;
-  c.ffn_unit = 2;
-  c.n_ctx = 8;
-  c.vocab_size = 31;
   return c;
 }
 
+// gpt_config()'s sizes in a tiny_llama.
 LlamaConfig llama_config() {
-  LlamaConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_kv_head = 2;
+  LlamaConfig c = testing::tiny_llama();
   c.n_embd = 16;
-  c.head_dim = 6;
   c.n_ffn = 24;
-  c.ffn_unit = 2;
-  c.n_ctx = 8;
   c.vocab_size = 31;
-  c.rms_norm_eps = 1e-6;
   c.rope_theta = 500.0;
   return c;
 }
 
 void make_batch(int64_t vocab, std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
   Rng rng(3);
-  tokens.resize(kB * kT);
-  targets.resize(kB * kT);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab)));
-    targets[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab)));
-  }
+  testdata::random_batch(rng, kB * kT, vocab, tokens, targets);
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {

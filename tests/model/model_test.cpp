@@ -13,20 +13,13 @@
 #include "model/gpt_model.h"
 #include "model/init.h"
 #include "model/tp_shard.h"
+#include "model_shapes.h"
+#include "random_inputs.h"
 
 namespace ntp::model {
 namespace {
 
-GptConfig tiny_config() {
-  GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 16;
-  c.n_ctx = 8;
-  c.vocab_size = 20;
-  c.ffn_unit = 2;
-  return c;
-}
+GptConfig tiny_config() { return testing::tiny_gpt(/*vocab_size=*/20); }
 
 TEST(GptConfigTest, ValidatesSizes) {
   EXPECT_TRUE(tiny_config().validate().ok());
@@ -166,12 +159,7 @@ TEST(GptModelTest, RejectsBadBatches) {
 // Random tokens and targets over the tiny vocabulary.
 void random_batch(Rng& rng, int64_t b, int64_t t, std::vector<int32_t>* tokens,
                   std::vector<int32_t>* targets) {
-  tokens->resize(static_cast<size_t>(b * t));
-  targets->resize(static_cast<size_t>(b * t));
-  for (size_t i = 0; i < tokens->size(); ++i) {
-    (*tokens)[i] = static_cast<int32_t>(rng.below(20));
-    (*targets)[i] = static_cast<int32_t>(rng.below(20));
-  }
+  testdata::random_batch(rng, b * t, 20, *tokens, *targets);
 }
 
 TEST(GptModelTest, LossIsTheMeanCrossEntropyOverTokens) {

@@ -24,27 +24,20 @@
 #include "model/model_factory.h"
 #include "model/moe_model.h"
 #include "model/thread_tp_group.h"
+#include "model_shapes.h"
 #include "moe_model_reference.h"
+#include "random_inputs.h"
 
 namespace ntp::model {
 namespace {
 
 constexpr int64_t kB = 2, kT = 7;
 
+// tiny_llama with one expert's width as its n_ffn, in units of 1.
 MoeModelConfig test_config() {
-  MoeModelConfig c;
-  c.llama.n_layer = 2;
-  c.llama.n_head = 4;
-  c.llama.n_kv_head = 2;
-  c.llama.n_embd = 20;
-  c.llama.head_dim = 6;
-  c.llama.n_ffn = 12;  // one expert's width
-  c.llama.n_ctx = 8;
-  c.llama.vocab_size = 37;
-  c.llama.rms_norm_eps = 1e-6;
-  c.llama.rope_theta = 100.0;
-  c.n_experts = 5;
-  c.top_k = 2;
+  MoeModelConfig c{.llama = testing::tiny_llama(), .n_experts = 5, .top_k = 2};
+  c.llama.n_ffn = 12;
+  c.llama.ffn_unit = 1;
   return c;
 }
 
@@ -59,26 +52,11 @@ LlamaShard attention_shard(const MoeModelConfig& c) {
 void make_batch(const MoeModelConfig& c, int64_t b, int64_t t, uint64_t seed,
                 std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
   Rng rng(seed);
-  tokens.resize(static_cast<size_t>(b * t));
-  targets.resize(static_cast<size_t>(b * t));
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.llama.vocab_size)));
-    targets[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.llama.vocab_size)));
-  }
+  testdata::random_batch(rng, b * t, c.llama.vocab_size, tokens, targets);
 }
 
-// Drawn per logical tensor (the same for every layout), each rank takes its elements.
 void redraw_weights(MoeModel& m, uint64_t seed) {
-  uint64_t k = 0;
-  for (Param& p : m.params()) {
-    Rng rng(seed + k++);
-    const bool norm = p.name.find("norm") != std::string::npos;
-    std::vector<float> logical(static_cast<size_t>(shape_numel(p.logical_shape)));
-    for (float& v : logical) {
-      v = static_cast<float>(norm ? 1.0 + 0.3 * rng.normal() : 0.4 * rng.normal());
-    }
-    p.gather_from_logical(logical, p.value.span());
-  }
+  testdata::redraw_logical_weights(m.params(), seed, 0.4);
 }
 
 reference::Weights logical_weights(const MoeModel& m) {
@@ -312,20 +290,11 @@ TEST(MoeModelTest, GradientsMatchFiniteDifferencesOfTheReference) {
 
 // ---- TP / EP parity (threads) ----
 
+// ffn_unit 4: the shared experts' columns, 4 units per shared expert.
 MoeModelConfig parity_config() {
-  MoeModelConfig c;
-  c.llama.n_layer = 2;
-  c.llama.n_head = 8;
-  c.llama.n_kv_head = 2;
-  c.llama.n_embd = 32;
-  c.llama.n_ffn = 16;
-  c.llama.n_ctx = 16;
-  c.llama.vocab_size = 61;
-  c.llama.rope_theta = 500.0;
-  c.llama.ffn_unit = 4;  // the shared experts' columns: 4 units per shared expert
-  c.n_experts = 8;
-  c.top_k = 2;
-  return c;
+  return {.llama = testing::tp_parity_llama(/*n_ffn=*/16, /*vocab_size=*/61),
+          .n_experts = 8,
+          .top_k = 2};
 }
 
 struct RankResult {

@@ -30,7 +30,9 @@
 #include "kernels/cpu/gemm.h"
 #include "model/comm_tp_group.h"
 #include "model/gpt_model.h"
+#include "model_shapes.h"
 #include "multiprocess.h"
+#include "random_inputs.h"
 #include "train/adamw_optimizer.h"
 
 namespace ntp::model {
@@ -40,25 +42,17 @@ constexpr int64_t kBatch = 2;
 constexpr int64_t kSeq = 16;
 constexpr uint64_t kSeed = 1234;
 
+// The parity shape (its context is kSeq), with `vocab`: 256 bytes, or padded so the vocabulary
+// splits evenly.
 GptConfig parity_config(int64_t vocab) {
-  GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 8;
-  c.n_embd = 32;
-  c.n_ctx = kSeq;
-  c.vocab_size = vocab;  // 256 bytes, or padded so the vocabulary splits evenly
-  c.ffn_unit = 4;        // 32 FFN units of 4 columns
+  GptConfig c = testing::parity_shape<GptConfig>();
+  c.vocab_size = vocab;
   return c;
 }
 
 void make_batch(int64_t step, std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
   Rng rng(77 + static_cast<uint64_t>(step));
-  tokens.resize(kBatch * kSeq);
-  targets.resize(kBatch * kSeq);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = static_cast<int32_t>(rng.below(256));
-    targets[i] = static_cast<int32_t>(rng.below(256));
-  }
+  testdata::random_batch(rng, kBatch * kSeq, 256, tokens, targets);
 }
 
 // One rank's work; returns the process exit code (children cannot use gtest assertions).

@@ -86,6 +86,21 @@ bool every_unit_has_a_live_copy(const ClusterLayout& from, const ClusterSpec& to
   return true;
 }
 
+// The fold layout of `spec`, and of `spec` with the slots `lost` failed, planned from the first as
+// a re-formation plans it.
+struct SlotLoss {
+  ClusterLayout healthy;
+  ClusterLayout failed;
+};
+Result<SlotLoss> lose_slots(const ClusterSpec& spec, std::vector<SlotRef> lost) {
+  NTP_ASSIGN_OR_RETURN(ClusterLayout healthy, plan_cluster(spec, FoldSyncStrategy()));
+  ClusterSpec failed_spec = spec;
+  failed_spec.failed = std::move(lost);
+  NTP_ASSIGN_OR_RETURN(ClusterLayout failed,
+                       plan_cluster(failed_spec, FoldSyncStrategy(), &healthy));
+  return SlotLoss{std::move(healthy), std::move(failed)};
+}
+
 TEST(ReshardPlan, FailureAndRepairTransitionsReachTheNewLayout) {
   Rng rng(4242);
   int lost = 0;
@@ -187,13 +202,9 @@ TEST(ReshardPlan, LostSlotIsRefilledFromADpPeerOnlyForItsOwnUnits) {
   spec.domain_size = 4;
   spec.spaces = {{"heads", 8, 10}};
   spec.bytes = {.grad_bytes = 4, .state_bytes = 1};
-  auto healthy = plan_cluster(spec, FoldSyncStrategy());
-  ASSERT_TRUE(healthy.ok());
-  ClusterSpec failed_spec = spec;
-  failed_spec.failed = {{0, 1}};
-  auto failed = plan_cluster(failed_spec, FoldSyncStrategy(), &*healthy);
-  ASSERT_TRUE(failed.ok());
-  auto plan = plan_reshard(*healthy, *failed);
+  auto loss = lose_slots(spec, {{0, 1}});
+  ASSERT_TRUE(loss.ok()) << loss.status().to_string();
+  auto plan = plan_reshard(loss->healthy, loss->failed);
   ASSERT_TRUE(plan.ok());
   // Heads 2-3 lived only on the dead slot in domain 0: exactly they come from domain 1.
   IntervalSet from_peer;
@@ -205,7 +216,7 @@ TEST(ReshardPlan, LostSlotIsRefilledFromADpPeerOnlyForItsOwnUnits) {
   }
   EXPECT_EQ(from_peer.to_string(), "2-3");
   EXPECT_EQ(plan->dp_peer_bytes, 2 * 10);
-  check_plan_reaches_layout(*healthy, *failed, *plan);
+  check_plan_reaches_layout(loss->healthy, loss->failed, *plan);
 }
 
 // Bytes each DP peer domain sends over `plan` (index: domain), and the largest unit it sends.
@@ -292,21 +303,17 @@ TEST(ReshardPlan, ADeadSlotIsRefilledByEveryDpPeerInEqualShares) {
   spec.domain_size = 4;
   spec.spaces = {{"heads", 12, 10}, {"ffn", 24, 5}};
   spec.bytes = {.grad_bytes = 4, .state_bytes = 1};
-  auto healthy = plan_cluster(spec, FoldSyncStrategy());
-  ASSERT_TRUE(healthy.ok());
-  ClusterSpec failed_spec = spec;
-  failed_spec.failed = {{0, 1}};
-  auto failed = plan_cluster(failed_spec, FoldSyncStrategy(), &*healthy);
-  ASSERT_TRUE(failed.ok());
-  auto plan = plan_reshard(*healthy, *failed);
+  auto loss = lose_slots(spec, {{0, 1}});
+  ASSERT_TRUE(loss.ok()) << loss.status().to_string();
+  auto plan = plan_reshard(loss->healthy, loss->failed);
   ASSERT_TRUE(plan.ok());
-  check_plan_reaches_layout(*healthy, *failed, *plan);
+  check_plan_reaches_layout(loss->healthy, loss->failed, *plan);
   EXPECT_EQ(plan->dp_peer_bytes, 3 * 10 + 6 * 5);
   std::int64_t largest = 0;
   EXPECT_EQ(peer_sends(spec, *plan, &largest), (std::vector<std::int64_t>{0, 20, 20, 20}));
   EXPECT_EQ(largest, 10);
   // Deterministic: every member computing the plan gets the same transfers.
-  auto again = plan_reshard(*healthy, *failed);
+  auto again = plan_reshard(loss->healthy, loss->failed);
   ASSERT_TRUE(again.ok());
   ASSERT_EQ(again->transfers.size(), plan->transfers.size());
   for (std::size_t i = 0; i < plan->transfers.size(); ++i) {
@@ -324,14 +331,12 @@ TEST(ReshardPlan, KeepsMostUnitsInPlaceWhenAReplicaLosesASlot) {
   spec.domain_size = 72;
   spec.spaces = {{"heads", 128, 1}};
   spec.bytes = {.grad_bytes = 1, .state_bytes = 1};
-  auto healthy = plan_cluster(spec, FoldSyncStrategy());
-  ClusterSpec failed_spec = spec;
-  failed_spec.failed = {{0, 40}};
-  auto failed = plan_cluster(failed_spec, FoldSyncStrategy(), &*healthy);
-  auto plan = plan_reshard(*healthy, *failed);
+  auto loss = lose_slots(spec, {{0, 40}});
+  ASSERT_TRUE(loss.ok()) << loss.status().to_string();
+  auto plan = plan_reshard(loss->healthy, loss->failed);
   ASSERT_TRUE(plan.ok());
   EXPECT_GE(plan->kept_bytes, 2 * 128 * 3 / 4) << "kept " << plan->kept_bytes << " of 256 heads";
-  check_plan_reaches_layout(*healthy, *failed, *plan);
+  check_plan_reaches_layout(loss->healthy, loss->failed, *plan);
 }
 
 TEST(ReshardPlan, UnitWithNoLiveCopyIsUnavailable) {
@@ -339,12 +344,9 @@ TEST(ReshardPlan, UnitWithNoLiveCopyIsUnavailable) {
   spec.domains = 2;
   spec.domain_size = 2;
   spec.spaces = {{"heads", 2, 1}};
-  auto healthy = plan_cluster(spec, FoldSyncStrategy());
-  ClusterSpec failed_spec = spec;
-  failed_spec.failed = {{0, 0}, {1, 0}};  // both copies of head 0 die at once
-  auto failed = plan_cluster(failed_spec, FoldSyncStrategy(), &*healthy);
-  ASSERT_TRUE(failed.ok());
-  auto plan = plan_reshard(*healthy, *failed);
+  auto loss = lose_slots(spec, {{0, 0}, {1, 0}});  // both copies of head 0 die at once
+  ASSERT_TRUE(loss.ok()) << loss.status().to_string();
+  auto plan = plan_reshard(loss->healthy, loss->failed);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kNotFound);
   EXPECT_NE(plan.status().message().find("checkpoint"), std::string::npos);

@@ -13,11 +13,7 @@ namespace ntp::train {
 namespace {
 
 shard::ClusterSpec spec_of(std::vector<shard::SlotRef> failed) {
-  model::GptConfig c;
-  c.n_head = 8;
-  c.n_embd = 32;
-  c.ffn_unit = 4;
-  c.vocab_size = 259;
+  const model::GptConfig c{.n_head = 8, .n_embd = 32, .vocab_size = 259, .ffn_unit = 4};
   shard::ClusterSpec spec;
   spec.domains = 3;
   spec.domain_size = 4;

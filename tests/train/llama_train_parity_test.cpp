@@ -37,11 +37,7 @@ namespace fs = std::filesystem;
 constexpr int kSteps = 20;
 
 // 8 query heads in 2 KV groups.
-model::LlamaConfig parity_model() {
-  model::LlamaConfig c = parity::parity_shape<model::LlamaConfig>();
-  c.n_kv_head = 2;
-  return c;
-}
+model::LlamaConfig parity_model() { return parity::parity_llama(); }
 
 using parity::describe;
 using parity::JobSpec;

@@ -43,8 +43,7 @@ constexpr int kSteps = 20;
 model::MoeModelConfig moe_model(int64_t shared = 0) {
   model::MoeModelConfig c;
   c.n_shared = shared;
-  c.llama = parity::parity_shape<model::LlamaConfig>();
-  c.llama.n_kv_head = 2;
+  c.llama = parity::parity_llama();
   c.llama.n_ffn = 16;  // one expert's width (4 units of ffn_unit 4: unused, no dense FFN)
   c.n_experts = 4;
   c.top_k = 2;

@@ -20,6 +20,7 @@
 #include "child_process.h"
 #include "job_scratch.h"
 #include "model/param.h"
+#include "model_shapes.h"
 
 namespace ntp::train::parity {
 
@@ -31,20 +32,9 @@ struct DumpedRun {
   int64_t mismatches = 0;                   // elements two workers disagree on
 };
 
-// The parity jobs' model shape: 2 layers, 8 heads of width 4, context 16, 32 FFN units of 4
-// columns, 256 vocabulary rows, in a GptConfig, LlamaConfig or ModelConfig; the family's own
-// fields (Llama's KV heads) are the caller's.
-template <typename Config>
-Config parity_shape() {
-  Config c;
-  c.n_layer = 2;
-  c.n_head = 8;
-  c.n_embd = 32;
-  c.n_ctx = 16;
-  c.ffn_unit = 4;  // 32 FFN units
-  c.vocab_size = 256;
-  return c;
-}
+// The parity jobs' model shape (tests/common/model_shapes.h).
+using ntp::testing::parity_llama;
+using ntp::testing::parity_shape;
 
 // argv of `ntp launch --nproc-per-node D*T -- ntp train --domains D --tp T --strategy S
 // --optimizer O` with the model shape of `m` (any config with n_layer, n_head, n_embd, n_ctx and

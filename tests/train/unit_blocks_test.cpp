@@ -77,12 +77,8 @@ TEST(UnitBlocksTest, TakePositionsSlicesTheSetInOrder) {
 // slice_ids of a rank's own units is exactly the model's logical_index: the block view and the
 // model's storage agree on every tensor.
 TEST(UnitBlocksTest, SliceIdsOfOwnUnitsAreTheModelsLogicalIndex) {
-  model::GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 6;
-  c.n_embd = 24;
-  c.ffn_unit = 3;
-  c.vocab_size = 40;
+  const model::GptConfig c{
+      .n_layer = 2, .n_head = 6, .n_embd = 24, .vocab_size = 40, .ffn_unit = 3};
   const std::vector<model::TpShard> layout = model::contiguous_layout(c, 4);
   for (const model::TpShard& shard : layout) {
     auto m = model::GptModel::create(c, shard, 1);

@@ -16,23 +16,28 @@
 namespace ntp::train {
 namespace {
 
-shard::ClusterLayout plan(int domains, int tp, std::vector<shard::SlotRef> failed, bool native) {
-  model::GptConfig c;
-  c.n_head = 8;
-  c.n_embd = 32;
-  c.ffn_unit = 4;
-  c.vocab_size = 259;
+// The layout of `domains` replicas of `tp` slots over `config`'s unit spaces, planned with the
+// native strategy or the fold.
+shard::ClusterLayout plan_model(const model::ModelConfig& config, int domains, int tp,
+                                std::vector<shard::SlotRef> failed, bool native,
+                                std::vector<std::vector<double>> speeds = {}) {
   shard::ClusterSpec spec;
   spec.domains = domains;
   spec.domain_size = tp;
   spec.failed = std::move(failed);
-  spec.spaces = shard::model_unit_spaces(model_shape(c));
+  spec.speeds = std::move(speeds);
+  spec.spaces = shard::model_unit_spaces(model_shape(config));
   shard::FoldSyncStrategy fold;
   shard::NativeSyncStrategy nat(tp);
   auto layout = shard::plan_cluster(spec, native ? static_cast<const shard::SyncStrategy&>(nat)
                                                  : static_cast<const shard::SyncStrategy&>(fold));
-  EXPECT_TRUE(layout.ok());
+  EXPECT_TRUE(layout.ok()) << layout.status().to_string();
   return *layout;
+}
+
+shard::ClusterLayout plan(int domains, int tp, std::vector<shard::SlotRef> failed, bool native) {
+  const model::GptConfig c{.n_head = 8, .n_embd = 32, .vocab_size = 259, .ffn_unit = 4};
+  return plan_model(c, domains, tp, std::move(failed), native);
 }
 
 void check_roles(const shard::ClusterLayout& layout) {
@@ -118,30 +123,13 @@ TEST(WorkerRoleTest, FailedSlotsHaveNoRole) {
 
 // Llama with 8 query heads in 2 KV groups (4 query heads each), as issue 21's parity asks.
 model::ModelConfig llama_config() {
-  model::LlamaConfig c;
-  c.n_head = 8;
-  c.n_kv_head = 2;
-  c.n_embd = 32;
-  c.n_ffn = 48;
-  c.ffn_unit = 4;
-  c.vocab_size = 259;
-  return c;
+  return model::LlamaConfig{
+      .n_head = 8, .n_kv_head = 2, .n_embd = 32, .n_ffn = 48, .vocab_size = 259, .ffn_unit = 4};
 }
 
 shard::ClusterLayout plan_llama(int domains, int tp, std::vector<shard::SlotRef> failed,
                                 bool native, std::vector<std::vector<double>> speeds = {}) {
-  shard::ClusterSpec spec;
-  spec.domains = domains;
-  spec.domain_size = tp;
-  spec.failed = std::move(failed);
-  spec.speeds = std::move(speeds);
-  spec.spaces = shard::model_unit_spaces(model_shape(llama_config()));
-  shard::FoldSyncStrategy fold;
-  shard::NativeSyncStrategy nat(tp);
-  auto layout = shard::plan_cluster(spec, native ? static_cast<const shard::SyncStrategy&>(nat)
-                                                 : static_cast<const shard::SyncStrategy&>(fold));
-  EXPECT_TRUE(layout.ok()) << layout.status().to_string();
-  return *layout;
+  return plan_model(llama_config(), domains, tp, std::move(failed), native, std::move(speeds));
 }
 
 // Expects every sharded parameter of m in the layout space its UnitSpaceId numbers, with that
