@@ -17,12 +17,12 @@
 // Load: the router's measured choices (expert_counts over the N tokens) give each rank's routed
 // tokens; a placement's imbalance is its busiest rank's load over the mean. `--skew S` scales
 // router row e by 1 + S e / (E - 1), so that later experts win more often (a router that favours
-// some experts, as trained ones do). Placements compared: the layout's contiguous deal (what the
-// trainer does today: sizes as even as possible) and a deal by measured load (the heaviest expert
-// first to the least-loaded rank), which is what placing by router counts would give.
+// some experts, as trained ones do). Placements compared: the layout's contiguous deal (sizes as
+// even as possible, what a count-balanced layout gives) and the trainer's deal by measured load
+// (shard::deal_by_load: the heaviest expert first to the least-loaded rank), which a replica
+// below its full degree now uses (docs/model.md, "Experts placed by measured load").
 #include <algorithm>
 #include <cstdio>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -33,6 +33,7 @@
 #include "kernels/cpu/gemm.h"
 #include "machine_info.h"
 #include "model/moe_block.h"
+#include "shard/load_layout.h"
 
 namespace {
 
@@ -57,35 +58,26 @@ std::vector<MoeHolding> deal_contiguous(int experts, int degree) {
   return out;
 }
 
-// The heaviest expert (by routed tokens) first, each to the rank with the least load so far.
+// The trainer's placement by load (shard/load_layout.h) of the router's counts over `degree`
+// ranks of equal speed: the heaviest expert first, each to the rank with the least load so far.
 std::vector<MoeHolding> deal_by_load(const std::vector<int64_t>& counts, int degree) {
-  std::vector<int> order(counts.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return counts[static_cast<size_t>(a)] > counts[static_cast<size_t>(b)];
-  });
-  std::vector<MoeHolding> out(static_cast<size_t>(degree));
-  std::vector<int64_t> load(static_cast<size_t>(degree), 0);
-  for (int e : order) {
-    const auto r = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-    out[r].experts.push_back(e);
-    load[r] += counts[static_cast<size_t>(e)];
+  const std::vector<double> loads(counts.begin(), counts.end());
+  std::vector<MoeHolding> out;
+  for (const ntp::shard::IntervalSet& units :
+       ntp::shard::deal_by_load(loads, std::vector<double>(static_cast<size_t>(degree), 1.0))) {
+    out.push_back({units.ids(), out.empty()});
   }
-  for (size_t r = 0; r < out.size(); ++r) out[r].lead = r == 0;
   return out;
 }
 
-// Busiest rank's routed tokens over the mean rank's.
+// Busiest rank's routed tokens over the mean rank's (shard::load_imbalance at equal speeds).
 double load_imbalance(const std::vector<MoeHolding>& placement,
                       const std::vector<int64_t>& counts) {
-  double busiest = 0, total = 0;
-  for (const MoeHolding& h : placement) {
-    double load = 0;
-    for (int64_t e : h.experts) load += static_cast<double>(counts[static_cast<size_t>(e)]);
-    busiest = std::max(busiest, load);
-    total += load;
-  }
-  return busiest / (total / static_cast<double>(placement.size()));
+  std::vector<ntp::shard::IntervalSet> units;
+  for (const MoeHolding& h : placement)
+    units.push_back(ntp::shard::IntervalSet::from_ids(h.experts));
+  return ntp::shard::load_imbalance(units, std::vector<double>(counts.begin(), counts.end()),
+                                    std::vector<double>(placement.size(), 1.0));
 }
 
 // Scales router row e of the block's gate weight by 1 + skew e / (E - 1).
