@@ -5,7 +5,7 @@
 #include <numeric>
 #include <utility>
 
-#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/swiglu.h"
 #include "model/init.h"
 
@@ -17,20 +17,21 @@ namespace {
 
 void resize(std::vector<float>& v, int64_t n) { v.resize(static_cast<size_t>(n)); }
 
-// c[m, n] = a[m, kk] b[n, kk]^T + beta c: nn.Linear's y = x W^T with W stored [out, in].
-void matmul_nt(int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float beta, float* c, int64_t ldc) {
-  k::gemm(false, true, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
+// c[m, n] = a[m, kk] b[n, kk]^T + beta c: nn.Linear's y = x W^T with W stored [out, in]. `dtype`:
+// the inputs' precision (kernels/cpu/matmul.h); the sums are float32 either way.
+void matmul_nt(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  k::matmul(dtype, false, true, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 // c[m, n] = a[m, kk] b[kk, n] + beta c
-void matmul_nn(int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float beta, float* c, int64_t ldc) {
-  k::gemm(false, false, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
+void matmul_nn(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  k::matmul(dtype, false, false, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 // c[m, n] += a[kk, m]^T b[kk, n]: weight gradients dW[out, in] += dy^T x.
-void matmul_tn_acc(int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda, const float* b,
-                   int64_t ldb, float* c, int64_t ldc) {
-  k::gemm(true, false, m, n, kk, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
+void matmul_tn_acc(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const float* a,
+                   int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+  k::matmul(dtype, true, false, m, n, kk, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
 }
 
 Status positive(const char* name, int64_t v) {
@@ -186,10 +187,10 @@ void MoeBlock::zero_grad() {
 void MoeBlock::swiglu_forward(int64_t m, int64_t f, const float* x, int w1, int w3, int w2,
                               float* gu, float* s, float* out) {
   const int64_t c = config_.hidden;
-  matmul_nt(m, f, c, x, c, w(w1), c, 0.0f, gu, 2 * f);
-  matmul_nt(m, f, c, x, c, w(w3), c, 0.0f, gu + f, 2 * f);
+  matmul_nt(dtype_, m, f, c, x, c, w(w1), c, 0.0f, gu, 2 * f);
+  matmul_nt(dtype_, m, f, c, x, c, w(w3), c, 0.0f, gu + f, 2 * f);
   k::swiglu_forward(gu, m, f, s);
-  matmul_nt(m, c, f, s, f, w(w2), f, 0.0f, out, c);
+  matmul_nt(dtype_, m, c, f, s, f, w(w2), f, 0.0f, out, c);
 }
 
 void MoeBlock::swiglu_backward(int64_t m, int64_t f, const float* x, const float* gu,
@@ -197,13 +198,13 @@ void MoeBlock::swiglu_backward(int64_t m, int64_t f, const float* x, const float
                                float* dx) {
   const int64_t c = config_.hidden;
   resize(ds_, m * f), resize(dgu_, m * 2 * f);
-  matmul_nn(m, f, c, dout, c, w(w2), f, 0.0f, ds_.data(), f);
-  matmul_tn_acc(c, f, m, dout, c, s, f, dw(w2), f);
+  matmul_nn(dtype_, m, f, c, dout, c, w(w2), f, 0.0f, ds_.data(), f);
+  matmul_tn_acc(dtype_, c, f, m, dout, c, s, f, dw(w2), f);
   k::swiglu_backward(gu, ds_.data(), m, f, dgu_.data());
-  matmul_tn_acc(f, c, m, dgu_.data(), 2 * f, x, c, dw(w1), c);
-  matmul_tn_acc(f, c, m, dgu_.data() + f, 2 * f, x, c, dw(w3), c);
-  matmul_nn(m, c, f, dgu_.data(), 2 * f, w(w1), c, 0.0f, dx, c);
-  matmul_nn(m, c, f, dgu_.data() + f, 2 * f, w(w3), c, 1.0f, dx, c);
+  matmul_tn_acc(dtype_, f, c, m, dgu_.data(), 2 * f, x, c, dw(w1), c);
+  matmul_tn_acc(dtype_, f, c, m, dgu_.data() + f, 2 * f, x, c, dw(w3), c);
+  matmul_nn(dtype_, m, c, f, dgu_.data(), 2 * f, w(w1), c, 0.0f, dx, c);
+  matmul_nn(dtype_, m, c, f, dgu_.data() + f, 2 * f, w(w3), c, 1.0f, dx, c);
 }
 
 Result<double> MoeBlock::forward(std::span<const float> h, int64_t n, std::span<float> y) {
@@ -220,7 +221,7 @@ Result<double> MoeBlock::forward(std::span<const float> h, int64_t n, std::span<
 
   // ---- router: probs [n, E], top-k, combine weights, counts ----
   resize(probs_, n * ne);
-  matmul_nt(n, ne, c, h_.data(), c, w(router_), c, 0.0f, probs_.data(), ne);
+  matmul_nt(k::MatmulDtype::kFp32, n, ne, c, h_.data(), c, w(router_), c, 0.0f, probs_.data(), ne);
   selected_.resize(static_cast<size_t>(n * kk));
   resize(combine_, n * kk);
   std::fill(counts_.begin(), counts_.end(), 0);
@@ -403,8 +404,8 @@ Status MoeBlock::backward(std::span<const float> dy, std::span<const double> aux
     for (int64_t e = 0; e < ne; ++e) pd += static_cast<double>(p[e]) * d[e];
     for (int64_t e = 0; e < ne; ++e) d[e] = static_cast<float>(p[e] * (d[e] - pd));
   }
-  matmul_tn_acc(ne, c, n, dl.data(), ne, h_.data(), c, dw(router_), c);
-  matmul_nn(n, c, ne, dl.data(), ne, w(router_), c, 1.0f, dh.data(), c);
+  matmul_tn_acc(k::MatmulDtype::kFp32, ne, c, n, dl.data(), ne, h_.data(), c, dw(router_), c);
+  matmul_nn(k::MatmulDtype::kFp32, n, c, ne, dl.data(), ne, w(router_), c, 1.0f, dh.data(), c);
   return ok_status();
 }
 

@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/cpu/matmul.h"
 #include "model/param.h"
 
 namespace ntp::model {
@@ -120,6 +121,10 @@ class MoeBlock {
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
   void zero_grad();
+  // The input precision of the experts' matrix products (kernels/cpu/matmul.h): kFp32 (the
+  // default) or kBf16, as the model's (model::Model::set_matmul_dtype). The router's product stays
+  // float32: its top-k choice is what an input rounding must not flip.
+  void set_matmul_dtype(kernels::cpu::MatmulDtype dtype) { dtype_ = dtype; }
 
   // h [n, hidden] -> y [n, hidden] (overwritten: this rank's partial output); returns aux.
   // Saves what backward needs (h is copied). kInvalidArgument on a size mismatch.
@@ -180,7 +185,8 @@ class MoeBlock {
 
   MoeConfig config_;
   MoeHolding holding_;
-  std::vector<Param> params_;        // empty for a view block
+  kernels::cpu::MatmulDtype dtype_ = kernels::cpu::MatmulDtype::kFp32;  // the experts' products
+  std::vector<Param> params_;                                           // empty for a view block
   std::vector<WeightView> weights_;  // per weight, params() order: params_' storage or the caller's
   int router_ = -1;
   std::vector<ExpertParams> experts_;  // per held expert, holding order

@@ -72,6 +72,7 @@ std::vector<int> MoeModel::add_ffn_params(int64_t /*layer*/, const std::string& 
 Status MoeModel::ffn_forward(size_t l, const Dims& m, std::vector<float>& x_out) {
   const LayerActs& a = acts_[l];
   y_.resize(static_cast<size_t>(m.n * m.c));
+  blocks_[l].set_matmul_dtype(matmul_dtype());  // the experts' products at the model's dtype
   NTP_RETURN_IF_ERROR(blocks_[l].forward(a.h2, m.n, y_).status());
   if (moe_.n_shared > 0) {  // the shared experts' partial output, over this rank's FFN units
     const int* shared = layers_[l].ffn.data() + 4;

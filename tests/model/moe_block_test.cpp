@@ -186,6 +186,57 @@ TEST(MoeBlockTest, ForwardMatchesFloat64Reference) {
   }
 }
 
+// --dtype bf16 reaches the experts: their products read bf16-rounded inputs (kernels/cpu/matmul.h)
+// while the router stays float32, so the routing is the float32 block's exactly. The output moves
+// by what rounding the inputs of two products in a row gives: one product's relative error has
+// RMS ~ sqrt(2/3) u_b = 3.2e-3 (u_b = 2^-8; two independent input roundings, each uniform within
+// +-u_b), the gate's and the up projection's pass through SwiGLU into the down projection's
+// input (sqrt(2) x 3.2e-3), which adds its own: sqrt(3) x 3.2e-3 = 5.5e-3 of the output's RMS.
+// The expert weights' gradients come from the same roundings. Band: a factor 3 either way.
+TEST(MoeBlockTest, TheExpertsRunAtTheModelsDtypeAndTheRouterStaysFloat32) {
+  const MoeConfig c = test_config(8, 2, 0);
+  MoeBlock fp32 = make_block(c, MoeHolding::all(c));
+  MoeBlock bf16 = make_block(c, MoeHolding::all(c));
+  bf16.set_matmul_dtype(kernels::cpu::MatmulDtype::kBf16);
+  const std::vector<float> h = normal_vector(kTokens * kHidden, 17);
+  const std::vector<float> dy = normal_vector(kTokens * kHidden, 23);
+  std::vector<float> y32(h.size()), y16(h.size()), dh(h.size());
+  ASSERT_TRUE(fp32.forward(h, kTokens, y32).ok());
+  ASSERT_TRUE(bf16.forward(h, kTokens, y16).ok());
+  EXPECT_EQ(bf16.probs(), fp32.probs());  // bit for bit: the router's product is float32
+  EXPECT_EQ(bf16.selected(), fp32.selected());
+  auto relative_rms = [](std::span<const float> got, std::span<const float> want) {
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+      norm += static_cast<double>(want[i]) * want[i];
+    }
+    return std::sqrt(diff / norm);
+  };
+  const double expected = std::sqrt(3.0) * std::sqrt(2.0 / 3.0) / 256.0;
+  const double output = relative_rms(y16, y32);
+  ASSERT_TRUE(fp32.backward(dy, 0.0, dh).ok());
+  ASSERT_TRUE(bf16.backward(dy, 0.0, dh).ok());
+  const Param* w1_32 = nullptr;
+  const Param* w1_16 = nullptr;
+  for (size_t i = 0; i < fp32.params().size(); ++i) {
+    if (fp32.params()[i].name.find("experts.0.w1") != std::string::npos) {
+      w1_32 = &fp32.params()[i];
+      w1_16 = &bf16.params()[i];
+    }
+  }
+  ASSERT_NE(w1_32, nullptr);
+  const double grad = relative_rms(w1_16->grad.span(), w1_32->grad.span());
+  std::printf(
+      "bf16 experts: output %.2e, expert 0's w1 gradient %.2e relative RMS from float32 "
+      "(arithmetic: ~%.1e)\n",
+      output, grad, expected);
+  EXPECT_GT(output, expected / 3);
+  EXPECT_LT(output, expected * 3);
+  EXPECT_GT(grad, expected / 3);
+  EXPECT_LT(grad, expected * 3);
+}
+
 // Routing is discrete: the top-k ids (in descending order) and the per-expert counts equal the
 // reference's exactly, whenever no top-k boundary is within float32 reach of a tie.
 TEST(MoeBlockTest, RouterCountsMatchTheReferenceExactly) {
