@@ -7,6 +7,7 @@
 
 #include "model/gpt_config.h"
 #include "model/llama_config.h"
+#include "shard/unit_space.h"
 
 namespace ntp::testing {
 
@@ -64,6 +65,20 @@ inline model::LlamaConfig tp_parity_llama(int64_t n_ffn, int64_t vocab_size) {
   c.vocab_size = vocab_size;
   c.rope_theta = 500.0;
   return c;
+}
+
+// A MoE model's shape for layout tests (shard::ModelShape): 8 query heads in 4 KV groups, width 64,
+// FFN blocks of 8 columns of an expert 32 wide, vocabulary 64, 2 layers, 8 routed experts (the
+// last unit space).
+inline shard::ModelShape tiny_moe_shape() {
+  return {.heads = 8,
+          .hidden = 64,
+          .ffn = 32,
+          .ffn_block = 8,
+          .vocab = 64,
+          .layers = 2,
+          .kv_heads = 4,
+          .experts = 8};
 }
 
 }  // namespace ntp::testing

@@ -9,6 +9,7 @@
 
 #include "core/rng.h"
 #include "layout_properties.h"
+#include "model_shapes.h"
 #include "shard/cluster_layout.h"
 #include "shard/fold_sync_strategy.h"
 
@@ -113,20 +114,11 @@ TEST(DealByLoadTest, ASlowRankTakesLoadInProportionToItsSpeed) {
 
 // 3 domains of 4 slots, slot 1:2 failed, the MoE shape's spaces, 8 experts.
 ClusterSpec moe_cluster() {
-  ModelShape shape;
-  shape.heads = 8;
-  shape.kv_heads = 4;
-  shape.hidden = 64;
-  shape.ffn = 32;
-  shape.ffn_block = 8;
-  shape.vocab = 64;
-  shape.layers = 2;
-  shape.experts = 8;
   ClusterSpec spec;
   spec.domains = 3;
   spec.domain_size = 4;
   spec.failed = {{1, 2}};
-  spec.spaces = model_unit_spaces(shape);
+  spec.spaces = model_unit_spaces(ntp::testing::tiny_moe_shape());
   return spec;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "model/gpt_model.h"
+#include "model_shapes.h"
 #include "shard/fold_sync_strategy.h"
 #include "train/train_config.h"
 
@@ -75,19 +76,10 @@ TEST(LayoutCodecTest, AWeightedLayoutOnPermutedSlotsDecodesToItself) {
 // (slot 1:2 slow) each deal domain 1's experts by the loads, and each decodes to itself; the
 // loads a decider measured travel beside the layout, read back exactly.
 TEST(LayoutCodecTest, ExpertsPlacedByLoadDecodeToThemselvesAndTheMeasuredLoadsTravel) {
-  shard::ModelShape shape;
-  shape.heads = 8;
-  shape.kv_heads = 4;
-  shape.hidden = 64;
-  shape.ffn = 32;
-  shape.ffn_block = 8;
-  shape.vocab = 64;
-  shape.layers = 2;
-  shape.experts = 8;
   shard::ClusterSpec moe;
   moe.domains = 3;
   moe.domain_size = 4;
-  moe.spaces = shard::model_unit_spaces(shape);
+  moe.spaces = shard::model_unit_spaces(testing::tiny_moe_shape());
   moe.unit_loads.assign(moe.spaces.size(), {});
   moe.unit_loads.back() = {9, 1, 7, 3, 5, 2, 8, 4};  // the experts space comes last
   ASSERT_EQ(moe.spaces.back().name, "experts");
