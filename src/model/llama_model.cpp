@@ -37,21 +37,9 @@ InitRule llama_init_rule(std::string_view name) {
   return {InitRule::Kind::kNormal, 0.02};
 }
 
-// c[m, n] (+)= a[m, k] * b[n, k]^T: nn.Linear's y = x W^T with W stored [out, in].
-void matmul_nt(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  k::matmul(dtype, false, true, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
-}
-// c[m, n] (+)= a[m, k] * b[k, n]
-void matmul_nn(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  k::matmul(dtype, false, false, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
-}
-// c[m, n] (+)= a[k, m]^T * b[k, n]: weight gradients dW[out, in] += dy^T x.
-void matmul_tn(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  k::matmul(dtype, true, false, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
-}
+using k::matmul_nn;
+using k::matmul_nt;
+using k::matmul_tn;
 
 }  // namespace
 

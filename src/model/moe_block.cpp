@@ -17,22 +17,9 @@ namespace {
 
 void resize(std::vector<float>& v, int64_t n) { v.resize(static_cast<size_t>(n)); }
 
-// c[m, n] = a[m, kk] b[n, kk]^T + beta c: nn.Linear's y = x W^T with W stored [out, in]. `dtype`:
-// the inputs' precision (kernels/cpu/matmul.h); the sums are float32 either way.
-void matmul_nt(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  k::matmul(dtype, false, true, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
-}
-// c[m, n] = a[m, kk] b[kk, n] + beta c
-void matmul_nn(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  k::matmul(dtype, false, false, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
-}
-// c[m, n] += a[kk, m]^T b[kk, n]: weight gradients dW[out, in] += dy^T x.
-void matmul_tn_acc(k::MatmulDtype dtype, int64_t m, int64_t n, int64_t kk, const float* a,
-                   int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  k::matmul(dtype, true, false, m, n, kk, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
-}
+using k::matmul_nn;
+using k::matmul_nt;
+using k::matmul_tn;
 
 Status positive(const char* name, int64_t v) {
   if (v > 0) return ok_status();
@@ -199,10 +186,10 @@ void MoeBlock::swiglu_backward(int64_t m, int64_t f, const float* x, const float
   const int64_t c = config_.hidden;
   resize(ds_, m * f), resize(dgu_, m * 2 * f);
   matmul_nn(dtype_, m, f, c, dout, c, w(w2), f, 0.0f, ds_.data(), f);
-  matmul_tn_acc(dtype_, c, f, m, dout, c, s, f, dw(w2), f);
+  matmul_tn(dtype_, c, f, m, dout, c, s, f, 1.0f, dw(w2), f);
   k::swiglu_backward(gu, ds_.data(), m, f, dgu_.data());
-  matmul_tn_acc(dtype_, f, c, m, dgu_.data(), 2 * f, x, c, dw(w1), c);
-  matmul_tn_acc(dtype_, f, c, m, dgu_.data() + f, 2 * f, x, c, dw(w3), c);
+  matmul_tn(dtype_, f, c, m, dgu_.data(), 2 * f, x, c, 1.0f, dw(w1), c);
+  matmul_tn(dtype_, f, c, m, dgu_.data() + f, 2 * f, x, c, 1.0f, dw(w3), c);
   matmul_nn(dtype_, m, c, f, dgu_.data(), 2 * f, w(w1), c, 0.0f, dx, c);
   matmul_nn(dtype_, m, c, f, dgu_.data() + f, 2 * f, w(w3), c, 1.0f, dx, c);
 }
@@ -404,7 +391,7 @@ Status MoeBlock::backward(std::span<const float> dy, std::span<const double> aux
     for (int64_t e = 0; e < ne; ++e) pd += static_cast<double>(p[e]) * d[e];
     for (int64_t e = 0; e < ne; ++e) d[e] = static_cast<float>(p[e] * (d[e] - pd));
   }
-  matmul_tn_acc(k::MatmulDtype::kFp32, ne, c, n, dl.data(), ne, h_.data(), c, dw(router_), c);
+  matmul_tn(k::MatmulDtype::kFp32, ne, c, n, dl.data(), ne, h_.data(), c, 1.0f, dw(router_), c);
   matmul_nn(k::MatmulDtype::kFp32, n, c, ne, dl.data(), ne, w(router_), c, 1.0f, dh.data(), c);
   return ok_status();
 }

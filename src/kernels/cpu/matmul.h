@@ -18,4 +18,21 @@ void matmul(MatmulDtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n,
             float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
             float* c, int64_t ldc);
 
+// The three forms of a layer's products, weights stored [out, in] as nn.Linear's:
+// c[m, n] = a[m, k] b[n, k]^T + beta c: the forward y = x W^T.
+inline void matmul_nt(MatmulDtype dtype, int64_t m, int64_t n, int64_t k, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  matmul(dtype, false, true, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+// c[m, n] = a[m, k] b[k, n] + beta c: the input gradient dx = dy W.
+inline void matmul_nn(MatmulDtype dtype, int64_t m, int64_t n, int64_t k, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  matmul(dtype, false, false, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+// c[m, n] = a[k, m]^T b[k, n] + beta c: the weight gradient dW = dy^T x.
+inline void matmul_tn(MatmulDtype dtype, int64_t m, int64_t n, int64_t k, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  matmul(dtype, true, false, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
 }  // namespace ntp::kernels::cpu
