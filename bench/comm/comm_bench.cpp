@@ -42,6 +42,7 @@
 #include "comm/gloo_collectives.h"
 #include "comm/gloo_communicator.h"
 #include "comm/store.h"
+#include "core/named_values.h"
 #include "machine_info.h"
 
 namespace {
@@ -83,15 +84,9 @@ double cpu_seconds() {
 enum class Op { kAllreduce, kAllgather, kAlltoallv };
 
 const char* op_name(Op op) {
-  switch (op) {
-    case Op::kAllreduce:
-      return "allreduce";
-    case Op::kAllgather:
-      return "allgather";
-    case Op::kAlltoallv:
-      return "alltoallv";
-  }
-  return "?";
+  static constexpr ntp::NamedValue<Op> kNames[] = {
+      {Op::kAllreduce, "allreduce"}, {Op::kAllgather, "allgather"}, {Op::kAlltoallv, "alltoallv"}};
+  return ntp::name_of(kNames, op);
 }
 
 // The wrapper's own cost per operation, free of network noise: a size-1 communicator runs the

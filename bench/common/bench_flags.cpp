@@ -45,6 +45,14 @@ std::vector<int> number_list(const std::string& program, const std::string& flag
   }
 }
 
+void NumberListFlag::take(const std::string& program, const std::string& flag,
+                          const std::string& text, long low, long high) {
+  if (!given_) values_.clear();
+  given_ = true;
+  const std::vector<int> more = number_list(program, flag, text, low, high);
+  values_.insert(values_.end(), more.begin(), more.end());
+}
+
 std::string command_line(const std::string& program, int argc, char** argv) {
   std::string command = program;
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];

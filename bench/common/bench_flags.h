@@ -27,4 +27,18 @@ long whole_number(const std::string& program, const std::string& flag, const std
 std::vector<int> number_list(const std::string& program, const std::string& flag,
                              const std::string& text, long low, long high);
 
+// The values of a repeatable list flag (--members N[,N...]) in `values`: its first use replaces
+// what `values` held (the default), each later use adds to it.
+class NumberListFlag {
+ public:
+  explicit NumberListFlag(std::vector<int>& values) : values_(values) {}
+  // One use: number_list's numbers of `text`.
+  void take(const std::string& program, const std::string& flag, const std::string& text, long low,
+            long high);
+
+ private:
+  std::vector<int>& values_;
+  bool given_ = false;
+};
+
 }  // namespace ntp::bench

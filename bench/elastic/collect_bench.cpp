@@ -43,19 +43,13 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  bool members_given = false, epochs_given = false;
+  ntp::bench::NumberListFlag members(o.members), epochs(o.epochs);
   ntp::bench::for_each_flag(
       kProgram, argc, argv, [&](const std::string& flag, const std::string& value) {
         if (flag == "--members") {
-          if (!members_given) o.members.clear();
-          members_given = true;
-          const std::vector<int> more = ntp::bench::number_list(kProgram, flag, value, 2, 131072);
-          o.members.insert(o.members.end(), more.begin(), more.end());
+          members.take(kProgram, flag, value, 2, 131072);
         } else if (flag == "--epochs") {
-          if (!epochs_given) o.epochs.clear();
-          epochs_given = true;
-          const std::vector<int> more = ntp::bench::number_list(kProgram, flag, value, 1, 30);
-          o.epochs.insert(o.epochs.end(), more.begin(), more.end());
+          epochs.take(kProgram, flag, value, 1, 30);
         } else if (flag == "--repeats") {
           o.repeats = static_cast<int>(ntp::bench::whole_number(kProgram, flag, value, 1, 100));
         } else if (flag == "--redis-server") {

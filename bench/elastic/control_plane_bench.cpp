@@ -81,11 +81,11 @@ double seconds(const std::string& flag, const std::string& text, double low, dou
 
 Options parse(int argc, char** argv) {
   Options o;
+  ntp::bench::NumberListFlag members(o.members);
   ntp::bench::for_each_flag(
       kProgram, argc, argv, [&](const std::string& flag, const std::string& value) {
         if (flag == "--members") {
-          const std::vector<int> more = ntp::bench::number_list(kProgram, flag, value, 4, 16384);
-          o.members.insert(o.members.end(), more.begin(), more.end());
+          members.take(kProgram, flag, value, 4, 16384);
         } else if (flag == "--port") {
           o.port = static_cast<int>(number(flag, value, 1, 65535));
         } else if (flag == "--redis-server") {

@@ -72,11 +72,11 @@ constexpr int kGlooMaxMembers = 64;
 
 Options parse(int argc, char** argv) {
   Options o;
+  ntp::bench::NumberListFlag members(o.members);
   ntp::bench::for_each_flag(
       kProgram, argc, argv, [&](const std::string& flag, const std::string& value) {
         if (flag == "--members") {
-          const std::vector<int> more = ntp::bench::number_list(kProgram, flag, value, 2, 1024);
-          o.members.insert(o.members.end(), more.begin(), more.end());
+          members.take(kProgram, flag, value, 2, 1024);
         } else if (flag == "--steps") {
           o.steps = static_cast<int>(ntp::bench::whole_number(kProgram, flag, value, 1, 100000));
         } else if (flag == "--rounds") {

@@ -30,6 +30,7 @@
 
 #include "core/rng.h"
 #include "core_peak.h"
+#include "full_model.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/blas_select.h"
 #include "kernels/cpu/clip.h"
@@ -77,15 +78,6 @@ struct Model {
   std::unique_ptr<ntp::train::AdamWOptimizer> opt;
   Best step;
 };
-
-std::unique_ptr<ntp::model::Model> make_model(const ntp::model::ModelConfig& c) {
-  if (c.family == ntp::model::ModelFamily::kLlama) {
-    auto m = ntp::model::LlamaModel::create(c.llama(), ntp::model::full_shard(c.llama()), 1);
-    return m.ok() ? std::make_unique<ntp::model::LlamaModel>(std::move(*m)) : nullptr;
-  }
-  auto m = ntp::model::GptModel::create(c.gpt(), ntp::model::full_shard(c.gpt()), 1);
-  return m.ok() ? std::make_unique<ntp::model::GptModel>(std::move(*m)) : nullptr;
-}
 
 // One family's recorded products and, per library and dtype, their best times.
 struct Products {
@@ -196,7 +188,7 @@ int main(int argc, char** argv) {
         e.config.n_kv_head = std::max<int64_t>(1, heads / 2);
       }
       e.dtype = dtype;
-      e.model = make_model(e.config);
+      e.model = ntp::bench::make_full_model(e.config);
       if (e.model == nullptr) {
         std::fprintf(stderr, "error: invalid model shape (width %lld, heads %lld)\n",
                      static_cast<long long>(width), static_cast<long long>(heads));

@@ -41,6 +41,7 @@
 
 #include "core/rng.h"
 #include "core_peak.h"
+#include "full_model.h"
 #include "kernels/cpu/blas_select.h"
 #include "kernels/cpu/clip.h"
 #include "kernels/cpu/gemm.h"
@@ -88,6 +89,26 @@ void time_into(Best& best, F&& f) {
   best.add(wall, cpu_seconds() - c0);
 }
 
+// The operands of C[m,n] = A[m,k] B[k,n]: A and B uniform in [-0.5, 0.5) from seed 1.
+struct Operands {
+  Operands(int64_t m, int64_t n, int64_t k)
+      : a(static_cast<size_t>(m * k)),
+        b(static_cast<size_t>(k * n)),
+        c(static_cast<size_t>(m * n)) {
+    ntp::Rng rng(1);
+    for (float& v : a) v = static_cast<float>(rng.uniform() - 0.5);
+    for (float& v : b) v = static_cast<float>(rng.uniform() - 0.5);
+  }
+  std::vector<float> a, b, c;
+};
+
+// One untimed call of product() (first touches, library set-up), then `reps` timed into best.
+template <class Product>
+void warm_then_time(int reps, Best& best, Product&& product) {
+  product();
+  for (int r = 0; r < reps; ++r) time_into(best, product);
+}
+
 // Who runs the reference product: OpenBLAS with its own threads (one cblas_sgemm call), or ntp's
 // gemm, which splits it over ntp's threads with single-threaded OpenBLAS parts
 // (kernels/cpu/gemm.h).
@@ -95,39 +116,28 @@ enum class Via { kOpenBlasThreads, kNtpSplit };
 
 // Best-of-`reps` seconds (wall and CPU) of C[m,n] = A[m,k] B[k,n], into best.
 void time_sgemm(int64_t m, int64_t n, int64_t k, int reps, Via via, Best& best) {
-  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)),
-      c(static_cast<size_t>(m * n));
-  ntp::Rng rng(1);
-  for (float& v : a) v = static_cast<float>(rng.uniform() - 0.5);
-  for (float& v : b) v = static_cast<float>(rng.uniform() - 0.5);
+  Operands o(m, n, k);
   auto product = [&] {
     if (via == Via::kNtpSplit) {
-      ntp::kernels::cpu::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(),
-                              n);
+      ntp::kernels::cpu::gemm(false, false, m, n, k, 1.0f, o.a.data(), k, o.b.data(), n, 0.0f,
+                              o.c.data(), n);
     } else {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m),
-                  static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a.data(),
-                  static_cast<blasint>(k), b.data(), static_cast<blasint>(n), 0.0f, c.data(),
+                  static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, o.a.data(),
+                  static_cast<blasint>(k), o.b.data(), static_cast<blasint>(n), 0.0f, o.c.data(),
                   static_cast<blasint>(n));
     }
   };
-  product();
-  for (int r = 0; r < reps; ++r) time_into(best, product);
+  warm_then_time(reps, best, product);
 }
 
 // Best-of-`reps` seconds of the same product through gemm_bf16 (its default path on this host).
 void time_gemm_bf16(int64_t m, int64_t n, int64_t k, int reps, Best& best) {
-  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)),
-      c(static_cast<size_t>(m * n));
-  ntp::Rng rng(1);
-  for (float& v : a) v = static_cast<float>(rng.uniform() - 0.5);
-  for (float& v : b) v = static_cast<float>(rng.uniform() - 0.5);
-  auto product = [&] {
-    ntp::kernels::cpu::gemm_bf16(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
-                                 c.data(), n);
-  };
-  product();
-  for (int r = 0; r < reps; ++r) time_into(best, product);
+  Operands o(m, n, k);
+  warm_then_time(reps, best, [&] {
+    ntp::kernels::cpu::gemm_bf16(false, false, m, n, k, 1.0f, o.a.data(), k, o.b.data(), n, 0.0f,
+                                 o.c.data(), n);
+  });
 }
 
 // One model of the comparison: its family, matmul dtype, optimizer and best step time.
@@ -142,15 +152,6 @@ struct Entry {
            ntp::kernels::cpu::matmul_dtype_name(dtype);
   }
 };
-
-std::unique_ptr<ntp::model::Model> make_model(const ntp::model::ModelConfig& c) {
-  if (c.family == ntp::model::ModelFamily::kLlama) {
-    auto m = ntp::model::LlamaModel::create(c.llama(), ntp::model::full_shard(c.llama()), 1);
-    return m.ok() ? std::make_unique<ntp::model::LlamaModel>(std::move(*m)) : nullptr;
-  }
-  auto m = ntp::model::GptModel::create(c.gpt(), ntp::model::full_shard(c.gpt()), 1);
-  return m.ok() ? std::make_unique<ntp::model::GptModel>(std::move(*m)) : nullptr;
-}
 
 }  // namespace
 
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
       }
       e.dtype = std::string(dtype) == "bf16" ? ntp::kernels::cpu::MatmulDtype::kBf16
                                              : ntp::kernels::cpu::MatmulDtype::kFp32;
-      e.model = make_model(e.config);
+      e.model = ntp::bench::make_full_model(e.config);
       if (e.model == nullptr) {
         std::fprintf(stderr, "error: invalid %s model shape\n", family);
         return 2;

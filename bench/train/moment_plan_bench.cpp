@@ -34,17 +34,14 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  bool listed = false;
+  ntp::bench::NumberListFlag members(o.members);
   ntp::bench::for_each_flag(
       kProgram, argc, argv, [&](const std::string& flag, const std::string& value) {
         auto whole = [&](long low, long high) {
           return static_cast<int>(ntp::bench::whole_number(kProgram, flag, value, low, high));
         };
         if (flag == "--members") {
-          if (!listed) o.members.clear();
-          listed = true;
-          const std::vector<int> more = ntp::bench::number_list(kProgram, flag, value, 4, 131072);
-          o.members.insert(o.members.end(), more.begin(), more.end());
+          members.take(kProgram, flag, value, 4, 131072);
         } else if (flag == "--params") {
           o.params = whole(1, 1024);
         } else if (flag == "--units-per-member") {

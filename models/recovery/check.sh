@@ -128,8 +128,30 @@ wait $pid_buggy
 execute buggy "-m20000" 120
 wait $pid_progress
 
+# The last collected run ended with no error and no violation.
+clean_run() { [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ]; }
+# The last collected run's first violation was of property $1.
+# shellcheck disable=SC2317  # called through expect
+violated() { [ "$r_prop" = "$1" ]; }
+# expect ID DESCRIPTION CHECK...: a property line, OK when the command CHECK... succeeds, else FAIL
+# (and the script fails).
+expect() {
+  local id=$1 text=$2 v=FAIL
+  shift 2
+  "$@" && v=OK
+  [ $v = OK ] || status=1
+  prop_line "$id" "$text" "$v"
+}
+# run_model NAME "SPIN_DEFS" "CC_DEFS" "PAN_ARGS" TIMEOUT_S: prepare, execute and collect one run
+# in the foreground.
+run_model() {
+  prepare "$1" "$2" "$3"
+  execute "$1" "$4" "$5"
+  collect "$1"
+}
+
 verdict() {  # verdict PROPNUM -> OK / FAIL / n/a (another property failed first)
-  if [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ]; then echo OK;
+  if clean_run; then echo OK;
   elif [ "$r_prop" = "$1" ]; then echo FAIL; else echo "n/a"; fi
 }
 collect safety
@@ -137,18 +159,17 @@ prop_line P1 "one member list per epoch" "$(verdict 1)"
 prop_line P2 "no update lost or applied twice (state == claim)" "$(verdict 2)"
 prop_line P3 "replicas never diverge (start, base layout, end)" "$(verdict 3)"
 prop_line P4 "a fenced worker never writes as a member" "$(verdict 4)"
-if [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ]; then dl=OK; else dl=FAIL; fi
+if clean_run; then dl=OK; else dl=FAIL; fi
 prop_line DL "no invalid end state (no deadlock)" "$dl"
-if [ "$r_ok" != 1 ] || [ "${r_errors:-1}" != 0 ]; then
+if ! clean_run; then
   status=1
   echo "safety: $r_msg"
   [ -f "$work/safety.trace" ] && { echo "safety counterexample:"; cat "$work/safety.trace"; }
 fi
 
 collect progress
-if [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ]; then v=OK; else v=FAIL; status=1; fi
-prop_line LIVE "progress: <> every survivor finished or fenced (LTL)" "$v"
-if [ "$v" = FAIL ]; then
+expect LIVE "progress: <> every survivor finished or fenced (LTL)" clean_run
+if ! clean_run; then
   echo "progress: $r_msg"
   [ -f "$work/progress.trace" ] && { echo "progress counterexample:"; cat "$work/progress.trace"; }
 fi
@@ -165,40 +186,21 @@ prop_line MUT "BUGGY_COMMIT caught: prop. ${r_prop:-none}, at depth ${depth_err:
 bug_trace="$work/buggy.trace"
 
 if [ $extended = 1 ]; then
-  prepare progress_f "$bounds -DPMAX=1" "$pan_mem"
-  execute progress_f "-a -f -m20000 -N progress" 900
-  collect progress_f
-  v=FAIL; [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ] && v=OK
-  [ $v = OK ] || status=1
-  prop_line LIVEf "progress under weak fairness (-f), as LIVE" "$v"
+  run_model progress_f "$bounds -DPMAX=1" "$pan_mem" "-a -f -m20000 -N progress" 900
+  expect LIVEf "progress under weak fairness (-f), as LIVE" clean_run
   big_mem="-DMEMLIM=8000"
-  prepare safety_f3 "-DN=3 -DF=3 -DPMAX=1 -DSTEPS=3 -DEMAX=6 -DNO_STUCK" \
-    "-DSAFETY -DNOCLAIM -DCOLLAPSE $big_mem"
-  execute safety_f3 "-m20000" 3600
-  collect safety_f3
-  v=FAIL; [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ] && v=OK
-  [ $v = OK ] || status=1
-  prop_line F3 "props 1-4 + no deadlock, N=3 F=3 (crash, 1 pause)" "$v"
-  prepare safety_n4 "-DN=4 -DF=2 -DSTEPS=3 -DEMAX=4 -DNO_PAUSE" \
-    "-DSAFETY -DNOCLAIM -DCOLLAPSE $big_mem"
-  execute safety_n4 "-m20000" 3600
-  collect safety_n4
-  v=FAIL; [ "$r_ok" = 1 ] && [ "${r_errors:-1}" = 0 ] && v=OK
-  [ $v = OK ] || status=1
-  prop_line N4 "props 1-4 + no deadlock, N=4 F=2 (crash, stall)" "$v"
-  prepare keep_done "-DN=3 -DF=3 -DSTEPS=3 -DEMAX=6 -DNO_STUCK -DKEEP_DONE" "-DSAFETY -DNOCLAIM $pan_mem"
-  execute keep_done "-m20000" 120
-  collect keep_done
-  v=FAIL; [ "$r_prop" = 3 ] && v=OK
-  [ $v = OK ] || status=1
-  prop_line KD "KEEP_DONE (literal prev switch) must fail prop. 3: ${r_prop:-none}" "$v"
+  run_model safety_f3 "-DN=3 -DF=3 -DPMAX=1 -DSTEPS=3 -DEMAX=6 -DNO_STUCK" \
+    "-DSAFETY -DNOCLAIM -DCOLLAPSE $big_mem" "-m20000" 3600
+  expect F3 "props 1-4 + no deadlock, N=3 F=3 (crash, 1 pause)" clean_run
+  run_model safety_n4 "-DN=4 -DF=2 -DSTEPS=3 -DEMAX=4 -DNO_PAUSE" \
+    "-DSAFETY -DNOCLAIM -DCOLLAPSE $big_mem" "-m20000" 3600
+  expect N4 "props 1-4 + no deadlock, N=4 F=2 (crash, stall)" clean_run
+  run_model keep_done "-DN=3 -DF=3 -DSTEPS=3 -DEMAX=6 -DNO_STUCK -DKEEP_DONE" \
+    "-DSAFETY -DNOCLAIM $pan_mem" "-m20000" 120
+  expect KD "KEEP_DONE (literal prev switch) must fail prop. 3: ${r_prop:-none}" violated 3
   keep_trace="$work/keep_done.trace"
-  prepare strict "$bounds -DNO_STUCK -DSTRICT_FENCE" "-DSAFETY -DNOCLAIM $pan_mem"
-  execute strict "-m20000" 120
-  collect strict
-  v=FAIL; [ "$r_prop" = 4 ] && v=OK
-  [ $v = OK ] || status=1
-  prop_line SF "STRICT_FENCE (no update once left out) must fail prop. 4: ${r_prop:-none}" "$v"
+  run_model strict "$bounds -DNO_STUCK -DSTRICT_FENCE" "-DSAFETY -DNOCLAIM $pan_mem" "-m20000" 120
+  expect SF "STRICT_FENCE (no update once left out) must fail prop. 4: ${r_prop:-none}" violated 4
   strict_trace="$work/strict.trace"
 fi
 

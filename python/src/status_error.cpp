@@ -1,21 +1,19 @@
 #include "status_error.h"
 
+#include "core/named_values.h"
+
 namespace ntp::python {
 namespace py = pybind11;
 
 namespace {
 
+// The ntp.errors class of a code; the others raise the base class, ntp.errors.Error.
 const char* error_class(StatusCode code) {
-  switch (code) {
-    case StatusCode::kInvalidArgument:
-      return "InvalidArgumentError";
-    case StatusCode::kNotFound:
-      return "NotFoundError";
-    case StatusCode::kAlreadyExists:
-      return "AlreadyExistsError";
-    default:
-      return "Error";
-  }
+  static constexpr NamedValue<StatusCode> kClasses[] = {
+      {StatusCode::kInvalidArgument, "InvalidArgumentError"},
+      {StatusCode::kNotFound, "NotFoundError"},
+      {StatusCode::kAlreadyExists, "AlreadyExistsError"}};
+  return name_of(kClasses, code, "Error");
 }
 
 }  // namespace

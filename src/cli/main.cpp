@@ -17,30 +17,10 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
 
   int exit_code = ntp::cli::kExitOk;
-#ifdef NTP_CLI_PLAN
-  ntp::cli::add_plan_command(app, exit_code);
-#endif
-#ifdef NTP_CLI_SIM
-  ntp::cli::add_sim_command(app, exit_code);
-#endif
-#ifdef NTP_CLI_POWER
-  ntp::cli::add_power_command(app, exit_code);
-#endif
-#ifdef NTP_CLI_LAUNCH
-  ntp::cli::add_launch_command(app, exit_code);
-#endif
-#ifdef NTP_CLI_TRAIN
-  ntp::cli::add_train_command(app, exit_code);
-#endif
-#ifdef NTP_CLI_DEMO
-  ntp::cli::add_demo_command(app, exit_code);
-#endif
-#ifdef NTP_CLI_CKPT
-  ntp::cli::add_ckpt_command(app, exit_code);
-#endif
-#ifdef NTP_CLI_EVAL
-  ntp::cli::add_eval_command(app, exit_code);
-#endif
+  // One add_<name>_command call per subcommand this build has, in CMakeLists.txt's order.
+#define NTP_CLI_COMMAND(name) ntp::cli::add_##name##_command(app, exit_code);
+#include "registered_commands.inc"
+#undef NTP_CLI_COMMAND
 
   try {
     app.parse(argc, argv);

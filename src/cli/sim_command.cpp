@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -41,6 +42,71 @@ struct SimOptions {
   bool fail_slow = false;
   std::optional<double> slow_rate, slow_factor, slow_hours, drop_below;
 };
+
+// A number flag that, when given, overrides one config key: `--flag V` adds the override
+// "key=V" (and, where it enables fail-slow, "fail_slow.enabled=true").
+struct KeyFlag {
+  const char* flag;
+  std::optional<double> SimOptions::*value;
+  const char* key;
+  bool enables_fail_slow;
+  const char* help;
+};
+
+// NTP-LIVE's recovery cost model (docs/sim.md "Live recovery cost"); defaults in [recovery].
+constexpr KeyFlag kRecoveryFlags[] = {
+    {"--detect-kill-s", &SimOptions::detect_kill_s, "recovery.detect_kill_seconds", false,
+     "seconds until a signalled failure surfaces (recovery.detect_kill_seconds, 1)"},
+    {"--detect-hang-s", &SimOptions::detect_hang_s, "recovery.detect_hang_seconds", false,
+     "collective timeout that catches a silent hang (recovery.detect_hang_seconds, "
+     "30 = ntp train --timeout-ms)"},
+    {"--hang-fraction", &SimOptions::hang_fraction, "recovery.hang_fraction", false,
+     "fraction of failures that are silent hangs (recovery.hang_fraction, 0.1)"},
+    {"--heartbeat-stale-s", &SimOptions::heartbeat_stale_s, "recovery.heartbeat_stale_seconds",
+     false,
+     "heartbeat age at which the agreement drops a member "
+     "(recovery.heartbeat_stale_seconds, 1)"},
+    {"--store-rtt-s", &SimOptions::store_rtt_s, "recovery.store_rtt_seconds", false,
+     "store round trip of the agreement (recovery.store_rtt_seconds, 0.005)"},
+    {"--formation-s", &SimOptions::formation_s, "recovery.formation_seconds", false,
+     "seconds to form a new layout's groups over shared links, at least "
+     "(recovery.formation_seconds, 0.055)"},
+    {"--reshard-gbytes-per-s", &SimOptions::reshard_gbytes_per_s, "recovery.reshard_gbytes_per_s",
+     false,
+     "per-GPU intra-domain reshard bandwidth, GB/s (recovery.reshard_gbytes_per_s; "
+     "default half of system.scale_up_gbytes_per_s: one direction of NVLink)"}};
+
+// Fail-slow episodes (docs/sim.md "Fail-slow"), after the --fail-slow switch.
+constexpr KeyFlag kFailSlowFlags[] = {
+    {"--slow-rate", &SimOptions::slow_rate, "fail_slow.rate_per_gpu_day", true,
+     "fail-slow episodes per GPU-day (fail_slow.rate_per_gpu_day, default the Llama 3 "
+     "interruption rate 4.74e-4: an assumption); enables fail-slow"},
+    {"--slow-factor", &SimOptions::slow_factor, "fail_slow.factors", true,
+     "one speed factor in (0, 1] for every episode (fail_slow.factors = [F]; default "
+     "0.5/0.75/0.9 weighted 1:2:1); enables fail-slow"},
+    {"--slow-hours", &SimOptions::slow_hours, "fail_slow.mean_hours", true,
+     "mean episode duration in hours, exponential, > 0 (fail_slow.mean_hours, 1); "
+     "enables fail-slow"},
+    {"--drop-below", &SimOptions::drop_below, "fail_slow.drop_below", false,
+     "the +DROP mitigation treats a GPU slower than this factor as failed "
+     "(fail_slow.drop_below, 0.6)"}};
+
+void add_key_flags(CLI::App& cmd, SimOptions& o, std::span<const KeyFlag> flags) {
+  for (const KeyFlag& f : flags) cmd.add_option(f.flag, o.*f.value, f.help);
+}
+
+// The overrides of the given flags, in table order.
+void add_key_overrides(const SimOptions& o, std::span<const KeyFlag> flags,
+                       std::vector<std::string>& overrides) {
+  for (const KeyFlag& f : flags) {
+    const std::optional<double>& v = o.*f.value;
+    if (!v) continue;
+    std::ostringstream os;
+    os << f.key << "=" << *v;
+    overrides.push_back(os.str());
+    if (f.enables_fail_slow) overrides.push_back("fail_slow.enabled=true");
+  }
+}
 
 nlohmann::json cost_json(const sim::RecoveryCost& c) {
   return {{"total_s", c.total_s},
@@ -133,32 +199,10 @@ int run_sim(const SimOptions& o) {
     }
   }
   std::vector<std::string> overrides = o.sets;
-  auto set = [&](const char* key, const std::optional<double>& v) {
-    if (!v) return;
-    std::ostringstream os;
-    os << "recovery." << key << "=" << *v;
-    overrides.push_back(os.str());
-  };
-  set("detect_kill_seconds", o.detect_kill_s);
-  set("detect_hang_seconds", o.detect_hang_s);
-  set("hang_fraction", o.hang_fraction);
-  set("heartbeat_stale_seconds", o.heartbeat_stale_s);
-  set("store_rtt_seconds", o.store_rtt_s);
-  set("formation_seconds", o.formation_s);
-  set("reshard_gbytes_per_s", o.reshard_gbytes_per_s);
+  add_key_overrides(o, kRecoveryFlags, overrides);
   if (!o.control_plane.empty()) overrides.push_back("recovery.control_plane=" + o.control_plane);
-  auto set_slow = [&](const char* key, const std::optional<double>& v, bool enables) {
-    if (!v) return;
-    std::ostringstream os;
-    os << "fail_slow." << key << "=" << *v;
-    overrides.push_back(os.str());
-    if (enables) overrides.push_back("fail_slow.enabled=true");
-  };
   if (o.fail_slow) overrides.push_back("fail_slow.enabled=true");
-  set_slow("rate_per_gpu_day", o.slow_rate, true);
-  set_slow("factors", o.slow_factor, true);
-  set_slow("mean_hours", o.slow_hours, true);
-  set_slow("drop_below", o.drop_below, false);
+  add_key_overrides(o, kFailSlowFlags, overrides);
   if (o.trials) overrides.push_back("sim.trials=" + std::to_string(*o.trials));
   if (o.seed) overrides.push_back("sim.seed=" + std::to_string(*o.seed));
   if (o.days) {
@@ -388,25 +432,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
                   "write summary.csv and time series CSVs to DIR (and fail_slow.csv when fail-slow "
                   "is active)");
   cmd->add_option("--plot", o->plot_dir, "write gnuplot scripts and SVG plots to DIR");
-  // NTP-LIVE's recovery cost model (docs/sim.md "Live recovery cost"); defaults in [recovery].
-  cmd->add_option("--detect-kill-s", o->detect_kill_s,
-                  "seconds until a signalled failure surfaces (recovery.detect_kill_seconds, 1)");
-  cmd->add_option("--detect-hang-s", o->detect_hang_s,
-                  "collective timeout that catches a silent hang (recovery.detect_hang_seconds, "
-                  "30 = ntp train --timeout-ms)");
-  cmd->add_option("--hang-fraction", o->hang_fraction,
-                  "fraction of failures that are silent hangs (recovery.hang_fraction, 0.1)");
-  cmd->add_option("--heartbeat-stale-s", o->heartbeat_stale_s,
-                  "heartbeat age at which the agreement drops a member "
-                  "(recovery.heartbeat_stale_seconds, 1)");
-  cmd->add_option("--store-rtt-s", o->store_rtt_s,
-                  "store round trip of the agreement (recovery.store_rtt_seconds, 0.005)");
-  cmd->add_option("--formation-s", o->formation_s,
-                  "seconds to form a new layout's groups over shared links, at least "
-                  "(recovery.formation_seconds, 0.055)");
-  cmd->add_option("--reshard-gbytes-per-s", o->reshard_gbytes_per_s,
-                  "per-GPU intra-domain reshard bandwidth, GB/s (recovery.reshard_gbytes_per_s; "
-                  "default half of system.scale_up_gbytes_per_s: one direction of NVLink)");
+  add_key_flags(*cmd, *o, kRecoveryFlags);
   cmd->add_option("--control-plane", o->control_plane,
                   "what prices NTP-LIVE's detect, agree and rebuild (recovery.control_plane): "
                   "curve (control_plane_sim's, configs/sim/control_plane_curve.json; the default "
@@ -427,18 +453,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
                 "policy, the points due to fail-slow in brackets). A policy's reaction is its "
                 "suffix: +SHARE, "
                 "+REBALANCE (NTP), +BOOST (NTP-PW), +DROP; none = unmitigated");
-  cmd->add_option("--slow-rate", o->slow_rate,
-                  "fail-slow episodes per GPU-day (fail_slow.rate_per_gpu_day, default the Llama 3 "
-                  "interruption rate 4.74e-4: an assumption); enables fail-slow");
-  cmd->add_option("--slow-factor", o->slow_factor,
-                  "one speed factor in (0, 1] for every episode (fail_slow.factors = [F]; default "
-                  "0.5/0.75/0.9 weighted 1:2:1); enables fail-slow");
-  cmd->add_option("--slow-hours", o->slow_hours,
-                  "mean episode duration in hours, exponential, > 0 (fail_slow.mean_hours, 1); "
-                  "enables fail-slow");
-  cmd->add_option("--drop-below", o->drop_below,
-                  "the +DROP mitigation treats a GPU slower than this factor as failed "
-                  "(fail_slow.drop_below, 0.6)");
+  add_key_flags(*cmd, *o, kFailSlowFlags);
   cmd->callback([o, &exit_code] { exit_code = run_sim(*o); });
 }
 

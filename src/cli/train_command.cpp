@@ -28,7 +28,7 @@ struct TrainArgs {
   std::string dtype = "fp32";
   int64_t bucket_kb = 128;
   // The model flags, to tell which the user set (--init-from takes the model from its source).
-  std::vector<std::pair<std::string, CLI::Option*>> model_options;
+  std::vector<CLI::Option*> model_options;
 };
 
 // --init-from: the model comes from the source's config; explicit model flags must agree with
@@ -44,8 +44,8 @@ Status adopt_init_model(TrainArgs& args) {
     return invalid_argument("--init-from " + config.init_from + ": " + source.status().message());
   }
   std::vector<std::string> given;
-  for (const auto& [name, option] : args.model_options) {
-    if (option->count() > 0) given.push_back(name);
+  for (const CLI::Option* option : args.model_options) {
+    if (option->count() > 0) given.push_back(option->get_name());  // "--layers"
   }
   NTP_RETURN_IF_ERROR(train::adopt_source_model(config.model, *source, given));
   const int64_t vocab = config.model.vocab_size;
@@ -221,57 +221,33 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->group(cluster);
 
   auto model = "Model";
-  args->model_options.emplace_back("--model", nullptr);
-  args->model_options.back().second =
-      cmd->add_option(
-             "--model", args->model,
-             "Model family: gpt2, llama (RMSNorm, RoPE, SwiGLU, grouped-query attention, "
-             "untied LM head; docs/model.md) or moe (Llama with Mixtral MoE FFNs: --experts, "
-             "--top-k)")
-          ->group(model);
-  args->model_options.emplace_back("--layers", nullptr);
-  args->model_options.back().second =
-      cmd->add_option("--layers", c.model.n_layer, "Transformer blocks")->group(model);
-  args->model_options.emplace_back("--heads", nullptr);
-  args->model_options.back().second =
-      cmd->add_option("--heads", c.model.n_head, "Attention heads (a TP unit each)")->group(model);
-  args->model_options.emplace_back("--kv-heads", nullptr);
-  args->model_options.back().second =
-      cmd->add_option("--kv-heads", c.model.n_kv_head,
-                      "Llama: key/value heads, dividing --heads (0: one per query head)")
-          ->group(model);
-  args->model_options.emplace_back("--rope-theta", nullptr);
-  args->model_options.back().second =
-      cmd->add_option("--rope-theta", c.model.rope_theta, "Llama: RoPE base")->group(model);
-  args->model_options.emplace_back("--experts", nullptr);
-  args->model_options.back().second =
-      cmd->add_option("--experts", c.model.n_experts,
-                      "MoE: routed experts per layer (a TP unit each; --ffn is one expert's width)")
-          ->group(model);
-  args->model_options.emplace_back("--top-k", nullptr);
-  args->model_options.back().second =
-      cmd->add_option("--top-k", c.model.top_k, "MoE: experts per token")->group(model);
-  args->model_options.emplace_back("--shared-experts", nullptr);
-  args->model_options.back().second =
-      cmd->add_option(
-             "--shared-experts", c.model.n_shared_experts,
-             "MoE: shared experts (every token, weight 1; their columns are the FFN units)")
-          ->group(model);
-  args->model_options.emplace_back("--router-aux-coef", nullptr);
-  args->model_options.back().second =
+  // A model flag: in the Model group, and listed so that --init-from can tell it was given.
+  auto model_flag = [&](CLI::Option* option) {
+    args->model_options.push_back(option->group(model));
+  };
+  model_flag(cmd->add_option(
+      "--model", args->model,
+      "Model family: gpt2, llama (RMSNorm, RoPE, SwiGLU, grouped-query attention, "
+      "untied LM head; docs/model.md) or moe (Llama with Mixtral MoE FFNs: --experts, "
+      "--top-k)"));
+  model_flag(cmd->add_option("--layers", c.model.n_layer, "Transformer blocks"));
+  model_flag(cmd->add_option("--heads", c.model.n_head, "Attention heads (a TP unit each)"));
+  model_flag(cmd->add_option("--kv-heads", c.model.n_kv_head,
+                             "Llama: key/value heads, dividing --heads (0: one per query head)"));
+  model_flag(cmd->add_option("--rope-theta", c.model.rope_theta, "Llama: RoPE base"));
+  model_flag(cmd->add_option(
+      "--experts", c.model.n_experts,
+      "MoE: routed experts per layer (a TP unit each; --ffn is one expert's width)"));
+  model_flag(cmd->add_option("--top-k", c.model.top_k, "MoE: experts per token"));
+  model_flag(cmd->add_option(
+      "--shared-experts", c.model.n_shared_experts,
+      "MoE: shared experts (every token, weight 1; their columns are the FFN units)"));
+  model_flag(
       cmd->add_option("--router-aux-coef", c.model.router_aux_loss_coef,
-                      "MoE: weight of the load-balancing loss (Mixtral's router_aux_loss_coef)")
-          ->group(model);
-  args->model_options.emplace_back("--width", nullptr);
-  args->model_options.back().second =
-      cmd->add_option("--width", c.model.n_embd, "Model width (a multiple of --heads)")
-          ->group(model);
-  args->model_options.emplace_back("--context", nullptr);
-  args->model_options.back().second =
-      cmd->add_option("--context", c.model.n_ctx, "Sequence length")->group(model);
-  args->model_options.emplace_back("--ffn", nullptr);
-  args->model_options.back().second =
-      cmd->add_option("--ffn", c.model.n_ffn, "FFN width; 0 means 4 x width")->group(model);
+                      "MoE: weight of the load-balancing loss (Mixtral's router_aux_loss_coef)"));
+  model_flag(cmd->add_option("--width", c.model.n_embd, "Model width (a multiple of --heads)"));
+  model_flag(cmd->add_option("--context", c.model.n_ctx, "Sequence length"));
+  model_flag(cmd->add_option("--ffn", c.model.n_ffn, "FFN width; 0 means 4 x width"));
   cmd->add_option("--ffn-unit", c.model.ffn_unit, "FFN columns per TP unit")->group(model);
   cmd->add_option("--vocab-multiple", c.vocab_multiple,
                   "Pad the 256-byte vocabulary to a multiple of this")

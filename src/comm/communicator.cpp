@@ -1,5 +1,7 @@
 #include "comm/communicator.h"
 
+#include "core/named_values.h"
+
 namespace ntp::comm {
 
 std::size_t dtype_size(DType dtype) {
@@ -20,19 +22,12 @@ std::size_t dtype_size(DType dtype) {
 }
 
 const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return "float32";
-    case DType::kFloat64:
-      return "float64";
-    case DType::kInt32:
-      return "int32";
-    case DType::kInt64:
-      return "int64";
-    case DType::kUInt8:
-      return "uint8";
-  }
-  return "unknown";
+  static constexpr NamedValue<DType> kNames[] = {{DType::kFloat32, "float32"},
+                                                 {DType::kFloat64, "float64"},
+                                                 {DType::kInt32, "int32"},
+                                                 {DType::kInt64, "int64"},
+                                                 {DType::kUInt8, "uint8"}};
+  return name_of(kNames, dtype, "unknown");
 }
 
 }  // namespace ntp::comm

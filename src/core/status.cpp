@@ -1,35 +1,24 @@
 #include "core/status.h"
 
+#include "core/named_values.h"
+
 namespace ntp {
 
 std::string_view status_code_name(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case StatusCode::kUnavailable:
-      return "UNAVAILABLE";
-    case StatusCode::kDeadlineExceeded:
-      return "DEADLINE_EXCEEDED";
-    case StatusCode::kFailedPrecondition:
-      return "FAILED_PRECONDITION";
-    case StatusCode::kNotFound:
-      return "NOT_FOUND";
-    case StatusCode::kAlreadyExists:
-      return "ALREADY_EXISTS";
-    case StatusCode::kOutOfRange:
-      return "OUT_OF_RANGE";
-    case StatusCode::kResourceExhausted:
-      return "RESOURCE_EXHAUSTED";
-    case StatusCode::kAborted:
-      return "ABORTED";
-    case StatusCode::kInternal:
-      return "INTERNAL";
-    case StatusCode::kUnimplemented:
-      return "UNIMPLEMENTED";
-  }
-  return "UNKNOWN";
+  static constexpr NamedValue<StatusCode> kNames[] = {
+      {StatusCode::kOk, "OK"},
+      {StatusCode::kInvalidArgument, "INVALID_ARGUMENT"},
+      {StatusCode::kUnavailable, "UNAVAILABLE"},
+      {StatusCode::kDeadlineExceeded, "DEADLINE_EXCEEDED"},
+      {StatusCode::kFailedPrecondition, "FAILED_PRECONDITION"},
+      {StatusCode::kNotFound, "NOT_FOUND"},
+      {StatusCode::kAlreadyExists, "ALREADY_EXISTS"},
+      {StatusCode::kOutOfRange, "OUT_OF_RANGE"},
+      {StatusCode::kResourceExhausted, "RESOURCE_EXHAUSTED"},
+      {StatusCode::kAborted, "ABORTED"},
+      {StatusCode::kInternal, "INTERNAL"},
+      {StatusCode::kUnimplemented, "UNIMPLEMENTED"}};
+  return name_of(kNames, code, "UNKNOWN");
 }
 
 std::string Status::to_string() const {

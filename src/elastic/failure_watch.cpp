@@ -49,12 +49,13 @@ void FailureWatch::disarm() {
   ++generation_;
 }
 
-bool FailureWatch::wait_armed(std::unique_lock<std::mutex>& lock, WatchedEpoch& e,
-                              std::uint64_t& generation) {
+bool FailureWatch::next_look(std::unique_lock<std::mutex>& lock, EpochLook& look) {
   wake_.wait(lock, [this] { return stop_ || armed_; });
   if (stop_) return false;
-  e = current_;  // a copy: the store is read without the lock
-  generation = generation_;
+  look.epoch = current_;
+  look.new_epoch = generation_ != look.generation;
+  look.generation = generation_;
+  lock.unlock();
   return true;
 }
 
@@ -68,35 +69,28 @@ void FailureWatch::fire(std::uint64_t generation, const std::string& reason) {
 
 void FailureWatch::notice_thread() {
   std::unique_lock<std::mutex> lock(mutex_);
-  WatchedEpoch e;
-  std::uint64_t generation = 0, looked = 0;
-  while (wait_armed(lock, e, generation)) {
-    lock.unlock();
-    const bool new_epoch = generation != looked;
-    looked = generation;
+  EpochLook e;
+  while (next_look(lock, e)) {
     const std::string reason =
-        notice_driver_.run(notices_machine_.round(e, new_epoch, poll_), notice_io_);
+        notice_driver_.run(notices_machine_.round(e.epoch, e.new_epoch, poll_), notice_io_);
     join_notices_ = notices_machine_.join_notices();
-    fire(generation, reason);  // a no-op once this epoch fired
+    fire(e.generation, reason);  // a no-op once this epoch fired
     lock.lock();
   }
 }
 
 void FailureWatch::liveness_thread() {
   std::unique_lock<std::mutex> lock(mutex_);
-  WatchedEpoch e;
-  std::uint64_t generation = 0, looked = 0;
-  while (wait_armed(lock, e, generation)) {
-    lock.unlock();
-    const bool new_epoch = generation != looked;
-    looked = generation;
+  EpochLook e;
+  while (next_look(lock, e)) {
     const LivenessMachine::Look look =
-        liveness_driver_.run(liveness_machine_.round(e, new_epoch), liveness_io_);
+        liveness_driver_.run(liveness_machine_.round(e.epoch, e.new_epoch), liveness_io_);
     if (look.still) {
       // Fired before the notice goes out: this watch's abort names the hung neighbour, not the
       // notice that its own notice thread would read back.
-      fire(generation, still_reason(*look.still, look.why));
-      (void)liveness_driver_.run(post_failure(liveness_io_, e.group, e.epoch), liveness_io_);
+      fire(e.generation, still_reason(*look.still, look.why));
+      (void)liveness_driver_.run(post_failure(liveness_io_, e.epoch.group, e.epoch.epoch),
+                                 liveness_io_);
     }
     lock.lock();
     // Also after firing: a worker whose training thread is stuck never disarms.

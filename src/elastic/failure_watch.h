@@ -69,8 +69,16 @@ class FailureWatch {
  private:
   void notice_thread();
   void liveness_thread();
-  // Waits until armed (false: stopping) and copies the armed epoch and its generation.
-  bool wait_armed(std::unique_lock<std::mutex>& lock, WatchedEpoch& e, std::uint64_t& generation);
+  // What a watch thread looks at once: the armed epoch (a copy: the store is read without the
+  // lock), its generation, and whether the thread's previous look was at another generation.
+  struct EpochLook {
+    WatchedEpoch epoch;
+    std::uint64_t generation = 0;
+    bool new_epoch = false;
+  };
+  // Waits under `lock` until armed; false (still locked) when stopping. Else fills `look` from the
+  // armed epoch and returns true with `lock` released: the thread looks, then locks it again.
+  bool next_look(std::unique_lock<std::mutex>& lock, EpochLook& look);
   // Calls the abort of `generation`'s epoch with `reason`, unless it fired already or is gone.
   void fire(std::uint64_t generation, const std::string& reason);
 

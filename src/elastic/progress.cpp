@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "core/check.h"
+#include "core/named_values.h"
 
 namespace ntp::elastic {
 
@@ -172,27 +173,14 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
 
 namespace {
 
-const char* phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::kSetup:
-      return "setup";
-    case Phase::kFirstStep:
-      return "the first step";
-    case Phase::kStep:
-      return "a step";
-    case Phase::kCheckpoint:
-      return "a checkpoint";
-    case Phase::kReform:
-      return "a re-formation";
-    case Phase::kJoin:
-      return "a join";
-    case Phase::kFinished:
-      return "finished";
-    case Phase::kEval:
-      return "an evaluation";
-  }
-  return "?";
-}
+// The phase as the stillness description names it: "progress still in a step ...".
+constexpr NamedValue<Phase> kPhaseNames[] = {
+    {Phase::kSetup, "setup"},           {Phase::kFirstStep, "the first step"},
+    {Phase::kStep, "a step"},           {Phase::kCheckpoint, "a checkpoint"},
+    {Phase::kReform, "a re-formation"}, {Phase::kJoin, "a join"},
+    {Phase::kFinished, "finished"},     {Phase::kEval, "an evaluation"}};
+
+const char* phase_name(Phase phase) { return name_of(kPhaseNames, phase); }
 
 }  // namespace
 

@@ -5,8 +5,15 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/named_values.h"
+
 namespace ntp::launch {
 namespace {
+
+constexpr NamedValue<FaultKind> kFaultKindNames[] = {
+    {FaultKind::kKill, "kill"},    {FaultKind::kHang, "hang"},         {FaultKind::kStall, "stall"},
+    {FaultKind::kSlow, "slow"},    {FaultKind::kThrottle, "throttle"}, {FaultKind::kPoint, "point"},
+    {FaultKind::kRepair, "repair"}};
 
 constexpr const char* kForm =
     "use kill|hang|repair:rank=R,at=STEP or at=SECONDSs (e.g. at=2.5s), stall:rank=R,at=STEP, "
@@ -37,14 +44,6 @@ bool parse_double(const std::string& text, double* out) {
   } catch (const std::exception&) {
     return false;
   }
-}
-
-std::optional<FaultKind> kind_from_name(const std::string& name) {
-  for (FaultKind kind : {FaultKind::kKill, FaultKind::kHang, FaultKind::kStall, FaultKind::kSlow,
-                         FaultKind::kThrottle, FaultKind::kPoint, FaultKind::kRepair}) {
-    if (name == fault_kind_name(kind)) return kind;
-  }
-  return std::nullopt;
 }
 
 bool slows(FaultKind kind) { return kind == FaultKind::kSlow || kind == FaultKind::kThrottle; }
@@ -154,25 +153,7 @@ std::string parse_point(const std::string& fields_text, FaultSpec* spec) {
 
 }  // namespace
 
-const char* fault_kind_name(FaultKind kind) {
-  switch (kind) {
-    case FaultKind::kKill:
-      return "kill";
-    case FaultKind::kHang:
-      return "hang";
-    case FaultKind::kStall:
-      return "stall";
-    case FaultKind::kSlow:
-      return "slow";
-    case FaultKind::kThrottle:
-      return "throttle";
-    case FaultKind::kPoint:
-      return "point";
-    case FaultKind::kRepair:
-      return "repair";
-  }
-  return "?";
-}
+const char* fault_kind_name(FaultKind kind) { return name_of(kFaultKindNames, kind); }
 
 Result<FaultSpec> parse_fault_spec(const std::string& text) {
   const auto colon = text.find(':');
@@ -180,7 +161,7 @@ Result<FaultSpec> parse_fault_spec(const std::string& text) {
     return invalid_argument("--inject '" + text + "' has no kind: " + kForm);
   }
   const std::string kind = text.substr(0, colon);
-  const std::optional<FaultKind> parsed = kind_from_name(kind);
+  const std::optional<FaultKind> parsed = value_named(kFaultKindNames, kind);
   if (!parsed) {
     return invalid_argument("--inject '" + text + "': unknown fault '" + kind + "'; " + kForm);
   }

@@ -1,8 +1,13 @@
 #include "model/model_config.h"
 
+#include "core/named_values.h"
+
 namespace ntp::model {
 
 namespace {
+
+constexpr NamedValue<ModelFamily> kModelFamilyNames[] = {
+    {ModelFamily::kGpt2, "gpt2"}, {ModelFamily::kLlama, "llama"}, {ModelFamily::kMoe, "moe"}};
 
 // The fields every family has, copied from `from` to `to` (GptConfig, LlamaConfig, ModelConfig).
 template <typename From, typename To>
@@ -101,23 +106,10 @@ int64_t ModelConfig::num_params() const {
   return gpt().num_params();
 }
 
-const char* model_family_name(ModelFamily family) {
-  switch (family) {
-    case ModelFamily::kLlama:
-      return "llama";
-    case ModelFamily::kMoe:
-      return "moe";
-    case ModelFamily::kGpt2:
-      break;
-  }
-  return "gpt2";
-}
+const char* model_family_name(ModelFamily family) { return name_of(kModelFamilyNames, family); }
 
 Result<ModelFamily> parse_model_family(const std::string& text) {
-  if (text == "gpt2") return ModelFamily::kGpt2;
-  if (text == "llama") return ModelFamily::kLlama;
-  if (text == "moe") return ModelFamily::kMoe;
-  return invalid_argument("--model '" + text + "' is unknown; use gpt2, llama or moe");
+  return parse_named(kModelFamilyNames, "--model", text);
 }
 
 }  // namespace ntp::model

@@ -8,28 +8,23 @@
 namespace ntp::sim {
 
 FailureProcess::FailureProcess(const SimConfig& config, Rng rng, double start_s)
-    : f_(config.failures), gpus_(config.system.gpus), rng_(rng), time_s_(start_s) {
-  rate_ = static_cast<double>(gpus_) * f_.rate_per_gpu_day * f_.rate_multiplier / 86400.0;
+    : f_(config.failures),
+      rng_(rng),
+      arrivals_(config.system.gpus,
+                cluster_rate_per_s(config.system.gpus, f_.rate_per_gpu_day, f_.rate_multiplier),
+                start_s) {
   for (double w : f_.blast_weights) weight_total_ += w;
 }
 
 FailureEvent FailureProcess::next() {
   FailureEvent e;
-  if (rate_ <= 0) {
-    e.time_s = std::numeric_limits<double>::infinity();
-    return e;
-  }
-  time_s_ += rng_.exponential(rate_);
-  e.time_s = time_s_;
-  const std::int64_t gpu = static_cast<std::int64_t>(rng_.below(static_cast<std::uint64_t>(gpus_)));
-  double pick = rng_.uniform() * weight_total_;
-  std::size_t i = 0;
-  while (i + 1 < f_.blast_sizes.size() && pick >= f_.blast_weights[i]) {
-    pick -= f_.blast_weights[i];
-    ++i;
-  }
+  const GpuArrivals::Arrival at = arrivals_.next(rng_);
+  e.time_s = at.time_s;
+  if (at.time_s == std::numeric_limits<double>::infinity()) return e;
+  const std::size_t i = pick_weighted(rng_.uniform() * weight_total_, f_.blast_sizes.size(),
+                                      [this](std::size_t k) { return f_.blast_weights[k]; });
   e.count = f_.blast_sizes[i];
-  e.first_gpu = gpu / e.count * e.count;
+  e.first_gpu = at.gpu / e.count * e.count;
   e.hardware = rng_.uniform() < f_.hardware_fraction;
   const double mean_h = e.hardware ? f_.hardware_repair_hours : f_.software_recovery_hours;
   e.repair_s = rng_.exponential(1.0 / (mean_h * 3600.0));

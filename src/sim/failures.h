@@ -21,6 +21,7 @@
 #include "core/rng.h"
 #include "core/status.h"
 #include "sim/config.h"
+#include "sim/gpu_arrivals.h"
 
 namespace ntp::sim {
 
@@ -38,13 +39,13 @@ class FailureProcess {
   FailureProcess(const SimConfig& config, Rng rng, double start_s);
   FailureEvent next();
   // Failures per second over the whole cluster (0 when the rate is 0).
-  double cluster_rate() const { return rate_; }
+  double cluster_rate() const { return arrivals_.rate_per_s(); }
 
  private:
   const FailureConfig& f_;
-  std::int64_t gpus_;
   Rng rng_;
-  double time_s_, rate_, weight_total_ = 0;
+  GpuArrivals arrivals_;
+  double weight_total_ = 0;
 };
 
 // Reads and checks a trace; errors name the line and the bad value.

@@ -1,6 +1,9 @@
 #include "sim/policy.h"
 
 #include <charconv>
+#include <optional>
+
+#include "core/named_values.h"
 
 namespace ntp::sim {
 
@@ -26,9 +29,12 @@ std::string base_name(const PolicySpec& spec) {
   return "?";
 }
 
-constexpr SlowMitigation kMitigations[] = {SlowMitigation::kUnmitigated, SlowMitigation::kShare,
-                                           SlowMitigation::kRebalance, SlowMitigation::kBoost,
-                                           SlowMitigation::kDrop};
+constexpr NamedValue<SlowMitigation> kMitigationNames[] = {
+    {SlowMitigation::kUnmitigated, "UNMITIGATED"},
+    {SlowMitigation::kShare, "SHARE"},
+    {SlowMitigation::kRebalance, "REBALANCE"},
+    {SlowMitigation::kBoost, "BOOST"},
+    {SlowMitigation::kDrop, "DROP"}};
 
 Result<PolicySpec> parse_base(const std::string& text) {
   PolicySpec spec;
@@ -65,21 +71,7 @@ Result<PolicySpec> parse_base(const std::string& text) {
 
 }  // namespace
 
-std::string mitigation_name(SlowMitigation slow) {
-  switch (slow) {
-    case SlowMitigation::kUnmitigated:
-      return "UNMITIGATED";
-    case SlowMitigation::kShare:
-      return "SHARE";
-    case SlowMitigation::kRebalance:
-      return "REBALANCE";
-    case SlowMitigation::kBoost:
-      return "BOOST";
-    case SlowMitigation::kDrop:
-      return "DROP";
-  }
-  return "?";
-}
+std::string mitigation_name(SlowMitigation slow) { return name_of(kMitigationNames, slow); }
 
 std::string PolicySpec::name() const {
   const std::string base = base_name(*this);
@@ -91,17 +83,12 @@ Result<PolicySpec> parse_policy(const std::string& text) {
   NTP_ASSIGN_OR_RETURN(PolicySpec spec, parse_base(text.substr(0, plus)));
   if (plus == std::string::npos) return spec;
   const std::string suffix = text.substr(plus + 1);
-  bool known = false;
-  for (SlowMitigation m : kMitigations) {
-    if (suffix == mitigation_name(m)) {
-      spec.slow = m;
-      known = true;
-    }
-  }
-  if (!known) {
+  const std::optional<SlowMitigation> slow = value_named(kMitigationNames, suffix);
+  if (!slow) {
     return invalid_argument("policy '" + text + "': unknown fail-slow mitigation '" + suffix +
                             "'; use +UNMITIGATED, +SHARE, +REBALANCE, +BOOST or +DROP");
   }
+  spec.slow = *slow;
   if (spec.slow == SlowMitigation::kRebalance && !is_ntp(spec.kind)) {
     return invalid_argument("policy '" + text +
                             "': REBALANCE needs an NTP policy (uniform TP cannot give one rank "

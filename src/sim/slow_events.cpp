@@ -5,33 +5,28 @@
 namespace ntp::sim {
 
 SlowProcess::SlowProcess(const SimConfig& config, Rng rng, double start_s)
-    : f_(config.fail_slow), gpus_(config.system.gpus), rng_(rng), time_s_(start_s) {
-  if (f_.active()) {
-    rate_ = static_cast<double>(gpus_) * f_.rate_per_gpu_day * f_.rate_multiplier / 86400.0;
-  }
-  for (std::size_t i = 0; i < f_.factors.size(); ++i) {
-    weight_total_ += f_.factor_weights.empty() ? 1.0 : f_.factor_weights[i];
-  }
+    : f_(config.fail_slow),
+      rng_(rng),
+      arrivals_(config.system.gpus,
+                f_.active() ? cluster_rate_per_s(config.system.gpus, f_.rate_per_gpu_day,
+                                                 f_.rate_multiplier)
+                            : 0.0,
+                start_s) {
+  for (std::size_t i = 0; i < f_.factors.size(); ++i) weight_total_ += factor_weight(i);
+}
+
+double SlowProcess::factor_weight(std::size_t i) const {
+  return f_.factor_weights.empty() ? 1.0 : f_.factor_weights[i];
 }
 
 SlowEvent SlowProcess::next() {
   SlowEvent e;
-  if (rate_ <= 0) {
-    e.time_s = std::numeric_limits<double>::infinity();
-    return e;
-  }
-  time_s_ += rng_.exponential(rate_);
-  e.time_s = time_s_;
-  e.gpu = static_cast<std::int64_t>(rng_.below(static_cast<std::uint64_t>(gpus_)));
-  double pick = rng_.uniform() * weight_total_;
-  std::size_t i = 0;
-  auto weight = [&](std::size_t k) {
-    return f_.factor_weights.empty() ? 1.0 : f_.factor_weights[k];
-  };
-  while (i + 1 < f_.factors.size() && pick >= weight(i)) {
-    pick -= weight(i);
-    ++i;
-  }
+  const GpuArrivals::Arrival at = arrivals_.next(rng_);
+  e.time_s = at.time_s;
+  if (at.time_s == std::numeric_limits<double>::infinity()) return e;
+  e.gpu = at.gpu;
+  const std::size_t i = pick_weighted(rng_.uniform() * weight_total_, f_.factors.size(),
+                                      [this](std::size_t k) { return factor_weight(k); });
   e.factor = f_.factors[i];
   e.duration_s = rng_.exponential(1.0 / (f_.mean_hours * 3600.0));
   return e;

@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "core/status.h"
 #include "sim/config.h"
+#include "sim/gpu_arrivals.h"
 
 namespace ntp::sim {
 
@@ -31,13 +32,15 @@ class SlowProcess {
   SlowProcess(const SimConfig& config, Rng rng, double start_s);
   SlowEvent next();
   // Episodes per second over the whole cluster (0 when inactive).
-  double cluster_rate() const { return rate_; }
+  double cluster_rate() const { return arrivals_.rate_per_s(); }
 
  private:
   const FailSlowConfig& f_;
-  std::int64_t gpus_;
   Rng rng_;
-  double time_s_, rate_ = 0, weight_total_ = 0;
+  GpuArrivals arrivals_;
+  double weight_total_ = 0;
+  // factor_weights[i], or 1 when they are not given (equal weights).
+  double factor_weight(std::size_t i) const;
 };
 
 // The [fail_slow] checks validate() makes: factors in (0, 1], weights (when given) as many as the

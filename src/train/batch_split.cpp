@@ -4,10 +4,14 @@
 #include <cmath>
 #include <string>
 
+#include "core/named_values.h"
 #include "shard/balance.h"
 
 namespace ntp::train {
 namespace {
+
+constexpr NamedValue<BatchPolicy> kBatchPolicyNames[] = {
+    {BatchPolicy::kKeep, "keep"}, {BatchPolicy::kScale, "scale"}, {BatchPolicy::kBoost, "boost"}};
 
 // A pace this close to 1 is full pace (paces are ratios of unit counts and speeds).
 constexpr double kFullPace = 1.0 - 1e-9;
@@ -44,24 +48,10 @@ std::vector<int64_t> split_by_pace(const std::vector<double>& pace, int64_t glob
 }  // namespace
 
 Result<BatchPolicy> parse_batch_policy(std::string_view text) {
-  if (text == "keep") return BatchPolicy::kKeep;
-  if (text == "scale") return BatchPolicy::kScale;
-  if (text == "boost") return BatchPolicy::kBoost;
-  return invalid_argument("--batch-policy '" + std::string(text) +
-                          "' is unknown; use keep, scale or boost");
+  return parse_named(kBatchPolicyNames, "--batch-policy", text);
 }
 
-const char* batch_policy_name(BatchPolicy policy) {
-  switch (policy) {
-    case BatchPolicy::kKeep:
-      return "keep";
-    case BatchPolicy::kScale:
-      return "scale";
-    case BatchPolicy::kBoost:
-      return "boost";
-  }
-  return "?";
-}
+const char* batch_policy_name(BatchPolicy policy) { return name_of(kBatchPolicyNames, policy); }
 
 int64_t ReplicaBatch::micro_size(int64_t k, int64_t micro_batch) const {
   return std::min(micro_batch, samples - k * micro_batch);

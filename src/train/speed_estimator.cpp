@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "core/named_values.h"
+
 namespace ntp::train {
 namespace {
 
@@ -127,15 +129,10 @@ Status validate_speed_estimator_options(const SpeedEstimatorOptions& o) {
 }
 
 const char* speed_proposal_name(SpeedProposal proposal) {
-  switch (proposal) {
-    case SpeedProposal::kNone:
-      return "none";
-    case SpeedProposal::kRebalance:
-      return "rebalance";
-    case SpeedProposal::kEqualize:
-      return "equalize";
-  }
-  return "?";
+  static constexpr NamedValue<SpeedProposal> kNames[] = {{SpeedProposal::kNone, "none"},
+                                                         {SpeedProposal::kRebalance, "rebalance"},
+                                                         {SpeedProposal::kEqualize, "equalize"}};
+  return name_of(kNames, proposal);
 }
 
 SpeedEstimator::SpeedEstimator(std::vector<int> replica_of_rank, SpeedEstimatorOptions options)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/named_values.h"
 #include "data/byte_tokenizer.h"
 #include "train/worker_role.h"
 
@@ -11,20 +12,23 @@ int64_t TrainConfig::global_batch() const {
   return batch > 0 ? batch : static_cast<int64_t>(domains) * grad_accum * micro_batch;
 }
 
+namespace {
+
+constexpr NamedValue<OptimizerSharding> kOptimizerShardingNames[] = {
+    {OptimizerSharding::kReplicated, "replicated"}, {OptimizerSharding::kSharded, "sharded"}};
+
+}  // namespace
+
 Result<OptimizerSharding> parse_optimizer_sharding(const std::string& text) {
-  if (text == "replicated") return OptimizerSharding::kReplicated;
-  if (text == "sharded") return OptimizerSharding::kSharded;
-  return invalid_argument("--optimizer '" + text + "' is unknown; use replicated or sharded");
+  return parse_named(kOptimizerShardingNames, "--optimizer", text);
 }
 
 Result<kernels::cpu::MatmulDtype> parse_matmul_dtype(const std::string& text) {
-  if (text == "fp32") return kernels::cpu::MatmulDtype::kFp32;
-  if (text == "bf16") return kernels::cpu::MatmulDtype::kBf16;
-  return invalid_argument("--dtype '" + text + "' is unknown; use fp32 or bf16");
+  return parse_named(kernels::cpu::kMatmulDtypeNames, "--dtype", text);
 }
 
 const char* optimizer_sharding_name(OptimizerSharding sharding) {
-  return sharding == OptimizerSharding::kReplicated ? "replicated" : "sharded";
+  return name_of(kOptimizerShardingNames, sharding);
 }
 
 shard::ClusterSpec cluster_spec(const TrainConfig& config) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/named_values.h"
 #include "core/rng.h"
 #include "elastic/sim/control_plane_sim.h"
 
@@ -44,17 +45,11 @@ void draw_schedule(SimConfig& c) {
 }
 
 const char* fault_name(Fault f) {
-  switch (f) {
-    case Fault::kKill:
-      return "kill";
-    case Fault::kHang:
-      return "hang";
-    case Fault::kLeaderKill:
-      return "leader-kill";
-    case Fault::kLeaderHang:
-      return "leader-hang";
-  }
-  return "?";
+  static constexpr ntp::NamedValue<Fault> kNames[] = {{Fault::kKill, "kill"},
+                                                      {Fault::kHang, "hang"},
+                                                      {Fault::kLeaderKill, "leader-kill"},
+                                                      {Fault::kLeaderHang, "leader-hang"}};
+  return ntp::name_of(kNames, f);
 }
 
 // The runs of one GPU count: how many kept the invariants, and each phase's median and worst.

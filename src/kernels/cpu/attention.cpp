@@ -62,74 +62,91 @@ NTP_ISA_INLINE void softmax_backward_rows_body(float* s, float* dp, int64_t rows
 }
 NTP_ISA_VARIANTS(softmax_backward_rows, softmax_backward_rows_body)
 
+// Where one (batch, head) pair's slices lie, pair = batch * h + head: a qkv-shaped tensor's rows
+// (qkv, dqkv) hold [q | k | v] of h heads each (`row` = 3 h d floats), an out-shaped tensor's rows
+// (out, dout) the h heads (`hd` = h d floats), lse t floats per pair.
+struct HeadLayout {
+  HeadLayout(int64_t tokens, int64_t heads, int64_t head_dim)
+      : t(tokens),
+        h(heads),
+        d(head_dim),
+        hd(heads * head_dim),
+        row(3 * hd),
+        scale(1.0f / std::sqrt(static_cast<float>(head_dim))) {}
+  // The offsets of the pair's first q column (qkv-shaped), first column (out-shaped), first lse.
+  int64_t qkv_at(int64_t pair) const { return pair / h * t * row + pair % h * d; }
+  int64_t out_at(int64_t pair) const { return pair / h * t * hd + pair % h * d; }
+  int64_t lse_at(int64_t pair) const { return pair * t; }
+
+  int64_t t, h, d, hd, row;
+  float scale;  // of the scores: 1 / sqrt(d)
+};
+
+// Calls head(pair, scratch) for each of `pairs` (batch, head) pairs. The pairs are independent:
+// they are split over the kernel threads, each with `scratch_floats` of its own scratch and
+// single-threaded sgemm calls (these products are too small to split further).
+template <class Head>
+void for_each_head(int64_t pairs, int64_t scratch_floats, Head&& head) {
+  const SingleThreadedBlas single;
+  parallel_for(pairs, 1, [&](int64_t pair0, int64_t pair1) {
+    thread_local std::vector<float> buf;
+    float* s = scratch(buf, scratch_floats);
+    for (int64_t pair = pair0; pair < pair1; ++pair) head(pair, s);
+  });
+}
+
 }  // namespace
 
 void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t h, int64_t d, float* out,
                        float* lse, MatmulDtype dtype) {
-  const int64_t hd = h * d;
-  const int64_t row = 3 * hd;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  // (batch, head) pairs are independent: split over the kernel threads, each with its own
-  // scratch and single-threaded sgemm calls (these products are too small to split further).
-  const SingleThreadedBlas single;
-  parallel_for(b * h, 1, [&](int64_t pair0, int64_t pair1) {
-    thread_local std::vector<float> buf;
-    float* s = scratch(buf, kBlock * t);
-    for (int64_t pair = pair0; pair < pair1; ++pair) {
-      const int64_t bi = pair / h, hi = pair % h;
-      const float* q = qkv + bi * t * row + hi * d;
-      const float* k = q + hd;
-      const float* v = q + 2 * hd;
-      float* o = out + bi * t * hd + hi * d;
-      float* l = lse + (bi * h + hi) * t;
-      for (int64_t i0 = 0; i0 < t; i0 += kBlock) {
-        const int64_t i1 = std::min(t, i0 + kBlock);
-        const int64_t rows = i1 - i0;
-        matmul(dtype, false, true, rows, i1, d, scale, q + i0 * row, row, k, row, 0.0f, s, i1);
-        softmax_rows(s, rows, i1, i1, i0, l + i0);
-        matmul(dtype, false, false, rows, d, i1, 1.0f, s, i1, v, row, 0.0f, o + i0 * hd, hd);
-      }
+  const HeadLayout g(t, h, d);
+  for_each_head(b * h, kBlock * t, [&](int64_t pair, float* s) {
+    const float* q = qkv + g.qkv_at(pair);
+    const float* k = q + g.hd;
+    const float* v = q + 2 * g.hd;
+    float* o = out + g.out_at(pair);
+    float* l = lse + g.lse_at(pair);
+    for (int64_t i0 = 0; i0 < t; i0 += kBlock) {
+      const int64_t i1 = std::min(t, i0 + kBlock);
+      const int64_t rows = i1 - i0;
+      matmul(dtype, false, true, rows, i1, d, g.scale, q + i0 * g.row, g.row, k, g.row, 0.0f, s,
+             i1);
+      softmax_rows(s, rows, i1, i1, i0, l + i0);
+      matmul(dtype, false, false, rows, d, i1, 1.0f, s, i1, v, g.row, 0.0f, o + i0 * g.hd, g.hd);
     }
   });
 }
 
 void attention_backward(const float* qkv, const float* lse, const float* dout, int64_t b, int64_t t,
                         int64_t h, int64_t d, float* dqkv, MatmulDtype dtype) {
-  const int64_t hd = h * d;
-  const int64_t row = 3 * hd;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const SingleThreadedBlas single;
-  parallel_for(b * h, 1, [&](int64_t pair0, int64_t pair1) {
-    thread_local std::vector<float> buf;
-    float* s = scratch(buf, 2 * kBlock * t);
+  const HeadLayout g(t, h, d);
+  const int64_t row = g.row, hd = g.hd;
+  for_each_head(b * h, 2 * kBlock * t, [&](int64_t pair, float* s) {
     float* dp = s + kBlock * t;
-    for (int64_t pair = pair0; pair < pair1; ++pair) {
-      const int64_t bi = pair / h, hi = pair % h;
-      const float* q = qkv + bi * t * row + hi * d;
-      const float* k = q + hd;
-      const float* v = q + 2 * hd;
-      float* dq = dqkv + bi * t * row + hi * d;
-      float* dk = dq + hd;
-      float* dv = dq + 2 * hd;
-      const float* l = lse + (bi * h + hi) * t;
-      const float* dout_bh = dout + bi * t * hd + hi * d;
-      for (int64_t i = 0; i < t; ++i) {
-        std::fill(dk + i * row, dk + i * row + d, 0.0f);
-        std::fill(dv + i * row, dv + i * row + d, 0.0f);
-      }
-      for (int64_t i0 = 0; i0 < t; i0 += kBlock) {
-        const int64_t i1 = std::min(t, i0 + kBlock);
-        const int64_t rows = i1 - i0;
-        const float* q_blk = q + i0 * row;
-        const float* dout_blk = dout_bh + i0 * hd;
-        matmul(dtype, false, true, rows, i1, d, scale, q_blk, row, k, row, 0.0f, s, i1);    // S
-        matmul(dtype, false, true, rows, i1, d, 1.0f, dout_blk, hd, v, row, 0.0f, dp, i1);  // dP
-        softmax_backward_rows(s, dp, rows, i1, i1, i0, l + i0);
-        // dV[0:i1] += P^T dO;  dQ = scale dS K[0:i1];  dK[0:i1] += scale dS^T Q
-        matmul(dtype, true, false, i1, d, rows, 1.0f, s, i1, dout_blk, hd, 1.0f, dv, row);
-        matmul(dtype, false, false, rows, d, i1, scale, dp, i1, k, row, 0.0f, dq + i0 * row, row);
-        matmul(dtype, true, false, i1, d, rows, scale, dp, i1, q_blk, row, 1.0f, dk, row);
-      }
+    const float* q = qkv + g.qkv_at(pair);
+    const float* k = q + hd;
+    const float* v = q + 2 * hd;
+    float* dq = dqkv + g.qkv_at(pair);
+    float* dk = dq + hd;
+    float* dv = dq + 2 * hd;
+    const float* l = lse + g.lse_at(pair);
+    const float* dout_bh = dout + g.out_at(pair);
+    for (int64_t i = 0; i < t; ++i) {
+      std::fill(dk + i * row, dk + i * row + d, 0.0f);
+      std::fill(dv + i * row, dv + i * row + d, 0.0f);
+    }
+    for (int64_t i0 = 0; i0 < t; i0 += kBlock) {
+      const int64_t i1 = std::min(t, i0 + kBlock);
+      const int64_t rows = i1 - i0;
+      const float* q_blk = q + i0 * row;
+      const float* dout_blk = dout_bh + i0 * hd;
+      matmul(dtype, false, true, rows, i1, d, g.scale, q_blk, row, k, row, 0.0f, s, i1);  // S
+      matmul(dtype, false, true, rows, i1, d, 1.0f, dout_blk, hd, v, row, 0.0f, dp, i1);  // dP
+      softmax_backward_rows(s, dp, rows, i1, i1, i0, l + i0);
+      // dV[0:i1] += P^T dO;  dQ = scale dS K[0:i1];  dK[0:i1] += scale dS^T Q
+      matmul(dtype, true, false, i1, d, rows, 1.0f, s, i1, dout_blk, hd, 1.0f, dv, row);
+      matmul(dtype, false, false, rows, d, i1, g.scale, dp, i1, k, row, 0.0f, dq + i0 * row, row);
+      matmul(dtype, true, false, i1, d, rows, g.scale, dp, i1, q_blk, row, 1.0f, dk, row);
     }
   });
 }

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "core/check.h"
+#include "core/named_values.h"
 #include "kernels/cpu/blas_select.h"
 
 // libgomp's, for oneDNN's OpenMP runtime (omp.h needs -fopenmp, which nothing else here wants).
@@ -19,6 +20,10 @@ extern "C" void omp_set_num_threads(int threads);
 
 namespace ntp::kernels::cpu {
 namespace {
+
+constexpr NamedValue<GemmBackend> kGemmBackendNames[] = {{GemmBackend::kOpenBlas, "openblas"},
+                                                         {GemmBackend::kBlis, "blis"},
+                                                         {GemmBackend::kOneDnn, "onednn"}};
 
 blasint to_blas(int64_t v) {
   NTP_CHECK_MSG(v >= 0 && v <= INT_MAX, "matrix dimension does not fit a BLAS int");
@@ -62,41 +67,21 @@ void onednn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
 }
 
 const char* onednn_isa_name(dnnl_cpu_isa_t isa) {
-  switch (isa) {
-    case dnnl_cpu_isa_avx512_core_amx:
-      return "avx512_core_amx";
-    case dnnl_cpu_isa_avx512_core_bf16:
-      return "avx512_core_bf16";
-    case dnnl_cpu_isa_avx512_core:
-      return "avx512_core";
-    case dnnl_cpu_isa_avx2:
-      return "avx2";
-    case dnnl_cpu_isa_avx:
-      return "avx";
-    default:
-      return "other";
-  }
+  static constexpr NamedValue<dnnl_cpu_isa_t> kNames[] = {
+      {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
+      {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+      {dnnl_cpu_isa_avx512_core, "avx512_core"},
+      {dnnl_cpu_isa_avx2, "avx2"},
+      {dnnl_cpu_isa_avx, "avx"}};
+  return name_of(kNames, isa, "other");
 }
 
 }  // namespace
 
-const char* gemm_backend_name(GemmBackend backend) {
-  switch (backend) {
-    case GemmBackend::kBlis:
-      return "blis";
-    case GemmBackend::kOneDnn:
-      return "onednn";
-    case GemmBackend::kOpenBlas:
-      break;
-  }
-  return "openblas";
-}
+const char* gemm_backend_name(GemmBackend backend) { return name_of(kGemmBackendNames, backend); }
 
 std::optional<GemmBackend> parse_gemm_backend(std::string_view name) {
-  for (GemmBackend b : kAllGemmBackends) {
-    if (name == gemm_backend_name(b)) return b;
-  }
-  return std::nullopt;
+  return value_named(kGemmBackendNames, name);
 }
 
 std::string gemm_backend_library(GemmBackend backend) {

@@ -71,16 +71,23 @@ void make_parent_dirs(const std::string& path) {
   }
 }
 
-std::string speeds_text(const std::vector<BackendSpeed>& speeds) {
+// "name GFLOPS, name GFLOPS, ... GFLOP/s" of measured speeds, for the cache and the description.
+// `Speed` has a `gflops` and the candidate in member `which`, named by `name`.
+template <class Speed, class Candidate>
+std::string speeds_text(const std::vector<Speed>& speeds, Candidate Speed::*which,
+                        const char* (*name)(Candidate)) {
   std::string s;
   char buf[64];
-  for (const BackendSpeed& v : speeds) {
-    std::snprintf(buf, sizeof buf, "%s%s %.1f", s.empty() ? "" : ", ", gemm_backend_name(v.backend),
-                  v.gflops);
+  for (const Speed& v : speeds) {
+    std::snprintf(buf, sizeof buf, "%s%s %.1f", s.empty() ? "" : ", ", name(v.*which), v.gflops);
     s += buf;
   }
   return s + " GFLOP/s";
 }
+
+// The bf16 paths the measurement compares, and so the ones NTP_BF16_GEMM_PATH may name.
+constexpr Bf16GemmPath kMeasuredBf16Paths[] = {
+    Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kRoundedSgemm, Bf16GemmPath::kOneDnnMatmul};
 
 // Reads the cache line for `key` from an open file; false when it is absent or for another host.
 bool read_cache(int fd, const std::string& key, Choice& out) {
@@ -161,7 +168,8 @@ Choice decide() {
       host_key(),
       [] {
         const std::vector<BackendSpeed> speeds = measure_gemm_backends();
-        return Measured{gemm_backend_name(choose_gemm_backend(speeds)), speeds_text(speeds)};
+        return Measured{gemm_backend_name(choose_gemm_backend(speeds)),
+                        speeds_text(speeds, &BackendSpeed::backend, gemm_backend_name)};
       });
 }
 
@@ -170,20 +178,8 @@ const Choice& choice() {
   return c;
 }
 
-std::string bf16_speeds_text(const std::vector<Bf16PathSpeed>& speeds) {
-  std::string s;
-  char buf[64];
-  for (const Bf16PathSpeed& v : speeds) {
-    std::snprintf(buf, sizeof buf, "%s%s %.1f", s.empty() ? "" : ", ", bf16_gemm_path_name(v.path),
-                  v.gflops);
-    s += buf;
-  }
-  return s + " GFLOP/s";
-}
-
 std::optional<Bf16GemmPath> parse_bf16_path(const std::string& name) {
-  for (Bf16GemmPath p :
-       {Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kRoundedSgemm, Bf16GemmPath::kOneDnnMatmul}) {
+  for (Bf16GemmPath p : kMeasuredBf16Paths) {
     if (name == bf16_gemm_path_name(p)) return p;
   }
   return std::nullopt;
@@ -197,7 +193,7 @@ Choice decide_bf16_path() {
       [] {
         const std::vector<Bf16PathSpeed> speeds = measure_bf16_gemm_paths();
         return Measured{bf16_gemm_path_name(choose_bf16_gemm_path(speeds)),
-                        bf16_speeds_text(speeds)};
+                        speeds_text(speeds, &Bf16PathSpeed::path, bf16_gemm_path_name)};
       });
 }
 
@@ -279,22 +275,35 @@ Candidate choose_by_margin(const std::vector<Speed>& speeds, Candidate baseline,
   return best;
 }
 
+// A product of gemm's signature whose first argument picks how it is computed.
+template <class Candidate>
+using GemmVia = void (*)(Candidate, bool, bool, int64_t, int64_t, int64_t, float, const float*,
+                         int64_t, const float*, int64_t, float, float*, int64_t);
+
+// One Speed {candidate, GFLOP/s over `set`} per candidate, in order, on the calling thread.
+template <class Speed, class Candidate>
+std::vector<Speed> measure_each(const ProductSet& set, int reps,
+                                std::span<const Candidate> candidates, GemmVia<Candidate> gemm) {
+  std::vector<Speed> out;
+  for (Candidate candidate : candidates) {
+    out.push_back(
+        {candidate, set.gflops(reps, [&](const StepProduct& s, const float* a, int64_t lda,
+                                         const float* b, int64_t ldb, float* c) {
+           gemm(candidate, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c, s.n);
+         })});
+  }
+  return out;
+}
+
 }  // namespace
 
 GemmBackend gemm_backend() { return *parse_gemm_backend(choice().name); }
 
 std::vector<BackendSpeed> measure_gemm_backends(int reps) {
   const ProductSet set(kStepProducts);
-  std::vector<BackendSpeed> out;
   const SingleThreadedBlas one_blas_thread;  // thread CPU time then sees all of a product's work
-  for (GemmBackend backend : kAllGemmBackends) {
-    out.push_back({backend, set.gflops(reps, [&](const StepProduct& s, const float* a, int64_t lda,
-                                                 const float* b, int64_t ldb, float* c) {
-                     backend_sgemm(backend, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f,
-                                   c, s.n);
-                   })});
-  }
-  return out;
+  return measure_each<BackendSpeed>(set, reps, std::span<const GemmBackend>(kAllGemmBackends),
+                                    backend_sgemm);
 }
 
 GemmBackend choose_gemm_backend(const std::vector<BackendSpeed>& speeds) {
@@ -312,14 +321,8 @@ std::vector<Bf16PathSpeed> measure_bf16_gemm_paths(int reps) {
   std::vector<Bf16PathSpeed> out;
   const SingleThreadedBlas one_blas_thread;
   parallel_for(1, 1, [&](int64_t, int64_t) {  // nested splits run inline on this thread
-    for (Bf16GemmPath path :
-         {Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kRoundedSgemm, Bf16GemmPath::kOneDnnMatmul}) {
-      out.push_back({path, set.gflops(reps, [&](const StepProduct& s, const float* a, int64_t lda,
-                                                const float* b, int64_t ldb, float* c) {
-                       gemm_bf16_path(path, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f,
-                                      c, s.n);
-                     })});
-    }
+    out = measure_each<Bf16PathSpeed>(set, reps, std::span<const Bf16GemmPath>(kMeasuredBf16Paths),
+                                      gemm_bf16_path);
   });
   return out;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/named_values.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_backend_select.h"
@@ -170,17 +171,12 @@ void gemm_rounded_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
 }  // namespace
 
 const char* bf16_gemm_path_name(Bf16GemmPath path) {
-  switch (path) {
-    case Bf16GemmPath::kAvx512Bf16:
-      return "avx512_bf16";
-    case Bf16GemmPath::kEmulated:
-      return "emulated";
-    case Bf16GemmPath::kOneDnnMatmul:
-      return "onednn-matmul";
-    case Bf16GemmPath::kRoundedSgemm:
-      break;
-  }
-  return "rounded-sgemm";
+  static constexpr NamedValue<Bf16GemmPath> kNames[] = {
+      {Bf16GemmPath::kAvx512Bf16, "avx512_bf16"},
+      {Bf16GemmPath::kEmulated, "emulated"},
+      {Bf16GemmPath::kRoundedSgemm, "rounded-sgemm"},
+      {Bf16GemmPath::kOneDnnMatmul, "onednn-matmul"}};
+  return name_of(kNames, path);
 }
 
 bool host_has_avx512_bf16() { return host_cpu_features().avx512_bf16; }

@@ -4,10 +4,14 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
+
+#include "core/named_values.h"
 
 namespace ntp::kernels::cpu {
 namespace {
+
+constexpr NamedValue<Isa> kIsaNames[] = {
+    {Isa::kBaseline, "baseline"}, {Isa::kAvx2, "avx2"}, {Isa::kAvx512, "avx512"}};
 
 unsigned long long xgetbv0() {
   unsigned eax = 0, edx = 0;
@@ -55,9 +59,7 @@ Isa lowered(Isa isa) {
 Isa initial_isa() {
   const char* env = std::getenv("NTP_ISA");
   if (env != nullptr) {
-    for (Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512}) {
-      if (std::strcmp(env, isa_name(isa)) == 0) return lowered(isa);
-    }
+    if (const std::optional<Isa> isa = value_named(kIsaNames, env)) return lowered(*isa);
   }
   return host_isa();
 }
@@ -74,17 +76,7 @@ const CpuFeatures& host_cpu_features() {
   return features;
 }
 
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return "avx512";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kBaseline:
-      break;
-  }
-  return "baseline";
-}
+const char* isa_name(Isa isa) { return name_of(kIsaNames, isa); }
 
 Isa host_isa() {
   static const Isa isa = best_of(host_cpu_features());

@@ -32,6 +32,17 @@ NTP_ISA_INLINE void layernorm_forward_body(const float* x, const float* gamma, c
 }
 NTP_ISA_VARIANTS(layernorm_forward_isa, layernorm_forward_body)
 
+// dgamma[j] += dy[j] xhat[j] and dbeta[j] += dy[j] for columns [0, cols) of one row, with
+// xhat = (x - mu) * rs.
+NTP_ISA_INLINE void add_row_dgamma_dbeta(const float* xr, const float* dyr, float mu, float rs,
+                                         int64_t cols, float* dgamma, float* dbeta) {
+  for (int64_t j = 0; j < cols; ++j) {
+    const float xhat = (xr[j] - mu) * rs;
+    dgamma[j] += dyr[j] * xhat;
+    dbeta[j] += dyr[j];
+  }
+}
+
 NTP_ISA_INLINE void layernorm_backward_body(const float* x, const float* gamma, const float* mean,
                                             const float* rstd, const float* dy, int64_t n,
                                             int64_t c, float* dx, bool accumulate_dx, float* dgamma,
@@ -43,13 +54,7 @@ NTP_ISA_INLINE void layernorm_backward_body(const float* x, const float* gamma, 
     const float* dyr = dy + i * c;
     const float mu = mean[i];
     const float rs = rstd[i];
-    if (dgamma != nullptr) {
-      for (int64_t j = 0; j < c; ++j) {
-        const float xhat = (xr[j] - mu) * rs;
-        dgamma[j] += dyr[j] * xhat;
-        dbeta[j] += dyr[j];
-      }
-    }
+    if (dgamma != nullptr) add_row_dgamma_dbeta(xr, dyr, mu, rs, c, dgamma, dbeta);
     if (dx == nullptr) continue;
     const double sum_g =
         lane_sum<double>(c, [dyr, gamma](int64_t j) { return double{dyr[j] * gamma[j]}; });
@@ -82,15 +87,7 @@ NTP_ISA_INLINE void layernorm_backward_columns_body(const float* x, const float*
                                                     int64_t cols, int64_t ld, float* dgamma,
                                                     float* dbeta) {
   for (int64_t i = 0; i < n; ++i) {
-    const float* xr = x + i * ld;
-    const float* dyr = dy + i * ld;
-    const float mu = mean[i];
-    const float rs = rstd[i];
-    for (int64_t j = 0; j < cols; ++j) {
-      const float xhat = (xr[j] - mu) * rs;
-      dgamma[j] += dyr[j] * xhat;
-      dbeta[j] += dyr[j];
-    }
+    add_row_dgamma_dbeta(x + i * ld, dy + i * ld, mean[i], rstd[i], cols, dgamma, dbeta);
   }
 }
 NTP_ISA_VARIANTS(layernorm_backward_columns_isa, layernorm_backward_columns_body)

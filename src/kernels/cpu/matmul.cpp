@@ -5,9 +5,7 @@
 
 namespace ntp::kernels::cpu {
 
-const char* matmul_dtype_name(MatmulDtype dtype) {
-  return dtype == MatmulDtype::kBf16 ? "bf16" : "fp32";
-}
+const char* matmul_dtype_name(MatmulDtype dtype) { return name_of(kMatmulDtypeNames, dtype); }
 
 void matmul(MatmulDtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
             float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,

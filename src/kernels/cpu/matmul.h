@@ -6,11 +6,15 @@
 
 #include <cstdint>
 
+#include "core/named_values.h"
+
 namespace ntp::kernels::cpu {
 
 enum class MatmulDtype { kFp32, kBf16 };
 
-// "fp32" / "bf16".
+// Their names, "fp32" and "bf16" (`ntp train --dtype` parses them).
+inline constexpr NamedValue<MatmulDtype> kMatmulDtypeNames[] = {{MatmulDtype::kFp32, "fp32"},
+                                                                {MatmulDtype::kBf16, "bf16"}};
 const char* matmul_dtype_name(MatmulDtype dtype);
 
 // gemm (kFp32) or gemm_bf16 (kBf16), same arguments.
