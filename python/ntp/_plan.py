@@ -211,6 +211,7 @@ def plan(
     kv_heads: int = 0,
     experts: int = 0,
     shared_experts: int = 0,
+    expert_loads: Sequence[float] = (),
 ) -> Plan:
     """Lay out `domains` replicas of full TP degree `tp` with the `failed` slots lost.
 
@@ -220,6 +221,9 @@ def plan(
     that come back and adds the repair's layout and reshard plan. ``kv_heads`` (grouped-query
     attention, ``--kv-heads``) and ``experts`` (a Mixtral-style MoE, ``--experts``: whole experts
     are a unit space; ``ffn`` is then one expert's width) add the Llama and MoE spaces.
+    ``expert_loads`` (``--expert-loads``: routed tokens per expert) places a reduced replica's
+    experts by load, as ``ntp train`` does after a failure; each replica then reports its
+    ``load_imbalance`` in ``json``.
 
     Raises :class:`ntp.errors.InvalidArgumentError` with the CLI's message for a bad request.
     """
@@ -229,6 +233,7 @@ def plan(
         vocab=int(vocab), hidden=int(hidden), layers=int(layers), grad_bytes=int(grad_bytes),
         state_bytes=int(state_bytes), strategy=str(strategy), kv_heads=int(kv_heads),
         experts=int(experts), shared_experts=int(shared_experts),
+        expert_loads=[float(x) for x in expert_loads],
     )
     j = json.loads(text)
     repaired = j["repaired"]

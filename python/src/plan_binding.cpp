@@ -1,5 +1,7 @@
 #include <pybind11/stl.h>
 
+#include <vector>
+
 #include "api/plan.h"
 #include "bindings.h"
 #include "status_error.h"
@@ -13,7 +15,8 @@ void bind_plan(py::module_& m) {
       [](int domains, int tp, int min_tp, const std::string& failed, const std::string& repair,
          int64_t heads, int64_t ffn, int64_t ffn_block, int64_t vocab, int64_t hidden,
          int64_t layers, int64_t grad_bytes, int64_t state_bytes, const std::string& strategy,
-         int64_t kv_heads, int64_t experts, int64_t shared_experts) {
+         int64_t kv_heads, int64_t experts, int64_t shared_experts,
+         const std::vector<double>& expert_loads) {
         api::PlanRequest request;
         request.domains = domains;
         request.tp = tp;
@@ -32,6 +35,7 @@ void bind_plan(py::module_& m) {
         request.bytes.grad_bytes = grad_bytes;
         request.bytes.state_bytes = state_bytes;
         request.strategy = strategy;
+        request.expert_loads = expert_loads;
         const api::PlanResult result = value_or_throw(api::compute_plan(std::move(request)));
         return api::plan_to_json(result).dump();
       },
@@ -39,6 +43,7 @@ void bind_plan(py::module_& m) {
       py::arg("heads"), py::arg("ffn"), py::arg("ffn_block"), py::arg("vocab"), py::arg("hidden"),
       py::arg("layers"), py::arg("grad_bytes"), py::arg("state_bytes"), py::arg("strategy"),
       py::arg("kv_heads") = 0, py::arg("experts") = 0, py::arg("shared_experts") = 0,
+      py::arg("expert_loads") = std::vector<double>{},
       "`ntp plan --json` for these flags: the document of docs/plan-json.md, as JSON text.");
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "shard/fold_sync_strategy.h"
+#include "shard/load_layout.h"
 #include "shard/native_sync_strategy.h"
 
 namespace ntp::api {
@@ -30,17 +31,26 @@ nlohmann::json replicas_json(const ClusterLayout& layout) {
   nlohmann::json out = nlohmann::json::array();
   for (const ReplicaLayout& r : layout.replicas) {
     nlohmann::json units = nlohmann::json::object(), imbalance = nlohmann::json::object();
+    nlohmann::json load_imbalance = nlohmann::json::object();
     for (std::size_t sp = 0; sp < layout.spec.spaces.size(); ++sp) {
       nlohmann::json per_rank = nlohmann::json::array();
       for (const IntervalSet& s : r.units[sp]) per_rank.push_back(s.ids());
-      units[layout.spec.spaces[sp].name] = std::move(per_rank);
-      imbalance[layout.spec.spaces[sp].name] = r.imbalance(static_cast<int>(sp));
+      const std::string& name = layout.spec.spaces[sp].name;
+      units[name] = std::move(per_rank);
+      imbalance[name] = r.imbalance(static_cast<int>(sp));
+      if (layout.spec.has_loads(static_cast<int>(sp)) && r.degree() > 0) {
+        load_imbalance[name] =
+            shard::load_imbalance(r.units[sp], layout.spec.unit_loads[sp],
+                                  std::vector<double>(static_cast<std::size_t>(r.degree()), 1.0));
+      }
     }
-    out.push_back({{"domain", r.domain},
-                   {"degree", r.degree()},
-                   {"slots", r.slots},
-                   {"units", std::move(units)},
-                   {"imbalance", std::move(imbalance)}});
+    nlohmann::json replica = {{"domain", r.domain},
+                              {"degree", r.degree()},
+                              {"slots", r.slots},
+                              {"units", std::move(units)},
+                              {"imbalance", std::move(imbalance)}};
+    if (!load_imbalance.empty()) replica["load_imbalance"] = std::move(load_imbalance);
+    out.push_back(std::move(replica));
   }
   return out;
 }
@@ -101,6 +111,23 @@ nlohmann::json reshard_json(const ClusterLayout& to, const ReshardPlan& plan) {
           {"max_bytes_into_slot", plan.max_bytes_into_slot}};
 }
 
+// The experts space's measured loads, from --expert-loads (none given: none).
+Status set_expert_loads(shard::ClusterSpec& spec, const std::vector<double>& loads) {
+  if (loads.empty()) return ok_status();
+  for (std::size_t sp = 0; sp < spec.spaces.size(); ++sp) {
+    if (spec.spaces[sp].name != "experts") continue;
+    if (static_cast<std::int64_t>(loads.size()) != spec.spaces[sp].units) {
+      return invalid_argument("--expert-loads has " + std::to_string(loads.size()) +
+                              " values for --experts " + std::to_string(spec.spaces[sp].units) +
+                              "; give one load (routed tokens) per expert");
+    }
+    spec.unit_loads.assign(spec.spaces.size(), {});
+    spec.unit_loads[sp] = loads;
+    return ok_status();
+  }
+  return invalid_argument("--expert-loads needs a MoE (--experts E)");
+}
+
 }  // namespace
 
 Result<PlanResult> compute_plan(PlanRequest opt) {
@@ -120,6 +147,7 @@ Result<PlanResult> compute_plan(PlanRequest opt) {
   spec.min_tp = opt.min_tp;
   spec.spaces = shard::model_unit_spaces(opt.shape);
   spec.bytes = opt.bytes;
+  NTP_RETURN_IF_ERROR(set_expert_loads(spec, opt.expert_loads));
   std::unique_ptr<shard::SyncStrategy> strategy_ptr;
   if (opt.strategy == "fold") {
     strategy_ptr = std::make_unique<shard::FoldSyncStrategy>();

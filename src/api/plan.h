@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "shard/cluster_layout.h"
@@ -26,6 +27,9 @@ struct PlanRequest {
   shard::ModelShape shape;  // hidden 0 = 128 x heads
   shard::ByteCosts bytes;
   std::string strategy = "fold";  // fold or native
+  // A MoE's routed tokens per expert as a router measured them (empty: none): a replica below its
+  // full degree places its experts by these loads, as the trainer does (shard/load_layout.h).
+  std::vector<double> expert_loads;
 };
 
 // Everything one plan computed.

@@ -58,6 +58,11 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                   "whole experts dealt over each replica's ranks; --ffn is then one expert's "
                   "width; needs --kv-heads")
       ->capture_default_str();
+  cmd->add_option("--expert-loads", opt->request.expert_loads,
+                  "MoE: routed tokens per expert as a router measured them, comma-separated: a "
+                  "replica below its full degree places its experts by load, as ntp train does "
+                  "after a failure; adds each replica's load imbalance (busiest rank / mean)")
+      ->delimiter(',');
   cmd->add_option("--shared-experts", opt->request.shape.shared_experts,
                   "MoE shared experts, each --ffn wide: the ffn space's columns")
       ->capture_default_str();

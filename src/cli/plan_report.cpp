@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/units.h"
+#include "shard/load_layout.h"
 
 namespace ntp::cli {
 namespace {
@@ -75,6 +76,13 @@ void render_replicas(std::string& out, const ClusterLayout& layout, bool details
     out += " ";
     for (std::size_t sp = 0; sp < spec.spaces.size(); ++sp) {
       appendf(out, " %s %.3f", spec.spaces[sp].name.c_str(), r.imbalance(static_cast<int>(sp)));
+    }
+    for (std::size_t sp = 0; sp < spec.spaces.size(); ++sp) {  // measured loads: busiest / mean
+      if (!spec.has_loads(static_cast<int>(sp))) continue;
+      appendf(
+          out, "; %s by load %.3f", spec.spaces[sp].name.c_str(),
+          shard::load_imbalance(r.units[sp], spec.unit_loads[sp],
+                                std::vector<double>(static_cast<std::size_t>(r.degree()), 1.0)));
     }
     out += "\n";
     if (!details) return;

@@ -161,5 +161,43 @@ TEST(NtpPlan, ExpertsAreAUnitSpaceDealtWhole) {
       << bad.err;
 }
 
+// --expert-loads: the reduced replica (TP 7) places its 10 experts by load, as the trainer does.
+// Expert 0 alone carries 40 of 130 routed tokens, so no placement beats a busiest rank of 40: the
+// deal (heaviest first, each to the least-loaded rank) gives it a rank of its own, and the
+// imbalance is 40 / (130 / 7) exactly. Bad loads exit 2 naming the flag.
+TEST(NtpPlan, ExpertLoadsPlaceAReducedReplicasExpertsByLoad) {
+  const std::vector<std::string> moe = {"--failed",       "1:3",
+                                        "--kv-heads",     "4",
+                                        "--vocab",        "64",
+                                        "--experts",      "10",
+                                        "--expert-loads", "40,30,20,10,5,5,5,5,5,5"};
+  std::vector<std::string> json = moe;
+  json.push_back("--json");
+  auto r = ntp(plan_args(json));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  const auto& reduced = doc["replicas"][1];
+  ASSERT_EQ(reduced["degree"], 7);
+  EXPECT_DOUBLE_EQ(reduced["load_imbalance"]["experts"].get<double>(), 40.0 / (130.0 / 7.0));
+  for (const auto& rank : reduced["units"]["experts"]) {
+    if (std::find(rank.begin(), rank.end(), 0) != rank.end()) {
+      EXPECT_EQ(rank.size(), 1u);  // expert 0 alone
+    }
+  }
+  EXPECT_TRUE(doc["replicas"][0].contains("load_imbalance"));  // healthy: reported, not re-dealt
+  auto text = ntp(plan_args(moe));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("experts by load 2.154"), std::string::npos) << text.out;
+  auto few = ntp(
+      plan_args({"--kv-heads", "4", "--vocab", "64", "--experts", "10", "--expert-loads", "1,2"}));
+  EXPECT_EQ(few.exit_code, 2);
+  EXPECT_NE(few.err.find("--expert-loads has 2 values for --experts 10"), std::string::npos)
+      << few.err;
+  auto dense = ntp(plan_args({"--expert-loads", "1,2"}));
+  EXPECT_EQ(dense.exit_code, 2);
+  EXPECT_NE(dense.err.find("--expert-loads needs a MoE (--experts E)"), std::string::npos)
+      << dense.err;
+}
+
 }  // namespace
 }  // namespace ntp

@@ -76,3 +76,21 @@ def test_a_moe_plan_deals_whole_experts_as_the_cli_does():
         experts = replica.units["experts"]
         assert np.array_equal(np.sort(np.concatenate(experts)), np.arange(64))
         assert max(len(held) for held in experts) == (10 if replica.degree == 7 else 8)
+
+
+def test_expert_loads_place_a_reduced_replica_by_load_as_the_cli_does():
+    # Expert 0 carries 40 of 130 routed tokens: the reduced replica (TP 7) gives it a rank of its
+    # own, and no placement beats a busiest rank of 40, so the imbalance is 40 / (130 / 7).
+    loads = [40, 30, 20, 10, 5, 5, 5, 5, 5, 5]
+    plan = ntp.plan(domains=3, tp=8, failed=[(1, 3)], heads=16, hidden=2048, ffn=64, ffn_block=1,
+                    vocab=64, layers=1, kv_heads=4, experts=10, expert_loads=loads)
+    cli = cli_json("plan", "--domains", "3", "--tp", "8", "--failed", "1:3", "--heads", "16",
+                   "--hidden", "2048", "--ffn", "64", "--ffn-block", "1", "--vocab", "64",
+                   "--layers", "1", "--kv-heads", "4", "--experts", "10",
+                   "--expert-loads", ",".join(str(x) for x in loads), "--json")
+    assert plan.json == cli
+    reduced = plan.json["replicas"][1]
+    assert reduced["load_imbalance"]["experts"] == pytest.approx(40 / (130 / 7), rel=1e-15)
+    with pytest.raises(ntp.InvalidArgumentError, match="--expert-loads has 2 values"):
+        ntp.plan(domains=3, tp=8, heads=16, hidden=2048, ffn=64, ffn_block=1, vocab=64, layers=1, kv_heads=4,
+                 experts=10, expert_loads=[1, 2])
