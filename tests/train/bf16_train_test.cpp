@@ -13,7 +13,8 @@
 //    nats).
 // 2. Mixed degrees: real `ntp launch` jobs, bf16 in all: GPT-2 {2,1} (2 x 2 with slot 1:1
 //    failed) against 2 x 2 under fold/replicated and native/sharded, Llama {3,2} against 2 x 3
-//    (KV groups held by several ranks) under fold/sharded and native/replicated. The
+//    (KV groups held by several ranks) under fold/sharded and native/replicated, a MoE {3,2}
+//    against 2 x 3 under fold/sharded (its experts' products bf16, its router float32). The
 //    layouts' float32 sums differ by reassociation (~1e-7 relative); an element within that of a
 //    bf16 rounding midpoint rounds to the other neighbour (one bf16 ulp, 2^-7 relative), which
 //    happens to a fraction ~1e-5 of the inputs: expected gradient differences ~1e-5 to 1e-4, and
@@ -32,6 +33,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "child_process.h"
 #include "data/batcher.h"
@@ -43,6 +45,7 @@
 #include "model/gpt_model.h"
 #include "model/llama_model.h"
 #include "model/model_factory.h"
+#include "model/moe_model.h"
 #include "parity_jobs.h"
 #include "train/adamw_optimizer.h"
 
@@ -53,6 +56,15 @@ namespace fs = std::filesystem;
 using kernels::cpu::MatmulDtype;
 
 std::unique_ptr<model::Model> full_model(const model::ModelConfig& c, uint64_t seed) {
+  if (c.family == model::ModelFamily::kMoe) {  // every expert, no dense FFN units
+    const model::MoeModelConfig moe = c.moe();
+    model::LlamaShard shard = model::full_shard(moe.decoder());
+    shard.ffn_units.clear();
+    std::vector<int64_t> experts(static_cast<size_t>(moe.n_experts));
+    std::iota(experts.begin(), experts.end(), int64_t{0});
+    return std::make_unique<model::MoeModel>(
+        model::MoeModel::create(moe, std::move(shard), std::move(experts), seed).value());
+  }
   if (c.family == model::ModelFamily::kLlama) {
     return std::make_unique<model::LlamaModel>(
         model::LlamaModel::create(c.llama(), model::full_shard(c.llama()), seed).value());
@@ -129,10 +141,17 @@ TEST(Bf16TrainingTest, LossCurveFollowsFp32OnTheCorpus) {
 
 constexpr int kSteps = 10;
 
+// The parity shape in `family`; a MoE's is the Llama's with 4 experts of width 16, top 2
+// (train_moe_test's).
 model::ModelConfig parity_model(model::ModelFamily family) {
   model::ModelConfig c = parity::parity_shape<model::ModelConfig>();
   c.family = family;
-  c.n_kv_head = family == model::ModelFamily::kLlama ? 2 : 0;
+  c.n_kv_head = family == model::ModelFamily::kGpt2 ? 0 : 2;
+  if (family == model::ModelFamily::kMoe) {
+    c.n_ffn = 16;
+    c.n_experts = 4;
+    c.top_k = 2;
+  }
   return c;
 }
 
@@ -161,8 +180,12 @@ JobResult run_job(const JobSpec& spec, const std::string& name) {
                            "--no-live-recovery"});
   const std::vector<std::string> run = parity::run_flags(dir, kSteps, 8, 3);
   args.insert(args.end(), run.begin(), run.end());
-  if (spec.family == model::ModelFamily::kLlama) {
+  if (spec.family != model::ModelFamily::kGpt2) {
     args.insert(args.end(), {"--kv-heads", std::to_string(m.n_kv_head)});
+  }
+  if (spec.family == model::ModelFamily::kMoe) {
+    args.insert(args.end(), {"--ffn", std::to_string(m.n_ffn), "--experts",
+                             std::to_string(m.n_experts), "--top-k", std::to_string(m.top_k)});
   }
   if (!spec.failed.empty()) args.insert(args.end(), {"--failed", spec.failed});
   const testing::CommandOutput done = testing::run_command(args, {}, std::chrono::seconds(240));
@@ -262,6 +285,13 @@ TEST(Bf16TrainingTest, Gpt2MixedDegreesMatchUniformInBf16) {
 TEST(Bf16TrainingTest, LlamaMixedDegreesMatchUniformInBf16) {
   check_mixed_against_uniform(model::ModelFamily::kLlama, 3,
                               {{"fold", "sharded"}, {"native", "replicated"}});
+}
+
+// A MoE {3,2} against 2 x 3 in bf16: the experts' products are bf16 too (MoeBlock), the router
+// float32, so every layout routes alike and the experts add only their own roundings, as the
+// dense FFN's do: the Llama limits. At TP 2 one rank holds two experts, at TP 3 one of the three.
+TEST(Bf16TrainingTest, MoeMixedDegreesMatchUniformInBf16) {
+  check_mixed_against_uniform(model::ModelFamily::kMoe, 3, {{"fold", "sharded"}});
 }
 
 }  // namespace
