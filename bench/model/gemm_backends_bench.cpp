@@ -14,7 +14,6 @@
 // chose). Figures are GFLOP/s of the products' FLOPs (2 m n k per product) over the best round by
 // thread CPU time (excludes the time other jobs held the core), with the wall-clock best beside
 // it. The step's figure is model FLOPs (training_flops) per second, as in train_step_bench.
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +27,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/cpu_clock.h"
 #include "core/rng.h"
 #include "core_peak.h"
 #include "full_model.h"
@@ -51,11 +51,6 @@ using Shape = std::tuple<bool, bool, int64_t, int64_t, int64_t>;  // trans_a, tr
 std::map<Shape, int64_t>* recorded = nullptr;
 void record(bool ta, bool tb, int64_t m, int64_t n, int64_t k) { ++(*recorded)[{ta, tb, m, n, k}]; }
 
-double thread_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -64,9 +59,9 @@ struct Best {
   double cpu = 1e30, wall = 1e30;
   template <class F>
   void time(F&& f) {
-    const double c0 = thread_seconds(), w0 = wall_seconds();
+    const double c0 = ntp::thread_cpu_seconds(), w0 = wall_seconds();
     f();
-    cpu = std::min(cpu, thread_seconds() - c0);
+    cpu = std::min(cpu, ntp::thread_cpu_seconds() - c0);
     wall = std::min(wall, wall_seconds() - w0);
   }
 };

@@ -12,13 +12,14 @@
 // computing, so a step benchmark then times everything but its products (N = the sgemm calls of
 // the warm-up step, printed by a first run: the results stay those of the warm-up step).
 #include <dlfcn.h>
-#include <time.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
+
+#include "core/cpu_clock.h"
 
 namespace {
 
@@ -34,12 +35,6 @@ using Key = std::tuple<int, int, int, int, int, int>;  // trans_a, trans_b, m, n
 std::mutex mu;
 std::map<Key, Stat>* stats = nullptr;
 long total_calls = 0;
-
-double thread_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 long env_long(const char* name, long fallback) {
   const char* v = std::getenv(name);
@@ -91,9 +86,9 @@ extern "C" void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, i
     call = ++total_calls;
   }
   if (skip_after >= 0 && call > skip_after) return;
-  const double t0 = thread_seconds();
+  const double t0 = ntp::thread_cpu_seconds();
   real(order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  const double dt = thread_seconds() - t0;
+  const double dt = ntp::thread_cpu_seconds() - t0;
   std::lock_guard<std::mutex> lock(mu);
   if (stats == nullptr) stats = new std::map<Key, Stat>;
   Stat& s = (*stats)[{trans_a, trans_b, m, n, k, beta != 0.0f ? 1 : 0}];

@@ -1,10 +1,9 @@
 #include "train/speed_probe.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <vector>
 
+#include "core/cpu_clock.h"
 #include "kernels/cpu/gemm.h"
 
 namespace ntp::train {
@@ -13,24 +12,18 @@ namespace {
 constexpr int kSize = 128;
 constexpr int kRepeats = 8;
 
-double thread_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 }  // namespace
 
 double probe_cpu_seconds() {
   std::vector<float> a(kSize * kSize, 0.5f), b(kSize * kSize, 0.25f), c(kSize * kSize, 0.0f);
   double best = 0.0;
   for (int run = 0; run < 3; ++run) {
-    const double start = thread_cpu_seconds();
+    const double start = ntp::thread_cpu_seconds();
     for (int k = 0; k < kRepeats; ++k) {
       kernels::cpu::gemm(false, false, kSize, kSize, kSize, 1.0f, a.data(), kSize, b.data(), kSize,
                          0.0f, c.data(), kSize);
     }
-    const double took = thread_cpu_seconds() - start;
+    const double took = ntp::thread_cpu_seconds() - start;
     best = run == 0 ? took : std::min(best, took);
   }
   return std::max(best, 1e-9);

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include <span>
 #include <sstream>
 
+#include "core/cpu_clock.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
@@ -28,12 +28,6 @@ struct Choice {
   std::string name;
   std::string how;  // the end of the description line
 };
-
-double thread_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -241,9 +235,9 @@ class ProductSet {
     run_all();
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {
-      const double t0 = thread_seconds();
+      const double t0 = ntp::thread_cpu_seconds();
       run_all();
-      best = std::min(best, thread_seconds() - t0);
+      best = std::min(best, ntp::thread_cpu_seconds() - t0);
     }
     return flops_ / best / 1e9;
   }

@@ -1,0 +1,20 @@
+// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID): what a measurement charges to the
+// work of one thread, not to the time the scheduler gave to others (kernel choices, the speed
+// probe, a training thread's compute, the benches).
+#pragma once
+
+#include <time.h>
+
+#include <cstdint>
+
+namespace ntp {
+
+inline std::int64_t thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+inline double thread_cpu_seconds() { return 1e-9 * static_cast<double>(thread_cpu_ns()); }
+
+}  // namespace ntp
