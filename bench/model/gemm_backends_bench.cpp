@@ -153,12 +153,6 @@ int main(int argc, char** argv) {
     *target = flag_value(argv[i], argv[i + 1]);
   }
   cpu::set_blas_threads(1);
-  ntp::model::ModelConfig config;
-  config.n_layer = layers;
-  config.n_head = heads;
-  config.n_embd = width;
-  config.n_ctx = context;
-  config.vocab_size = 256;
   std::vector<int32_t> tokens(static_cast<size_t>(batch * context)), targets(tokens.size());
   ntp::Rng rng(3);
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -177,11 +171,7 @@ int main(int argc, char** argv) {
   for (const auto family : {ntp::model::ModelFamily::kGpt2, ntp::model::ModelFamily::kLlama}) {
     for (const auto dtype : {cpu::MatmulDtype::kFp32, cpu::MatmulDtype::kBf16}) {
       Model e;
-      e.config = config;
-      e.config.family = family;
-      if (family == ntp::model::ModelFamily::kLlama) {
-        e.config.n_kv_head = std::max<int64_t>(1, heads / 2);
-      }
+      e.config = ntp::bench::bench_model_config(family, layers, heads, width, context);
       e.dtype = dtype;
       e.model = ntp::bench::make_full_model(e.config);
       if (e.model == nullptr) {

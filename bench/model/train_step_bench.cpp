@@ -206,12 +206,9 @@ int main(int argc, char** argv) {
   }
   const int used_threads = ntp::kernels::cpu::set_blas_threads(threads);
 
-  ntp::model::ModelConfig config;
-  config.n_layer = layers;
-  config.n_head = heads;
-  config.n_embd = width;
-  config.n_ctx = context;
-  config.vocab_size = 256;
+  // The shape every entry shares (for the report); each entry sets its family.
+  const ntp::model::ModelConfig config =
+      ntp::bench::bench_model_config(ntp::model::ModelFamily::kGpt2, layers, heads, width, context);
   const int64_t t = config.n_ctx;
   std::vector<Entry> entries;
   for (const char* family : {"gpt2", "llama"}) {
@@ -219,11 +216,10 @@ int main(int argc, char** argv) {
     for (const char* dtype : {"fp32", "bf16"}) {
       if (dtype_flag != "both" && dtype_flag != dtype) continue;
       Entry e;
-      e.config = config;
-      if (std::string(family) == "llama") {
-        e.config.family = ntp::model::ModelFamily::kLlama;
-        e.config.n_kv_head = std::max<int64_t>(1, heads / 2);
-      }
+      e.config = ntp::bench::bench_model_config(std::string(family) == "llama"
+                                                    ? ntp::model::ModelFamily::kLlama
+                                                    : ntp::model::ModelFamily::kGpt2,
+                                                layers, heads, width, context);
       e.dtype = std::string(dtype) == "bf16" ? ntp::kernels::cpu::MatmulDtype::kBf16
                                              : ntp::kernels::cpu::MatmulDtype::kFp32;
       e.model = ntp::bench::make_full_model(e.config);

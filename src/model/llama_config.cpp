@@ -2,24 +2,20 @@
 
 #include <string>
 
+#include "model/config_checks.h"
+
 namespace ntp::model {
 
 Status LlamaConfig::validate() const {
-  auto positive = [](const char* name, int64_t v) -> Status {
-    if (v > 0) return ok_status();
-    return invalid_argument(std::string(name) + " = " + std::to_string(v) + " must be > 0");
-  };
-  NTP_RETURN_IF_ERROR(positive("n_layer", n_layer));
-  NTP_RETURN_IF_ERROR(positive("n_head", n_head));
-  NTP_RETURN_IF_ERROR(positive("n_kv_head", n_kv_head));
-  NTP_RETURN_IF_ERROR(positive("n_embd", n_embd));
-  NTP_RETURN_IF_ERROR(positive("n_ctx", n_ctx));
-  NTP_RETURN_IF_ERROR(positive("vocab_size", vocab_size));
-  NTP_RETURN_IF_ERROR(positive("ffn_unit", ffn_unit));
-  if (n_ffn < 0) return invalid_argument("n_ffn = " + std::to_string(n_ffn) + " must be >= 0");
-  if (head_dim < 0) {
-    return invalid_argument("head_dim = " + std::to_string(head_dim) + " must be >= 0");
-  }
+  NTP_RETURN_IF_ERROR(check_positive({{"n_layer", n_layer},
+                                      {"n_head", n_head},
+                                      {"n_kv_head", n_kv_head},
+                                      {"n_embd", n_embd},
+                                      {"n_ctx", n_ctx},
+                                      {"vocab_size", vocab_size},
+                                      {"ffn_unit", ffn_unit}}));
+  NTP_RETURN_IF_ERROR(check_non_negative({"n_ffn", n_ffn}));
+  NTP_RETURN_IF_ERROR(check_non_negative({"head_dim", head_dim}));
   if (n_head % n_kv_head != 0) {
     return invalid_argument("n_head = " + std::to_string(n_head) +
                             " is not a multiple of n_kv_head = " + std::to_string(n_kv_head) +
@@ -34,10 +30,7 @@ Status LlamaConfig::validate() const {
     return invalid_argument("head size " + std::to_string(dim()) +
                             " is odd; RoPE rotates pairs (i, i + head_dim / 2)");
   }
-  if (ffn() % ffn_unit != 0) {
-    return invalid_argument("FFN width " + std::to_string(ffn()) +
-                            " is not a multiple of ffn_unit = " + std::to_string(ffn_unit));
-  }
+  NTP_RETURN_IF_ERROR(check_ffn_unit(ffn(), ffn_unit));
   if (!(rms_norm_eps > 0.0)) return invalid_argument("rms_norm_eps must be > 0");
   if (!(rope_theta > 0.0)) return invalid_argument("rope_theta must be > 0");
   return ok_status();

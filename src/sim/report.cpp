@@ -357,43 +357,55 @@ Status make_dir(const std::string& dir) {
   if (ec) return invalid_argument("cannot create directory '" + dir + "': " + ec.message());
   return ok_status();
 }
+
+// Writes `path`: `header`, then one line per policy of each sweep, which starts with the sweep's
+// label, the policy's name, the trials and the days, and goes on with what `rest` writes.
+template <typename Rest>
+Status write_policy_rows(const std::string& path, const char* header,
+                         const std::vector<Summary>& summaries, Rest rest) {
+  std::ofstream out(path);
+  if (!out) return internal_error("cannot write " + path);
+  out << header;
+  for (const Summary& s : summaries) {
+    for (const PolicySummary& p : s.policies) {
+      out << s.label << ',' << p.name << ',' << s.trials << ',' << s.days << ',';
+      rest(out, s, p);
+      out << '\n';
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status write_csv(const std::string& dir, const std::vector<Summary>& summaries,
                  const std::vector<std::string>& names) {
   NTP_RETURN_IF_ERROR(make_dir(dir));
-  const std::string path = dir + "/summary.csv";
-  std::ofstream out(path);
-  if (!out) return internal_error("cannot write " + path);
-  out << "sweep,policy,trials,days,throughput_loss,throughput_loss_ci95,goodput,goodput_ci95,"
-         "energy_mwh,energy_per_work,pauses,paused_hours,down_hours,restarts,spares_needed_mean,"
-         "spares_needed_max\n";
-  for (const Summary& s : summaries) {
-    for (const PolicySummary& p : s.policies) {
-      out << s.label << ',' << p.name << ',' << s.trials << ',' << s.days << ','
-          << p.throughput_loss.mean << ',' << p.throughput_loss.ci95 << ',' << p.goodput.mean << ','
-          << p.goodput.ci95 << ',' << p.energy_mwh.mean << ',' << p.energy_per_work.mean << ','
-          << p.pauses.mean << ',' << p.paused_hours.mean << ',' << p.down_hours.mean << ','
-          << p.restarts.mean << ',' << p.spares_needed.mean << ',' << p.spares_needed.max << '\n';
-    }
-  }
+  NTP_RETURN_IF_ERROR(write_policy_rows(
+      dir + "/summary.csv",
+      "sweep,policy,trials,days,throughput_loss,throughput_loss_ci95,goodput,goodput_ci95,"
+      "energy_mwh,energy_per_work,pauses,paused_hours,down_hours,restarts,spares_needed_mean,"
+      "spares_needed_max\n",
+      summaries, [](std::ostream& out, const Summary&, const PolicySummary& p) {
+        out << p.throughput_loss.mean << ',' << p.throughput_loss.ci95 << ',' << p.goodput.mean
+            << ',' << p.goodput.ci95 << ',' << p.energy_mwh.mean << ',' << p.energy_per_work.mean
+            << ',' << p.pauses.mean << ',' << p.paused_hours.mean << ',' << p.down_hours.mean << ','
+            << p.restarts.mean << ',' << p.spares_needed.mean << ',' << p.spares_needed.max;
+      }));
   if (std::any_of(summaries.begin(), summaries.end(),
                   [](const Summary& s) { return s.fail_slow; })) {
-    const std::string fpath = dir + "/fail_slow.csv";
-    std::ofstream fo(fpath);
-    if (!fo) return internal_error("cannot write " + fpath);
-    fo << "sweep,policy,trials,days,slow_episodes,mean_slow_gpus,throughput_loss,"
-          "throughput_loss_ci95,fail_slow_loss,fail_slow_loss_ci95,goodput,goodput_ci95,"
-          "fail_slow_goodput_loss,fail_slow_goodput_loss_ci95\n";
-    for (const Summary& s : summaries) {
-      for (const PolicySummary& p : s.policies) {
-        fo << s.label << ',' << p.name << ',' << s.trials << ',' << s.days << ','
-           << s.slow_episodes.mean << ',' << s.mean_slow_gpus.mean << ',' << p.throughput_loss.mean
-           << ',' << p.throughput_loss.ci95 << ',' << p.fail_slow_loss.mean << ','
-           << p.fail_slow_loss.ci95 << ',' << p.goodput.mean << ',' << p.goodput.ci95 << ','
-           << p.fail_slow_goodput_loss.mean << ',' << p.fail_slow_goodput_loss.ci95 << '\n';
-      }
-    }
+    NTP_RETURN_IF_ERROR(write_policy_rows(
+        dir + "/fail_slow.csv",
+        "sweep,policy,trials,days,slow_episodes,mean_slow_gpus,throughput_loss,"
+        "throughput_loss_ci95,fail_slow_loss,fail_slow_loss_ci95,goodput,goodput_ci95,"
+        "fail_slow_goodput_loss,fail_slow_goodput_loss_ci95\n",
+        summaries, [](std::ostream& out, const Summary& s, const PolicySummary& p) {
+          out << s.slow_episodes.mean << ',' << s.mean_slow_gpus.mean << ','
+              << p.throughput_loss.mean << ',' << p.throughput_loss.ci95 << ','
+              << p.fail_slow_loss.mean << ',' << p.fail_slow_loss.ci95 << ',' << p.goodput.mean
+              << ',' << p.goodput.ci95 << ',' << p.fail_slow_goodput_loss.mean << ','
+              << p.fail_slow_goodput_loss.ci95;
+        }));
   }
   for (const Summary& s : summaries) {
     if (s.series.empty()) continue;

@@ -243,29 +243,34 @@ void SyncExecutor::build_bucket(Bucket& b, const std::vector<int>& params) {
   }
 }
 
-Status SyncExecutor::copy_to_holders(Bucket& b, Target target) {
-  if (!b.copy) return ok_status();
+Status SyncExecutor::allgather_blocks(const BlockLayout& layout, const std::vector<size_t>& counts,
+                                      std::vector<float>& mine, std::vector<float>& buf,
+                                      Target target) {
   int64_t mine_begin = 0;
   for (int c = 0; c < my_comm_rank(); ++c) {
-    mine_begin += static_cast<int64_t>(b.copy_counts[static_cast<size_t>(c)]);
+    mine_begin += static_cast<int64_t>(counts[static_cast<size_t>(c)]);
   }
-  const int64_t mine_end = mine_begin + static_cast<int64_t>(b.copy_mine.size());
-  for (const Block& block : b.copy_layout.blocks()) {
+  const int64_t mine_end = mine_begin + static_cast<int64_t>(mine.size());
+  for (const Block& block : layout.blocks()) {
     if (block.offset < mine_begin || block.offset >= mine_end) continue;
     Block shifted = block;
     shifted.offset -= mine_begin;
     copy_shared_units(geometry_[static_cast<size_t>(block.param)],
                       local_block(block.param, local_units(block.param)),
-                      storage(block.param, target), shifted, b.copy_mine.data());
+                      storage(block.param, target), shifted, mine.data());
   }
-  NTP_RETURN_IF_ERROR(comms_.replica->allgather(comm::const_view(b.copy_mine),
-                                                comm::view(b.copy_buf), b.copy_counts));
-  for (const Block& block : b.copy_layout.blocks()) {
-    copy_shared_units(geometry_[static_cast<size_t>(block.param)], block, b.copy_buf.data(),
+  NTP_RETURN_IF_ERROR(comms_.replica->allgather(comm::const_view(mine), comm::view(buf), counts));
+  for (const Block& block : layout.blocks()) {
+    copy_shared_units(geometry_[static_cast<size_t>(block.param)], block, buf.data(),
                       local_block(block.param, local_units(block.param)),
                       storage(block.param, target));
   }
   return ok_status();
+}
+
+Status SyncExecutor::copy_to_holders(Bucket& b, Target target) {
+  if (!b.copy) return ok_status();
+  return allgather_blocks(b.copy_layout, b.copy_counts, b.copy_mine, b.copy_buf, target);
 }
 
 Status SyncExecutor::collect(Bucket& b, Target source) {
@@ -346,26 +351,8 @@ Status SyncExecutor::distribute(Bucket& b, Target target) {
     }
   }
   if (b.gather) {
-    int64_t mine_begin = 0;
-    for (int c = 0; c < my_comm_rank(); ++c) {
-      mine_begin += static_cast<int64_t>(b.gather_counts[static_cast<size_t>(c)]);
-    }
-    const int64_t mine_end = mine_begin + static_cast<int64_t>(b.gather_mine.size());
-    for (const Block& block : b.gather_layout.blocks()) {
-      if (block.offset < mine_begin || block.offset >= mine_end) continue;
-      Block shifted = block;
-      shifted.offset -= mine_begin;
-      copy_shared_units(geometry_[static_cast<size_t>(block.param)],
-                        local_block(block.param, local_units(block.param)),
-                        storage(block.param, target), shifted, b.gather_mine.data());
-    }
-    NTP_RETURN_IF_ERROR(comms_.replica->allgather(comm::const_view(b.gather_mine),
-                                                  comm::view(b.gather_buf), b.gather_counts));
-    for (const Block& block : b.gather_layout.blocks()) {
-      copy_shared_units(geometry_[static_cast<size_t>(block.param)], block, b.gather_buf.data(),
-                        local_block(block.param, local_units(block.param)),
-                        storage(block.param, target));
-    }
+    NTP_RETURN_IF_ERROR(
+        allgather_blocks(b.gather_layout, b.gather_counts, b.gather_mine, b.gather_buf, target));
   }
   return ok_status();
 }

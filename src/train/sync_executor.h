@@ -122,6 +122,11 @@ class SyncExecutor {
   Status collect(Bucket& b, Target source);
   Status reduce(Bucket& b);
   Status distribute(Bucket& b, Target target);
+  // Collective over the replica: packs the blocks of `layout` that fall in this rank's share of
+  // the flat buffer (`counts` per rank, in communicator order) from `target` into `mine`,
+  // all-gathers every share into `buf`, then writes all of `layout` back into `target`.
+  Status allgather_blocks(const BlockLayout& layout, const std::vector<size_t>& counts,
+                          std::vector<float>& mine, std::vector<float>& buf, Target target);
   // Writes the owners' data of shared derived-space units into the other holders' copies
   // (collective over the replica when the bucket has such units).
   Status copy_to_holders(Bucket& b, Target target);

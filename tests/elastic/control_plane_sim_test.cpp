@@ -98,6 +98,17 @@ SimConfig small(int gpus, Fault fault, std::uint64_t seed) {
   return c;
 }
 
+// The hierarchy at `gpus` GPUs in domains of `tp`: a `fault`, then `after` it a second kill in
+// the same domain (seed 1).
+SimConfig second_kill_in_domain(int gpus, int tp, Fault fault, std::chrono::microseconds after) {
+  SimConfig c = small(gpus, fault, 1);
+  c.tp = tp;
+  c.hierarchy = true;
+  c.second_kill_after = after;
+  c.second_in_same_domain = true;
+  return c;
+}
+
 TEST(ControlPlaneSimTest, EverySeededKillAndHangKeepsTheInvariantsInOneEpoch) {
   // 100 schedules of each fault at 16 members (the beats' phases are the seed's): one list per
   // epoch, every survivor in it and on it, no false verdict before the fault, every survivor
@@ -238,12 +249,8 @@ TEST(ControlPlaneHierarchyTest, AMemberNeverFormsOnAFullListRelayedBeforeItsDoma
   // other domains' members are still reading global epoch 1's full list. Their domains re-form
   // for epoch 2, and a member that had not read epoch 1's list yet must not take it then
   // (it is agreed for the domain's previous epoch): found as seed 157 of --fault mixed.
-  SimConfig c = small(1152, Fault::kKill, 1);
-  c.tp = 72;
-  c.hierarchy = true;
-  c.second_kill_after = std::chrono::microseconds(3581);
-  c.second_in_same_domain = true;
-  const SimResult r = simulate(c);
+  const SimResult r =
+      simulate(second_kill_in_domain(1152, 72, Fault::kKill, std::chrono::microseconds(3581)));
   EXPECT_EQ(r.invariants, "ok");
   EXPECT_EQ(r.agreed_epoch, 2);
 }
@@ -255,12 +262,8 @@ TEST(ControlPlaneHierarchyTest, ASlotKilledWhileTakingTheLeadIsReplacedByTheNext
   // (its round was not yet its leadership's, so its death did not drop it) and announced the
   // domain's old list beside slot 2's; and it had counted itself the first poster of global
   // epoch 0's failure, then died before the event, so the other leaders never heard of it.
-  SimConfig c = small(1024, Fault::kLeaderKill, 1);
-  c.tp = 8;
-  c.hierarchy = true;
-  c.second_kill_after = std::chrono::microseconds(3600);
-  c.second_in_same_domain = true;
-  const SimResult r = simulate(c);
+  const SimResult r =
+      simulate(second_kill_in_domain(1024, 8, Fault::kLeaderKill, std::chrono::microseconds(3600)));
   EXPECT_EQ(r.invariants, "ok");
   EXPECT_EQ(r.agreed_epoch, 3);  // epochs 1 and 2 given up by the two takeovers
 }

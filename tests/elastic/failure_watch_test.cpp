@@ -78,6 +78,22 @@ class FailureWatchTest : public FileStoreTestBase {
     });
   }
 
+  // Seconds from arming `watch` on epoch() until it aborts, expected within `limit`, while
+  // beat_with_five_at(`five_progress`) beats.
+  double seconds_to_abort(FailureWatch& watch, const std::string& five_progress,
+                          milliseconds limit) {
+    watch.arm(epoch());
+    const auto start = std::chrono::steady_clock::now();
+    std::atomic<bool> stop{false};
+    std::thread beats = beat_with_five_at(five_progress, stop);
+    EXPECT_TRUE(aborted_within(limit));
+    const double after =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stop.store(true);
+    beats.join();
+    return after;
+  }
+
   void report_failure(int epoch) {
     ASSERT_TRUE(post_failure_notice(*store_, "train/a0", epoch).ok());
   }
@@ -198,15 +214,7 @@ TEST_F(FailureWatchTest, ALiveNeighbourWhoseTrainingThreadIsStuckAborts) {
   // Member 5 beats every 20 ms but its progress stays at sequence 7 (a stuck training thread);
   // member 0 makes progress. The allowance of a step's phase is the hang bound itself (500 ms).
   FailureWatch watch(store_, milliseconds(10), milliseconds(500));
-  watch.arm(epoch());
-  const auto start = std::chrono::steady_clock::now();
-  std::atomic<bool> stop{false};
-  std::thread beats = beat_with_five_at("7:2:9", stop);
-  EXPECT_TRUE(aborted_within(milliseconds(3000)));
-  const double after =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  stop.store(true);
-  beats.join();
+  const double after = seconds_to_abort(watch, "7:2:9", milliseconds(3000));
   EXPECT_NE(reason_.find("rank 5"), std::string::npos) << reason_;
   // Not before its allowance (500 ms); within it plus a few polls and beats on a loaded machine.
   EXPECT_GE(after, 0.5);
@@ -219,15 +227,7 @@ TEST_F(FailureWatchTest, AStarvedNeighbourGetsTheLongAllowanceAndNoMore) {
   // training thread runs, slowly: elastic/progress.h): the long allowance, 10 x 100 ms, instead of
   // the step's 100 ms. Past it, it is taken as hung all the same.
   FailureWatch watch(store_, milliseconds(10), milliseconds(100));
-  watch.arm(epoch());
-  const auto start = std::chrono::steady_clock::now();
-  std::atomic<bool> stop{false};
-  std::thread beats = beat_with_five_at("7:2:9:0:1", stop);
-  EXPECT_TRUE(aborted_within(milliseconds(4000)));
-  const double after =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  stop.store(true);
-  beats.join();
+  const double after = seconds_to_abort(watch, "7:2:9:0:1", milliseconds(4000));
   EXPECT_NE(reason_.find("rank 5"), std::string::npos) << reason_;
   // Not before the long allowance (1 s; the step's own would have fired at 0.1 s); within it plus
   // a few polls and beats on a loaded machine.

@@ -43,6 +43,19 @@ int finishing_workers(const JobRun& run) {
          count("repair: starting a fresh worker");
 }
 
+// How many lines of `event` the job `name`'s 12 ranks wrote to their event logs.
+int count_events(const std::string& name, const std::string& event) {
+  int n = 0;
+  for (int rank = 0; rank < 12; ++rank) {
+    for (const nlohmann::json& e :
+         ntp::testing::read_json_lines(test_jobs::scratch_dir() / name / "events" /
+                                       ("rank_" + std::to_string(rank) + ".jsonl"))) {
+      n += e["event"] == event ? 1 : 0;
+    }
+  }
+  return n;
+}
+
 struct Case {
   const char* phase;
   const char* role;
@@ -151,14 +164,7 @@ TEST(ReformationTest, AMemberThatFailsWhereTheOthersGoOnIsRolledBackTo) {
   EXPECT_TRUE(run.recoveries[0]["rolled_back"].get<bool>()) << run.recoveries[0].dump();
   EXPECT_EQ(run.recoveries[0]["step"].get<int>(), 5);
   EXPECT_EQ(run.degrees_at_end, (std::vector<int>{4, 4, 4}));
-  int rolled_back = 0;
-  for (int rank = 0; rank < 12; ++rank) {
-    for (const nlohmann::json& e :
-         ntp::testing::read_json_lines(test_jobs::scratch_dir() / "reform-rollback" / "events" /
-                                       ("rank_" + std::to_string(rank) + ".jsonl"))) {
-      rolled_back += e["event"] == "rolled_back" ? 1 : 0;
-    }
-  }
+  const int rolled_back = count_events("reform-rollback", "rolled_back");
   EXPECT_EQ(rolled_back, 11);  // every member but the one that failed, once
   EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 12);
   const std::vector<float> a = dumped_weights(dumps / "clean");
@@ -215,14 +221,7 @@ TEST(ReformationTest, ZeroOneUpdateThatFailsHalfDoneIsTakenBack) {
   ASSERT_EQ(run.recoveries.size(), 1u) << run.log;
   EXPECT_EQ(run.recoveries[0]["step"].get<int>(), 5);
   EXPECT_EQ(run.recoveries[0]["state_from"], "live");
-  int undone = 0;
-  for (int rank = 0; rank < 12; ++rank) {
-    for (const nlohmann::json& e :
-         ntp::testing::read_json_lines(test_jobs::scratch_dir() / "reform-zero1-undo" / "events" /
-                                       ("rank_" + std::to_string(rank) + ".jsonl"))) {
-      undone += e["event"] == "update_undone" ? 1 : 0;
-    }
-  }
+  const int undone = count_events("reform-zero1-undo", "update_undone");
   EXPECT_EQ(undone, 11);  // every member but the one that failed before its update, once
   EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 12);
   const std::vector<float> a = dumped_weights(dumps / "clean");

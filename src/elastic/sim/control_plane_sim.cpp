@@ -209,9 +209,7 @@ std::string check(const std::vector<std::unique_ptr<Member>>& members, int victi
     if (static_cast<int>(i) == victim) continue;
     const Member& m = *members[i];
     const std::string who = "member " + std::to_string(i);
-    if (m.fired_early) return who + "'s watch fired before the fault (" + m.error + ")";
-    if (m.fenced()) return who + " was fenced while healthy";
-    if (!m.error.empty()) return who + " failed: " + m.error;
+    if (std::string fault = survivor_fault(m, who); !fault.empty()) return fault;
     if (!m.agreed_list) return who + " agreed on no list";
     if (!m.formed) return who + " did not form its groups";
     if (!first) first = *m.agreed_list;

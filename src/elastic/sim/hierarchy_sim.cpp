@@ -525,9 +525,7 @@ std::string check(const World& w, const std::vector<std::unique_ptr<Member>>& me
     if (victims.count(static_cast<int>(i)) > 0) continue;
     const Member& m = *members[i];
     const std::string who = "member " + std::to_string(i);
-    if (m.fired_early) return who + "'s watch fired before the fault (" + m.error + ")";
-    if (m.fenced()) return who + " was fenced while healthy";
-    if (!m.error.empty()) return who + " failed: " + m.error;
+    if (std::string fault = survivor_fault(m, who); !fault.empty()) return fault;
     if (!m.full) return who + " received no full list";
     if (!m.formed) return who + " did not form its groups";
     if (first == nullptr) first = m.full.get();

@@ -89,6 +89,16 @@ std::optional<Time> last_of(const std::vector<std::unique_ptr<M>>& members,
   return last;
 }
 
+// What every survivor of a run must not have done, as the violation naming it `who` ("" when
+// none): its watch fired before the fault, a watcher fenced it, or it failed.
+template <typename M>
+std::string survivor_fault(const M& m, const std::string& who) {
+  if (m.fired_early) return who + "'s watch fired before the fault (" + m.error + ")";
+  if (m.fenced()) return who + " was fenced while healthy";
+  if (!m.error.empty()) return who + " failed: " + m.error;
+  return "";
+}
+
 // SimResult's three consecutive phases from the survivors' last abort, agreement and formation.
 template <typename M>
 void set_phases(SimResult& out, const std::vector<std::unique_ptr<M>>& members,

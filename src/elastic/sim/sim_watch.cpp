@@ -58,33 +58,31 @@ void SimWatch::fire(std::uint64_t generation, const std::string& reason) {
   on_fire_(reason);
 }
 
+std::optional<SimWatch::RoundStart> SimWatch::start_round(bool& running, std::uint64_t& looked) {
+  running = *live_ && armed_;
+  if (!running) return std::nullopt;
+  const RoundStart start{generation_, generation_ != looked};
+  looked = generation_;
+  return start;
+}
+
 void SimWatch::notice_round() {
-  if (!*live_ || !armed_) {
-    notice_running_ = false;
-    return;
-  }
-  notice_running_ = true;
-  const std::uint64_t generation = generation_;
-  const bool new_epoch = generation != notice_looked_;
-  notice_looked_ = generation;
-  drive(link_, notice_io_, notices_.round(epoch_, new_epoch, liveness_period(hang_detect_)), live_,
-        [this, generation](std::string reason) {
+  const std::optional<RoundStart> start = start_round(notice_running_, notice_looked_);
+  if (!start) return;
+  const std::uint64_t generation = start->generation;
+  drive(link_, notice_io_, notices_.round(epoch_, start->new_epoch, liveness_period(hang_detect_)),
+        live_, [this, generation](std::string reason) {
           fire(generation, reason);
           notice_round();
         });
 }
 
 void SimWatch::liveness_round() {
-  if (!*live_ || !armed_) {
-    liveness_running_ = false;
-    return;
-  }
-  liveness_running_ = true;
-  const std::uint64_t generation = generation_;
-  const bool new_epoch = generation != liveness_looked_;
-  liveness_looked_ = generation;
+  const std::optional<RoundStart> start = start_round(liveness_running_, liveness_looked_);
+  if (!start) return;
+  const std::uint64_t generation = start->generation;
   const int epoch = epoch_.epoch;
-  drive(link_, live_io_, liveness_.round(epoch_, new_epoch), live_,
+  drive(link_, live_io_, liveness_.round(epoch_, start->new_epoch), live_,
         [this, generation, epoch](LivenessMachine::Look look) {
           if (look.fenced && !fenced_) {
             fenced_ = true;

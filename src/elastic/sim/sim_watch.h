@@ -44,7 +44,17 @@ class SimWatch {
   void on_fenced(std::function<void()> fn) { on_fenced_ = std::move(fn); }
 
  private:
+  // Which arming a round looks at, and whether its loop has not looked at that arming before.
+  struct RoundStart {
+    std::uint64_t generation;
+    bool new_epoch;
+  };
+
   void beat(int beater);
+  // Opens a round of one loop (notice or liveness), given that loop's running flag and the last
+  // generation it looked at: nullopt, with the loop marked stopped, once the member is dead or the
+  // watch disarmed; else the loop is marked running and records that it looks at this arming.
+  std::optional<RoundStart> start_round(bool& running, std::uint64_t& looked);
   void notice_round();
   void liveness_round();
   void fire(std::uint64_t generation, const std::string& reason);
