@@ -70,6 +70,9 @@ struct World {
   // Counts the changes of any member's `formed` or `full`: the run's end is looked for again only
   // after one (a look scans every member, and the loop asks after every event).
   std::int64_t formation_changes = 0;
+  // SimConfig::pause_leader_after's member (the leader of the domain after the first fault's),
+  // or -1: armed to be paused from its construction, so that no reply of its escapes the pause.
+  int paused_leader = -1;
 
   explicit World(const SimConfig& c)
       : config(c),
@@ -79,6 +82,7 @@ struct World {
         global(loop, c.store),
         slot_incarnations(static_cast<size_t>(c.tp), comm::incarnation(0, 0)),
         domain_incarnations(static_cast<size_t>(c.gpus / c.tp), comm::incarnation(0, 0)) {
+    if (c.pause_leader_after >= Duration(0)) paused_leader = ((domains / 2 + 1) % domains) * c.tp;
     writes.watch(global);
     for (int d = 0; d < domains; ++d) {
       domain_stores.push_back(std::make_unique<SimStore>(loop, c.store));
@@ -185,6 +189,7 @@ class Member {
     in_collectives(true);
     domain_list_ = initial_list(iota_ids(w.domain_size), w.domain_size);
     watch_.on_fenced([this] { leave(); });
+    if (gid == w.paused_leader) pause_.arm();
   }
 
   void start(Duration beat_offset) {
@@ -196,7 +201,7 @@ class Member {
     }
   }
   void stop(bool post_exit);
-  // SIGSTOP and SIGCONT of the process (ProcessPause).
+  // SIGSTOP and SIGCONT of the process (ProcessPause; World::paused_leader only).
   void pause() { pause_.pause(); }
   void resume() { pause_.resume(); }
   bool leads() const { return lead_ != nullptr; }
@@ -580,7 +585,7 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   const bool pausing = c.pause_leader_after >= Duration(0);
   const Time wake_at = fault_at + c.pause_leader_after + c.pause_for;
   if (pausing) {
-    out.paused_leader = ((w.domains / 2 + 1) % w.domains) * c.tp;
+    out.paused_leader = w.paused_leader;
     NTP_CHECK_MSG(victims.count(out.paused_leader) == 0 && c.pause_for > Duration(0),
                   "the paused leader must be another member than the killed ones, paused a while");
     Member& paused = *members[static_cast<size_t>(out.paused_leader)];
