@@ -1,5 +1,6 @@
 #include "elastic/progress.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -62,7 +63,9 @@ Progress::Thread Progress::Thread::current() {
 // Starved: the training thread's CPU time against the wall time since its progress was last seen
 // to move (the first call that saw the current sequence), under 50% of it, and either 1% or more
 // of it or runnable now (starved_share): a thread that waits for a core on a host with dozens of
-// runnable threads per core may get under 1% of a window and is still no blocked one. Over
+// runnable threads per core may get under 1% of a window and is still no blocked one; nor is one
+// that sleeps while another thread of its process waits for a core (it may sleep on a lock or the
+// memory map that thread holds: a healthy worker on a loaded host was once fenced asleep so). Over
 // that whole window, not the interval since the previous call: on a host with more runnable
 // threads than a scheduler period serves, a starved thread can get no CPU at all in one beat's
 // interval and some in the next, and only the window the watchers judge (progress standing
@@ -71,6 +74,7 @@ Progress::Thread Progress::Thread::current() {
 Progress::Sample Progress::sample() const {
   if (!thread_) return {};  // no clocks read: the simulator's tokens stay deterministic
   const std::int64_t wall = clock_ns(CLOCK_MONOTONIC), cpu = clock_ns(thread_->cpu_clock);
+  const std::int64_t queued = thread_queued_ns(thread_->tid);
   const std::uint64_t sequence = sequence_.load(std::memory_order_relaxed);
   const std::lock_guard<std::mutex> lock(sample_mutex_);
   Sample out;
@@ -82,15 +86,20 @@ Progress::Sample Progress::sample() const {
   if (still_wall_ns_ < 0 || sequence != still_sequence_) {  // it moved: a new window starts
     still_wall_ns_ = wall;
     still_cpu_ns_ = cpu;
+    still_queued_ns_ = queued;
     still_sequence_ = sequence;
-    out.still_ms = out.ran_ms = 0;
+    out.still_ms = out.ran_ms = out.queued_ms = 0;
   } else {
     const std::int64_t window = wall - still_wall_ns_, ran = cpu - still_cpu_ns_;
     // The run state only where the shares leave it open (a /proc read).
     const bool open = window > 0 && 2 * ran < window && 100 * ran < window;
-    out.starved = starved_share(window, ran, open && thread_runnable(thread_->tid));
+    const bool runnable = open && thread_runnable(thread_->tid);
+    const bool helped = open && !runnable && other_thread_runnable(thread_->tid);
+    out.starved = starved_share(window, ran, runnable || helped);
     out.still_ms = window / 1'000'000;
     out.ran_ms = ran / 1'000'000;
+    out.queued_ms = std::max<std::int64_t>(0, queued - still_queued_ns_) / 1'000'000;
+    if (open && !runnable) out.blocked_in = thread_blocked_in(thread_->tid);
   }
   out.beat_gap_ms = *std::max_element(gaps_ms_.begin(), gaps_ms_.end());
   return out;
@@ -100,20 +109,60 @@ bool starved_share(std::int64_t wall_ns, std::int64_t cpu_ns, bool runnable) {
   return wall_ns > 0 && (runnable || 100 * cpu_ns >= wall_ns) && 2 * cpu_ns < wall_ns;
 }
 
-bool thread_runnable(pid_t tid) {
+namespace {
+
+// The text of /proc/self/task/<tid>/<file> (at most 511 bytes; empty if it cannot be read).
+std::string read_task_file(pid_t tid, const char* file) {
   char path[64];
-  std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", static_cast<int>(tid));
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/%s", static_cast<int>(tid), file);
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0) return {};
   char text[512];
   const ssize_t length = ::read(fd, text, sizeof text - 1);
   ::close(fd);
-  if (length <= 0) return false;
+  return length > 0 ? std::string(text, static_cast<size_t>(length)) : std::string();
+}
+
+}  // namespace
+
+bool thread_runnable(pid_t tid) {
   // "<tid> (<name>) <state> ...": the name may hold spaces and parentheses, the state follows
   // the last ')'.
-  const std::string_view stat(text, static_cast<size_t>(length));
+  const std::string stat = read_task_file(tid, "stat");
   const size_t close = stat.rfind(')');
-  return close != std::string_view::npos && close + 2 < stat.size() && stat[close + 2] == 'R';
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'R';
+}
+
+bool other_thread_runnable(pid_t tid) {
+  const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
+  DIR* tasks = ::opendir("/proc/self/task");
+  if (tasks == nullptr) return false;
+  bool found = false;
+  while (const dirent* entry = ::readdir(tasks)) {
+    const auto other = static_cast<pid_t>(std::strtol(entry->d_name, nullptr, 10));
+    if (other > 0 && other != tid && other != self && thread_runnable(other)) {
+      found = true;
+      break;
+    }
+  }
+  ::closedir(tasks);
+  return found;
+}
+
+std::int64_t thread_queued_ns(pid_t tid) {
+  // "<ns on a core> <ns waiting for one> <time slices>"
+  const std::string schedstat = read_task_file(tid, "schedstat");
+  const char* at = schedstat.c_str();
+  char* end = nullptr;
+  (void)std::strtoll(at, &end, 10);
+  return end != at ? std::strtoll(end, nullptr, 10) : 0;
+}
+
+std::string thread_blocked_in(pid_t tid) {
+  // A symbol name ("0" while it runs); ':' and '|' would break the token, and cannot occur.
+  std::string name = read_task_file(tid, "wchan");
+  if (name == "0" || name.find_first_of(":|\n ") != std::string::npos) return {};
+  return name;
 }
 
 std::string Progress::moving() const {
@@ -131,11 +180,12 @@ std::string Progress::token() const {
                     static_cast<unsigned>(phase_.load(std::memory_order_relaxed)),
                     static_cast<long long>(step_.load(std::memory_order_relaxed)), waiting ? 1 : 0,
                     now.starved && !waiting ? 1 : 0, static_cast<long long>(now.beat_gap_ms));
-  if (now.still_ms >= 0 && length > 0 && static_cast<size_t>(length) < sizeof text) {
-    std::snprintf(text + length, sizeof text - static_cast<size_t>(length), ":%lld:%lld",
-                  static_cast<long long>(now.still_ms), static_cast<long long>(now.ran_ms));
+  std::string out(text, length > 0 ? static_cast<size_t>(length) : 0);
+  if (now.still_ms >= 0) {
+    out += ":" + std::to_string(now.still_ms) + ":" + std::to_string(now.ran_ms) + ":" +
+           std::to_string(now.queued_ms) + ":" + now.blocked_in;
   }
-  return text;
+  return out;
 }
 
 ProgressToken parse_progress(const std::string& heartbeat_value) {
@@ -146,7 +196,8 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
     return out;
   }
   out.beat = heartbeat_value.substr(0, bar);
-  // incarnation.sequence:phase:step:waiting[:starved:beat_gap_ms[:still_ms[:ran_ms]]]
+  // incarnation.sequence:phase:step:waiting[:starved:beat_gap_ms[:still_ms[:ran_ms[:queued_ms
+  // [:blocked_in]]]]]
   const std::string token = heartbeat_value.substr(bar + 1);
   const size_t a = token.find(':');
   const size_t b = a == std::string::npos ? a : token.find(':', a + 1);
@@ -155,6 +206,8 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
   const size_t e = d == std::string::npos ? d : token.find(':', d + 1);
   const size_t f = e == std::string::npos ? e : token.find(':', e + 1);
   const size_t g = f == std::string::npos ? f : token.find(':', f + 1);
+  const size_t h = g == std::string::npos ? g : token.find(':', g + 1);
+  const size_t i = h == std::string::npos ? h : token.find(':', h + 1);
   out.moving = token.substr(0, a);
   if (a != std::string::npos) {
     const auto code = static_cast<unsigned>(std::strtoul(token.c_str() + a + 1, nullptr, 10));
@@ -168,6 +221,8 @@ ProgressToken parse_progress(const std::string& heartbeat_value) {
   if (e != std::string::npos) out.beat_gap_ms = std::strtoll(token.c_str() + e + 1, nullptr, 10);
   if (f != std::string::npos) out.still_ms = std::strtoll(token.c_str() + f + 1, nullptr, 10);
   if (g != std::string::npos) out.ran_ms = std::strtoll(token.c_str() + g + 1, nullptr, 10);
+  if (h != std::string::npos) out.queued_ms = std::strtoll(token.c_str() + h + 1, nullptr, 10);
+  if (i != std::string::npos) out.blocked_in = token.substr(i + 1);
   return out;
 }
 
@@ -188,7 +243,10 @@ std::string describe_stillness(const ProgressToken& token) {
   std::string out = "progress still";
   if (token.still_ms) out += " for " + std::to_string(*token.still_ms) + " ms";
   out += std::string(" in ") + phase_name(token.phase) + " (";
-  if (token.ran_ms) out += "ran " + std::to_string(*token.ran_ms) + " ms of CPU; ";
+  if (token.ran_ms) out += "ran " + std::to_string(*token.ran_ms) + " ms of CPU";
+  if (token.queued_ms) out += ", waited " + std::to_string(*token.queued_ms) + " ms for a core";
+  if (!token.blocked_in.empty()) out += ", asleep in " + token.blocked_in;
+  if (token.ran_ms) out += "; ";
   return out + (token.starved ? "starved)" : "not starved)");
 }
 

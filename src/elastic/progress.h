@@ -51,11 +51,14 @@ enum class Phase : std::uint8_t {
 // - `starved`: with the training thread's CPU clock, the token says whether that thread ran for
 //   less than half of the time since its progress was last seen to move while not waiting, and
 //   still works: it ran at least 1% of that window, or it is runnable now (waits for a core: the
-//   kernel's run state, which a blocked thread, in a deadlock or a stuck call, is not). It works,
-//   slowly (contention, or a slow read that is not a peer's). Its progress gets the long
-//   allowance (phase_allowance of a long phase) instead of its phase's. Judged over that window,
-//   not one beat's interval, in which a starved thread may get no CPU.
-// - `ran_ms`: the training thread's CPU time in that window, for the verdict's message.
+//   kernel's run state, which a blocked thread, in a deadlock or a stuck call, is not), or
+//   another thread of its process is (a helper it may wait on without a peer, through a lock or
+//   the memory map, waits for a core: its process still works). It works, slowly (contention, or
+//   a slow read that is not a peer's). Its progress gets the long allowance (phase_allowance of
+//   a long phase) instead of its phase's. Judged over that window, not one beat's interval, in
+//   which a starved thread may get no CPU.
+// - `ran_ms`, `queued_ms`, `blocked_in`: the training thread's CPU time in that window, its time
+//   waiting for a core, and where it sleeps, for the verdict's message.
 // - `still_ms`: how long that window is, on this process's clock: how long its progress has stood
 //   still as its own heartbeat thread saw it. Watchers judge progress by it, not by when they read
 //   the tokens, so that a watcher or a beat that runs late on a loaded host does not stretch it.
@@ -85,10 +88,12 @@ class Progress : public comm::WaitObserver {
   // The training thread reached `phase` of `step`. Every call counts as progress.
   void mark(Phase phase, std::int64_t step);
   // "<incarnation>.<sequence>:<phase>:<step>:<waiting 0|1>:<starved
-  // 0|1>:<beat_gap_ms>[:<still_ms>:<ran_ms>]" for the heartbeat: one caller, the heartbeat thread.
-  // still_ms: the time since the first call that saw the current sequence, ran_ms the training
-  // thread's CPU time in it (with a thread only); starved judges the two (and the run state);
-  // beat_gap_ms is the longest of the last 8 times between calls.
+  // 0|1>:<beat_gap_ms>[:<still_ms>:<ran_ms>:<queued_ms>:<blocked_in>]" for the heartbeat: one
+  // caller, the heartbeat thread. still_ms: the time since the first call that saw the current
+  // sequence, ran_ms the training thread's CPU time in it and queued_ms its time waiting for a core
+  // (with a thread only); starved judges them (and the run state); blocked_in names where a thread
+  // that is neither at speed nor runnable sleeps (else empty); beat_gap_ms is the longest of the
+  // last 8 times between calls.
   std::string token() const;
   // The token's moving part, "<incarnation>.<sequence>" (ProgressToken::moving), without a sample
   // of the CPU clock: for this worker's own watch, which compares it with its silent record.
@@ -106,7 +111,8 @@ class Progress : public comm::WaitObserver {
   struct Sample {
     bool starved = false;
     std::int64_t beat_gap_ms = 0;
-    std::int64_t still_ms = -1, ran_ms = -1;  // none without a thread
+    std::int64_t still_ms = -1, ran_ms = -1, queued_ms = -1;  // none without a thread
+    std::string blocked_in;  // where a thread that is not runnable sleeps (thread_blocked_in)
   };
   // Samples the clocks: the window since progress last moved, and the longest of the last 8
   // intervals between calls.
@@ -118,7 +124,7 @@ class Progress : public comm::WaitObserver {
   mutable std::int64_t sample_wall_ns_ = -1;  // the last call's wall clock (for beat gaps)
   // The window since progress was last seen to move: its start's wall and training-thread CPU
   // clocks, and the sequence seen then.
-  mutable std::int64_t still_wall_ns_ = -1, still_cpu_ns_ = -1;
+  mutable std::int64_t still_wall_ns_ = -1, still_cpu_ns_ = -1, still_queued_ns_ = 0;
   mutable std::uint64_t still_sequence_ = 0;
   mutable std::array<std::int64_t, 8> gaps_ms_{};  // the last 8 intervals between calls
   mutable std::size_t next_gap_ = 0;
@@ -141,6 +147,17 @@ bool starved_share(std::int64_t wall_ns, std::int64_t cpu_ns, bool runnable = fa
 // /proc/self/task/<tid>/stat); false if that cannot be read.
 bool thread_runnable(pid_t tid);
 
+// Whether a thread of this process other than `tid` and the calling thread is runnable now.
+bool other_thread_runnable(pid_t tid);
+
+// How long thread `tid` of this process has waited for a core so far, in ns (the scheduler's run
+// delay, /proc/self/task/<tid>/schedstat); 0 if that cannot be read.
+std::int64_t thread_queued_ns(pid_t tid);
+
+// The kernel function thread `tid` of this process sleeps in ("futex_wait_queue",
+// "do_nanosleep", ...: /proc/self/task/<tid>/wchan); empty when it runs or that cannot be read.
+std::string thread_blocked_in(pid_t tid);
+
 // A heartbeat value read back: the beat (moves while the process runs), the progress (moves while
 // its training thread works), the phase it is in, and whether it waits on its peers.
 struct ProgressToken {
@@ -154,12 +171,18 @@ struct ProgressToken {
   // time its training thread had in that window (see Progress); none from a process without a
   // thread clock, whose watchers time it themselves.
   std::optional<std::int64_t> still_ms, ran_ms;
+  // How long its training thread waited for a core in that window, and the kernel function it
+  // slept in when the token was made if it was neither computing at speed nor runnable (empty
+  // otherwise): what a verdict's message tells of a thread taken as hung.
+  std::optional<std::int64_t> queued_ms;
+  std::string blocked_in;
 };
 // "progress still for 612 ms in phase 2 at step 9 (ran 3 ms of CPU; not starved)": what a token
 // says of a worker taken as hung, for the abort's message.
 std::string describe_stillness(const ProgressToken& token);
 // Splits a heartbeat value
-// "<beat>|<sequence>:<phase>:<step>:<waiting>[:<starved>:<beat_gap_ms>[:<still_ms>[:<ran_ms>]]]"
+// "<beat>|<sequence>:<phase>:<step>:<waiting>[:<starved>:<beat_gap_ms>[:<still_ms>[:<ran_ms>
+// [:<queued_ms>[:<blocked_in>]]]]]"
 // (comm::Heartbeat with a progress payload); a value without '|' (a plain heartbeat) is all beat
 // and all progress.
 ProgressToken parse_progress(const std::string& heartbeat_value);
