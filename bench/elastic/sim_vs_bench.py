@@ -87,16 +87,20 @@ def fit_formation(sim, sizes, targets, cpu_us):
                      target - b0))
     (a1, c1, t1), (a2, c2, t2) = rows
     det = a1 * c2 - a2 * c1
-    if abs(det) < 1e-12:
-        sys.exit(f"error: the formation at {sizes} does not tell a link's round trip from its "
-                 "set-up cost; fit on two counts further apart (--members)")
-    link_rtt = (t1 * c2 - t2 * c1) / det
-    connect = (a1 * t2 - a2 * t1) / det
-    if link_rtt < 0 or connect < 0:
-        sys.exit(f"error: the formation medians at {sizes} ({targets} s) fit only a negative "
-                 f"link round trip ({link_rtt:.0f} us) or set-up cost ({connect:.0f} us); "
-                 "more --repeats, or counts further apart")
-    return link_rtt, connect
+    if abs(det) > 1e-12:
+        link_rtt = (t1 * c2 - t2 * c1) / det
+        connect = (a1 * t2 - a2 * t1) / det
+        if link_rtt >= 0 and connect >= 0:
+            return link_rtt, connect, "exact"
+    # No non-negative exact fit (noisy medians, or counts too close): the best of the two
+    # one-parameter least-squares fits, the other parameter at 0.
+    rtt_only = max(0.0, (a1 * t1 + a2 * t2) / (a1 * a1 + a2 * a2))
+    connect_only = max(0.0, (c1 * t1 + c2 * t2) / (c1 * c1 + c2 * c2))
+    miss_rtt = (a1 * rtt_only - t1) ** 2 + (a2 * rtt_only - t2) ** 2
+    miss_connect = (c1 * connect_only - t1) ** 2 + (c2 * connect_only - t2) ** 2
+    if miss_rtt <= miss_connect:
+        return rtt_only, 0.0, "least squares, set-up cost at 0"
+    return 0.0, connect_only, "least squares, link round trip at 0"
 
 
 def main():
@@ -128,13 +132,13 @@ def main():
                         link_rtt_us)
 
     cpu_us = fit_cpu_per_op(sim, fit_sizes[0], med[fit_sizes[0]]["agree_s"][0])
-    link_rtt, connect = fit_formation(sim, fit_sizes, [med[n]["form_s"][0] for n in fit_sizes],
-                                      cpu_us)
+    link_rtt, connect, how = fit_formation(sim, fit_sizes,
+                                           [med[n]["form_s"][0] for n in fit_sizes], cpu_us)
     predicted = sim(members, cpu_us, connect, link_rtt)
 
     print(f"# host: {a.host_cores} cores; store {a.store_ops:.0f} ops/s, round trip {a.rtt_us} us")
     print(f"# fitted at {fit_sizes[0]} (agreement) and {fit_sizes} (formation): cpu_per_op "
-          f"{cpu_us:.1f} us, link_rtt {link_rtt:.0f} us, connect {connect:.0f} us")
+          f"{cpu_us:.1f} us, link_rtt {link_rtt:.0f} us, connect {connect:.0f} us ({how})")
     print(f"# bench: {a.repeats} runs of control_plane_bench --members {a.members} "
           f"--steady-s {a.steady_s}; median [min-max] (runs with figures)")
     print(f"# sim: {a.build}/bin/control_plane_sim --gpus {a.members} --store-ops "
