@@ -16,6 +16,13 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// The token `progress` gives `wait` after its window opens (at its first token).
+ProgressToken token_after_window(const Progress& progress, milliseconds wait) {
+  (void)progress.token();
+  std::this_thread::sleep_for(wait);
+  return parse_progress("x|" + progress.token());
+}
+
 TEST(ProgressTokenTest, TheFiveFieldsParse) {
   const ProgressToken t = parse_progress("s.4|0.12:2:9:0:1");
   EXPECT_EQ(t.beat, "s.4");
@@ -169,9 +176,7 @@ TEST(ProgressTokenTest, AnAsleepThreadIsStarvedWhileAnotherThreadOfItsProcessIsR
   });
   while (asleep_thread.load().tid == 0) std::this_thread::yield();
   const Progress progress(0, asleep_thread.load());
-  (void)progress.token();  // the window opens
-  std::this_thread::sleep_for(milliseconds(200));
-  const ProgressToken helped = parse_progress("x|" + progress.token());
+  const ProgressToken helped = token_after_window(progress, milliseconds(200));
   stop.store(true);
   spinning.join();
   const ProgressToken alone = parse_progress("x|" + progress.token());
@@ -258,9 +263,7 @@ TEST(ProgressTokenTest, ARunnableThreadGivenUnderOnePercentIsStarved) {
   std::thread starved(spin_on_core, true);
   while (ready.load() < 2) std::this_thread::yield();
   const Progress progress(0, idle_thread.load());
-  (void)progress.token();  // the window opens
-  std::this_thread::sleep_for(milliseconds(400));
-  const ProgressToken token = parse_progress("x|" + progress.token());
+  const ProgressToken token = token_after_window(progress, milliseconds(400));
   stop.store(true);
   hog.join();
   starved.join();
