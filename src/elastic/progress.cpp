@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "core/check.h"
+#include "core/cpu_clock.h"
 #include "core/named_values.h"
 
 namespace ntp::elastic {
@@ -21,16 +22,6 @@ void Progress::mark(Phase phase, std::int64_t step) {
   step_.store(step, std::memory_order_relaxed);
   sequence_.fetch_add(1, std::memory_order_relaxed);
 }
-
-namespace {
-
-std::int64_t clock_ns(clockid_t clock) {
-  timespec t{};
-  clock_gettime(clock, &t);
-  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-}
-
-}  // namespace
 
 void Progress::waiting(bool begins) {
   const int before = waits_.fetch_add(begins ? 1 : -1, std::memory_order_relaxed);
@@ -159,7 +150,8 @@ std::int64_t thread_queued_ns(pid_t tid) {
 }
 
 std::string thread_blocked_in(pid_t tid) {
-  // A symbol name ("0" while it runs); ':' and '|' would break the token, and cannot occur.
+  // A kernel symbol's name, or "0" while it runs. A name with a token separator (':' or '|') or
+  // white space is no symbol: dropped rather than let it break the token.
   std::string name = read_task_file(tid, "wchan");
   if (name == "0" || name.find_first_of(":|\n ") != std::string::npos) return {};
   return name;
