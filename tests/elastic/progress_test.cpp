@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <future>
+#include <optional>
+#include <stop_token>
 #include <thread>
 
 namespace ntp::elastic {
@@ -235,7 +237,10 @@ TEST(ProgressTokenTest, StarvedIsJudgedSinceProgressLastMovedNotPerBeat) {
 // A thread that waits for a core, runnable all the time but given under 1% of it, is starved, not
 // blocked: the run state says so where the share cannot. Made here by a spinning thread at
 // SCHED_IDLE (weight 3 against 1024) pinned to the core of a spinning thread at the normal policy:
-// the scheduler gives it about 0.3% of that core.
+// the scheduler gives it about 0.3% of that core, but in whole stints of up to a tick (4 ms at
+// 250 Hz) about every 1.4 s. So one 400 ms window may hold a stint (measured: 4-5 ms, 1% or over,
+// in 3 of 30 windows) and most hold none. Every window is starved (1% to half is starved by its
+// share); windows are taken until one is under 1%, the case this test is for, at most kWindows.
 TEST(ProgressTokenTest, ARunnableThreadGivenUnderOnePercentIsStarved) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
@@ -245,32 +250,37 @@ TEST(ProgressTokenTest, ARunnableThreadGivenUnderOnePercentIsStarved) {
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(core, &one);
-  std::atomic<bool> stop{false};
   std::atomic<int> ready{0};
   std::atomic<Progress::Thread> idle_thread{};
-  auto spin_on_core = [&](bool idle) {
-    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
-    if (idle) {
-      const sched_param none{};
-      ASSERT_EQ(pthread_setschedparam(pthread_self(), SCHED_IDLE, &none), 0);
-      idle_thread = Progress::Thread::current();
-    }
-    ready.fetch_add(1);
-    while (!stop.load(std::memory_order_relaxed)) {
+  // jthreads: stopped and joined however the test leaves, the hog first (declared last), since
+  // the SCHED_IDLE thread sees its stop only once it gets the core.
+  auto spin_on_core = [&](const std::stop_token& stop, bool idle) {
+    const bool pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+    const sched_param none{};
+    const bool demoted = !idle || pthread_setschedparam(pthread_self(), SCHED_IDLE, &none) == 0;
+    if (idle) idle_thread = Progress::Thread::current();
+    ready.fetch_add(pinned && demoted ? 1 : 1000);
+    while (!stop.stop_requested()) {
     }
   };
-  std::thread hog(spin_on_core, false);
-  std::thread starved(spin_on_core, true);
+  std::jthread starved(spin_on_core, true);
+  std::jthread hog(spin_on_core, false);
   while (ready.load() < 2) std::this_thread::yield();
-  const Progress progress(0, idle_thread.load());
-  const ProgressToken token = token_after_window(progress, milliseconds(400));
-  stop.store(true);
-  hog.join();
-  starved.join();
-  ASSERT_TRUE(token.still_ms && token.ran_ms);
+  ASSERT_EQ(ready.load(), 2) << "could not pin the spinners or set SCHED_IDLE";
+  // A window under 1% is missed with odds of about 0.15 each (6 in 40 measured): 8 windows miss
+  // together about 3 times in 10^7 runs.
+  constexpr int kWindows = 8;
+  std::optional<ProgressToken> under_one_percent;
+  for (int window = 0; window < kWindows && !under_one_percent; ++window) {
+    const Progress progress(0, idle_thread.load());
+    const ProgressToken token = token_after_window(progress, milliseconds(400));
+    ASSERT_TRUE(token.still_ms && token.ran_ms);
+    EXPECT_TRUE(token.starved) << "window " << window << " ran " << *token.ran_ms << " ms";
+    if (100 * *token.ran_ms < *token.still_ms) under_one_percent = token;
+  }
   // The case the rule is for: under 1% of the window (the share alone would call it blocked).
-  ASSERT_LT(100 * *token.ran_ms, *token.still_ms) << "ran " << *token.ran_ms << " ms";
-  EXPECT_TRUE(token.starved);
+  ASSERT_TRUE(under_one_percent) << "no 400 ms window gave the SCHED_IDLE thread under 1%";
+  const ProgressToken& token = *under_one_percent;
   // Runnable all along, so never asleep in the kernel. Its wait for a core is no figure to assert
   // on: the scheduler counts a wait when it ends, and this one may not have ended in the window.
   ASSERT_TRUE(token.queued_ms);
