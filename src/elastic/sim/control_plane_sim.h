@@ -87,8 +87,14 @@ struct SimResult {
   int second_victim = -1;
   int paused_leader = -1;           // pause_leader_after's member
   bool paused_leader_left = false;  // it was declared dead and left
-  std::int64_t events = 0;          // the simulation's own work
-  std::string invariants;           // "ok", or the first violation
+  // With the hierarchy, witnesses that a run met two rare interleavings (a test of one asserts
+  // its run did): members of a domain no fault struck (so its list did not change) whose domain
+  // re-formed while they awaited a full list already relayed to them: only the domain epoch
+  // tells them not to take it; takeovers whose slot died before relaying a full list.
+  std::int64_t awaits_dropped_after_relay = 0;
+  std::int64_t takeovers_cut_by_death = 0;
+  std::int64_t events = 0;  // the simulation's own work
+  std::string invariants;   // "ok", or the first violation
 };
 
 SimResult simulate(const SimConfig& config);

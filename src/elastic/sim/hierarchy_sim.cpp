@@ -73,6 +73,9 @@ struct World {
   // SimConfig::pause_leader_after's member (the leader of the domain after the first fault's),
   // or -1: armed to be paused from its construction, so that no reply of its escapes the pause.
   int paused_leader = -1;
+  // Witnesses of two rare interleavings (SimResult's fields of these names).
+  std::map<int, std::int64_t> awaits_dropped_after_relay;  // by domain
+  std::int64_t takeovers_cut_by_death = 0;
 
   explicit World(const SimConfig& c)
       : config(c),
@@ -169,6 +172,8 @@ struct LeaderRound {
   IoSlot global_io, domain_io;
   std::unique_ptr<DomainLeader> leader;
   std::shared_ptr<bool> live = std::make_shared<bool>(true);
+  bool takeover = false;  // its slot took the lead for it (its leader died)
+  bool relayed = false;   // its full list went to the domain
   int entered() const { return leader ? leader->entered() : -1; }
 };
 
@@ -287,9 +292,13 @@ class Member {
   std::shared_ptr<LeaderRound> round_;  // the last round started; dropped when dead or replaced
   std::shared_ptr<bool> await_live_ = std::make_shared<bool>(false);
   std::shared_ptr<IoSlot> await_io_;
+  bool awaiting_full_ = false;  // an await_full under way
 };
 
 void Member::stop(bool post_exit) {
+  if (round_ && *round_->live && round_->takeover && !round_->relayed) {
+    ++w_.takeovers_cut_by_death;
+  }
   *running_ = false;
   *await_live_ = false;
   if (round_) *round_->live = false;
@@ -329,6 +338,11 @@ void Member::on_global_fire(const std::string& reason) {
 
 void Member::reform_domain() {
   if (!*running_) return;
+  if (awaiting_full_ && w_.domain_stores[static_cast<size_t>(domain_)]->value(relayed_full_key(
+                            domain_group(domain_), domain_list_.epoch)) != nullptr) {
+    ++w_.awaits_dropped_after_relay[domain_];  // its list was there, unread
+  }
+  awaiting_full_ = false;
   *await_live_ = false;  // a full list for the old domain list no longer fits
   agreed.reset();        // the figures run to the last re-formation
   formed.reset();
@@ -365,6 +379,7 @@ void Member::lead_round() {
     return;
   }
   // A takeover: the global list this domain stood for is that of the last full list it got.
+  round->takeover = true;
   const int epoch = full ? full->epoch : 0;
   drive(glink_, round->global_io, read_global_list(round->global_io, kGlobal, epoch, w_.domains),
         round->live, [this, round](Result<MemberList> global) {
@@ -406,6 +421,7 @@ void Member::run_round(std::shared_ptr<LeaderRound> round, int fail_in_flight) {
 // The round's end: the leaders' watch on the new global list, the full list handed to the
 // domain, and the leader's part of the formation.
 void Member::relay(std::shared_ptr<LeaderRound> round, FullList composed) {
+  round->relayed = true;
   lead_->domain_round_since_arm = false;
   lead_->watch.arm(lead_->global.epoch, lead_->global.members, w_.domain_incarnations);
   drive(dlink_, round->domain_io,
@@ -421,10 +437,12 @@ void Member::await_full() {
   *await_live_ = false;
   await_live_ = std::make_shared<bool>(true);
   await_io_ = std::make_shared<IoSlot>();
+  awaiting_full_ = true;
   drive(
       dlink_, *await_io_,
       ntp::elastic::await_full(*await_io_, domain_group(domain_), domain_list_.epoch, w_.decoder()),
       await_live_, [this, io = await_io_](Result<std::shared_ptr<const MemberList>> got) {
+        awaiting_full_ = false;
         if (!got.ok()) return fail(got.status());
         full = *got;
         ++w_.formation_changes;
@@ -643,6 +661,12 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   }
   const std::set<int> out_of_job = excluded();
   out.paused_leader_left = pausing && out_of_job.count(out.paused_leader) > 0;
+  for (const auto& [domain, dropped] : w.awaits_dropped_after_relay) {
+    const bool struck = domain == out.victim / c.tp ||
+                        (out.second_victim >= 0 && domain == out.second_victim / c.tp);
+    if (!struck) out.awaits_dropped_after_relay += dropped;
+  }
+  out.takeovers_cut_by_death = w.takeovers_cut_by_death;
   set_phases(out, members, out_of_job, fault_at);
   for (size_t i = 0; i < members.size(); ++i) {
     if (out_of_job.count(static_cast<int>(i)) == 0 && members[i]->full) {

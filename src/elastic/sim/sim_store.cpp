@@ -56,16 +56,21 @@ void SimStore::submit(io::Op op, std::function<void(io::Reply)> done, const void
   // Every op travels the same half round trip, so ops arrive in the order they are sent, and the
   // op's place in the queue is known now: one event (its service's end), not two.
   const Time arrival = loop_.now() + model_.round_trip / 2;
+  const Duration service = service_time(op);
+  queue_service(arrival, service,
+                [this, op = std::move(op), done = std::move(done), reader]() mutable {
+                  ++counts_.ops;
+                  ++ops_by_index_[op.index()];
+                  serve(std::move(op), std::move(done), reader);
+                });
+}
+
+void SimStore::queue_service(Time arrival, Duration service, std::function<void()> served) {
   while (!finishing_.empty() && finishing_.front() <= arrival) finishing_.pop_front();
-  const Time start = std::max(arrival, free_at_);
-  free_at_ = start + service_time(op);
+  free_at_ = std::max(arrival, free_at_) + service;
   finishing_.push_back(free_at_);
   counts_.peak_queue = std::max(counts_.peak_queue, static_cast<std::int64_t>(finishing_.size()));
-  loop_.at(free_at_, [this, op = std::move(op), done = std::move(done), reader]() mutable {
-    ++counts_.ops;
-    ++ops_by_index_[op.index()];
-    serve(std::move(op), std::move(done), reader);
-  });
+  loop_.at(free_at_, std::move(served));
 }
 
 void SimStore::answer_empty(Waiter& w) {
@@ -133,7 +138,13 @@ void SimStore::wake_readers(const std::string& stream) {
     if (w->answered) continue;
     w->answered = true;
     if (w->reader != nullptr) blocked_by_reader_.erase(w->reader);
-    reply(read_now(w->read), std::move(w->done));  // answered once
+    if (!model_.woken_reads_cost_service) {
+      reply(read_now(w->read), std::move(w->done));
+      continue;
+    }
+    // In the queue like any op; not counted again in `ops` (one request of the client's).
+    queue_service(loop_.now(), service_time(io::Op{w->read}),
+                  [this, w] { reply(read_now(w->read), std::move(w->done)); });
   }
 }
 
