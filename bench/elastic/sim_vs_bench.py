@@ -18,6 +18,9 @@ given as flags. Counts past the two smallest are predictions, not fits.
   bench/elastic/sim_vs_bench.py --members 16,32,48,64,96,128 --repeats 5 \
       --store-ops 145000 --rtt-us 63
 
+--save-runs FILE keeps the bench's JSON lines; --bench-runs FILE compares against saved ones
+instead of running the bench (a change of the simulator measured against the same runs).
+
 Writes progress to stderr, the table to stdout; exits 1 if a run fails to produce figures for
 the fitted counts.
 """
@@ -44,6 +47,24 @@ def run_bench(build, members, repeats, steady_s):
                 row = json.loads(line)
                 runs[row["members"]].append(row)
     return runs
+
+
+def load_runs(path, members):
+    runs = {n: [] for n in members}
+    with open(path) as f:
+        for line in f:
+            row = json.loads(line)
+            if row["members"] in runs:
+                runs[row["members"]].append(row)
+    return runs
+
+
+def save_runs(path, runs):
+    with open(path + ".tmp", "w") as f:
+        for rows in runs.values():
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+    os.replace(path + ".tmp", path)
 
 
 def summary(rows, phase):
@@ -115,12 +136,24 @@ def main():
     p.add_argument("--rtt-us", type=float, required=True,
                    help="the store's round trip from one client (redis-benchmark -t get -c 1)")
     p.add_argument("--host-cores", type=int, default=os.cpu_count())
+    p.add_argument("--save-runs", metavar="FILE", help="write the bench's JSON lines to FILE")
+    p.add_argument("--bench-runs", metavar="FILE",
+                   help="read the bench's JSON lines from FILE (a --save-runs file) instead of "
+                        "running it; --repeats and --steady-s are then not used")
     a = p.parse_args()
     members = sorted(int(m) for m in a.members.split(","))
     if len(members) < 3:
         sys.exit("error: --members needs at least 3 counts: two to fit, one or more to predict")
 
-    runs = run_bench(a.build, members, a.repeats, a.steady_s)
+    if a.bench_runs:
+        try:
+            runs = load_runs(a.bench_runs, members)
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit(f"error: --bench-runs {a.bench_runs}: {e}; give a file --save-runs wrote")
+    else:
+        runs = run_bench(a.build, members, a.repeats, a.steady_s)
+        if a.save_runs:
+            save_runs(a.save_runs, runs)
     med = {n: {ph: summary(runs[n], ph) for ph in PHASES} for n in members}
     fit_sizes = members[:2]
     for n in fit_sizes:
@@ -139,8 +172,11 @@ def main():
     print(f"# host: {a.host_cores} cores; store {a.store_ops:.0f} ops/s, round trip {a.rtt_us} us")
     print(f"# fitted at {fit_sizes[0]} (agreement) and {fit_sizes} (formation): cpu_per_op "
           f"{cpu_us:.1f} us, link_rtt {link_rtt:.0f} us, connect {connect:.0f} us ({how})")
-    print(f"# bench: {a.repeats} runs of control_plane_bench --members {a.members} "
-          f"--steady-s {a.steady_s}; median [min-max] (runs with figures)")
+    if a.bench_runs:
+        print(f"# bench: the runs saved in {a.bench_runs}; median [min-max] (runs with figures)")
+    else:
+        print(f"# bench: {a.repeats} runs of control_plane_bench --members {a.members} "
+              f"--steady-s {a.steady_s}; median [min-max] (runs with figures)")
     print(f"# sim: {a.build}/bin/control_plane_sim --gpus {a.members} --store-ops "
           f"{a.store_ops:.0f} --rtt-us {a.rtt_us} --host-cores {a.host_cores} --cpu-per-op-us "
           f"{cpu_us:.1f} --connect-us {connect:.0f} --link-rtt-us {link_rtt:.0f}")
