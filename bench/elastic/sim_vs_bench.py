@@ -74,9 +74,10 @@ def summary(rows, phase):
     return statistics.median(values), min(values), max(values), len(values)
 
 
-def simulate(build, members, store_ops, rtt_us, cores, cpu_us, connect_us, link_rtt_us):
+def simulate(build, members, store_ops, rtt_us, cores, cpu_us, connect_us, link_rtt_us,
+             extra=()):
     out = subprocess.run(
-        [os.path.join(build, "bin/control_plane_sim"), "--gpus", ",".join(map(str, members)),
+        [os.path.join(build, "bin/control_plane_sim"), *extra, "--gpus", ",".join(map(str, members)),
          "--store-ops", str(store_ops), "--rtt-us", str(rtt_us), "--host-cores", str(cores),
          "--cpu-per-op-us", f"{cpu_us:.3f}", "--connect-us", f"{connect_us:.3f}",
          "--link-rtt-us", f"{link_rtt_us:.3f}"],
@@ -136,6 +137,9 @@ def main():
     p.add_argument("--rtt-us", type=float, required=True,
                    help="the store's round trip from one client (redis-benchmark -t get -c 1)")
     p.add_argument("--host-cores", type=int, default=os.cpu_count())
+    p.add_argument("--woken-reads-free", action="store_true",
+                   help="simulate with control_plane_sim --woken-reads-free (the store model "
+                        "before 2026-12-05), to compare the two models on the same runs")
     p.add_argument("--save-runs", metavar="FILE", help="write the bench's JSON lines to FILE")
     p.add_argument("--bench-runs", metavar="FILE",
                    help="read the bench's JSON lines from FILE (a --save-runs file) instead of "
@@ -160,9 +164,11 @@ def main():
         if med[n]["agree_s"] is None or med[n]["form_s"] is None:
             sys.exit(f"error: no agreement or formation figures at {n} members to fit on")
 
+    extra = ["--woken-reads-free"] if a.woken_reads_free else []
+
     def sim(sizes, cpu_us, connect_us, link_rtt_us):
         return simulate(a.build, sizes, a.store_ops, a.rtt_us, a.host_cores, cpu_us, connect_us,
-                        link_rtt_us)
+                        link_rtt_us, extra)
 
     cpu_us = fit_cpu_per_op(sim, fit_sizes[0], med[fit_sizes[0]]["agree_s"][0])
     link_rtt, connect, how = fit_formation(sim, fit_sizes,
@@ -177,7 +183,8 @@ def main():
     else:
         print(f"# bench: {a.repeats} runs of control_plane_bench --members {a.members} "
               f"--steady-s {a.steady_s}; median [min-max] (runs with figures)")
-    print(f"# sim: {a.build}/bin/control_plane_sim --gpus {a.members} --store-ops "
+    print(f"# sim: {a.build}/bin/control_plane_sim {' '.join(extra)}{' ' if extra else ''}"
+          f"--gpus {a.members} --store-ops "
           f"{a.store_ops:.0f} --rtt-us {a.rtt_us} --host-cores {a.host_cores} --cpu-per-op-us "
           f"{cpu_us:.1f} --connect-us {connect:.0f} --link-rtt-us {link_rtt:.0f}")
     print("| N | phase | bench median [min-max] (runs) | sim | sim/bench |")

@@ -109,6 +109,11 @@ int main(int argc, char** argv) {
   app.add_option("--per-extra-key", c.store.per_extra_key,
                  "cost of each key of a multi-key op past the first, in single-key ops")
       ->check(CLI::Range(0.0, 10.0));
+  bool woken_reads_free = false;
+  app.add_flag("--woken-reads-free", woken_reads_free,
+               "answer a blocked read woken by an append at once, at no cost to the store (the "
+               "model before 2026-12-05; redis runs each woken XREAD again, one service time "
+               "each, which is the default)");
   app.add_option("--link-rtt-us", link_rtt_us, "a link's round trip, microseconds")
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--connect-us", connect_us, "a member's time to set one link up, microseconds")
@@ -167,6 +172,7 @@ int main(int argc, char** argv) {
 
   c.store.ops_per_s = store_ops;
   c.store.round_trip = std::chrono::nanoseconds(static_cast<long long>(rtt_us * 1e3));
+  c.store.woken_reads_cost_service = !woken_reads_free;
   c.link_round_trip = std::chrono::nanoseconds(static_cast<long long>(link_rtt_us * 1e3));
   c.connect_per_link = std::chrono::nanoseconds(static_cast<long long>(connect_us * 1e3));
   c.cpu_per_op = std::chrono::nanoseconds(static_cast<long long>(cpu_per_op_us * 1e3));
