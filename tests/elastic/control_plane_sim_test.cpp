@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -237,10 +238,14 @@ TEST(ControlPlaneHierarchyTest, ASecondKillAtAnyMomentOfTheRecoveryKeepsTheInvar
 
 TEST(ControlPlaneHierarchyTest, ALeaderPausedAtAnyMomentOfTheRecoveryAndWokenKeepsTheInvariants) {
   // After the first fault (a member or a leader of domain 4 of 8 killed or hung), the leader of
-  // domain 5 is stopped (SIGSTOP) 0 to 40 ms later: during the first domain's agreement, its own
-  // domain's re-formation, the leaders' round, the composition or the formation. What reaches it
-  // waits until it is continued (SIGCONT), then it carries out what it was doing: the case the
-  // Promela model (models/hierarchy) found gaps in, here on the protocol's own machines.
+  // domain 5 is stopped (SIGSTOP) at moments that cross its recovery: before its domain hears of
+  // the fault, in its domain's agreement, in the leaders' round, awaiting the full list, forming,
+  // and after. What reaches it waits until it is continued (SIGCONT), then it carries out what it
+  // was doing: the case the Promela model (models/hierarchy) found gaps in, here on the
+  // protocol's own machines. A kill is heard at its exit notice, so its recovery runs in the
+  // first ms; a hang is heard after the beat's detection (1 s plus up to two periods), so its
+  // moments are 1 s later. That each phase was hit is asserted (SimResult::paused_in), so a
+  // change of the model's timing cannot move the sweep off the recovery unseen.
   //   0.9 s: shorter than the beat's hang detection (1 s), so no watcher can take it as hung: it
   //          stays a member, and the recovery waits for it.
   //   3 s:   longer than the detection and its domain's takeover (hang_detect plus two beat
@@ -250,9 +255,15 @@ TEST(ControlPlaneHierarchyTest, ALeaderPausedAtAnyMomentOfTheRecoveryAndWokenKee
   // full list, one list per epoch in every store. Found with it: the simulated member ended a
   // wait it had not begun (a re-formation during an unfinished formation), which made every
   // member of its domain look stuck a second later, and fenced healthy members job-wide.
-  const double pause_at_ms[] = {0, 1, 2.6, 3.5, 4.5, 5, 6, 11, 40};
+  const std::vector<double> after_kill_ms = {0, 1, 2.6, 3.5, 4.5, 5, 5.5, 6, 11, 40};
+  const std::vector<double> after_hang_ms = {1000,   1001, 1004,   1005, 1006, 1006.3,
+                                             1006.6, 1007, 1007.5, 1012, 1040};
+  const std::vector<std::string> phases = {"steady", "domain agreement", "leaders' round",
+                                           "awaiting the full list", "forming"};
   for (Fault fault : {Fault::kKill, Fault::kHang, Fault::kLeaderKill, Fault::kLeaderHang}) {
-    for (double ms : pause_at_ms) {
+    const bool hang = fault == Fault::kHang || fault == Fault::kLeaderHang;
+    std::set<std::string> seen;  // the phases the pauses landed in
+    for (double ms : hang ? after_hang_ms : after_kill_ms) {
       for (const int pause_ms : {900, 3000}) {
         SimConfig c = domains_of_8(fault, 1);
         c.pause_leader_after = std::chrono::microseconds(static_cast<std::int64_t>(ms * 1e3));
@@ -260,11 +271,18 @@ TEST(ControlPlaneHierarchyTest, ALeaderPausedAtAnyMomentOfTheRecoveryAndWokenKee
         const SimResult r = simulate(c);
         const std::string what = "fault " + std::to_string(static_cast<int>(fault)) +
                                  ", paused at " + std::to_string(ms) + " ms for " +
-                                 std::to_string(pause_ms) + " ms";
+                                 std::to_string(pause_ms) + " ms (" + r.paused_in + ")";
         ASSERT_EQ(r.invariants, "ok") << what;
         ASSERT_EQ(r.paused_leader, 40) << what;
         EXPECT_EQ(r.paused_leader_left, pause_ms > 1000) << what;
+        for (const std::string& phase : phases) {
+          if (r.paused_in.find(phase) != std::string::npos) seen.insert(phase);
+        }
       }
+    }
+    for (const std::string& phase : phases) {
+      EXPECT_EQ(seen.count(phase), 1u) << "fault " << static_cast<int>(fault) << ": no pause in "
+                                       << phase << "; pick the sweep's moments again";
     }
   }
 }

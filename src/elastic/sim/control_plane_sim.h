@@ -87,6 +87,9 @@ struct SimResult {
   int second_victim = -1;
   int paused_leader = -1;           // pause_leader_after's member
   bool paused_leader_left = false;  // it was declared dead and left
+  // What the paused leader was doing when it stopped: "steady", "forming", or one or more of
+  // "domain agreement", "leaders' round", "awaiting the full list", joined by ", ".
+  std::string paused_in;
   // With the hierarchy, witnesses that a run met two rare interleavings (a test of one asserts
   // its run did): members of a domain no fault struck (so its list did not change) whose domain
   // re-formed while they awaited a full list already relayed to them: only the domain epoch

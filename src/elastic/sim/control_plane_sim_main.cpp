@@ -236,6 +236,7 @@ int main(int argc, char** argv) {
       if (r.paused_leader >= 0) {
         line["paused_leader"] = r.paused_leader;
         line["paused_leader_left"] = r.paused_leader_left;
+        line["paused_in"] = r.paused_in;
       }
       line["abort_all_s"] = seconds_or_null(r.abort_all_s);
       line["agree_s"] = seconds_or_null(r.agree_s);

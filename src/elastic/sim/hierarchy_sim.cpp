@@ -208,6 +208,8 @@ class Member {
   void stop(bool post_exit);
   // SIGSTOP and SIGCONT of the process (ProcessPause; World::paused_leader only).
   void pause() { pause_.pause(); }
+  // What it is doing now, as SimResult::paused_in names it.
+  std::string doing() const;
   void resume() { pause_.resume(); }
   bool leads() const { return lead_ != nullptr; }
   bool fenced() const { return watch_.fenced() || (lead_ && lead_->watch.fenced()); }
@@ -293,7 +295,19 @@ class Member {
   std::shared_ptr<bool> await_live_ = std::make_shared<bool>(false);
   std::shared_ptr<IoSlot> await_io_;
   bool awaiting_full_ = false;  // an await_full under way
+  bool agreeing_ = false;       // a domain agreement under way
 };
+
+std::string Member::doing() const {
+  std::vector<std::string> what;
+  if (agreeing_) what.push_back("domain agreement");
+  if (round_ && *round_->live && !round_->relayed) what.push_back("leaders' round");
+  if (awaiting_full_) what.push_back("awaiting the full list");
+  if (what.empty()) what.push_back(full && !formed ? "forming" : "steady");
+  std::string out = what.front();
+  for (size_t i = 1; i < what.size(); ++i) out += ", " + what[i];
+  return out;
+}
 
 void Member::stop(bool post_exit) {
   if (round_ && *round_->live && round_->takeover && !round_->relayed) {
@@ -348,6 +362,7 @@ void Member::reform_domain() {
   formed.reset();
   ++w_.formation_changes;
   in_collectives(false);
+  agreeing_ = true;
   drive(dlink_, agree_io_, agreement_.report_failure(domain_list_.epoch), running_, [this](Status) {
     watch_.disarm();
     progress_.mark(Phase::kReform, 0);
@@ -355,6 +370,7 @@ void Member::reform_domain() {
           agreement_.agree(domain_list_, Announcement{0, 0}, false, {},
                            [] { return std::string("sim layout"); }, {}),
           running_, [this](Result<MemberList> list) {
+            agreeing_ = false;
             if (!list.ok() && list.status().code() == StatusCode::kAborted) leave();  // fenced
             if (!list.ok()) return fail(list.status());
             watch_.arm(domain_list_.epoch, domain_list_.members, w_.slot_incarnations);
@@ -607,7 +623,10 @@ SimResult simulate_hierarchy(const SimConfig& c) {
     NTP_CHECK_MSG(victims.count(out.paused_leader) == 0 && c.pause_for > Duration(0),
                   "the paused leader must be another member than the killed ones, paused a while");
     Member& paused = *members[static_cast<size_t>(out.paused_leader)];
-    w.loop.at(fault_at + c.pause_leader_after, [&paused] { paused.pause(); });
+    w.loop.at(fault_at + c.pause_leader_after, [&paused, &out] {
+      out.paused_in = paused.doing();
+      paused.pause();
+    });
     w.loop.at(wake_at, [&paused] { paused.resume(); });
   }
   // Left out of the end's checks: the killed members, and the paused one once it left.
