@@ -90,6 +90,7 @@ struct SimResult {
   // What the paused leader was doing when it stopped: "steady", "forming", or one or more of
   // "domain agreement", "leaders' round", "awaiting the full list", joined by ", ".
   std::string paused_in;
+  std::string second_killed_in;  // the same, of the second victim when it was killed
   // With the hierarchy, witnesses that a run met two rare interleavings (a test of one asserts
   // its run did): members of a domain no fault struck (so its list did not change) whose domain
   // re-formed while they awaited a full list already relayed to them: only the domain epoch

@@ -232,6 +232,7 @@ int main(int argc, char** argv) {
                        1e3) /
             1e3;
         line["second_in_same_domain"] = c.second_in_same_domain;
+        line["second_killed_in"] = r.second_killed_in;
       }
       if (r.paused_leader >= 0) {
         line["paused_leader"] = r.paused_leader;

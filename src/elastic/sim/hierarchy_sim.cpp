@@ -613,8 +613,11 @@ SimResult simulate_hierarchy(const SimConfig& c) {
     out.second_victim = domain * c.tp + slot;
     NTP_CHECK_MSG(out.second_victim != victim && c.tp >= 3, "the second victim needs --tp >= 3");
     victims.insert(out.second_victim);
-    w.loop.at(fault_at + c.second_kill_after,
-              [&members, &out] { members[static_cast<size_t>(out.second_victim)]->stop(true); });
+    w.loop.at(fault_at + c.second_kill_after, [&members, &out] {
+      Member& victim2 = *members[static_cast<size_t>(out.second_victim)];
+      out.second_killed_in = victim2.doing();
+      victim2.stop(true);
+    });
   }
   const bool pausing = c.pause_leader_after >= Duration(0);
   const Time wake_at = fault_at + c.pause_leader_after + c.pause_for;
