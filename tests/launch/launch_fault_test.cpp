@@ -89,11 +89,13 @@ double rate_ratio(const std::map<int, std::map<int, double>>& at, int from, int 
 
 // A CPU-bound worker (bash arithmetic) that reports each step to the file store (the launcher
 // places faults by it) and prints it with its time; rank 0 runs longer, so that it is still
-// running while rank 1 takes its last step (rank 1: 15 + 50 slowed + 55 steps ~ 170 step times).
+// running while rank 1 takes its last step. Rank 1 takes 15 + 50 / r + 55 of rank 0's step times,
+// r its rate while slowed: 170 at r = 0.5, 255 at r = 0.27 (seen in a full CI run on 2 cores,
+// other work beside it: 200 steps of rank 0 ended before rank 1's step 70); 400 cover r >= 0.16.
 std::string spin_worker(const std::string& dir, const std::string& run_id) {
   return "echo $$ > " + dir + "/pid_$NTP_RANK.tmp && mv " + dir + "/pid_$NTP_RANK.tmp " + dir +
          "/pid_$NTP_RANK; F=" + dir + "/" + run_id +
-         "/launch%2Fstep%2F$NTP_RANK; n=$((NTP_RANK == 0 ? 200 : 120)); s=0; "
+         "/launch%2Fstep%2F$NTP_RANK; n=$((NTP_RANK == 0 ? 400 : 120)); s=0; "
          "while [ $s -lt $n ]; do echo $s > $F; echo \"tick $s $EPOCHREALTIME\"; "
          "i=0; while [ $i -lt 700 ]; do i=$((i+1)); done; s=$((s+1)); done";
 }
@@ -126,14 +128,16 @@ TEST(LaunchFaultTest, ASlowedWorkerRunsSlowerUntilItsStepAndIsLeftRunning) {
   const auto at = ticks(run.out);
   ASSERT_EQ(at.count(0) + at.count(1), 2U) << run.out;
   ASSERT_EQ(at.at(1).size(), 120U) << run.out;
-  ASSERT_GE(at.at(0).size(), 200U) << run.out;
+  ASSERT_GE(at.at(0).size(), 400U) << run.out;
   // Inside the slowdown (two steps of margin each side). A 50% duty cycle gives ~0.5 on cores
   // that are not oversubscribed; on an oversubscribed machine the scheduler gives part of the
   // stopped time back (a stop takes effect only once the task is scheduled; a continued one is
-  // scheduled early): measured 0.35-0.87 at load 7-15 on 2 cores. The band says "clearly
-  // slower" there and contains the ~0.5 of free cores.
+  // scheduled early): measured 0.35-0.87 at load 7-15 on 2 cores, and 0.27 in a full CI run with
+  // other work beside it, where the twin also gets the core the stopped worker leaves. The band
+  // says "clearly slower" there and contains the ~0.5 of free cores; below 0.2 the worker would be
+  // stopped well past its duty cycle (the stopped share below says how much).
   const double during = rate_ratio(at, 17, 63);
-  EXPECT_GT(during, 0.30) << "slower than the factor: " << during;
+  EXPECT_GT(during, 0.20) << "slower than the factor: " << during;
   EXPECT_LT(during, 0.90) << "not slowed: " << during;
   // After until= the worker runs free: not slower than its twin beyond the noise of a shared
   // machine (identical loops measured 0.84-1.67 of each other in one run at load 7-15 on 2
