@@ -89,13 +89,13 @@ double rate_ratio(const std::map<int, std::map<int, double>>& at, int from, int 
 
 // A CPU-bound worker (bash arithmetic) that reports each step to the file store (the launcher
 // places faults by it) and prints it with its time; rank 0 runs longer, so that it is still
-// running while rank 1 takes its last step. Rank 1 takes 15 + 50 / r + 55 of rank 0's step times,
-// r its rate while slowed: 170 at r = 0.5, 255 at r = 0.27 (seen in a full CI run on 2 cores,
-// other work beside it: 200 steps of rank 0 ended before rank 1's step 70); 400 cover r >= 0.16.
+// running while rank 1 takes its last step. Rank 1 takes 15 + 50 / r + 135 of rank 0's step
+// times, r its rate while slowed: 250 at r = 0.5, 335 at r = 0.27 (seen in a full CI run on 2
+// cores, other work beside it); 560 cover r >= 0.14.
 std::string spin_worker(const std::string& dir, const std::string& run_id) {
   return "echo $$ > " + dir + "/pid_$NTP_RANK.tmp && mv " + dir + "/pid_$NTP_RANK.tmp " + dir +
          "/pid_$NTP_RANK; F=" + dir + "/" + run_id +
-         "/launch%2Fstep%2F$NTP_RANK; n=$((NTP_RANK == 0 ? 400 : 120)); s=0; "
+         "/launch%2Fstep%2F$NTP_RANK; n=$((NTP_RANK == 0 ? 560 : 200)); s=0; "
          "while [ $s -lt $n ]; do echo $s > $F; echo \"tick $s $EPOCHREALTIME\"; "
          "i=0; while [ $i -lt 700 ]; do i=$((i+1)); done; s=$((s+1)); done";
 }
@@ -127,8 +127,8 @@ TEST(LaunchFaultTest, ASlowedWorkerRunsSlowerUntilItsStepAndIsLeftRunning) {
 
   const auto at = ticks(run.out);
   ASSERT_EQ(at.count(0) + at.count(1), 2U) << run.out;
-  ASSERT_EQ(at.at(1).size(), 120U) << run.out;
-  ASSERT_GE(at.at(0).size(), 400U) << run.out;
+  ASSERT_EQ(at.at(1).size(), 200U) << run.out;
+  ASSERT_GE(at.at(0).size(), 560U) << run.out;
   // Inside the slowdown (two steps of margin each side). A 50% duty cycle gives ~0.5 on cores
   // that are not oversubscribed; on an oversubscribed machine the scheduler gives part of the
   // stopped time back (a stop takes effect only once the task is scheduled; a continued one is
@@ -140,11 +140,15 @@ TEST(LaunchFaultTest, ASlowedWorkerRunsSlowerUntilItsStepAndIsLeftRunning) {
   EXPECT_GT(during, 0.20) << "slower than the factor: " << during;
   EXPECT_LT(during, 0.90) << "not slowed: " << during;
   // After until= the worker runs free: not slower than its twin beyond the noise of a shared
-  // machine (identical loops measured 0.84-1.67 of each other in one run at load 7-15 on 2
-  // cores). No upper bound: the victim running ahead of its twin (1.96 seen in CI beside other
-  // multi-process tests) is the scheduler's share, which nothing in the launcher sets.
-  const double after = rate_ratio(at, 70, 115);
-  EXPECT_GT(after, 0.7) << "still slowed after until: " << after;
+  // machine. Identical loops measured 0.84-1.67 of each other in one run at load 7-15 on 2 cores,
+  // and 0.69 over 45 steps (~0.15 s) in a full CI run beside other multi-process tests; the window
+  // is 125 steps (~0.4 s), so a scheduler's uneven share averages over more of its 4 ms ticks.
+  // The bound 0.6 is under that noise and still says "no longer slowed" together with the rise
+  // over `during` and the stopped share of 0 below, which is the mechanism's exact check. No upper
+  // bound: the victim running ahead of its twin (1.96 seen in CI) is the scheduler's share, which
+  // nothing in the launcher sets.
+  const double after = rate_ratio(at, 70, 195);
+  EXPECT_GT(after, 0.6) << "still slowed after until: " << after;
   EXPECT_GT(after - during, 0.1) << "during " << during << ", after " << after;
   // The mechanism itself: stopped part of the time during it (~0.5 idle; 0.23-0.39 measured at
   // load 7-15, where a stop takes effect only once the worker is scheduled), never after it
