@@ -269,6 +269,42 @@ TEST(ControlPlaneHierarchyTest, ASecondKillAtAnyMomentOfTheRecoveryKeepsTheInvar
   }
 }
 
+TEST(ControlPlaneHierarchyTest, ASecondKillCountedFromDetectionStrikesEveryFaultsRecovery) {
+  // --fault mixed draws its second kill 0-20 ms after the fault's detection: counted from the
+  // fault, a hang's second kill landed in the steady state, a second before its detection. The
+  // kill comes exactly `after` past the first abort (virtual time in whole nanoseconds: 1e-9 s is
+  // one tick of it), and inside the recovery for a hang as for a kill. The
+  // detection itself: a kill's at the exit notice, a few 0.1 ms round trips; a hang's within the
+  // domain watch's bound, hang_detect plus two liveness periods (1 s + 2 x 250 ms).
+  for (Fault fault : {Fault::kKill, Fault::kHang, Fault::kLeaderKill, Fault::kLeaderHang}) {
+    for (double after_ms : {0.0, 2.0}) {
+      for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+        SimConfig c = domains_of_8(fault, seed);
+        c.second_kill_after = std::chrono::microseconds(static_cast<std::int64_t>(after_ms * 1e3));
+        c.second_kill_from_detection = true;
+        c.second_in_same_domain = true;
+        const SimResult r = simulate(c);
+        const std::string where = "fault " + std::to_string(static_cast<int>(fault)) + " after " +
+                                  std::to_string(after_ms) + " ms seed " + std::to_string(seed);
+        ASSERT_EQ(r.invariants, "ok") << where;
+        if (is_hang(fault)) {
+          EXPECT_GE(r.detected_at_s, 1.0) << where;
+          EXPECT_LE(r.detected_at_s, 1.5) << where;
+        } else {
+          EXPECT_GE(r.detected_at_s, 0.0) << where;
+          EXPECT_LT(r.detected_at_s, 0.001) << where;
+        }
+        EXPECT_NEAR(r.second_killed_at_s, r.detected_at_s + after_ms / 1e3, 1e-9) << where;
+        // At 0 ms the second victim dies in the instant of the first abort, before it heard of
+        // the fault itself (what it was doing is then "steady"); 2 ms on it is in its recovery.
+        if (after_ms > 0) {
+          EXPECT_NE(r.second_killed_in, "steady") << where;
+        }
+      }
+    }
+  }
+}
+
 TEST(ControlPlaneHierarchyTest, ALeaderPausedAtAnyMomentOfTheRecoveryAndWokenKeepsTheInvariants) {
   // After the first fault (a member or a leader of domain 4 of 8 killed or hung), the leader of
   // domain 5 is stopped (SIGSTOP) at moments that cross its recovery: before its domain hears of

@@ -57,6 +57,10 @@ struct SimConfig {
   // formation that follows both.
   Duration second_kill_after{-1};
   bool second_in_same_domain = false;
+  // second_kill_after counts from the fault's detection (the first member's abort after it: at
+  // once for a kill, hang_detect and up to two beat periods later for a hang) instead of from
+  // the fault, so that a small delay lands in the recovery whatever the fault.
+  bool second_kill_from_detection = false;
   // With the hierarchy: the leader of the domain after the first fault's is paused this long
   // after the first fault (negative: never) and continued pause_for later, as SIGSTOP and SIGCONT
   // would: what reaches it meanwhile waits, and on waking it carries out what it was doing (the
@@ -90,7 +94,10 @@ struct SimResult {
   // What the paused leader was doing when it stopped: "steady", "forming", or one or more of
   // "domain agreement", "leaders' round", "awaiting the full list", joined by ", ".
   std::string paused_in;
-  std::string second_killed_in;  // the same, of the second victim when it was killed
+  std::string second_killed_in;    // the same, of the second victim when it was killed
+  double second_killed_at_s = -1;  // when, from the fault (-1: no second kill)
+  // With the hierarchy: the first member's abort, from the fault (-1: none, or the flat protocol).
+  double detected_at_s = -1;
   // With the hierarchy, witnesses that a run met two rare interleavings (a test of one asserts
   // its run did): members of a domain no fault struck (so its list did not change) whose domain
   // re-formed while they awaited a full list already relayed to them: only the domain epoch

@@ -4,12 +4,13 @@
 //
 //   build/bin/control_plane_sim --gpus 64,256,1024 [--store-ops 100000] [--rtt-us 100]
 //       [--fault kill|hang|leader-kill|leader-hang] [--seeds K] [--seed S] [--tp 8] [--no-form]
-//       [--hierarchy [--global-hang-factor 3] [--second-kill-ms MS] [--pause-leader-ms MS
-//       [--pause-for-ms 3000]]]
+//       [--hierarchy [--global-hang-factor 3] [--second-kill-ms MS [--second-in-same-domain]
+//       [--second-kill-from-detection]] [--pause-leader-ms MS [--pause-for-ms 3000]]]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -31,8 +32,10 @@ nlohmann::ordered_json seconds_or_null(double s) {
 }
 
 // --fault mixed: one schedule per seed, drawn from the seed alone: a member or a leader killed or
-// hung, and half the time a second member killed 0-20 ms later (during the agreement or the
-// formation at the sizes simulated), in the same domain half of those times.
+// hung, and half the time a second member killed 0-20 ms after the fault's detection (during the
+// agreement or the formation at the sizes simulated, for a hang as for a kill: counted from the
+// fault, a hang's second kill would land before its detection, 1 s on), in the same domain half
+// of those times.
 void draw_schedule(SimConfig& c) {
   ntp::Rng rng(c.seed ^ 0x9e3779b97f4a7c15ULL);
   constexpr Fault kFaults[] = {Fault::kKill, Fault::kHang, Fault::kLeaderKill, Fault::kLeaderHang};
@@ -41,6 +44,7 @@ void draw_schedule(SimConfig& c) {
   if (rng.uniform() < 0.5) {
     c.second_kill_after = std::chrono::nanoseconds(static_cast<long long>(rng.uniform() * 20e6));
     c.second_in_same_domain = rng.uniform() < 0.5;
+    c.second_kill_from_detection = true;
   }
 }
 
@@ -56,8 +60,10 @@ const char* fault_name(Fault f) {
 struct Summary {
   int runs = 0, ok = 0;
   std::vector<double> abort_all, agree, form;
+  std::map<std::string, int> second_killed_in;  // runs with a second kill, by where it struck
   void add(const SimResult& r) {
     ++runs;
+    if (r.second_victim >= 0) ++second_killed_in[r.second_killed_in];
     if (r.invariants != "ok") return;
     ++ok;
     abort_all.push_back(r.abort_all_s);
@@ -77,6 +83,7 @@ struct Summary {
       line[std::string(name) + "_p50"] = seconds_or_null((*values)[values->size() / 2]);
       line[std::string(name) + "_max"] = seconds_or_null(values->back());
     }
+    if (!second_killed_in.empty()) line["second_killed_in"] = second_killed_in;
     return line;
   }
 };
@@ -130,10 +137,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(2.5, 3600.0));
   app.add_option("--limit-s", limit_s, "virtual seconds after the fault before a run fails")
       ->check(CLI::Range(1.0, 36000.0));
-  app.add_option("--fault", fault,
-                 "kill (the launcher posts an exit notice) or hang (SIGSTOP) of a member; with "
-                 "--hierarchy also leader-kill or leader-hang (a domain's leader), or mixed (per "
-                 "seed one of those four, and half the time a second kill 0-20 ms later)")
+  app.add_option(
+         "--fault", fault,
+         "kill (the launcher posts an exit notice) or hang (SIGSTOP) of a member; with "
+         "--hierarchy also leader-kill or leader-hang (a domain's leader), or mixed (per "
+         "seed one of those four, and half the time a second kill 0-20 ms after the fault's "
+         "detection)")
       ->check(CLI::IsMember({"kill", "hang", "leader-kill", "leader-hang", "mixed"}));
   app.add_flag("--hierarchy", c.hierarchy,
                "the domain hierarchy: a store per domain of --tp GPUs, only the domains' "
@@ -146,6 +155,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e7));
   app.add_flag("--second-in-same-domain", c.second_in_same_domain,
                "the second kill strikes the first fault's domain");
+  app.add_flag("--second-kill-from-detection", c.second_kill_from_detection,
+               "--second-kill-ms counts from the fault's detection (the first member's abort) "
+               "instead of from the fault");
   double pause_leader_ms = -1, pause_for_ms = 3000;
   app.add_option("--pause-leader-ms", pause_leader_ms,
                  "with --hierarchy: pause (SIGSTOP) the leader of the domain after the first "
@@ -198,6 +210,12 @@ int main(int argc, char** argv) {
                  fault.c_str());
     return 2;
   }
+  if (c.second_kill_from_detection && second_kill_ms < 0) {
+    std::fprintf(stderr,
+                 "control_plane_sim: --second-kill-from-detection says where --second-kill-ms "
+                 "counts from; give --second-kill-ms too\n");
+    return 2;
+  }
   c.form = !no_form;
   const std::uint64_t first_seed = c.seed;
   int failures = 0;
@@ -231,14 +249,17 @@ int main(int argc, char** argv) {
             std::round(std::chrono::duration<double, std::milli>(c.second_kill_after).count() *
                        1e3) /
             1e3;
+        line["second_kill_from"] = c.second_kill_from_detection ? "detection" : "fault";
         line["second_in_same_domain"] = c.second_in_same_domain;
         line["second_killed_in"] = r.second_killed_in;
+        line["second_killed_at_s"] = seconds_or_null(r.second_killed_at_s);
       }
       if (r.paused_leader >= 0) {
         line["paused_leader"] = r.paused_leader;
         line["paused_leader_left"] = r.paused_leader_left;
         line["paused_in"] = r.paused_in;
       }
+      if (c.hierarchy) line["detected_at_s"] = seconds_or_null(r.detected_at_s);
       line["abort_all_s"] = seconds_or_null(r.abort_all_s);
       line["agree_s"] = seconds_or_null(r.agree_s);
       line["form_s"] = seconds_or_null(r.form_s);

@@ -5,6 +5,7 @@
 // is the runtime's; this file is the driver and the invariants.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -76,6 +77,10 @@ struct World {
   // Witnesses of two rare interleavings (SimResult's fields of these names).
   std::map<int, std::int64_t> awaits_dropped_after_relay;  // by domain
   std::int64_t takeovers_cut_by_death = 0;
+  // The fault's detection: the first member's abort at or after the fault; and null, or what
+  // runs then (SimConfig::second_kill_from_detection).
+  std::optional<Time> detected;
+  std::function<void()> on_detection;
 
   explicit World(const SimConfig& c)
       : config(c),
@@ -336,6 +341,10 @@ void Member::lead(MemberList global) {
 void Member::on_domain_fire(const std::string& reason) {
   note_fire(reason);
   if (!aborted) aborted = w_.loop.now();
+  if (w_.loop.now() >= fault_at && !w_.detected) {
+    w_.detected = w_.loop.now();
+    if (w_.on_detection) w_.on_detection();
+  }
   if (lead_) lead_->domain_round_since_arm = true;  // its failure is posted by this round
   dlink_.after(Duration(0), [this] { reform_domain(); });
 }
@@ -606,6 +615,7 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   out.victim = victim;
   std::set<int> victims{victim};
   const bool second = c.second_kill_after >= Duration(0);
+  bool second_killed = false;
   if (second) {
     const int domain = c.second_in_same_domain ? w.domains / 2 : (w.domains / 2 + 1) % w.domains;
     // After a leader's fault, the second kill in its domain strikes the slot taking over.
@@ -613,11 +623,18 @@ SimResult simulate_hierarchy(const SimConfig& c) {
     out.second_victim = domain * c.tp + slot;
     NTP_CHECK_MSG(out.second_victim != victim && c.tp >= 3, "the second victim needs --tp >= 3");
     victims.insert(out.second_victim);
-    w.loop.at(fault_at + c.second_kill_after, [&members, &out] {
+    auto kill_second = [&w, &members, &out, &second_killed, fault_at] {
       Member& victim2 = *members[static_cast<size_t>(out.second_victim)];
       out.second_killed_in = victim2.doing();
+      out.second_killed_at_s = seconds(w.loop.now() - fault_at);
       victim2.stop(true);
-    });
+      second_killed = true;
+    };
+    if (c.second_kill_from_detection) {
+      w.on_detection = [&w, &c, kill_second] { w.loop.after(c.second_kill_after, kill_second); };
+    } else {
+      w.loop.at(fault_at + c.second_kill_after, kill_second);
+    }
   }
   const bool pausing = c.pause_leader_after >= Duration(0);
   const Time wake_at = fault_at + c.pause_leader_after + c.pause_for;
@@ -656,12 +673,12 @@ SimResult simulate_hierarchy(const SimConfig& c) {
     members[static_cast<size_t>(victim)]->stop(c.fault == Fault::kKill ||
                                                c.fault == Fault::kLeaderKill);
   });
-  Time last_fault = fault_at + (second ? c.second_kill_after : Duration(0));
+  Time last_fault = fault_at;
   if (pausing) last_fault = std::max(last_fault, wake_at + 2 * w.global_hang_detect());
   // Done when every survivor formed its groups with a full list that none of the victims is in.
   std::int64_t looked_at_changes = -1;
   auto recovered = [&] {
-    if (w.loop.now() <= last_fault) return false;
+    if (w.loop.now() <= last_fault || (second && !second_killed)) return false;
     if (w.formation_changes == looked_at_changes) return false;  // nothing new since the last look
     looked_at_changes = w.formation_changes;
     const std::set<int> out_of_job = excluded();
@@ -689,6 +706,7 @@ SimResult simulate_hierarchy(const SimConfig& c) {
     if (!struck) out.awaits_dropped_after_relay += dropped;
   }
   out.takeovers_cut_by_death = w.takeovers_cut_by_death;
+  if (w.detected) out.detected_at_s = seconds(*w.detected - fault_at);
   set_phases(out, members, out_of_job, fault_at);
   for (size_t i = 0; i < members.size(); ++i) {
     if (out_of_job.count(static_cast<int>(i)) == 0 && members[i]->full) {
