@@ -1,6 +1,7 @@
 #include "bench_member.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
@@ -24,7 +25,7 @@ std::vector<std::string> incarnations(const elastic::MemberList& list) {
 }
 
 elastic::AgreementConfig agreement_config(std::shared_ptr<comm::Store> store, int id,
-                                          elastic::Progress* progress) {
+                                          elastic::Progress* progress, MemberMoments* moments) {
   elastic::AgreementConfig a;
   a.group = "train/a0";
   a.me = id;
@@ -33,6 +34,10 @@ elastic::AgreementConfig agreement_config(std::shared_ptr<comm::Store> store, in
   a.window = 10 * kHangDetect;  // as train/live_run.cpp sets it
   a.incarnation = [](int who, const elastic::MemberList& list) {
     return comm::incarnation(0, list.restarts[static_cast<size_t>(who)]);
+  };
+  a.on_enter = [moments](int) { moments->announced.store(now_ns()); };
+  a.on_phase = [moments](const char* phase, int) {
+    if (std::string_view(phase) == "decider_publish") moments->decided.store(now_ns());
   };
   a.store = std::move(store);
   return a;
@@ -60,7 +65,7 @@ BenchMember::BenchMember(std::shared_ptr<comm::Store> store, int id, const Membe
     : store_(std::make_shared<KillableStore>(std::move(store))),
       id_(id),
       setup_(setup),
-      agreement_(agreement_config(store_, id, &progress_)) {
+      agreement_(agreement_config(store_, id, &progress_, &moments_)) {
   progress_.mark(elastic::Phase::kStep, 0);
   progress_.waiting(true);  // in the step's collective: waiting on its peers, not stuck
   heartbeat_ =

@@ -43,6 +43,9 @@ struct MemberSetup {
 // Moments a member reached, in ns of steady_clock; 0 until reached.
 struct MemberMoments {
   std::atomic<std::int64_t> aborted{0}, agreed{0}, formed{0};
+  // Inside the agreement (AgreementParams::on_enter, on_phase): when it last announced itself
+  // in an epoch, and, on the decider, when it last decided a list (before publishing it).
+  std::atomic<std::int64_t> announced{0}, decided{0};
   std::atomic<int> epoch{0}, size{0};  // of the agreed list
 };
 

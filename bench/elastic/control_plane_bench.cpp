@@ -168,6 +168,27 @@ std::int64_t all_reached(const std::vector<std::unique_ptr<BenchMember>>& member
   return last;
 }
 
+// The agreement's parts, as control_plane_sim prints them (SimResult::agree_announce_s): from the
+// last abort to the last announcement, to the decider's list, to the last member holding it;
+// null when they do not follow in that order (an epoch given up and agreed again).
+nlohmann::ordered_json agree_parts(const std::vector<std::unique_ptr<BenchMember>>& members,
+                                   int victim, std::int64_t aborted, std::int64_t agreed) {
+  const std::int64_t announced =
+      all_reached(members, victim, &ntp::bench::MemberMoments::announced);
+  std::int64_t decided = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (static_cast<int>(i) != victim) {
+      decided = std::max(decided, members[i]->moments().decided.load());
+    }
+  }
+  if (!(aborted <= announced && announced <= decided && decided <= agreed)) return nullptr;
+  nlohmann::ordered_json parts;
+  parts["announce_s"] = span_s(aborted, announced);
+  parts["decide_s"] = span_s(announced, decided);
+  parts["take_s"] = span_s(decided, agreed);
+  return parts;
+}
+
 bool any_failed(const std::vector<std::unique_ptr<BenchMember>>& members, int victim,
                 std::string* first) {
   for (size_t i = 0; i < members.size(); ++i) {
@@ -311,6 +332,7 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
     }
     line["agreed_epoch"] = lowest == highest ? nlohmann::ordered_json(lowest) : nullptr;
     line["agreed_members"] = smallest == largest ? nlohmann::ordered_json(largest) : nullptr;
+    line["agree_parts"] = agree_parts(members, victim, ta, tg);
   }
   ServerCounts end = cg;
   if (!setup.form) {

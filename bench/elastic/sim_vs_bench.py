@@ -32,6 +32,9 @@ import subprocess
 import sys
 
 PHASES = ("abort_all_s", "agree_s", "form_s")
+# The agreement's parts, in both tools' JSON under "agree_parts": from the last abort to the last
+# member entering the epoch, to the decider's list, to the last member holding it.
+AGREE_PARTS = ("announce_s", "decide_s", "take_s")
 
 
 def run_bench(build, members, repeats, steady_s):
@@ -67,7 +70,11 @@ def save_runs(path, runs):
     os.replace(path + ".tmp", path)
 
 
-def summary(rows, phase):
+def summary(rows, phase, part=None):
+    """Median, min, max and count of rows' `phase` (or of `part` in their "agree_parts")."""
+    if part is not None:
+        rows = [r["agree_parts"] for r in rows if r.get("agree_parts")]
+        phase = part
     values = [r[phase] for r in rows if r.get(phase) is not None]
     if not values:
         return None
@@ -199,6 +206,29 @@ def main():
             fitted = (ph == "agree_s" and n == fit_sizes[0]) or (ph == "form_s" and n in fit_sizes)
             ratio = "fitted" if fitted else f"{got / s[0]:.2f}"
             print(f"| {n} | {ph} | {s[0]:.4f} [{s[1]:.4f}-{s[2]:.4f}] ({s[3]}) | {got:.4f} | "
+                  f"{ratio} |")
+    print_agree_parts(members, runs, predicted)
+
+
+def print_agree_parts(members, runs, predicted):
+    """The agreement's three parts side by side: where a miss of agree_s comes from. Runs saved
+    before the bench measured them have none; then nothing is printed."""
+    if not any(r.get("agree_parts") for n in members for r in runs[n]):
+        return
+    print()
+    print("| N | part of agree_s | bench median [min-max] (runs) | sim | sim/bench |")
+    print("|---|---|---|---|---|")
+    for n in members:
+        sim_parts = predicted[n].get("agree_parts") or {}
+        for part in AGREE_PARTS:
+            s = summary(runs[n], None, part)
+            got = sim_parts.get(part)
+            if s is None or got is None:
+                print(f"| {n} | {part} | {'-' if s is None else f'{s[0]:.4f}'} | "
+                      f"{'-' if got is None else f'{got:.4f}'} | - |")
+                continue
+            ratio = f"{got / s[0]:.2f}" if s[0] > 0 else "-"
+            print(f"| {n} | {part} | {s[0]:.4f} [{s[1]:.4f}-{s[2]:.4f}] ({s[3]}) | {got:.4f} | "
                   f"{ratio} |")
 
 

@@ -176,6 +176,25 @@ TEST(ControlPlaneSimTest, AHangIsSeenWithinTheWatchsBoundAndAKillAtTheNotice) {
   }
 }
 
+TEST(ControlPlaneSimTest, TheAgreementsThreePartsFollowInOrderAndAddUpToIt) {
+  // SimResult::agree_announce_s, _decide_s, _take_s (what control_plane_bench measures too): each
+  // takes time (an announcement, the decider's reads, the waiters' reads are store ops of 0.1 ms
+  // round trip at least), and they are consecutive spans of virtual time in whole nanoseconds, so
+  // their sum is agree_s to the rounding of the conversions to seconds in double and the two
+  // additions (a few 1e-18 s at these 1e-2 s magnitudes; 1e-15 bounds it).
+  for (Fault fault : {Fault::kKill, Fault::kHang}) {
+    for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+      const SimResult r = simulate(small(32, fault, seed));
+      ASSERT_EQ(r.invariants, "ok") << "seed " << seed;
+      EXPECT_GE(r.agree_announce_s, 1e-4) << "seed " << seed;
+      EXPECT_GE(r.agree_decide_s, 1e-4) << "seed " << seed;
+      EXPECT_GE(r.agree_take_s, 1e-4) << "seed " << seed;
+      EXPECT_NEAR(r.agree_announce_s + r.agree_decide_s + r.agree_take_s, r.agree_s, 1e-15)
+          << "seed " << seed;
+    }
+  }
+}
+
 TEST(ControlPlaneSimTest, TheSteadyLoadIsTheWatchsAndTheBeatsExactly) {
   // Per member and per 2 s: 8 heartbeat sets and 8 neighbour looks (every 250 ms) and one
   // blocking read of the event streams (2 s): 8.5 ops/s, what control_plane_bench measures on

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -46,7 +47,7 @@ class Member {
       : w_(w),
         id_(id),
         link_(w.link()),
-        agreement_(params(w.config, id, &progress_), agree_io_),
+        agreement_(params(), agree_io_),
         watch_(link_, kGroup, id, w.config.hang_detect, &progress_, running_,
                [this](const std::string& reason) { fire(reason); }) {
     progress_.mark(Phase::kStep, 0);
@@ -63,21 +64,28 @@ class Member {
   bool fenced() const { return watch_.fenced(); }
 
   std::optional<Time> aborted, agreed, formed;
+  // Inside the agreement: when it last entered an epoch (about to announce itself), and, on the
+  // decider, when it last decided a list (before publishing it).
+  std::optional<Time> announced, decided;
   bool fired_early = false;
   std::optional<MemberList> agreed_list;
   std::string error;
   Time fault_at = Time::max();
 
  private:
-  static AgreementParams params(const SimConfig& c, int id, Progress* progress) {
+  AgreementParams params() {
     AgreementParams p;
     p.group = kGroup;
-    p.me = id;
-    p.progress = progress;
-    p.hang_detect = c.hang_detect;
-    p.window = 10 * c.hang_detect;  // as train/live_run.cpp sets it
+    p.me = id_;
+    p.progress = &progress_;
+    p.hang_detect = w_.config.hang_detect;
+    p.window = 10 * w_.config.hang_detect;  // as train/live_run.cpp sets it
     p.incarnation = [](int who, const MemberList& list) {
       return comm::incarnation(0, list.restarts[static_cast<size_t>(who)]);
+    };
+    p.on_enter = [this](int) { announced = w_.loop.now(); };
+    p.on_phase = [this](const char* phase, int) {
+      if (std::string_view(phase) == "decider_publish") decided = w_.loop.now();
     };
     return p;
   }
@@ -201,6 +209,24 @@ void Member::connect(const MemberList& list, int links) {
   });
 }
 
+// SimResult's parts of the agreement (agree_announce_s, ...), when they follow in their order.
+void set_agree_parts(SimResult& out, const std::vector<std::unique_ptr<Member>>& members,
+                     const std::set<int>& victims) {
+  const std::optional<Time> aborted = last_of(members, victims, &Member::aborted),
+                            announced = last_of(members, victims, &Member::announced),
+                            agreed = last_of(members, victims, &Member::agreed);
+  std::optional<Time> decided;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const std::optional<Time>& d = members[i]->decided;
+    if (victims.count(static_cast<int>(i)) == 0 && d && (!decided || *d > *decided)) decided = d;
+  }
+  if (!aborted || !announced || !decided || !agreed) return;
+  if (!(*aborted <= *announced && *announced <= *decided && *decided <= *agreed)) return;
+  out.agree_announce_s = seconds(*announced - *aborted);
+  out.agree_decide_s = seconds(*decided - *announced);
+  out.agree_take_s = seconds(*agreed - *decided);
+}
+
 // The invariants of one run; "ok" or the first violation.
 std::string check(const std::vector<std::unique_ptr<Member>>& members, int victim,
                   const SimStore& store, const std::map<std::string, int>& list_writes) {
@@ -271,6 +297,7 @@ SimResult simulate(const SimConfig& c) {
   out.recovery_store_ops = w.store.counts().ops - ops_at_fault;
   out.peak_store_queue = w.store.counts().peak_queue;
   set_phases(out, members, victims, fault_at);
+  set_agree_parts(out, members, victims);
   for (size_t i = 0; i < members.size(); ++i) {
     if (static_cast<int>(i) != victim && members[i]->agreed_list) {
       out.agreed_epoch = members[i]->agreed_list->epoch;

@@ -98,6 +98,11 @@ struct SimResult {
   double second_killed_at_s = -1;  // when, from the fault (-1: no second kill)
   // With the hierarchy: the first member's abort, from the fault (-1: none, or the flat protocol).
   double detected_at_s = -1;
+  // The flat protocol's agreement in three parts that add up to agree_s (control_plane_bench
+  // measures the same): from the last abort to the last member entering the epoch (about to
+  // announce itself), to the decider's list (before it publishes it), to the last member holding
+  // it. -1 with the hierarchy, or when they do not follow in that order (an epoch given up).
+  double agree_announce_s = -1, agree_decide_s = -1, agree_take_s = -1;
   // With the hierarchy, witnesses that a run met two rare interleavings (a test of one asserts
   // its run did): members of a domain no fault struck (so its list did not change) whose domain
   // re-formed while they awaited a full list already relayed to them: only the domain epoch

@@ -263,6 +263,11 @@ int main(int argc, char** argv) {
       line["abort_all_s"] = seconds_or_null(r.abort_all_s);
       line["agree_s"] = seconds_or_null(r.agree_s);
       line["form_s"] = seconds_or_null(r.form_s);
+      if (r.agree_announce_s >= 0) {
+        line["agree_parts"] = {{"announce_s", seconds_or_null(r.agree_announce_s)},
+                               {"decide_s", seconds_or_null(r.agree_decide_s)},
+                               {"take_s", seconds_or_null(r.agree_take_s)}};
+      }
       line["steady_store_ops_per_s"] = std::round(r.steady_store_ops_per_s);
       line["steady_store_ops_per_s_per_gpu"] = std::round(100 * r.steady_store_ops_per_s / n) / 100;
       line["steady_ops_by_kind"] = r.steady_ops_by_kind;
