@@ -194,9 +194,11 @@ TEST(MoeBlockTest, ForwardMatchesFloat64Reference) {
 // input (sqrt(2) x 3.2e-3), which adds its own: sqrt(3) x 3.2e-3 = 5.5e-3 of the output's RMS.
 // The expert weights' gradients come from the same roundings, through the backward's products,
 // which this estimate does not follow term by term. Measured: output 5.6e-3 (1.02 of the
-// estimate), gradient 4.0e-3 (0.73). Band: a factor 3 either way, set by the gradient's looser
-// derivation rather than by sampling (an RMS over 24 tokens x 16 outputs spreads by a few %);
-// experts left in float32 would read ~1e-7, 10^4 below it.
+// estimate), gradient 4.0e-3 (0.73). Bands, set by the derivations rather than by sampling (an
+// RMS over 24 tokens x 16 outputs spreads by a few %): the output's, derived term by term, a
+// factor 1.5 either way (room for the rounding model's assumptions: independent, uniform); the
+// gradient's, not derived term by term, a factor 3. Experts left in float32 would read ~1e-7,
+// 10^4 below either.
 TEST(MoeBlockTest, TheExpertsRunAtTheModelsDtypeAndTheRouterStaysFloat32) {
   const MoeConfig c = test_config(8, 2, 0);
   MoeBlock fp32 = make_block(c, MoeHolding::all(c));
@@ -235,8 +237,8 @@ TEST(MoeBlockTest, TheExpertsRunAtTheModelsDtypeAndTheRouterStaysFloat32) {
       "bf16 experts: output %.2e, expert 0's w1 gradient %.2e relative RMS from float32 "
       "(arithmetic: ~%.1e)\n",
       output, grad, expected);
-  EXPECT_GT(output, expected / 3);
-  EXPECT_LT(output, expected * 3);
+  EXPECT_GT(output, expected / 1.5);
+  EXPECT_LT(output, expected * 1.5);
   EXPECT_GT(grad, expected / 3);
   EXPECT_LT(grad, expected * 3);
 }
