@@ -79,6 +79,7 @@ void BenchMember::start() {
   const elastic::MemberList first = elastic::initial_list(all_ids(setup_.members), setup_.members);
   watch_->arm({group_, 0, id_, first.members, incarnations(first),
                [this](const std::string& why) { on_abort(why); }});
+  if (setup_.prepare_agreement) agreement_.prepare();  // before the thread that agrees exists
   thread_ = std::thread([this] { training_thread(); });
 }
 

@@ -38,6 +38,9 @@ struct MemberSetup {
   // or a batch per group (the code before).
   bool one_batch = true;
   std::chrono::milliseconds comm_timeout{30000};  // the trainer's --timeout-ms default
+  // The agreement's stream reader connected before the fault (elastic::Agreement::prepare, as
+  // the trainer does), or at its first read in the agreement.
+  bool prepare_agreement = true;
 };
 
 // Moments a member reached, in ns of steady_clock; 0 until reached.

@@ -14,11 +14,14 @@
 //
 //   build/bench/elastic/control_plane_bench --members 256,512,1024 [--port P]
 //       [--redis-server PATH] [--steady-s S] [--tp T] [--max-s S]
-//       [--formation one-batch|per-group|both]
+//       [--formation one-batch|per-group|both] [--agreement-reader prepared|lazy]
 //
 // --formation: the groups' links exchanged in the world's one batch (the default, what
 // build_job does: GlooOptions::planned_subgroups) or a batch per group (the code before); both
 // runs each N both ways, one after the other ("formation" in each line).
+// --agreement-reader: each member's agreement connects its stream reader before the fault
+// (prepared, the default: what the trainer does, elastic::Agreement::prepare) or at its first
+// read in the agreement (lazy: the code before), "agreement_reader" in each line.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -59,6 +62,9 @@ struct Options {
   // How the new groups' links are exchanged: in the world's one batch (what build_job does),
   // a batch per group (before), or both, one after the other for each N.
   std::vector<bool> one_batch{true};
+  // The agreement's stream reader connected before the fault (Agreement::prepare, what LiveRun
+  // does), or at the first agreement (the code before).
+  bool prepare_agreement = true;
 };
 
 constexpr const char* kProgram = "control_plane_bench";
@@ -107,10 +113,15 @@ Options parse(int argc, char** argv) {
           } else {
             bad("--formation '" + value + "': give one-batch, per-group or both");
           }
+        } else if (flag == "--agreement-reader") {
+          if (value != "prepared" && value != "lazy") {
+            bad("--agreement-reader '" + value + "': give prepared or lazy");
+          }
+          o.prepare_agreement = value == "prepared";
         } else {
           bad("unknown flag '" + flag +
               "': use --members N[,N...], --port, --redis-server, --steady-s, --tp, --max-s, "
-              "--formation");
+              "--formation, --agreement-reader");
         }
       });
   if (o.members.empty()) bad("no --members given: e.g. --members 256,512,1024");
@@ -235,7 +246,9 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
   }
   const long need = formation_descriptors(n, o.tp), have = descriptor_limit();
   line["formation"] = one_batch ? "one-batch" : "per-group";
-  ntp::bench::MemberSetup setup{n, o.tp, need < have, one_batch, std::chrono::milliseconds(30000)};
+  line["agreement_reader"] = o.prepare_agreement ? "prepared" : "lazy";
+  ntp::bench::MemberSetup setup{
+      n, o.tp, need < have, one_batch, std::chrono::milliseconds(30000), o.prepare_agreement};
   const std::string run_id = "cpbench" + std::to_string(n);
   auto open = [&] {
     ntp::Result<std::shared_ptr<ntp::comm::Store>> s = ntp::comm::open_store(server.spec(), run_id);

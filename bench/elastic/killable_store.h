@@ -64,6 +64,7 @@ class KillableStore final : public comm::Store {
       if (dead_) return gone();
       return reader_->read(cursors, block);
     }
+    Status prepare() override { return dead_ ? gone() : reader_->prepare(); }
     void wake() override { reader_->wake(); }
 
    private:

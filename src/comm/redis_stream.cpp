@@ -86,6 +86,14 @@ class RedisStreamReader final : public StreamReader {
     return events;
   }
 
+  // The connection a first read would open: TCP, PING, INFO for the server's run id (three round
+  // trips, and INFO's work in the server) done before any recovery needs the reader.
+  Status prepare() override {
+    SigpipeBlock no_sigpipe;
+    if (context_ == nullptr) return connect();
+    return ok_status();
+  }
+
   void wake() override {
     woken_.store(true);
     std::lock_guard lock(fd_mutex_);

@@ -47,6 +47,10 @@ class StreamReader {
                                                 std::chrono::milliseconds block) = 0;
   // Makes the read in progress, or the next one if none is, return at once. Any thread.
   virtual void wake() = 0;
+  // Sets up now what the first read would (a connection), so that a read on a recovery's path
+  // does not pay it; ok where there is nothing to set up. Not final: a read whose connection
+  // broke since connects again. The reading thread's, as read() is.
+  virtual Status prepare() { return ok_status(); }
 };
 
 // The portable implementation over any Store's set/get/add (FileStore, test stores): the stream's

@@ -79,6 +79,8 @@ Status Agreement::mark_done(const MemberList& list) {
   return driver_.run(machine_.mark_done(list), io_);
 }
 
+void Agreement::prepare() { (void)driver_.prepare_reader(); }
+
 void Agreement::report_failure(int epoch) {
   (void)driver_.run(machine_.report_failure(epoch), io_);
 }

@@ -103,6 +103,12 @@ class Agreement {
   Status mark_done(const MemberList& list);
   // This member's operation of `epoch` failed: every member of it learns so (best effort).
   void report_failure(int epoch);
+  // Connects the stream reader the agreement blocks on (the decider on the announcements, the
+  // waiters on the job's events) ahead of a re-formation, which would otherwise open that
+  // connection on its path: three round trips and the server's INFO per member, all members at
+  // once (docs/perf.md, the agreement's parts). Best effort: an agreement whose reader is not
+  // connected connects it. On the thread that runs agree().
+  void prepare();
 
  private:
   std::shared_ptr<comm::Store> store_;  // kept alive for the driver

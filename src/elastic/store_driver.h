@@ -34,6 +34,8 @@ class StoreDriver {
   // The reader that ReadStreams ops use (opened here if not yet): open it before another thread
   // may call its wake().
   comm::StreamReader& reader();
+  // The reader opened and connected (StreamReader::prepare), on the thread that runs the tasks.
+  Status prepare_reader() { return reader().prepare(); }
 
  private:
   comm::Store& store_;

@@ -80,8 +80,10 @@ LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, data::
   comm::observe_waits(&progress);  // this thread's waits on its peers are not stuck work
 }
 
-// From here on, a fault anywhere in the job aborts this worker's pending operations at once.
+// From here on, a fault anywhere in the job aborts this worker's pending operations at once, and
+// the re-formation that follows finds the agreement's stream connection already open.
 void LiveRun::watch_job(Job& j, const elastic::MemberList& list) {
+  agreement.prepare();
   watch.arm({group, j.epoch, ctx.slot_rank, list.members, incarnations(ctx.attempt, list),
              [&j, this](const std::string& reason) {
                events.log("step_failed", {{"by", "watch"}, {"reason", reason}});

@@ -76,6 +76,7 @@ class RedisServer {
   }
   pid_t pid() const { return pid_; }
   bool ready() const { return ready_; }
+  int port() const { return port_; }
   std::string spec(const std::string& password = "") const {
     return "redis://" + (password.empty() ? "" : ":" + password + "@") +
            "127.0.0.1:" + std::to_string(port_);

@@ -10,6 +10,8 @@
 #include <map>
 #include <thread>
 
+#include <hiredis.h>
+
 #include "comm/redis_store.h"
 #include "comm/store.h"
 #include "dependency.h"
@@ -198,6 +200,51 @@ TEST(RedisStoreStreamTest, GetManyStreamsAndBlocking) {
   check_streams(open);
   check_blocking(open);
   check_erase_streams(open);
+}
+
+// The server's count of connections it accepted (INFO stats), on a connection of its own (which
+// it counts too: each call adds one); -1 when it cannot be read.
+long connections_received(int port) {
+  redisContext* c = redisConnect("127.0.0.1", port);
+  if (c == nullptr || c->err != 0) {
+    if (c != nullptr) redisFree(c);
+    return -1;
+  }
+  auto* reply = static_cast<redisReply*>(redisCommand(c, "INFO stats"));
+  long count = -1;
+  if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
+    const std::string text(reply->str, reply->len);
+    const std::string field = "total_connections_received:";
+    if (const auto at = text.find(field); at != std::string::npos) {
+      count = std::stol(text.substr(at + field.size()));
+    }
+  }
+  if (reply != nullptr) freeReplyObject(reply);
+  redisFree(c);
+  return count;
+}
+
+// StreamReader::prepare opens the connection a first read would, so that the read (a recovery's,
+// elastic::Agreement::prepare) opens none: counted by the server, exactly one connection for the
+// prepare and none for the reads after it; a second prepare opens none either.
+TEST(RedisStoreStreamTest, APreparedReaderReadsOnTheConnectionItOpenedAhead) {
+  REQUIRE_REDIS();
+  RedisServer server;
+  ASSERT_TRUE(server.ready());
+  std::shared_ptr<Store> store = *open_store(server.spec(), "prepared");
+  ASSERT_TRUE(store->append("p", "e1").ok());  // the store's own connection is open from here
+  std::unique_ptr<StreamReader> reader = store->open_reader();
+  const long before = connections_received(server.port());
+  ASSERT_GE(before, 1);
+  ASSERT_TRUE(reader->prepare().ok());
+  ASSERT_TRUE(reader->prepare().ok());
+  // + 1 for the prepare, + 1 for this count's own connection.
+  EXPECT_EQ(connections_received(server.port()), before + 2);
+  std::vector<StreamCursor> cursors{{"p", ""}};
+  ASSERT_EQ(read_until(*reader, cursors, 1).size(), 1u);
+  ASSERT_TRUE(store->append("p", "e2").ok());
+  ASSERT_EQ(read_until(*reader, cursors, 1).size(), 1u);
+  EXPECT_EQ(connections_received(server.port()), before + 3);  // this count's only
 }
 
 // A reader whose server was killed says kUnavailable (it does not hang); once a server is back
