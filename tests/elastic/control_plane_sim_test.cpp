@@ -292,9 +292,11 @@ TEST(ControlPlaneHierarchyTest, ASecondKillCountedFromDetectionStrikesEveryFault
   // --fault mixed draws its second kill 0-20 ms after the fault's detection: counted from the
   // fault, a hang's second kill landed in the steady state, a second before its detection. The
   // kill comes exactly `after` past the first abort (virtual time in whole nanoseconds: 1e-9 s is
-  // one tick of it), and inside the recovery for a hang as for a kill. The
-  // detection itself: a kill's at the exit notice, a few 0.1 ms round trips; a hang's within the
-  // domain watch's bound, hang_detect plus two liveness periods (1 s + 2 x 250 ms).
+  // one tick of it), and inside the recovery for a hang as for a kill. The detection itself: a
+  // kill's at the exit notice, a few 0.1 ms round trips; a hang's when a watcher saw its beat
+  // still for hang_detect, counted from the look that first saw the last beat (up to one
+  // liveness period before the hang) and seen up to two periods late: 1 s - 250 ms to
+  // 1 s + 2 x 250 ms.
   for (Fault fault : {Fault::kKill, Fault::kHang, Fault::kLeaderKill, Fault::kLeaderHang}) {
     for (double after_ms : {0.0, 2.0}) {
       for (std::uint64_t seed = 1; seed <= 3; ++seed) {
@@ -307,7 +309,7 @@ TEST(ControlPlaneHierarchyTest, ASecondKillCountedFromDetectionStrikesEveryFault
                                   std::to_string(after_ms) + " ms seed " + std::to_string(seed);
         ASSERT_EQ(r.invariants, "ok") << where;
         if (is_hang(fault)) {
-          EXPECT_GE(r.detected_at_s, 1.0) << where;
+          EXPECT_GE(r.detected_at_s, 0.75) << where;
           EXPECT_LE(r.detected_at_s, 1.5) << where;
         } else {
           EXPECT_GE(r.detected_at_s, 0.0) << where;
