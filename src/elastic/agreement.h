@@ -57,8 +57,8 @@ std::string fail_key(const std::string& group, int epoch);
 // The job's event stream (comm/stream.h): "fail <T>" when epoch T failed, "list <T>" when T's
 // member list was published. Failure watches and the agreement's waiters block on it.
 std::string job_events(const std::string& group);
-// Epoch T failed: its key, then (for the first poster only) the event; a reader woken by the
-// event finds the key.
+// Epoch T failed, as a relayer posts it (post_failure, agreement_machine.h): its key, then (for
+// the first poster only) the event; a reader woken by the event finds the key.
 Status post_failure_notice(comm::Store& store, const std::string& group, int epoch);
 // The epoch of a "fail <T>" event; nullopt for any other event.
 std::optional<int> parse_failure_event(const std::string& event);

@@ -32,13 +32,13 @@ bool AgreementMachine::reported_gone(int id, const MemberList& last,
   return *notice == p_.incarnation(id, last);
 }
 
-Task<Status> post_failure(IoSlot& io, std::string group, int epoch) {
-  // Every member of a failed epoch may post: only the first one's event goes out, so that the
-  // stream holds one event per failed epoch, not one per member (readers read it whole).
+Task<Status> post_failure(IoSlot& io, std::string group, int epoch, FailurePoster poster) {
+  // Every member of a failed epoch may post: a relayer's event goes out only when it is the first
+  // (readers read the stream whole), a witness's always (agreement_machine.h).
   io::Op count = io::Add{fail_key(group, epoch), 1};
   io::Reply posters = co_await io.perform(std::move(count));
   if (!posters.status.ok()) co_return posters.status;
-  if (posters.number > 1) co_return ok_status();
+  if (posters.number > 1 && poster == FailurePoster::kRelay) co_return ok_status();
   io::Op event = io::Append{job_events(group), "fail " + std::to_string(epoch)};
   io::Reply appended = co_await io.perform(std::move(event));
   co_return appended.status;

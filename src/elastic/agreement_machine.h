@@ -45,9 +45,20 @@ struct AgreementParams {
   std::function<void(int epoch)> on_enter;
 };
 
-// Epoch `epoch` of the job `group` failed: its key, then (for the first poster only) the job's
-// event "fail <epoch>"; a reader woken by the event finds the key.
-Task<Status> post_failure(IoSlot& io, std::string group, int epoch);
+// Who posts an epoch's failure: a member that found the fault itself (its liveness watch saw a
+// neighbour still), or one that relays a failure it heard of or met (a failed step, a global
+// failure into its domain).
+enum class FailurePoster { kRelay, kWitness };
+
+// Epoch `epoch` of the job `group` failed: its key, then the job's event "fail <epoch>" (a reader
+// woken by the event finds the key). A relayer sends the event only as the key's first poster,
+// so that the stream holds about one event per failed epoch, not one per member. A witness
+// (a hang's one or two ring neighbours) sends it whatever its count: the first poster may have
+// been stopped or killed between its count and its event, and the members that heard of the
+// fault from no one else would wait for that process (found by control_plane_sim --fault mixed,
+// seed 881, a leader paused 5 s: the domain learnt nothing until it woke, and the job fenced it).
+Task<Status> post_failure(IoSlot& io, std::string group, int epoch,
+                          FailurePoster poster = FailurePoster::kRelay);
 
 class AgreementMachine {
  public:

@@ -89,8 +89,9 @@ void FailureWatch::liveness_thread() {
       // Fired before the notice goes out: this watch's abort names the hung neighbour, not the
       // notice that its own notice thread would read back.
       fire(e.generation, still_reason(*look.still, look.why));
-      (void)liveness_driver_.run(post_failure(liveness_io_, e.epoch.group, e.epoch.epoch),
-                                 liveness_io_);
+      (void)liveness_driver_.run(
+          post_failure(liveness_io_, e.epoch.group, e.epoch.epoch, FailurePoster::kWitness),
+          liveness_io_);
     }
     lock.lock();
     // Also after firing: a worker whose training thread is stuck never disarms.

@@ -93,7 +93,8 @@ void SimWatch::liveness_round() {
           };
           if (!look.still) return next();
           fire(generation, still_reason(*look.still, look.why));
-          drive(link_, live_io_, post_failure(live_io_, epoch_.group, epoch), live_,
+          drive(link_, live_io_,
+                post_failure(live_io_, epoch_.group, epoch, FailurePoster::kWitness), live_,
                 [next](Status) { next(); });
         });
 }
