@@ -89,9 +89,9 @@ class RedisStreamReader final : public StreamReader {
   // The connection a first read would open: TCP, PING, INFO for the server's run id (three round
   // trips, and INFO's work in the server) done before any recovery needs the reader.
   Status prepare() override {
+    if (context_ != nullptr) return ok_status();  // each re-formation asks: no syscall then
     SigpipeBlock no_sigpipe;
-    if (context_ == nullptr) return connect();
-    return ok_status();
+    return connect();
   }
 
   void wake() override {

@@ -211,19 +211,23 @@ TEST(ControlPlaneSimTest, AHangIsSeenWithinTheWatchsBoundAndAKillAtTheNotice) {
 }
 
 TEST(ControlPlaneSimTest, TheAgreementsThreePartsFollowInOrderAndAddUpToIt) {
-  // SimResult::agree_announce_s, _decide_s, _take_s (what control_plane_bench measures too): each
-  // takes time (an announcement, the decider's reads, the waiters' reads are store ops of 0.1 ms
-  // round trip at least), and they are consecutive spans of virtual time in whole nanoseconds, so
-  // their sum is agree_s to the rounding of the conversions to seconds in double and the two
-  // additions (a few 1e-18 s at these 1e-2 s magnitudes; 1e-15 bounds it).
+  // SimResult::agree_announce_s, _decide_s, _take_s (what control_plane_bench measures too). Each
+  // is at least the round trips (0.1 ms) its path cannot skip: the last member to abort enters the
+  // epoch only after its failure count, the walk's read and the target's read (3); the decider
+  // hears the last announcement half a round trip after it is sent and its reply takes the other
+  // half (1); the last waiter's read of the list reaches the store after the publication does and
+  // comes back (1). Measured 1.3-1.7, 0.7-1.4 and 1.5-2.7 ms: the rest is 32 members' ops queued
+  // in the store. The parts are consecutive spans of virtual time in whole nanoseconds, so their
+  // sum is agree_s to the rounding of three conversions to seconds and two additions in double:
+  // at most about 5 x 2e-19 s at these 1e-3 s magnitudes (measured: exactly 0 in all 10 runs).
   for (Fault fault : {Fault::kKill, Fault::kHang}) {
     for (std::uint64_t seed = 1; seed <= 5; ++seed) {
       const SimResult r = simulate(small(32, fault, seed));
       ASSERT_EQ(r.invariants, "ok") << "seed " << seed;
-      EXPECT_GE(r.agree_announce_s, 1e-4) << "seed " << seed;
+      EXPECT_GE(r.agree_announce_s, 3e-4) << "seed " << seed;
       EXPECT_GE(r.agree_decide_s, 1e-4) << "seed " << seed;
       EXPECT_GE(r.agree_take_s, 1e-4) << "seed " << seed;
-      EXPECT_NEAR(r.agree_announce_s + r.agree_decide_s + r.agree_take_s, r.agree_s, 1e-15)
+      EXPECT_NEAR(r.agree_announce_s + r.agree_decide_s + r.agree_take_s, r.agree_s, 1e-17)
           << "seed " << seed;
     }
   }
@@ -294,11 +298,11 @@ TEST(ControlPlaneHierarchyTest, ASecondKillAtAnyMomentOfTheRecoveryKeepsTheInvar
   // leaders' round, the composition, the formation) or after it (a second recovery); in the
   // first fault's domain (after a leader's fault: the slot taking over) or the next one. Every
   // survivor ends on one full list without either victim. A kill's recovery runs in its first
-  // ~10 ms at 8 domains of 8; a hang's only after its detection (1 s plus up to two beat
-  // periods), so its delays are 1 s later (its 0-40 ms all landed in the steady state before
-  // this was asserted). That the second victim was killed in each phase is asserted, per fault
-  // (SimResult::second_killed_in), so a change of the model's timing cannot move the sweep off
-  // the recovery unseen.
+  // ~10 ms at 8 domains of 8; a hang's only after its detection (0.75-1.5 s after it: hang_detect
+  // from the last beat seen move), so its delays are 1 s later (its 0-40 ms all landed in the
+  // steady state before this was asserted). That the second victim was killed in each phase is
+  // asserted, per fault (SimResult::second_killed_in), so a change of the model's timing cannot
+  // move the sweep off the recovery unseen.
   const std::vector<double> after_kill_ms = {0, 0.7, 1.3, 1.9, 2.6, 3.5, 6, 11, 40, 1050, 1300};
   const std::vector<double> after_hang_ms = {1000, 1002, 1003, 1004, 1005, 1006,
                                              1008, 1011, 1020, 1050, 1300};
@@ -367,7 +371,7 @@ TEST(ControlPlaneHierarchyTest, ALeaderPausedAtAnyMomentOfTheRecoveryAndWokenKee
   // and after. What reaches it waits until it is continued (SIGCONT), then it carries out what it
   // was doing: the case the Promela model (models/hierarchy) found gaps in, here on the
   // protocol's own machines. A kill is heard at its exit notice, so its recovery runs in the
-  // first ms; a hang is heard after the beat's detection (1 s plus up to two periods), so its
+  // first ms; a hang is heard after the beat's detection (0.75-1.5 s after it), so its
   // moments are 1 s later. That each phase was hit is asserted (SimResult::paused_in), so a
   // change of the model's timing cannot move the sweep off the recovery unseen.
   //   0.9 s: shorter than the beat's hang detection (1 s), so no watcher can take it as hung: it
@@ -412,7 +416,8 @@ TEST(ControlPlaneHierarchyTest, APausedFirstPosterDoesNotHoldItsDomain) {
   // stop) and post the failure too; when only a first poster's event went out, the rest of domain
   // 65 heard of nothing until the leader woke (abort at 6.006 s), and the leaders had agreed the
   // job without domain 65 by then: 7 healthy GPUs fenced. Witnesses now send the event
-  // (FailurePoster::kWitness): every abort by 1.006 + 1.5 s plus a few ms of the domain's ops.
+  // (FailurePoster::kWitness): every abort by 1.006 + 1.5 s plus a few ms of the domain's ops
+  // (measured 2.003 s).
   SimConfig c = domains_of_8(Fault::kLeaderHang, 881);
   c.gpus = 1024;
   c.second_kill_after = std::chrono::microseconds(1232);
