@@ -9,6 +9,7 @@
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "comm/exit_notice.h"
+#include "comm/wait_observer.h"
 #include "launch/identity.h"
 #include "launch/stall.h"
 #include "launch/step_report.h"
@@ -110,9 +111,14 @@ Result<train::WorkerContext> worker_context(train::TrainConfig& config,
   comm::Store* store = ctx.store.get();
   const int rank = id.rank;
   // The step report first, so that `ntp launch` sees the step at which an injected stall blocks
-  // this thread (launch/stall.h).
+  // this thread (launch/stall.h). It is a wait on the store, not this worker's own progress: with
+  // the file store a write is a rename, which a busy disk held for 672 ms in CI, and a worker
+  // whose training thread stood still that long in a step was taken as hung.
   ctx.on_step = [store, rank, report = launch::steps_wanted()](int64_t step) {
-    if (report) (void)launch::report_step(*store, rank, step);
+    if (report) {
+      const comm::ScopedWait on_the_store;
+      (void)launch::report_step(*store, rank, step);
+    }
     launch::stall_if_asked(step);
   };
   ctx.compute_factor = [](int64_t step) { return launch::throttle_factor(step); };
@@ -359,8 +365,16 @@ void add_train_command(CLI::App& app, int& exit_code) {
                 "changes move, the replica's batch share follows its pace (--batch-policy), and "
                 "the layout goes back to equal shares once it recovers (a rebalanced line in "
                 "metrics.jsonl). Noise does not move units: a rank must be off by 5 standard "
-                "errors over an 8-step window and the move must gain 10% three times in a row "
-                "(docs/recovery.md). --no-rebalance turns it, and --drop-below, off")
+                "errors over an 8-step window, the move must gain 10% three times in a row, and "
+                "what it would have saved must reach what a re-formation costs "
+                "(--rebalance-cost-s; docs/recovery.md). --no-rebalance turns it, and "
+                "--drop-below, off")
+      ->group(ckpt);
+  cmd->add_option("--rebalance-cost-s", c.rebalance_cost_s,
+                  "Seconds a re-formation costs this job: a move onto weighted shares (or back) "
+                  "waits until the step time it would have saved adds up to this; < 0: measured "
+                  "(the last re-formation, the first job's build before any)")
+      ->capture_default_str()
       ->group(ckpt);
   cmd->add_option("--drop-below", c.drop_below,
                   "A rank measured slowed whose speed stays below this fraction of the job's "

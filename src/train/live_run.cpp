@@ -150,7 +150,7 @@ Result<LiveRun::StepBoundary> LiveRun::step_boundary() {
       for (size_t d = 0; d < proposal->speeds.size(); ++d) {
         for (size_t l = 0; l < tp; ++l) words[mode + 1 + d * tp + l] = proposal->speeds[d][l];
       }
-      rebalance_raw_speeds = proposal->raw_speeds;
+      rebalance_carried_out = *proposal;
       proposal.reset();
     }
   }
@@ -179,11 +179,14 @@ Status LiveRun::start_rebalancer(bool same_members) {
     rebalancer.reset();
     return ok_status();
   }
+  const double cost = c.rebalance_cost_s >= 0.0 ? c.rebalance_cost_s : reform_cost_s;
   if (rebalancer && same_members) {
     rebalancer->relayout(job->layout, job->batches);
+    rebalancer->set_reform_cost(cost);
     return ok_status();
   }
   SpeedEstimatorOptions options;
+  options.reform_cost_s = cost;
   options.share_by_pace = c.batch_policy != BatchPolicy::kKeep;
   if (c.drops_slow_ranks()) options.drop_below = c.drop_below;
   NTP_ASSIGN_OR_RETURN(Rebalancer fresh, Rebalancer::create(job->layout, job->batches, options,
@@ -240,7 +243,11 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
   last = elastic::initial_list(slot_ranks(layout), c.world_slots());
   job = std::make_unique<Job>();
   watch_job(*job, last);
+  const Clock::time_point build_start = Clock::now();
   NTP_RETURN_IF_ERROR(build_job(*job, c, ctx, std::move(layout), slot, 0, InitialState::kDrawn));
+  // A re-formation rebuilds the same and reshards what moves: until one is measured, what a
+  // rebalance costs is taken as this build's time.
+  reform_cost_s = seconds_since(build_start);
   std::string resume_dir = c.resume;
   if (resume_dir == "auto") {
     resume_dir = checkpoint::latest_step_dir(c.save_dir).ok() ? c.save_dir : "";

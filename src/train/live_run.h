@@ -172,10 +172,13 @@ struct LiveRun {
   int64_t first_step = 0, last_step = 0;
   int64_t committed = 0;  // steps whose update this worker has applied
   // The leader's measured speeds (--rebalance), its proposal for the next step boundary, and the
-  // raw speeds of the one being carried out (for its metrics line).
+  // one being carried out (for its metrics line).
   std::optional<Rebalancer> rebalancer;
   std::optional<RebalanceTarget> proposal;
-  std::vector<double> rebalance_raw_speeds;
+  RebalanceTarget rebalance_carried_out;
+  // What a re-formation costs this job, as the leader last measured one (the first job's build
+  // until a re-formation happened): a rebalance must first save that much (speed_estimator.h).
+  double reform_cost_s = 0.0;
   // A MoE model's routed tokens per expert as this replica saw them, each step's added to the
   // sum so far decayed by kExpertLoadDecay (a load over about the last 10 steps). A decider
   // publishes them with its list; every member places a reduced replica's experts by the loads

@@ -52,6 +52,8 @@ Result<std::optional<RebalanceTarget>> Rebalancer::observe(
   NTP_ASSIGN_OR_RETURN(SpeedVerdict verdict, estimator_.observe(compute_seconds, work_));
   RebalanceTarget target;
   target.raw_speeds = verdict.raw_speeds;
+  target.saved_s = verdict.saved_seconds;
+  target.reform_cost_s = estimator_.reform_cost();
   if (drop_too_slow_ && !verdict.too_slow.empty()) {
     for (int r : verdict.too_slow) {
       const shard::SlotRef s = slots_[static_cast<size_t>(r)];

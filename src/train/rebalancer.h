@@ -29,6 +29,10 @@ struct RebalanceTarget {
   std::vector<std::vector<double>> speeds;
   std::vector<double> raw_speeds;
   std::vector<int> drop;
+  // What the move would have saved in the evaluations before it (SpeedVerdict::saved_seconds)
+  // and the re-formation cost it had to reach (SpeedEstimatorOptions::reform_cost_s).
+  double saved_s = 0.0;
+  double reform_cost_s = 0.0;
 };
 
 class Rebalancer {
@@ -41,6 +45,10 @@ class Rebalancer {
                                    SpeedEstimatorOptions options = {}, bool drop_too_slow = false);
   // The same members re-formed with a new weighted layout: their work changes, not their history.
   void relayout(const shard::ClusterLayout& layout, const std::vector<ReplicaBatch>& batches);
+
+  // What a re-formation costs the job now (SpeedEstimatorOptions::reform_cost_s).
+  void set_reform_cost(double seconds) { estimator_.set_reform_cost(seconds); }
+  double reform_cost() const { return estimator_.reform_cost(); }
 
   // One step: compute_seconds[world rank]. A target when the job should re-form.
   Result<std::optional<RebalanceTarget>> observe(const std::vector<double>& compute_seconds);

@@ -295,6 +295,7 @@ Status LiveRun::report_reformed(const elastic::MemberList& list, const MovedStat
                                 const shard::ClusterLayout& before, bool same_members,
                                 Clock::time_point t0, RecoveryEvent& event) {
   event.total_s = seconds_since(t0);
+  reform_cost_s = event.total_s;
   event.reshard_bytes = state.totals.bytes;
   event.reshard_busiest_rank_bytes = state.totals.busiest_rank_bytes;
   event.reshard_s = state.totals.slowest_s;
@@ -307,11 +308,11 @@ Status LiveRun::report_reformed(const elastic::MemberList& list, const MovedStat
   if (job->role.world_rank != 0) report.reset();  // one leader writes the metrics
   NTP_RETURN_IF_ERROR(open_report(true));
   if (report && event.cause == "rebalance") {
-    report->rebalanced(event, before, job->layout, job->batches, rebalance_raw_speeds);
+    report->rebalanced(event, before, job->layout, job->batches, rebalance_carried_out);
   } else if (report) {
     report->recovery(event, job->layout, job->batches);
   }
-  rebalance_raw_speeds.clear();
+  rebalance_carried_out = RebalanceTarget{};
   if (boost && report) apply_power(job->paces, job->layout, power_control, report);
   return start_rebalancer(same_members);
 }

@@ -125,6 +125,10 @@ Status validate_speed_estimator_options(const SpeedEstimatorOptions& o) {
     return invalid_argument("speed significance " + std::to_string(o.significance) +
                             " must be a positive number of standard errors, e.g. 5");
   }
+  if (!(std::isfinite(o.reform_cost_s) && o.reform_cost_s >= 0.0)) {
+    return invalid_argument("speed reform_cost_s " + std::to_string(o.reform_cost_s) +
+                            " must be a finite number of seconds >= 0, e.g. 0.5");
+  }
   return ok_status();
 }
 
@@ -141,6 +145,10 @@ SpeedEstimator::SpeedEstimator(std::vector<int> replica_of_rank, SpeedEstimatorO
   slowed_.assign(replica_of_rank_.size(), false);
   below_.assign(replica_of_rank_.size(), 0);
   adopted_.assign(replica_of_rank_.size(), 1.0);
+}
+
+void SpeedEstimator::set_reform_cost(double seconds) {
+  if (std::isfinite(seconds) && seconds >= 0.0) options_.reform_cost_s = seconds;
 }
 
 Result<SpeedEstimator> SpeedEstimator::create(std::vector<int> replica_of_rank,
@@ -305,18 +313,31 @@ Result<SpeedVerdict> SpeedEstimator::observe(std::span<const double> compute_sec
       }
     }
   }
+  // What the candidate would save a step: the weighted split's time, or the equal one's, against
+  // the weights in use (never negative: staying put costs nothing then).
+  double saving = 0.0;
+  if (candidate != SpeedProposal::kNone) {
+    const double proposed =
+        candidate == SpeedProposal::kRebalance ? verdict.weighted_seconds : verdict.equal_seconds;
+    saving = std::max(0.0, verdict.current_seconds - proposed);
+  }
   if (candidate == SpeedProposal::kNone || candidate != candidate_) {
     streak_ = candidate == SpeedProposal::kNone ? 0 : 1;
+    saved_ = saving;
   } else {
     ++streak_;
+    saved_ += saving;
   }
   candidate_ = candidate;
-  if (candidate_ != SpeedProposal::kNone && streak_ >= options_.consecutive) {
+  verdict.saved_seconds = saved_;
+  if (candidate_ != SpeedProposal::kNone && streak_ >= options_.consecutive &&
+      saved_ >= options_.reform_cost_s) {
     verdict.proposal = candidate_;
     weighted_ = candidate_ == SpeedProposal::kRebalance;
     adopted_ = weighted_ ? verdict.speeds : equal;
     candidate_ = SpeedProposal::kNone;
     streak_ = 0;
+    saved_ = 0.0;
   }
   return verdict;
 }

@@ -40,7 +40,12 @@
 // than `threshold`; with weighted layouts, going back to equal weights is proposed once the equal
 // split is within `threshold` of the weighted one, and a re-weighting once the adopted weights are
 // beaten by more than `threshold` and some rank moved significantly from its adopted speed. Each
-// needs `consecutive` evaluations in a row. A proposal is taken as applied from the next step on.
+// needs `consecutive` evaluations in a row, and the re-formation must have paid for itself in
+// hindsight (ski rental): the predicted step seconds the proposal would have saved, summed over
+// the evaluations in a row, must reach `reform_cost_s`, what a re-formation costs the job. A
+// slowdown that ends before then (a loaded host's scheduler favouring some workers for a dozen
+// steps) moves nothing, and one that lasts costs at most the re-formation twice over before it
+// is answered. A proposal is taken as applied from the next step on.
 // A slowed rank whose raw speed stays below `drop_below` for `consecutive` steps is reported too
 // slow, to be treated as failed. Membership changes need a new estimator.
 #pragma once
@@ -63,6 +68,8 @@ struct SpeedEstimatorOptions {
   // The batch policy gives each replica a share in proportion to its pace (scale, boost): then
   // a layout's predicted time spreads the whole job's work by weight, not each replica's alone.
   bool share_by_pace = false;
+  // Seconds a re-formation costs the job (agreement, rebuild, reshard), >= 0; 0: no such wait.
+  double reform_cost_s = 0.0;
 };
 
 // kInvalidArgument naming the bad option, its value and the accepted range.
@@ -89,6 +96,9 @@ struct SpeedVerdict {
   double current_seconds = 0.0;
   double weighted_seconds = 0.0;
   double equal_seconds = 0.0;
+  // Predicted step seconds the candidate proposal would have saved, summed over its evaluations
+  // in a row (0 without a candidate); a proposal needs SpeedEstimatorOptions::reform_cost_s.
+  double saved_seconds = 0.0;
 };
 
 class SpeedEstimator {
@@ -104,6 +114,9 @@ class SpeedEstimator {
 
   // The weights now in use: all 1.0 unless a rebalance was proposed (and not undone since).
   const std::vector<double>& adopted_speeds() const { return adopted_; }
+  // What a re-formation costs now (>= 0, finite; else ignored): a job measures its own.
+  void set_reform_cost(double seconds);
+  double reform_cost() const { return options_.reform_cost_s; }
   bool weighted() const { return weighted_; }
 
  private:
@@ -129,6 +142,7 @@ class SpeedEstimator {
   bool weighted_ = false;
   SpeedProposal candidate_ = SpeedProposal::kNone;
   int streak_ = 0;
+  double saved_ = 0.0;  // the candidate's predicted saving over its streak
 };
 
 }  // namespace ntp::train

@@ -1,6 +1,7 @@
 #include "train/train_config.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/named_values.h"
 #include "data/byte_tokenizer.h"
@@ -98,6 +99,10 @@ Status validate_train_config(TrainConfig& c) {
     return invalid_argument("--drop-below " + std::to_string(c.drop_below) +
                             " must be in (0, 1): the fraction of the job's median speed below "
                             "which a slowed rank is treated as failed; 0: never");
+  }
+  if (!std::isfinite(c.rebalance_cost_s)) {
+    return invalid_argument("--rebalance-cost-s " + std::to_string(c.rebalance_cost_s) +
+                            " must be a number of seconds (>= 0), or < 0 to measure it");
   }
   if (!(c.power_limit >= 1.0 && c.power_limit <= 2.0)) {
     return invalid_argument("--power-limit " + std::to_string(c.power_limit) +

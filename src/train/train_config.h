@@ -86,6 +86,10 @@ struct TrainConfig {
   // (the speeds are measured there).
   double drop_below = 0.3;
   bool drops_slow_ranks() const { return rebalance && drop_below > 0.0; }
+  // With rebalance: the seconds a re-formation costs the job, which a move must save before it is
+  // proposed (train/speed_estimator.h, ski rental); < 0: measured (the leader's last re-formation,
+  // the first job's build until then).
+  double rebalance_cost_s = -1.0;
 
   // Benchmarks on a host with fewer cores than workers: > 0 makes every micro-batch also take
   // the time a device of this many GFLOP/s would (train/replica_pace.h's work model: 6 FLOPs per

@@ -293,8 +293,7 @@ nlohmann::json unit_counts(const shard::ReplicaLayout& r, const shard::ClusterSp
 
 void TrainReport::rebalanced(const RecoveryEvent& e, const shard::ClusterLayout& before,
                              const shard::ClusterLayout& after,
-                             const std::vector<ReplicaBatch>& batches,
-                             const std::vector<double>& raw_speeds) {
+                             const std::vector<ReplicaBatch>& batches, const RebalanceTarget& why) {
   set_layout(after, batches);
   ++reconfigurations_;
   lost_reconfigure_s_ += e.total_s;
@@ -324,7 +323,9 @@ void TrainReport::rebalanced(const RecoveryEvent& e, const shard::ClusterLayout&
                        {"epoch", e.epoch},
                        {"step", e.step},
                        {"weighted", !after.spec.speeds.empty()},
-                       {"raw_speeds", raw_speeds},
+                       {"raw_speeds", why.raw_speeds},
+                       {"saved_s", why.saved_s},
+                       {"reform_cost_s", why.reform_cost_s},
                        {"replicas", replicas},
                        {"agree_s", e.agree_s},
                        {"rebuild_s", e.rebuild_s},

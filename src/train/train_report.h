@@ -19,6 +19,7 @@
 #include "power/boost_planner.h"
 #include "shard/cluster_layout.h"
 #include "train/batch_split.h"
+#include "train/rebalancer.h"
 #include "train/train_config.h"
 
 namespace ntp::train {
@@ -83,10 +84,11 @@ class TrainReport {
                 const std::vector<ReplicaBatch>& batches);
   // A re-formation with the same members onto speed-weighted shares (`event.cause` "rebalance"):
   // the slots' speeds and every replica's units before and after; switches to `after`.
-  // `raw_speeds`: per world rank as measured (empty when unknown).
+  // `why`: the leader's proposal (its raw speeds per world rank, empty when unknown, and what
+  // the move saved against the re-formation cost it had to reach).
   void rebalanced(const RecoveryEvent& event, const shard::ClusterLayout& before,
                   const shard::ClusterLayout& after, const std::vector<ReplicaBatch>& batches,
-                  const std::vector<double>& raw_speeds);
+                  const RebalanceTarget& why);
   void checkpoint(int64_t step, const std::string& dir, double blocked_s);
   // The summary line and goodput: wall time, time in committed steps, time lost per cause.
   void finish(int64_t steps, double loss, double eval_loss, double tokens_per_s, double wall_s);

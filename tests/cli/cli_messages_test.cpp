@@ -57,14 +57,15 @@ TEST(CliMessages, ZeroWorkersPerNodeSaysAtLeastOne) {
 }
 
 // The batch flags of `ntp train` (checked before any worker starts; nothing is written).
-TEST(CliMessages, BadBatchPolicyPowerLimitDeviceRateAndDropBelowNameTheValue) {
+TEST(CliMessages, BadBatchPolicyPowerLimitDeviceRateDropBelowAndCostNameTheValue) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--batch-policy", "fair"}, "--batch-policy 'fair' is unknown; use keep, scale or boost"},
       {{"--power-limit", "3"}, "--power-limit 3.000000 must be in [1, 2]"},
       {{"--power-limit", "0.5"}, "--power-limit 0.500000 must be in [1, 2]"},
       {{"--emulate-device-gflops", "-1"}, "--emulate-device-gflops -1.000000 must be >= 0"},
       {{"--rebalance", "--drop-below", "1"}, "--drop-below 1.000000 must be in (0, 1)"},
-      {{"--drop-below", "-0.2"}, "--drop-below -0.200000 must be in (0, 1)"}};
+      {{"--drop-below", "-0.2"}, "--drop-below -0.200000 must be in (0, 1)"},
+      {{"--rebalance-cost-s", "inf"}, "--rebalance-cost-s inf must be a number of seconds"}};
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> args = {"train", "--out", "/nonexistent/ntp-cli-test"};
     args.insert(args.end(), flags.begin(), flags.end());

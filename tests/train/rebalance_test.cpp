@@ -27,7 +27,7 @@ int64_t sum(const std::vector<int64_t>& v) {
 const std::vector<std::string> kModel = {"--layers",  "2",  "--heads",    "8", "--width", "128",
                                          "--context", "64", "--ffn-unit", "16"};
 
-// Rank 5 (slot 1:1) computes at 0.25 of its speed from step 3 to step 40 of 80, on an emulated
+// Rank 5 (slot 1:1) computes at 0.25 of its speed from step 3 to step 30 of 100, on an emulated
 // device (--emulate-device-gflops 0.05: a micro-batch of 2 samples sleeps ~30 ms in proportion to
 // the units the rank holds, against ~1 ms of real compute a step, and `throttle:` stretches both;
 // its communication keeps its pace, as a throttled GPU's links do). On an emulated device the
@@ -37,18 +37,24 @@ const std::vector<std::string> kModel = {"--layers",  "2",  "--heads",    "8", "
 // after the throttle ended (0.5, so that the way back took two moves or more). The estimator needs
 // a window of 8 steps and 3 evaluations in a row before it proposes anything (and the move takes
 // effect at the step boundary after the next step): ~12 steps from a change of speed to the move.
+// Each move also waits until what it would have saved reaches what a re-formation costs (ski
+// rental, speed_estimator.h), here fixed at 0.05 s (--rebalance-cost-s): the way back saves ~2.5
+// ms a step, so measured costs (0.06-0.15 s on this host from run to run) would move it by
+// dozens of steps. At once for the move onto weighted shares (~0.19 s a step saved), ~20
+// evaluations for the way back: back at step ~55 of 100. The measured cost is the next test's.
 TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
   // --drop-below 0: at 0.25 the rank is under the default bound (0.3) and would be dropped; this
   // test is about keeping it with fewer units (dropping: ARankBelowDropBelowIs... below).
-  const std::vector<std::string> flags = {"--rebalance", "--drop-below", "0",
-                                          "--emulate-device-gflops", "0.05"};
-  constexpr int kSteps = 80;
+  const std::vector<std::string> flags = {
+      "--rebalance", "--drop-below",       "0",   "--emulate-device-gflops",
+      "0.05",        "--rebalance-cost-s", "0.05"};
+  constexpr int kSteps = 100;
   const JobRun clean = train("rebalance-clean", kSteps, {}, {}, flags);
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
   EXPECT_TRUE(lines_of(clean, "rebalanced").empty()) << clean.log;
 
   const JobRun run = train("rebalance-throttled", kSteps,
-                           {"throttle:rank=5,factor=0.25,at=3,until=40"}, {}, flags);
+                           {"throttle:rank=5,factor=0.25,at=3,until=30"}, {}, flags);
   ASSERT_EQ(run.exit_code, 0) << run.log;
   // Weighted layouts change only how units are split, i.e. the order of float32 additions.
   expect_same_trajectory(run, clean, kSteps, kDegradedTolerance);
@@ -77,7 +83,7 @@ TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
   const nlohmann::json& weighted = rebalanced[0];
   EXPECT_TRUE(weighted["weighted"].get<bool>()) << weighted.dump();
   EXPECT_GT(weighted["reshard_bytes"].get<int64_t>(), 0) << weighted.dump();
-  EXPECT_LE(weighted["step"].get<int64_t>(), 40) << weighted.dump();  // while it was slow
+  EXPECT_LE(weighted["step"].get<int64_t>(), 30) << weighted.dump();  // while it was slow
   // Replica 1's slot 1 is slow: its rank holds no more units in any space and fewer in all (the
   // 2 heads per rank may stay), the replica's total is unchanged, and the others stay as they
   // were. Its measured speed is the throttle's 0.25: the median of 8 relative rates keeps the
@@ -109,17 +115,25 @@ TEST(RebalanceTest, AThrottledRankOwnsFewerUnitsUntilItRecovers) {
   }
   const nlohmann::json& equal = rebalanced.back();
   EXPECT_FALSE(equal["weighted"].get<bool>()) << equal.dump();
-  EXPECT_GE(equal["step"].get<int64_t>(), 40) << equal.dump();  // after the throttle ended
+  EXPECT_GE(equal["step"].get<int64_t>(), 30) << equal.dump();  // after the throttle ended
+  // Each move paid for the re-formation cost given.
+  for (const nlohmann::json& r : rebalanced) {
+    EXPECT_EQ(r["reform_cost_s"].get<double>(), 0.05) << r.dump();
+    EXPECT_GE(r["saved_s"].get<double>(), 0.05) << r.dump();
+  }
   for (const nlohmann::json& replica : equal["replicas"]) {
     const auto domain = static_cast<size_t>(replica["domain"].get<int>());
     EXPECT_EQ(replica["units_after"], weighted["replicas"][domain]["units_before"])
         << "equal shares again: the units of before the first rebalance";
   }
-  std::printf("rebalanced at step %lld (%.2f s, %lld bytes), equal again at step %lld\n",
-              static_cast<long long>(weighted["step"].get<int64_t>()),
-              weighted["total_s"].get<double>(),
-              static_cast<long long>(weighted["reshard_bytes"].get<int64_t>()),
-              static_cast<long long>(equal["step"].get<int64_t>()));
+  std::printf(
+      "rebalanced at step %lld (%.2f s, %lld bytes; saved %.3f s against %.3f), equal again at "
+      "step %lld (saved %.3f s against %.3f)\n",
+      static_cast<long long>(weighted["step"].get<int64_t>()), weighted["total_s"].get<double>(),
+      static_cast<long long>(weighted["reshard_bytes"].get<int64_t>()),
+      weighted["saved_s"].get<double>(), weighted["reform_cost_s"].get<double>(),
+      static_cast<long long>(equal["step"].get<int64_t>()), equal["saved_s"].get<double>(),
+      equal["reform_cost_s"].get<double>());
 }
 
 // With the batch policy scale a replica's share follows its pace: rank 5 at 0.5 of its speed from
@@ -141,6 +155,11 @@ TEST(RebalanceTest, UnderBatchPolicyScaleTheSlowReplicaAlsoTakesFewerSamples) {
   const std::vector<nlohmann::json> rebalanced = lines_of(run, "rebalanced");
   ASSERT_EQ(rebalanced.size(), 1u) << run.log;  // slow from step 3 to the end: one move, no more
   const int64_t at = rebalanced[0]["step"].get<int64_t>();
+  // The move waited for a measured re-formation cost (the first job's build: never free) and saved
+  // at least that (ski rental, speed_estimator.h).
+  EXPECT_GT(rebalanced[0]["reform_cost_s"].get<double>(), 0.0) << rebalanced[0].dump();
+  EXPECT_GE(rebalanced[0]["saved_s"].get<double>(), rebalanced[0]["reform_cost_s"].get<double>())
+      << rebalanced[0].dump();
   // The measured speed: the throttle stretches the whole micro-batch (real and emulated compute)
   // to 1 / 0.5; the median of 8 steps' relative rates keeps the others' jitter (a few percent,
   // from the real compute and the scheduler's wake-up) well inside 0.1.

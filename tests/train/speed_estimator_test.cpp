@@ -125,6 +125,44 @@ TEST(SpeedEstimator, AStepToHalfSpeedIsProposedWithinWindowPlusKAndRecoveryEqual
   }
 }
 
+// Ski rental: a move waits until what it would have saved pays for the re-formation. Jitter free,
+// so every figure follows by hand: rank 3 at 0.5 takes 20 s where its peers take 10; weighted,
+// its replica's 80 units of work over weights 7.5 take 10.67 s, a saving of 9.33 s an evaluation.
+// A re-formation of 85 s then needs 10 evaluations in a row (84 s after 9), not K = 3. A slowdown
+// of 8 steps gives 7 evaluations (the window median stays 0.5 while 5 of its 8 steps are slow):
+// 65 s, which moves units at a cost of 0 and not at 85. Back at full speed, the weighted layout
+// loses 0.67 s a step (10.67 against 10), and going back waits until that adds up to 85 s too.
+TEST(SpeedEstimator, AMoveWaitsUntilTheTimeItWouldHaveSavedPaysForTheReformation) {
+  auto slow_between = [](int from, int to) {
+    return [from, to](int step) { return step >= from && step < to ? 0.5 : 1.0; };
+  };
+  SpeedEstimatorOptions free_moves, costly_moves;
+  costly_moves.reform_cost_s = 85.0;
+  const auto free_run = run_job(free_moves, 0.0, 600, slow_between(200, 400));
+  const auto costly_run = run_job(costly_moves, 0.0, 600, slow_between(200, 400));
+  ASSERT_EQ(free_run.size(), 2u);
+  ASSERT_EQ(costly_run.size(), 2u);
+  EXPECT_EQ(costly_run[0].verdict.proposal, SpeedProposal::kRebalance);
+  EXPECT_EQ(costly_run[0].step - free_run[0].step, 10 - 3);
+  // Proposed at the first evaluation whose running sum reached the cost: less one evaluation's
+  // saving, it had not.
+  for (const Proposal& p : costly_run) {
+    const double per_evaluation =
+        p.verdict.current_seconds - (p.verdict.proposal == SpeedProposal::kRebalance
+                                         ? p.verdict.weighted_seconds
+                                         : p.verdict.equal_seconds);
+    EXPECT_GE(p.verdict.saved_seconds, 85.0);
+    EXPECT_LT(p.verdict.saved_seconds - per_evaluation, 85.0);
+  }
+  EXPECT_NEAR(costly_run[0].verdict.saved_seconds, 10 * (20.0 - 80.0 / 7.5), 1e-9);
+  EXPECT_EQ(costly_run[1].verdict.proposal, SpeedProposal::kEqualize);
+  // 85 / 0.667 = 127.5: 128 evaluations where a free move took 3.
+  EXPECT_EQ(costly_run[1].step - free_run[1].step, 128 - 3);
+
+  EXPECT_EQ(run_job(free_moves, 0.0, 600, slow_between(200, 208)).size(), 2u);
+  EXPECT_TRUE(run_job(costly_moves, 0.0, 600, slow_between(200, 208)).empty());
+}
+
 TEST(SpeedEstimator, UnderTwentyPercentNoiseAHalfSpeedRankIsStillFoundAndKept) {
   // At 20% jitter the window median's standard error is ~9%, close to the 5 x se a rank must be
   // off to count as slowed: detection takes longer than W + K (at most 29 steps over 200 seeds of
@@ -214,6 +252,8 @@ TEST(SpeedEstimator, BadParametersAndInputsAreRejected) {
   bad_options({.drop_below = 0.0}, "speed drop_below");
   bad_options({.drop_below = 1.5}, "speed drop_below");
   bad_options({.significance = -1.0}, "speed significance");
+  bad_options({.reform_cost_s = -1.0}, "speed reform_cost_s");
+  bad_options({.reform_cost_s = nan}, "speed reform_cost_s");
   EXPECT_FALSE(SpeedEstimator::create({}).ok());
   EXPECT_FALSE(SpeedEstimator::create({0, -1}).ok());
 
