@@ -1,7 +1,7 @@
 // What the collection of finished epochs (elastic/agreement.h, "Collection") costs the decider
 // of an epoch on its re-formation path, against a real redis-server that the bench starts and
 // stops: the epochs below are filled as an agreement of N members leaves them (a list of N
-// members, N done keys, an announcement stream of N entries, a ticket and a decider key each),
+// members, N done keys, an announcement stream of N entries and a decider key each),
 // then the decider's mark_done, which collects them, is timed beside a plain member's mark_done
 // (one SET), and the server's own command count is read around it.
 //
@@ -94,7 +94,6 @@ void fill(ntp::comm::Store& store, int n, int epochs) {
     list.decider = 0;
     std::vector<std::pair<std::string, std::string>> keys{
         {ntp::elastic::epoch_key(kGroup, e, "list"), ntp::elastic::encode(list)},
-        {ntp::elastic::epoch_key(kGroup, e, "ticket"), "1"},
         {ntp::elastic::epoch_key(kGroup, e, "decider"), "0"}};
     for (int id = 0; id < n; ++id) keys.emplace_back(ntp::elastic::done_key(kGroup, e, id), "1");
     or_die(store.set_many(keys));

@@ -34,6 +34,10 @@ class KillableStore final : public comm::Store {
     if (dead_) return gone();
     return store_->add(key, delta);
   }
+  Result<bool> claim(const std::string& key, const std::string& value) override {
+    if (dead_) return gone();
+    return store_->claim(key, value);
+  }
   Result<std::vector<std::optional<std::string>>> get_many(
       const std::vector<std::string>& keys) override {
     if (dead_) return gone();

@@ -98,6 +98,32 @@ Result<bool> FileStore::exists(const std::string& key) {
   return ::stat(path_of(key).c_str(), &st) == 0;
 }
 
+Result<bool> FileStore::claim(const std::string& key, const std::string& value) {
+  static std::atomic<std::uint64_t> counter{0};
+  const std::string path = path_of(key);
+  const std::string tmp =
+      path + ".claim." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(value.data(), static_cast<std::streamsize>(value.size()));
+    out.flush();
+    if (!out) return unavailable("file store: cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  const int linked = ::link(tmp.c_str(), path.c_str());
+  const int error = errno;
+  std::remove(tmp.c_str());
+  if (linked == 0) return true;
+  if (error != EEXIST) {
+    return unavailable("file store: cannot link " + path + ": " + std::strerror(error));
+  }
+  Result<std::string> held = get(key);
+  if (!held.ok()) {  // erased since (collected): held by another
+    if (held.status().code() == StatusCode::kNotFound) return false;
+    return held.status();
+  }
+  return *held == value;
+}
+
 Result<std::int64_t> FileStore::add(const std::string& key, std::int64_t delta) {
   const std::string lock_path = path_of(key) + ".lock";
   const int fd = ::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);

@@ -21,6 +21,8 @@ class FileStore : public Store {
   Result<std::string> get(const std::string& key) override;
   Result<bool> exists(const std::string& key) override;
   Result<std::int64_t> add(const std::string& key, std::int64_t delta) override;
+  // Writes a temporary file and link(2)s it to the key's path, which fails when the path exists.
+  Result<bool> claim(const std::string& key, const std::string& value) override;
   Status erase(const std::vector<std::string>& keys) override;
   std::string describe() const override;
 

@@ -44,6 +44,18 @@ constexpr milliseconds kAddRecordLife{3600 * 1000};
 // add(): INCRBY that remembers (KEYS[2] = this store's record) the id of its last add (ARGV[2])
 // and its result, so that a retry of the same add returns that result instead of adding twice.
 // The result is returned as the counter's text (exact, unlike Lua's double numbers).
+// claim(): SET if absent; 1 when the key holds ARGV[1] afterwards (so a retry of a claim whose
+// reply was lost is answered as the first try was).
+constexpr const char* kClaimScript = R"lua(
+local held = redis.call('GET', KEYS[1])
+if not held then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return 1
+end
+if held == ARGV[1] then return 1 end
+return 0
+)lua";
+
 constexpr const char* kAddScript = R"lua(
 local last = redis.call('GET', KEYS[2])
 if last then
@@ -335,6 +347,17 @@ Result<std::int64_t> RedisStore::add(const std::string& key, std::int64_t delta)
   } catch (const std::exception&) {
     return internal_error("redis INCRBY " + key + " returned '" + text + "'");
   }
+}
+
+Result<bool> RedisStore::claim(const std::string& key, const std::string& value) {
+  NTP_ASSIGN_OR_RETURN(ReplyPtr reply,
+                       command({"EVAL", kClaimScript, "1", prefix_ + key, value}, "claim " + key));
+  if (reply->type != REDIS_REPLY_INTEGER) {
+    return internal_error("redis claim of " + key + " failed: " +
+                          (reply->type == REDIS_REPLY_ERROR ? reply_text(reply.get())
+                                                            : std::string("not an integer")));
+  }
+  return reply->integer == 1;
 }
 
 Result<std::vector<std::optional<std::string>>> RedisStore::get_many(

@@ -21,6 +21,7 @@
 // that also records, per store, the id of its last add and the result; a retry of an add whose
 // reply was lost finds the record and returns the first result instead of adding again (the
 // survivors agreement elects its decider with add: a double count would leave it without one).
+// claim() is a Lua script that compares what it finds with its value, so a retry is idempotent.
 //
 // A restarted server without persistence (the default of the test servers; redis' own default
 // snapshots only every few minutes) has lost every key. The store reconnects anyway, and logs it
@@ -59,6 +60,7 @@ class RedisStore : public Store {
   Result<std::string> get(const std::string& key) override;
   Result<bool> exists(const std::string& key) override;
   Result<std::int64_t> add(const std::string& key, std::int64_t delta) override;
+  Result<bool> claim(const std::string& key, const std::string& value) override;
   // One MGET; XADD (trimmed to about the last 10,000 events); a reader on its own connection that
   // blocks in XREAD BLOCK (redis_stream.cpp), woken by shutting its socket down.
   Status set_many(const std::vector<std::pair<std::string, std::string>>& entries) override;

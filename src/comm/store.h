@@ -35,6 +35,11 @@ class Store {
   virtual Result<bool> exists(const std::string& key) = 0;
   // Atomically adds `delta` to the integer stored at `key` (absent = 0) and returns the result.
   virtual Result<std::int64_t> add(const std::string& key, std::int64_t delta) = 0;
+  // Atomically sets `key` to `value` if it is absent. True when the key holds `value` afterwards
+  // (set by this call, or already holding it: a retry of a claim whose reply was lost finds its
+  // own value), false when it holds another. The claimant is named by the claim itself: nothing
+  // can die between taking a role and saying who took it.
+  virtual Result<bool> claim(const std::string& key, const std::string& value) = 0;
   // Blocks until every key exists; kDeadlineExceeded after `timeout`.
   virtual Status wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   // The values of `keys` ([i]: nullopt when keys[i] is absent), in one round trip where the

@@ -1,12 +1,14 @@
 // The agreement of a re-formation, run against the store: a member enters the epoch that
-// next_target names, announces itself, and either decides (it drew the epoch's first ticket)
-// or waits for the decider's list. The rules are member_list.h's, the sequence of operations and
-// the bounds are the machine's (elastic/agreement_machine.h); this file names the store's keys
-// and drives the machine with a real store and the wall clock (elastic/store_driver.h).
+// next_target names, announces itself, and either decides (its claim of the epoch's decider key
+// was the first) or waits for the decider's list. The rules are member_list.h's, the sequence of
+// operations and the bounds are the machine's (elastic/agreement_machine.h); this file names the
+// store's keys and drives the machine with a real store and the wall clock
+// (elastic/store_driver.h).
 //
 // Keys and streams (under the job's group "train/a<attempt>"):
 //   <group>/e<T>/alive       the announcements, an event stream ("<id> <announcement>")
-//   <group>/e<T>/ticket      the decider's ticket    <group>/e<T>/decider   the decider's id
+//   <group>/e<T>/decider     the decider's id, claimed (comm::Store::claim: the first claim
+//                            holds it, and names its holder in the same operation)
 //   <group>/e<T>/list        the member list, once   <group>/e<T>/done/<id> its reshard is done
 //   <group>/fail/<T>         T failed (a retry follows)
 //   <group>/events           the job's events: "list <T>", "fail <T>", "join <id>" (job_events)
@@ -15,7 +17,7 @@
 // Collection. Once a list L is published, every epoch below it failed or was listed, and a
 // member's walk (next_target) needs of such an epoch only where to go on: so the decider of L,
 // once its own re-formation is done, collects the epochs below L (best effort). It erases their
-// done keys, announcement streams, tickets and decider keys, and replaces each list with a
+// done keys, announcement streams and decider keys, and replaces each list with a
 // tombstone naming L ("superseded L"), which the walk follows to L: a member away since any of
 // them is fenced (or parked) by L's list, as it was by the lists in between. Fail keys stay (a
 // counter each): a decider of a failed epoch that wakes and publishes late leaves a list that
@@ -67,7 +69,7 @@ std::optional<int> parse_failure_event(const std::string& event);
 Status post_join_notice(comm::Store& store, const std::string& group, int id);
 bool is_join_event(const std::string& event);
 std::string done_key(const std::string& group, int epoch, int id);
-// Epoch `epoch`'s key `what` ("list", "alive" (its announcement stream), "ticket", "decider").
+// Epoch `epoch`'s key `what` ("list", "alive" (its announcement stream), "decider").
 std::string epoch_key(const std::string& group, int epoch, const std::string& what);
 std::string silent_key(const std::string& group, int id);
 

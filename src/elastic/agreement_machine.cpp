@@ -204,8 +204,7 @@ Task<Result<std::optional<MemberList>>> AgreementMachine::decide_epoch(
 }
 
 Task<Result<std::optional<MemberList>>> AgreementMachine::await_list(int epoch,
-                                                                     const MemberList& last,
-                                                                     bool drew_ticket) {
+                                                                     const MemberList& last) {
   Stillness stillness(p_.hang_detect);
   const Time start = io_.now();
   std::vector<comm::StreamCursor> events{{job_events(p_.group), ""}};
@@ -243,11 +242,6 @@ Task<Result<std::optional<MemberList>>> AgreementMachine::await_list(int epoch,
           co_return std::optional<MemberList>();
         }
       }
-    }
-    if (!decider && drew_ticket && io_.now() - start > p_.hang_detect) {
-      // The ticket was drawn (this member drew a later one) but its holder never said who it is:
-      // it died between the draw and naming itself, and no one else can tell it gone.
-      co_return std::optional<MemberList>();
     }
     if (io_.now() - start > p_.window + std::chrono::seconds(2)) {
       co_return std::optional<MemberList>();
@@ -313,13 +307,12 @@ Task<Result<MemberList>> AgreementMachine::agree(MemberList& last, Announcement 
     io::Reply announced = co_await io_.perform(std::move(announce));
     NTP_CO_RETURN_IF_ERROR(announced.status);
     if (!joiner) {
-      io::Op draw = io::Add{epoch_key(p_.group, target, "ticket"), 1};
-      io::Reply ticket = co_await io_.perform(std::move(draw));
-      NTP_CO_RETURN_IF_ERROR(ticket.status);
-      if (ticket.number == 1) {
-        io::Op name = io::set(epoch_key(p_.group, target, "decider"), std::to_string(p_.me));
-        io::Reply named = co_await io_.perform(std::move(name));
-        NTP_CO_RETURN_IF_ERROR(named.status);
+      // The first claim decides the epoch, and names its decider in the same operation: a decider
+      // killed right after it is a decider its waiters can watch (its exit notice, its beat).
+      io::Op claim = io::Claim{epoch_key(p_.group, target, "decider"), std::to_string(p_.me)};
+      io::Reply claimed = co_await io_.perform(std::move(claim));
+      NTP_CO_RETURN_IF_ERROR(claimed.status);
+      if (claimed.number == 1) {
         NTP_CO_ASSIGN_OR_RETURN(
             std::optional<MemberList> decided,
             co_await decide_epoch(target, last, joiners, encode_layout, dropping));
@@ -335,8 +328,7 @@ Task<Result<MemberList>> AgreementMachine::agree(MemberList& last, Announcement 
         }
       }
     }
-    NTP_CO_ASSIGN_OR_RETURN(std::optional<MemberList> list,
-                            co_await await_list(target, last, !joiner));
+    NTP_CO_ASSIGN_OR_RETURN(std::optional<MemberList> list, co_await await_list(target, last));
     if (!list) {  // the epoch is given up: tell its members, and try the next one
       const Status reported = co_await report_failure(target);
       (void)reported;  // best effort
@@ -375,7 +367,6 @@ Task<Status> AgreementMachine::collect_below(int below) {
   for (int e = from; e < below; ++e) {
     list_keys.push_back(epoch_key(p_.group, e, "list"));
     streams.push_back(epoch_key(p_.group, e, "alive"));
-    erased.push_back(epoch_key(p_.group, e, "ticket"));
     erased.push_back(epoch_key(p_.group, e, "decider"));
     tombstones.emplace_back(list_keys.back(), encode_tombstone(below));
   }

@@ -1,8 +1,8 @@
 // The agreement of a re-formation as a machine (elastic/task.h): a member enters the epoch that
-// next_target names, announces itself, and either decides (it drew the epoch's first ticket) or
-// waits for the decider's list. The rules are member_list.h's; this adds the sequence of store
-// operations and the bounds, and awaits every operation instead of doing it, so that the
-// runtime (elastic/agreement.h: a comm::Store and the wall clock) and the simulator
+// next_target names, announces itself, and either decides (its claim of the epoch's decider key
+// came first) or waits for the decider's list. The rules are member_list.h's; this adds the
+// sequence of store operations and the bounds, and awaits every operation instead of doing it, so
+// that the runtime (elastic/agreement.h: a comm::Store and the wall clock) and the simulator
 // (elastic/sim/) drive the same code. The keys, the store load and the bounds are described in
 // elastic/agreement.h.
 #pragma once
@@ -84,8 +84,7 @@ class AgreementMachine {
   Task<Result<std::optional<MemberList>>> decide_epoch(
       int epoch, const MemberList& last, const std::vector<int>& joiners,
       const std::function<std::string()>& encode_layout, const std::vector<int>& dropping);
-  Task<Result<std::optional<MemberList>>> await_list(int epoch, const MemberList& last,
-                                                     bool drew_ticket);
+  Task<Result<std::optional<MemberList>>> await_list(int epoch, const MemberList& last);
   // One look at the expected candidates that have not announced: `gone` becomes those the
   // launcher reported gone, recorded silent, or seen still; true when the epoch failed.
   Task<bool> look_at_absent(int epoch, const MemberList& last, const std::vector<int>& expected,

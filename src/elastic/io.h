@@ -38,6 +38,10 @@ struct Add {
   std::string key;
   std::int64_t delta = 1;
 };
+// comm::Store::claim: reply.number is 1 when the key holds `value` afterwards, else 0.
+struct Claim {
+  std::string key, value;
+};
 // comm::Store::append to an event stream.
 struct Append {
   std::string stream, value;
@@ -60,7 +64,8 @@ struct Sleep {
   std::chrono::milliseconds duration{0};
 };
 
-using Op = std::variant<GetMany, SetMany, Add, Append, ReadStreams, Erase, EraseStreams, Sleep>;
+using Op =
+    std::variant<GetMany, SetMany, Add, Claim, Append, ReadStreams, Erase, EraseStreams, Sleep>;
 
 // GetMany of a few keys, and SetMany of one. (Ops built in a machine's co_await expression
 // must not hold a braced list: GCC 12 cannot keep its array in a coroutine frame.)

@@ -7,7 +7,7 @@
 // The rules, in one place:
 //  - Epochs are agreed, not counted: a member enters the agreement of (the last epoch whose list
 //    it received) + 1, skipping epochs that are known failed (next_target).
-//  - The decider of an epoch is the first member to draw its ticket; a member list is published
+//  - The decider of an epoch is the first member to claim it; a member list is published
 //    once per epoch, by the decider only.
 //  - The agreed step is the least committed step among the members that hold state: a member
 //    ahead of it takes its last update back, and lowers its claimed step in the same action.

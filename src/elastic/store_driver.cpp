@@ -34,6 +34,10 @@ io::Reply StoreDriver::perform(io::Op op) {
                                                : store.set_many(o.entries);
         } else if constexpr (std::is_same_v<T, io::Add>) {
           take(store.add(o.key, o.delta), reply, &io::Reply::number);
+        } else if constexpr (std::is_same_v<T, io::Claim>) {
+          Result<bool> claimed = store.claim(o.key, o.value);
+          reply.status = claimed.status();
+          if (claimed.ok()) reply.number = *claimed ? 1 : 0;
         } else if constexpr (std::is_same_v<T, io::Append>) {
           reply.status = store.append(o.stream, o.value);
         } else if constexpr (std::is_same_v<T, io::ReadStreams>) {

@@ -7,8 +7,8 @@
 //   environment; ACTION is fail, stop or together, none kills)
 // Each target kills the worker whose NTP_RANK is RANK when it reaches PHASE while the trainer is at
 // step STEP (a re-formation counts as the step it re-forms before; `*` is any step). RANK may also
-// name a role the worker holds at that point (`decider@E`: it is epoch E's decider: it drew the
-// epoch's first ticket).
+// name a role the worker holds at that point (`decider@E`: it is epoch E's decider: its claim of
+// the epoch came first).
 // With `:fail` the worker instead fails its operation there, once, and lives on
 // (fault_point_fails): the rollback test's split.
 // With `:together` every rank named with the same PHASE:STEP and `together` dies there only once

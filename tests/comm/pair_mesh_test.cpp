@@ -30,6 +30,9 @@ class BatchCountingStore final : public Store {
   }
   Result<std::string> get(const std::string& key) override { return inner_->get(key); }
   Result<bool> exists(const std::string& key) override { return inner_->exists(key); }
+  Result<bool> claim(const std::string& key, const std::string& value) override {
+    return inner_->claim(key, value);
+  }
   Result<std::int64_t> add(const std::string& key, std::int64_t delta) override {
     return inner_->add(key, delta);
   }

@@ -88,6 +88,32 @@ void check_conformance(const std::function<std::shared_ptr<Store>(const std::str
   EXPECT_EQ(*store->add("counter", 0), 405);
   EXPECT_EQ(*store->add("counter", -405), 0);
   EXPECT_EQ(*other->add("counter", 1), 1);  // another run's counter
+
+  // claim(): 4 processes claim one key, each with its own value, at once: exactly one wins, the
+  // key holds its value, and a second claim gives each the same answer (a retried claim is
+  // answered as its first try).
+  const std::string role = "role/e1/decider";
+  pids = spawn_ranks(4, [&](int r) {
+    std::shared_ptr<Store> mine = open("run-a");
+    Result<bool> first = mine->claim(role, std::to_string(r));
+    CHILD_CHECK(first.ok(), r, "claim");
+    Result<bool> again = mine->claim(role, std::to_string(r));
+    CHILD_CHECK(again.ok() && *again == *first, r, "claim again");
+    return *first ? 10 + r : 0;
+  });
+  int winners = 0;
+  for (const auto& e : wait_all(pids, std::chrono::seconds(30))) {
+    ASSERT_TRUE(e.exited);
+    if (e.code == 0) continue;
+    ++winners;
+    EXPECT_EQ(*store->get(role), std::to_string(e.code - 10));
+  }
+  EXPECT_EQ(winners, 1);
+  ASSERT_TRUE(store->set("plain", "x").ok());
+  EXPECT_FALSE(*store->claim("plain", "y"));
+  EXPECT_TRUE(*store->claim("plain", "x"));
+  EXPECT_EQ(*store->get("plain"), "x");
+  EXPECT_TRUE(*other->claim(role, "b"));  // another run's key
 }
 
 TEST(FileStoreTest, Conformance) {
@@ -396,6 +422,31 @@ TEST(RedisStoreTest, AddIsExactlyOnceWhenItsReplyIsLost) {
   std::shared_ptr<RedisStore> other = open_redis(server.spec(), "once");
   EXPECT_EQ(*other->add("claim", 1), 3);
   EXPECT_EQ(*store->add("claim", 1), 4);
+}
+
+// The same lost reply for a claim: the first attempt sets the key, the retry finds the claimant's
+// own value there and answers true, as the first attempt would have (a claim answered false
+// would leave an epoch with a decider key naming a member that does not know it decides).
+TEST(RedisStoreTest, AClaimWhoseReplyIsLostIsStillWon) {
+  REQUIRE_REDIS();
+  RedisServer server;
+  ASSERT_TRUE(server.ready());
+  std::shared_ptr<RedisStore> store =
+      open_redis(server.spec() + "?io_timeout_ms=300&outage_ms=5000", "claim");
+  ASSERT_TRUE(store);
+  ASSERT_EQ(::kill(server.pid(), SIGSTOP), 0);
+  std::thread waker([&] {
+    std::this_thread::sleep_for(milliseconds(1000));
+    ::kill(server.pid(), SIGCONT);
+  });
+  Result<bool> claimed = store->claim("decider", "7");
+  waker.join();
+  ASSERT_TRUE(claimed.ok()) << claimed.status().to_string();
+  EXPECT_TRUE(*claimed);
+  EXPECT_GE(store->reconnects(), 1) << "the reply was not lost: the test proves nothing";
+  EXPECT_EQ(*store->get("decider"), "7");
+  std::shared_ptr<RedisStore> other = open_redis(server.spec(), "claim");
+  EXPECT_FALSE(*other->claim("decider", "8"));
 }
 
 }  // namespace

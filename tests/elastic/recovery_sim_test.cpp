@@ -10,7 +10,7 @@
 //
 // The state a member holds is the list of step updates applied to it, so that a lost or doubled
 // update is visible. Checked at every action of every schedule:
-//   - one member list per epoch (only the ticket-1 holder publishes, once);
+//   - one member list per epoch (only the first claimant publishes, once);
 //   - the state a member holds always carries exactly the updates 0..committed-1 (nothing lost or
 //     applied twice, and the claimed step matches the state);
 //   - every member of an epoch starts training it from the same state and step;
@@ -46,7 +46,7 @@ Updates first_steps(std::int64_t n) {
 enum class Pc {
   kTrainEnter,  // enter the step's world all-reduce
   kTrainWait,   // wait for it to complete; then apply the update
-  kAgree,       // compute the target, catch up, announce, draw the ticket
+  kAgree,       // compute the target, catch up, announce, claim the decider key
   kDecide,      // the decider: wait for every candidate, then publish
   kAwaitList,   // wait for the list (or give the epoch up)
   kBuild,       // the rendezvous of the new communicators
@@ -74,8 +74,8 @@ struct Store {
   std::map<int, MemberList> lists;
   std::set<int> failed;
   std::map<int, std::map<int, Announcement>> announced;
-  std::map<int, int> tickets, decider;
-  std::set<std::pair<int, int>> done;                             // (epoch, id)
+  std::map<int, int> decider;          // the decider key of each epoch: its first claimant
+  std::set<std::pair<int, int>> done;  // (epoch, id)
   std::map<std::pair<int, std::int64_t>, std::set<int>> entered;  // (epoch, step) -> ids
   std::map<int, std::set<int>> built, resharded;                  // epoch -> ids that reached it
   std::map<int, std::pair<Updates, std::int64_t>> start_state;    // epoch -> the state it starts at
@@ -269,8 +269,7 @@ class Simulation {
       return receive(id, m, it->second);
     }
     store_.announced[target][id] = Announcement{m.committed, 0};
-    if (++store_.tickets[target] == 1) {
-      store_.decider[target] = id;
+    if (store_.decider.try_emplace(target, id).second) {  // the claim names its holder
       m.pc = Pc::kDecide;
       return;
     }

@@ -48,6 +48,7 @@ class GateStore : public comm::Store {
     return values_.count(key) > 0;
   }
   Result<std::int64_t> add(const std::string&, std::int64_t delta) override { return delta; }
+  Result<bool> claim(const std::string&, const std::string&) override { return true; }
   std::string describe() const override { return "gate"; }
 
  private:

@@ -32,6 +32,10 @@ class CountingStore : public comm::Store {
     ++ops;
     return inner_->exists(key);
   }
+  Result<bool> claim(const std::string& key, const std::string& value) override {
+    ++ops;
+    return inner_->claim(key, value);
+  }
   Result<std::int64_t> add(const std::string& key, std::int64_t delta) override {
     ++ops;
     return inner_->add(key, delta);

@@ -188,8 +188,8 @@ TEST(ReformationPauseTest, AWorkerStoppedInTheReshardIsTakenAsHungAndTheRetryGoe
   expect_stopped_worker_killed_at_the_end(run, 10);
 }
 
-// Rank 6 dies in the forward of step 5; the decider of epoch 1 (whichever survivor drew its
-// first ticket) decides the list and SIGSTOPs itself before publishing it. No list of epoch 1
+// Rank 6 dies in the forward of step 5; the decider of epoch 1 (whichever survivor claimed it
+// first) decides the list and SIGSTOPs itself before publishing it. No list of epoch 1
 // ever exists: each waiter gives the epoch up once the decider's beat has stood still for
 // --hang-detect-ms, and they agree on epoch 2 with another decider, which takes the stopped one
 // as gone (it never announced, its beat stands still) and publishes the ten others.

@@ -168,6 +168,10 @@ void SimStore::serve(io::Op op, std::function<void(io::Reply)> done, const void*
           std::string& v = keys_[o.key];
           r.number = (v.empty() ? 0 : std::atoll(v.c_str())) + o.delta;
           v = std::to_string(r.number);
+        } else if constexpr (std::is_same_v<T, io::Claim>) {
+          const auto [it, inserted] = keys_.try_emplace(o.key, o.value);
+          if (inserted && observer_) observer_(o.key, o.value);
+          r.number = it->second == o.value ? 1 : 0;
         } else if constexpr (std::is_same_v<T, io::Append>) {
           streams_[o.stream].push_back(std::move(o.value));
           wake_readers(o.stream);
