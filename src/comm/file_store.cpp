@@ -38,16 +38,21 @@ std::string escape_key(const std::string& key) {
   return out;
 }
 
-Status write_atomically(const std::string& path, const std::string& value) {
+// Writes `value` to a new file beside `path` (named for this process and call) and returns its
+// name; the caller renames or links it into place.
+Result<std::string> write_temporary(const std::string& path, const std::string& value) {
   static std::atomic<std::uint64_t> counter{0};
   const std::string tmp =
       path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(value.data(), static_cast<std::streamsize>(value.size()));
-    out.flush();
-    if (!out) return unavailable("file store: cannot write " + tmp + ": " + std::strerror(errno));
-  }
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  out.write(value.data(), static_cast<std::streamsize>(value.size()));
+  out.flush();
+  if (!out) return unavailable("file store: cannot write " + tmp + ": " + std::strerror(errno));
+  return tmp;
+}
+
+Status write_atomically(const std::string& path, const std::string& value) {
+  NTP_ASSIGN_OR_RETURN(const std::string tmp, write_temporary(path, value));
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string error = std::strerror(errno);
     std::remove(tmp.c_str());
@@ -99,16 +104,8 @@ Result<bool> FileStore::exists(const std::string& key) {
 }
 
 Result<bool> FileStore::claim(const std::string& key, const std::string& value) {
-  static std::atomic<std::uint64_t> counter{0};
   const std::string path = path_of(key);
-  const std::string tmp =
-      path + ".claim." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(value.data(), static_cast<std::streamsize>(value.size()));
-    out.flush();
-    if (!out) return unavailable("file store: cannot write " + tmp + ": " + std::strerror(errno));
-  }
+  NTP_ASSIGN_OR_RETURN(const std::string tmp, write_temporary(path, value));
   const int linked = ::link(tmp.c_str(), path.c_str());
   const int error = errno;
   std::remove(tmp.c_str());

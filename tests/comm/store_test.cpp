@@ -391,11 +391,21 @@ TEST(RedisStoreTest, ReconnectAuthenticatesAgain) {
   EXPECT_EQ(store->reconnects(), 1);
 }
 
+// Stops the server (SIGSTOP), so that the next command's reply is lost to the store's timeout, and
+// resumes it (SIGCONT) a second later from the returned thread.
+std::thread stop_for_a_second(pid_t server) {
+  EXPECT_EQ(::kill(server, SIGSTOP), 0);
+  return std::thread([server] {
+    std::this_thread::sleep_for(milliseconds(1000));
+    ::kill(server, SIGCONT);
+  });
+}
+
 // A reply lost while the command ran: the server is stopped (SIGSTOP) with an add in flight; the
 // store times out (io_timeout_ms=300), reconnects and retries; when the server resumes (SIGCONT)
 // it runs the first attempt and then the retry. add() must count once (a plain INCRBY retried
-// would count twice: the agreement's decider election would then have no ticket 1).
-TEST(RedisStoreTest, AddIsExactlyOnceWhenItsReplyIsLost) {
+// would count twice: comm/survivors.h's decider election would then have no ticket 1).
+TEST(RedisStoreTest, AnAddCountsOnceAndAClaimIsWonWhenTheirRepliesAreLost) {
   REQUIRE_REDIS();
   RedisServer server;
   ASSERT_TRUE(server.ready());
@@ -403,11 +413,7 @@ TEST(RedisStoreTest, AddIsExactlyOnceWhenItsReplyIsLost) {
       open_redis(server.spec() + "?io_timeout_ms=300&outage_ms=5000", "once");
   ASSERT_TRUE(store);
   ASSERT_EQ(*store->add("claim", 1), 1);
-  ASSERT_EQ(::kill(server.pid(), SIGSTOP), 0);
-  std::thread waker([&] {
-    std::this_thread::sleep_for(milliseconds(1000));
-    ::kill(server.pid(), SIGCONT);
-  });
+  std::thread waker = stop_for_a_second(server.pid());
   const Clock::time_point start = Clock::now();
   Result<std::int64_t> second = store->add("claim", 1);
   const double took = seconds_since(start);
@@ -422,30 +428,18 @@ TEST(RedisStoreTest, AddIsExactlyOnceWhenItsReplyIsLost) {
   std::shared_ptr<RedisStore> other = open_redis(server.spec(), "once");
   EXPECT_EQ(*other->add("claim", 1), 3);
   EXPECT_EQ(*store->add("claim", 1), 4);
-}
 
-// The same lost reply for a claim: the first attempt sets the key, the retry finds the claimant's
-// own value there and answers true, as the first attempt would have (a claim answered false
-// would leave an epoch with a decider key naming a member that does not know it decides).
-TEST(RedisStoreTest, AClaimWhoseReplyIsLostIsStillWon) {
-  REQUIRE_REDIS();
-  RedisServer server;
-  ASSERT_TRUE(server.ready());
-  std::shared_ptr<RedisStore> store =
-      open_redis(server.spec() + "?io_timeout_ms=300&outage_ms=5000", "claim");
-  ASSERT_TRUE(store);
-  ASSERT_EQ(::kill(server.pid(), SIGSTOP), 0);
-  std::thread waker([&] {
-    std::this_thread::sleep_for(milliseconds(1000));
-    ::kill(server.pid(), SIGCONT);
-  });
+  // The same lost reply for a claim: the first attempt sets the key, the retry finds the
+  // claimant's own value there and answers true, as the first attempt would have (a claim
+  // answered false would leave an epoch whose decider key names a member that does not decide).
+  const std::int64_t reconnects = store->reconnects();
+  waker = stop_for_a_second(server.pid());
   Result<bool> claimed = store->claim("decider", "7");
   waker.join();
   ASSERT_TRUE(claimed.ok()) << claimed.status().to_string();
   EXPECT_TRUE(*claimed);
-  EXPECT_GE(store->reconnects(), 1) << "the reply was not lost: the test proves nothing";
+  EXPECT_GT(store->reconnects(), reconnects) << "the reply was not lost: the test proves nothing";
   EXPECT_EQ(*store->get("decider"), "7");
-  std::shared_ptr<RedisStore> other = open_redis(server.spec(), "claim");
   EXPECT_FALSE(*other->claim("decider", "8"));
 }
 
