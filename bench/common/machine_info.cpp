@@ -1,7 +1,10 @@
 #include "machine_info.h"
 
+#include <cstdio>
 #include <fstream>
 #include <thread>
+
+#include "bench_flags.h"
 
 #ifdef NTP_BENCH_HAS_KERNELS
 #include "kernels/cpu/blas_select.h"
@@ -36,6 +39,11 @@ std::string compute_description() {
 #else
   return "";
 #endif
+}
+
+void print_command_and_machine(const std::string& program, int argc, char** argv) {
+  std::fprintf(stderr, "# %s\n# machine: %s\n", command_line(program, argc, argv).c_str(),
+               machine_description().c_str());
 }
 
 }  // namespace ntp::bench

@@ -15,4 +15,8 @@ std::string machine_description();
 // kernels are part of the build (kernels::cpu::blas_description()), else "".
 std::string compute_description();
 
+// Prints "# <program argv[1] ...>" and "# machine: <machine_description()>" to stderr: the command
+// that reproduces a bench's figures and the machine they came from.
+void print_command_and_machine(const std::string& program, int argc, char** argv);
+
 }  // namespace ntp::bench

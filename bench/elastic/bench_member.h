@@ -23,6 +23,7 @@
 #include "comm/communicator.h"
 #include "comm/store.h"
 #include "comm/survivors.h"
+#include "core/non_copyable.h"
 #include "elastic/agreement.h"
 #include "elastic/failure_watch.h"
 #include "elastic/progress.h"
@@ -52,7 +53,7 @@ struct MemberMoments {
   std::atomic<int> epoch{0}, size{0};  // of the agreed list
 };
 
-class BenchMember {
+class BenchMember : NonCopyable {
  public:
   // Starts the heartbeat and an unarmed watch: every member beats before any watch looks
   // (as every worker of a job is up before its first epoch is armed).
@@ -60,8 +61,6 @@ class BenchMember {
   // Arms the watch for the first epoch and starts the training thread.
   void start();
   ~BenchMember();  // releases and joins (waits for a running phase to end)
-  BenchMember(const BenchMember&) = delete;
-  BenchMember& operator=(const BenchMember&) = delete;
 
   // The victim, as a SIGKILLed worker: its store connection is gone at once (nothing it runs
   // reaches the server any more), then its heartbeat stops and its watch is disarmed.

@@ -113,9 +113,7 @@ ntp::elastic::MemberList next_list(int n, int epoch) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  std::fprintf(stderr, "# %s\n# machine: %s\n",
-               ntp::bench::command_line(kProgram, argc, argv).c_str(),
-               ntp::bench::machine_description().c_str());
+  ntp::bench::print_command_and_machine(kProgram, argc, argv);
   bool all_collected = true;
   for (int n : o.members) {
     for (int epochs : o.epochs) {

@@ -1,13 +1,9 @@
 #include "redis_process.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,31 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "local_server.h"
+
 namespace ntp::bench {
 namespace {
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-bool accepts(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool up = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return up;
-}
 
 // The integer after "<field>:" in an INFO reply, 0 when absent.
 std::int64_t field(const std::string& text, const std::string& name) {
@@ -53,7 +28,7 @@ std::int64_t field(const std::string& text, const std::string& name) {
 }  // namespace
 
 Result<std::unique_ptr<RedisProcess>> RedisProcess::start(const std::string& binary, int port) {
-  if (port == 0) port = free_port();
+  if (port == 0) port = testing::free_loopback_port();
   std::vector<std::string> args = {
       binary,         "--port", std::to_string(port), "--bind",  "127.0.0.1",    "--save", "",
       "--appendonly", "no",     "--loglevel",         "warning", "--maxclients", "16000"};
@@ -64,19 +39,12 @@ Result<std::unique_ptr<RedisProcess>> RedisProcess::start(const std::string& bin
     // machine's cores with it; a cluster's store does not share its host with 4,096 workers).
     // Without the privilege to raise it the server runs at the members' priority.
     (void)setpriority(PRIO_PROCESS, 0, -10);
-    const int null = open("/dev/null", O_WRONLY);
-    dup2(null, STDOUT_FILENO);
-    dup2(null, STDERR_FILENO);
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    _exit(127);
+    ntp::testing::exec_silenced(std::move(args));
   }
   if (pid < 0) return unavailable("cannot fork for " + binary);
   auto server = std::unique_ptr<RedisProcess>(new RedisProcess(pid, port));
   for (int i = 0; i < 500; ++i) {
-    if (accepts(port)) return server;
+    if (testing::loopback_accepts(port)) return server;
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) {
       server->pid_ = -1;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "core/non_copyable.h"
 #include "core/status.h"
 
 namespace ntp::bench {
@@ -19,14 +20,12 @@ struct ServerCounts {
   std::int64_t bytes_out = 0;  // total_net_output_bytes: replies, INFO replies included
 };
 
-class RedisProcess {
+class RedisProcess : NonCopyable {
  public:
   // Starts `binary` on 127.0.0.1:`port` (0: a free port) without persistence; kUnavailable when
   // it does not accept connections within 5 s.
   static Result<std::unique_ptr<RedisProcess>> start(const std::string& binary, int port);
   ~RedisProcess();  // SIGKILL and reap
-  RedisProcess(const RedisProcess&) = delete;
-  RedisProcess& operator=(const RedisProcess&) = delete;
 
   int port() const { return port_; }
   std::string spec() const { return "redis://127.0.0.1:" + std::to_string(port_); }

@@ -75,10 +75,10 @@ Options parse(int argc, char** argv) {
   ntp::bench::NumberListFlag members(o.members);
   ntp::bench::for_each_flag(
       kProgram, argc, argv, [&](const std::string& flag, const std::string& value) {
-        if (flag == "--members") {
-          members.take(kProgram, flag, value, 2, 1024);
-        } else if (flag == "--steps") {
+        if (flag == "--steps") {
           o.steps = static_cast<int>(ntp::bench::whole_number(kProgram, flag, value, 1, 100000));
+        } else if (flag == "--members") {
+          members.take(kProgram, flag, value, 2, 1024);
         } else if (flag == "--rounds") {
           o.rounds = static_cast<int>(ntp::bench::whole_number(kProgram, flag, value, 1, 1000));
         } else {

@@ -32,6 +32,9 @@ struct Options {
   int params = 8, units_per_member = 2, scan_max = 2048, repeats = 3;
 };
 
+constexpr const char* kFlags =
+    "--members N[,N...], --params, --units-per-member, --scan-max, --repeats";
+
 Options parse(int argc, char** argv) {
   Options o;
   ntp::bench::NumberListFlag members(o.members);
@@ -51,9 +54,7 @@ Options parse(int argc, char** argv) {
         } else if (flag == "--repeats") {
           o.repeats = whole(1, 100);
         } else {
-          ntp::bench::flag_error(kProgram, "unknown flag '" + flag +
-                                               "': use --members N[,N...], --params, "
-                                               "--units-per-member, --scan-max, --repeats");
+          ntp::bench::flag_error(kProgram, "unknown flag '" + flag + "': use " + kFlags);
         }
       });
   return o;
@@ -71,9 +72,7 @@ double median_seconds(int repeats, Fn&& fn) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  std::fprintf(stderr, "# %s\n# machine: %s\n",
-               ntp::bench::command_line(kProgram, argc, argv).c_str(),
-               ntp::bench::machine_description().c_str());
+  ntp::bench::print_command_and_machine(kProgram, argc, argv);
   const std::vector<std::string> names = ntp::train::testing::param_names(o.params);
   bool all_equal = true;
   for (int n : o.members) {

@@ -15,14 +15,13 @@
 #include <thread>
 
 #include "checkpoint/shard_writer.h"
+#include "core/non_copyable.h"
 
 namespace ntp::checkpoint {
 
-class AsyncShardWriter {
+class AsyncShardWriter : NonCopyable {
  public:
   explicit AsyncShardWriter(ShardWriteOptions options = {}) : options_(std::move(options)) {}
-  AsyncShardWriter(const AsyncShardWriter&) = delete;
-  AsyncShardWriter& operator=(const AsyncShardWriter&) = delete;
   // Waits for a save in flight (its result is dropped).
   ~AsyncShardWriter();
 

@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "comm/store.h"
+#include "core/non_copyable.h"
 #include "core/status.h"
 
 namespace ntp::comm {
@@ -38,7 +39,7 @@ namespace ntp::comm {
 // usually see; a later poster overwrites it, which is harmless).
 Status post_abort(Store& store, const std::string& key, const std::string& reason);
 
-class AbortWatch {
+class AbortWatch : NonCopyable {
  public:
   // Starts a thread that checks every `interval` whether `key` exists, and the first time it does
   // calls `on_abort(value)` once, on that thread, then stops polling. Store errors count as "no
@@ -47,8 +48,6 @@ class AbortWatch {
              std::function<void(const std::string& reason)> on_abort);
   // Stops polling and joins the thread (waits for a callback that is running).
   ~AbortWatch();
-  AbortWatch(const AbortWatch&) = delete;
-  AbortWatch& operator=(const AbortWatch&) = delete;
 
   // True once the callback has been called (it may still be running).
   bool fired() const { return fired_.load(); }

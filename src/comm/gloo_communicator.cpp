@@ -611,14 +611,13 @@ Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options) {
     return unavailable(where() + "rendezvous cancelled");
   }
   ignore_sigpipe_once();
-  PairMesh::Options mesh_options;
-  mesh_options.store = options.store;
-  mesh_options.rank = options.rank;
-  mesh_options.size = options.size;
-  mesh_options.prefix = options.prefix;
-  mesh_options.timeout = options.timeout;
-  mesh_options.hostname = options.hostname;
-  NTP_ASSIGN_OR_RETURN(std::shared_ptr<PairMesh> mesh, PairMesh::create(mesh_options));
+  NTP_ASSIGN_OR_RETURN(std::shared_ptr<PairMesh> mesh,
+                       PairMesh::create({.store = options.store,
+                                         .rank = options.rank,
+                                         .size = options.size,
+                                         .prefix = options.prefix,
+                                         .timeout = options.timeout,
+                                         .hostname = options.hostname}));
   NTP_RETURN_IF_ERROR(mesh->claim_group(0, options.prefix));
   auto world = std::make_unique<GlooCommunicator>(options, std::move(mesh), std::vector<int>(), 0);
   const ScopedWait observed;

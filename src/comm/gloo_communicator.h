@@ -46,7 +46,7 @@ struct GlooOptions {
   // When set, a rendezvous waiting for a peer's address ends (kUnavailable) within 5 ms of this
   // becoming true: a re-formation whose member died before it published cancels its connect
   // instead of waiting out `timeout`. Subgroups share it.
-  std::shared_ptr<const std::atomic<bool>> cancel;
+  std::shared_ptr<const std::atomic<bool>> cancel = nullptr;
   // Groups (this one and its subgroups) up to this size connect every pair of members and use
   // the direct algorithms; larger ones connect only their ring and tree links (and, on demand,
   // the peers an alltoallv, send/recv or broadcast from another root names) and take the tree
@@ -58,7 +58,7 @@ struct GlooOptions {
   // its peers' in one poll loop, where a group at a time took one of each per group (and the
   // groups' batches ran one after another). The subgroup() calls find their links started and
   // start nothing; a subgroup not named here starts its own batch. Subgroups do not inherit it.
-  std::vector<std::vector<int>> planned_subgroups;
+  std::vector<std::vector<int>> planned_subgroups = {};
 };
 
 Result<std::unique_ptr<Communicator>> connect_gloo(const GlooOptions& options);

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "comm/gloo_collectives.h"
+#include "core/non_copyable.h"
 #include "core/status.h"
 
 namespace ntp::comm::gloo_ops {
@@ -20,7 +21,7 @@ inline Status aborted() { return unavailable("aborted"); }
 // registered, nothing is posted, and the first wait fails. Peers are ranks of the group
 // (net.members maps them to the mesh); a peer whose pair is not connected is a bug of the
 // algorithm, reported by the next wait as kInternal instead of Gloo's null dereference.
-class Tracked {
+class Tracked : NonCopyable {
  public:
   Tracked(const Net& net, const void* data, std::size_t bytes) : net_(net) {
     if (bytes == 0) return;
@@ -33,8 +34,6 @@ class Tracked {
     // buffer_'s destructor then waits until Gloo's I/O thread has let go of it, and pending
     // transfers never touch its memory again.
   }
-  Tracked(const Tracked&) = delete;
-  Tracked& operator=(const Tracked&) = delete;
 
   void send(int dst, std::uint64_t slot, std::size_t offset, std::size_t bytes) {
     if (registered_ && reachable(dst)) buffer_->send(net_.mesh_rank(dst), slot, offset, bytes);

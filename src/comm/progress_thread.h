@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "comm/communicator.h"
+#include "core/non_copyable.h"
 
 namespace ntp::comm {
 
@@ -32,14 +33,12 @@ class PendingWork : public Work {
 // A Work that is already finished (argument errors found before queueing).
 WorkPtr finished_work(Status status);
 
-class ProgressThread {
+class ProgressThread : NonCopyable {
  public:
   ProgressThread();
   // Joins the thread after the running operation finishes; operations still queued complete with
   // kUnavailable ("communicator destroyed").
   ~ProgressThread();
-  ProgressThread(const ProgressThread&) = delete;
-  ProgressThread& operator=(const ProgressThread&) = delete;
 
   // Queues `op`; its returned Status completes the Work.
   WorkPtr submit(std::function<Status()> op);

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "comm/store.h"
+#include "core/non_copyable.h"
 
 struct redisContext;
 struct redisReply;
@@ -46,15 +47,13 @@ namespace ntp::comm {
 
 class RedisStreamReader;
 
-class RedisStore : public Store {
+class RedisStore : public Store, NonCopyable {
  public:
   // Connects, authenticates and PINGs. kInvalidArgument for a malformed spec or a password the
   // server rejects (or a server that wants one and got none); kUnavailable when unreachable.
   static Result<std::shared_ptr<RedisStore>> open(const std::string& spec,
                                                   const std::string& run_id);
   ~RedisStore() override;
-  RedisStore(const RedisStore&) = delete;
-  RedisStore& operator=(const RedisStore&) = delete;
 
   Status set(const std::string& key, const std::string& value) override;
   Result<std::string> get(const std::string& key) override;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/non_copyable.h"
+
 struct redisContext;
 struct redisReply;
 
@@ -19,12 +21,10 @@ timeval to_timeval(std::chrono::milliseconds ms);
 // hiredis 0.14 writes with write(2): a command sent on a connection the server has reset raises
 // SIGPIPE, whose default action would kill the process. Blocks SIGPIPE in this thread for the
 // guard's life and discards one raised meanwhile (the write then fails with EPIPE instead).
-class SigpipeBlock {
+class SigpipeBlock : NonCopyable {
  public:
   SigpipeBlock();
   ~SigpipeBlock();
-  SigpipeBlock(const SigpipeBlock&) = delete;
-  SigpipeBlock& operator=(const SigpipeBlock&) = delete;
 
  private:
   sigset_t pipe_;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "comm/store.h"
+#include "core/non_copyable.h"
 #include "core/status.h"
 
 namespace ntp::comm {
@@ -60,13 +61,11 @@ Result<Membership> agree_on_survivors(Store& store, const std::string& group, in
 // is "<counter>|<payload()>": the trainer sends its training thread's progress
 // (elastic/progress.h), so that a watcher can tell a live process whose work is stuck. Stops (and
 // joins) on destruction.
-class Heartbeat {
+class Heartbeat : NonCopyable {
  public:
   Heartbeat(std::shared_ptr<Store> store, const std::string& group, int id,
             std::chrono::milliseconds interval, std::function<std::string()> payload = {});
   ~Heartbeat();
-  Heartbeat(const Heartbeat&) = delete;
-  Heartbeat& operator=(const Heartbeat&) = delete;
 
   static std::string key(const std::string& group, int id);
 

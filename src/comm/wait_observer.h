@@ -7,6 +7,8 @@
 // observer->waiting(true) / waiting(false). Other threads (progress, executor) are not observed.
 #pragma once
 
+#include "core/non_copyable.h"
+
 namespace ntp::comm {
 
 class WaitObserver {
@@ -20,12 +22,10 @@ class WaitObserver {
 void observe_waits(WaitObserver* observer);
 
 // Brackets one blocking wait of the calling thread (nothing when it is not observed).
-class ScopedWait {
+class ScopedWait : NonCopyable {
  public:
   ScopedWait();
   ~ScopedWait();
-  ScopedWait(const ScopedWait&) = delete;
-  ScopedWait& operator=(const ScopedWait&) = delete;
 
  private:
   WaitObserver* observer_;

@@ -128,16 +128,21 @@ class [[nodiscard]] Result {
 #define NTP_STATUS_CONCAT(a, b) NTP_STATUS_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` is not OK.
-#define NTP_RETURN_IF_ERROR(expr)                      \
-  do {                                                 \
-    ::ntp::Status ntp_status_tmp_ = (expr);            \
-    if (!ntp_status_tmp_.ok()) return ntp_status_tmp_; \
-  } while (false)
+#define NTP_RETURN_IF_ERROR(expr) NTP_RETURN_IF_ERROR_WITH(return, expr)
 
 // `NTP_ASSIGN_OR_RETURN(auto x, make_x());` declares x from a Result or returns its error.
-#define NTP_ASSIGN_OR_RETURN(lhs, expr) \
-  NTP_ASSIGN_OR_RETURN_IMPL(NTP_STATUS_CONCAT(ntp_result_, __LINE__), lhs, expr)
-#define NTP_ASSIGN_OR_RETURN_IMPL(result, lhs, expr) \
-  auto result = (expr);                              \
-  if (!result.ok()) return result.status();          \
+#define NTP_ASSIGN_OR_RETURN(lhs, expr) NTP_ASSIGN_OR_RETURN_WITH(return, ntp_result_, lhs, expr)
+
+// The two above with the return statement named (`return`, or `co_return` in a coroutine:
+// elastic/task.h) and, for the assignment, the prefix of its hidden Result's name.
+#define NTP_RETURN_IF_ERROR_WITH(return_keyword, expr)         \
+  do {                                                         \
+    ::ntp::Status ntp_status_tmp_ = (expr);                    \
+    if (!ntp_status_tmp_.ok()) return_keyword ntp_status_tmp_; \
+  } while (false)
+#define NTP_ASSIGN_OR_RETURN_WITH(return_keyword, prefix, lhs, expr) \
+  NTP_ASSIGN_OR_RETURN_IMPL(return_keyword, NTP_STATUS_CONCAT(prefix, __LINE__), lhs, expr)
+#define NTP_ASSIGN_OR_RETURN_IMPL(return_keyword, result, lhs, expr) \
+  auto result = (expr);                                              \
+  if (!result.ok()) return_keyword result.status();                  \
   lhs = std::move(result).value()

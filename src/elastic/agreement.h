@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "comm/store.h"
+#include "core/non_copyable.h"
 #include "core/status.h"
 #include "elastic/agreement_machine.h"
 #include "elastic/member_list.h"
@@ -82,11 +83,9 @@ bool still_silent(comm::Store& store, const std::string& group, int id);
 bool still_since_recorded(const std::optional<std::string>& silent,
                           const std::optional<std::string>& beat);
 
-class Agreement {
+class Agreement : NonCopyable {
  public:
   explicit Agreement(AgreementConfig config);
-  Agreement(const Agreement&) = delete;
-  Agreement& operator=(const Agreement&) = delete;
 
   // After a failure (or to admit `joiners`): agrees on the next epoch's list. `last` is the
   // newest list this member received; it is replaced by newer published lists that name this

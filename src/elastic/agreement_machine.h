@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/non_copyable.h"
 #include "core/status.h"
 #include "elastic/member_list.h"
 #include "elastic/progress.h"
@@ -60,12 +61,10 @@ enum class FailurePoster { kRelay, kWitness };
 Task<Status> post_failure(IoSlot& io, std::string group, int epoch,
                           FailurePoster poster = FailurePoster::kRelay);
 
-class AgreementMachine {
+class AgreementMachine : NonCopyable {
  public:
   // `io` carries this machine's awaits; it must outlive the machine and every task it returns.
   AgreementMachine(AgreementParams params, IoSlot& io) : p_(std::move(params)), io_(io) {}
-  AgreementMachine(const AgreementMachine&) = delete;
-  AgreementMachine& operator=(const AgreementMachine&) = delete;
 
   // Agreement::agree's contract (elastic/agreement.h). `last` must outlive the task.
   Task<Result<MemberList>> agree(MemberList& last, Announcement mine, bool joiner,

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "core/non_copyable.h"
 #include "core/status.h"
 #include "elastic/agreement_machine.h"
 #include "elastic/member_list.h"
@@ -76,13 +77,11 @@ struct DomainLeaderParams {
   FullListDecoder decode = plain_decoder();
 };
 
-class DomainLeader {
+class DomainLeader : NonCopyable {
  public:
   // `global` is the global agreement's (group, me = the domain, bounds); `global_io` carries
   // every await on the global store and must outlive every task.
   DomainLeader(DomainLeaderParams params, AgreementParams global, IoSlot& global_io);
-  DomainLeader(const DomainLeader&) = delete;
-  DomainLeader& operator=(const DomainLeader&) = delete;
 
   // One round for the domain's agreed list `domain_list`: publish it, fail the global epoch
   // the leaders' watches are armed on (`global.epoch`, which tells the other leaders) and

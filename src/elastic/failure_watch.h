@@ -45,20 +45,19 @@
 #include <vector>
 
 #include "comm/store.h"
+#include "core/non_copyable.h"
 #include "elastic/progress.h"
 #include "elastic/store_driver.h"
 #include "elastic/watch_machine.h"
 
 namespace ntp::elastic {
 
-class FailureWatch {
+class FailureWatch : NonCopyable {
  public:
   FailureWatch(std::shared_ptr<comm::Store> store, std::chrono::milliseconds poll,
                std::chrono::milliseconds hang_detect, const Progress* own_progress = nullptr,
                std::function<void()> on_fenced = {});
   ~FailureWatch();
-  FailureWatch(const FailureWatch&) = delete;
-  FailureWatch& operator=(const FailureWatch&) = delete;
 
   void arm(WatchedEpoch epoch);
   void disarm();

@@ -23,12 +23,13 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/non_copyable.h"
 #include "core/status.h"
 #include "elastic/io.h"
 
 namespace ntp::elastic {
 
-class IoSlot {
+class IoSlot : NonCopyable {
  public:
   struct Awaiter {
     IoSlot* slot;
@@ -42,8 +43,6 @@ class IoSlot {
   };
 
   explicit IoSlot(Time now = {}) : now_(now) {}
-  IoSlot(const IoSlot&) = delete;
-  IoSlot& operator=(const IoSlot&) = delete;
 
   // The machine's side: suspends until the driver resumes it with op's reply.
   Awaiter perform(io::Op&& op) { return Awaiter{this, std::move(op)}; }
@@ -149,14 +148,6 @@ class [[nodiscard]] Task {
 }  // namespace ntp::elastic
 
 // NTP_RETURN_IF_ERROR and NTP_ASSIGN_OR_RETURN for coroutines (co_return).
-#define NTP_CO_RETURN_IF_ERROR(expr)                      \
-  do {                                                    \
-    ::ntp::Status ntp_status_tmp_ = (expr);               \
-    if (!ntp_status_tmp_.ok()) co_return ntp_status_tmp_; \
-  } while (false)
+#define NTP_CO_RETURN_IF_ERROR(expr) NTP_RETURN_IF_ERROR_WITH(co_return, expr)
 #define NTP_CO_ASSIGN_OR_RETURN(lhs, expr) \
-  NTP_CO_ASSIGN_OR_RETURN_IMPL(NTP_STATUS_CONCAT(ntp_co_result_, __LINE__), lhs, expr)
-#define NTP_CO_ASSIGN_OR_RETURN_IMPL(result, lhs, expr) \
-  auto result = (expr);                                 \
-  if (!result.ok()) co_return result.status();          \
-  lhs = std::move(result).value()
+  NTP_ASSIGN_OR_RETURN_WITH(co_return, ntp_co_result_, lhs, expr)

@@ -15,17 +15,17 @@
 #include <mutex>
 #include <thread>
 
+#include "core/non_copyable.h"
+
 namespace ntp::launch {
 
-class DutyCycle {
+class DutyCycle : NonCopyable {
  public:
   static constexpr std::chrono::milliseconds kPeriod{20};
 
   // factor in (0, 1]; at 1 nothing is ever stopped.
   DutyCycle(pid_t group, double factor, std::chrono::microseconds period = kPeriod);
   ~DutyCycle() { stop(); }
-  DutyCycle(const DutyCycle&) = delete;
-  DutyCycle& operator=(const DutyCycle&) = delete;
 
   void stop();
 

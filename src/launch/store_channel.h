@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "comm/store.h"
+#include "core/non_copyable.h"
 
 namespace ntp::launch {
 
@@ -35,14 +36,12 @@ struct StepReading {
   int generation = 0;  // reset_step calls for the rank applied before this reading
 };
 
-class StoreChannel {
+class StoreChannel : NonCopyable {
  public:
   // `spec`/`run_id`: how to open the store afresh after an outage (probe).
   StoreChannel(std::shared_ptr<comm::Store> store, std::string spec, std::string run_id,
                std::vector<int> ranks);
   ~StoreChannel();
-  StoreChannel(const StoreChannel&) = delete;
-  StoreChannel& operator=(const StoreChannel&) = delete;
 
   void post(std::function<void(comm::Store&)> write);
 

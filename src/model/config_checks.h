@@ -40,4 +40,17 @@ inline Status check_ffn_unit(int64_t ffn, int64_t ffn_unit) {
                           " is not a multiple of ffn_unit = " + std::to_string(ffn_unit));
 }
 
+// The fields every family has (GptConfig, LlamaConfig): the sizes positive, n_ffn (0: the family's
+// default width) not negative.
+template <typename Config>
+Status check_shared_fields(const Config& c) {
+  NTP_RETURN_IF_ERROR(check_positive({{"n_layer", c.n_layer},
+                                      {"n_head", c.n_head},
+                                      {"n_embd", c.n_embd},
+                                      {"n_ctx", c.n_ctx},
+                                      {"vocab_size", c.vocab_size},
+                                      {"ffn_unit", c.ffn_unit}}));
+  return check_non_negative({"n_ffn", c.n_ffn});
+}
+
 }  // namespace ntp::model

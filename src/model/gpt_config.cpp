@@ -7,13 +7,7 @@
 namespace ntp::model {
 
 Status GptConfig::validate() const {
-  NTP_RETURN_IF_ERROR(check_positive({{"n_layer", n_layer},
-                                      {"n_head", n_head},
-                                      {"n_embd", n_embd},
-                                      {"n_ctx", n_ctx},
-                                      {"vocab_size", vocab_size},
-                                      {"ffn_unit", ffn_unit}}));
-  NTP_RETURN_IF_ERROR(check_non_negative({"n_ffn", n_ffn}));
+  NTP_RETURN_IF_ERROR(check_shared_fields(*this));
   if (n_embd % n_head != 0) {
     return invalid_argument("n_embd = " + std::to_string(n_embd) +
                             " is not a multiple of n_head = " + std::to_string(n_head) +

@@ -7,14 +7,8 @@
 namespace ntp::model {
 
 Status LlamaConfig::validate() const {
-  NTP_RETURN_IF_ERROR(check_positive({{"n_layer", n_layer},
-                                      {"n_head", n_head},
-                                      {"n_kv_head", n_kv_head},
-                                      {"n_embd", n_embd},
-                                      {"n_ctx", n_ctx},
-                                      {"vocab_size", vocab_size},
-                                      {"ffn_unit", ffn_unit}}));
-  NTP_RETURN_IF_ERROR(check_non_negative({"n_ffn", n_ffn}));
+  NTP_RETURN_IF_ERROR(check_shared_fields(*this));
+  NTP_RETURN_IF_ERROR(check_positive({{"n_kv_head", n_kv_head}}));
   NTP_RETURN_IF_ERROR(check_non_negative({"head_dim", head_dim}));
   if (n_head % n_kv_head != 0) {
     return invalid_argument("n_head = " + std::to_string(n_head) +

@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "model/llama_config.h"
+#include "model/unit_lists.h"
 
 namespace ntp::model {
 
@@ -30,16 +31,9 @@ std::vector<int64_t> kv_groups(const LlamaConfig& config, const LlamaShard& shar
 // True when this shard holds group g's first query head (it owns the group's counted copy).
 bool owns_kv_group(const LlamaConfig& config, const LlamaShard& shard, int64_t g);
 
-// Every unit of every space (degree 1).
-LlamaShard full_shard(const LlamaConfig& config);
-// Balanced contiguous blocks per space (Megatron's layout when the degree divides the counts).
-std::vector<LlamaShard> contiguous_layout(const LlamaConfig& config, int degree);
-// Balanced per space (counts differ by at most one), each space shuffled by `seed` first.
-std::vector<LlamaShard> shuffled_layout(const LlamaConfig& config, int degree, uint64_t seed);
-
-// kInvalidArgument unless every unit of every space appears in exactly one shard.
-Status validate_layout(const LlamaConfig& config, const std::vector<LlamaShard>& layout);
-// kInvalidArgument unless the shard's ids are in range and distinct.
-Status validate_shard(const LlamaConfig& config, const LlamaShard& shard);
+// The spaces in order: query head, ffn, vocabulary, lm_head row. With model/unit_lists.h this
+// gives LlamaShard's full_shard, contiguous_layout, shuffled_layout, validate_shard and
+// validate_layout.
+UnitSpaces<LlamaShard> unit_spaces(const LlamaConfig& config);
 
 }  // namespace ntp::model

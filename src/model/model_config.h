@@ -42,6 +42,7 @@ struct ModelConfig {
   ModelConfig() = default;
   ModelConfig(const GptConfig& gpt);      // NOLINT(google-explicit-constructor): same fields
   ModelConfig(const LlamaConfig& llama);  // NOLINT(google-explicit-constructor): same fields
+  bool operator==(const ModelConfig&) const = default;
 
   GptConfig gpt() const;
   // Llama's fields (for kMoe: everything but the FFN).

@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "model/gpt_config.h"
+#include "model/unit_lists.h"
 
 namespace ntp::model {
 
@@ -20,20 +21,8 @@ struct TpShard {
   std::vector<int64_t> vocab_rows;
 };
 
-// Every unit of every space (degree 1).
-TpShard full_shard(const GptConfig& config);
-
-// `degree` ranks, each space split into balanced contiguous blocks (Megatron's uniform layout
-// when the degree divides the unit count).
-std::vector<TpShard> contiguous_layout(const GptConfig& config, int degree);
-
-// `degree` ranks, balanced (per space, unit counts differ by at most one), units of each space
-// shuffled by `seed` before dealing: non-contiguous and unordered, the awkward case on purpose.
-std::vector<TpShard> shuffled_layout(const GptConfig& config, int degree, uint64_t seed);
-
-// kInvalidArgument unless every unit of every space appears in exactly one shard.
-Status validate_layout(const GptConfig& config, const std::vector<TpShard>& layout);
-// kInvalidArgument unless the shard's ids are in range and distinct.
-Status validate_shard(const GptConfig& config, const TpShard& shard);
+// The spaces in order: head, ffn, vocabulary. With model/unit_lists.h this gives TpShard's
+// full_shard, contiguous_layout, shuffled_layout, validate_shard and validate_layout.
+UnitSpaces<TpShard> unit_spaces(const GptConfig& config);
 
 }  // namespace ntp::model

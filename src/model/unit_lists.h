@@ -93,4 +93,45 @@ Status validate_layout_of(const UnitSpaces<Shard>& spaces, const std::vector<Sha
   return ok_status();
 }
 
+// The layouts of a configuration whose shard type names its spaces: `unit_spaces(config)`, found
+// by argument-dependent lookup (model/tp_shard.h for GptConfig, model/llama_shard.h for
+// LlamaConfig), lists them in order; shuffled_layout draws the spaces' shuffles from one generator
+// in that order.
+template <typename Config>
+concept HasUnitSpaces = requires(const Config& config) {
+  unit_spaces(config);
+};
+
+// Every unit of every space (degree 1).
+template <HasUnitSpaces Config>
+auto full_shard(const Config& config) {
+  return full_shard_of(unit_spaces(config));
+}
+
+// `degree` ranks, each space split into balanced contiguous blocks (Megatron's uniform layout
+// when the degree divides the unit count).
+template <HasUnitSpaces Config>
+auto contiguous_layout(const Config& config, int degree) {
+  return contiguous_layout_of(unit_spaces(config), degree);
+}
+
+// `degree` ranks, balanced (per space, unit counts differ by at most one), units of each space
+// shuffled by `seed` before dealing: non-contiguous and unordered, the awkward case on purpose.
+template <HasUnitSpaces Config>
+auto shuffled_layout(const Config& config, int degree, uint64_t seed) {
+  return shuffled_layout_of(unit_spaces(config), degree, seed);
+}
+
+// kInvalidArgument unless the shard's ids are in range and distinct.
+template <HasUnitSpaces Config, typename Shard>
+Status validate_shard(const Config& config, const Shard& shard) {
+  return validate_shard_of<Shard>(unit_spaces(config), shard);
+}
+
+// kInvalidArgument unless every unit of every space appears in exactly one shard.
+template <HasUnitSpaces Config, typename Shard>
+Status validate_layout(const Config& config, const std::vector<Shard>& layout) {
+  return validate_layout_of<Shard>(unit_spaces(config), layout);
+}
+
 }  // namespace ntp::model

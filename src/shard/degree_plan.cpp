@@ -91,4 +91,31 @@ StrategyPlan assemble_strategy_plan_for_units(
   return assemble(strategy, partitions, plan_of, spaces);
 }
 
+StrategyPlan SyncStrategy::plan(const std::vector<int>& degrees,
+                                const std::vector<UnitSpace>& spaces,
+                                const ByteCosts& bytes) const {
+  NTP_CHECK(!degrees.empty());
+  const int parts = partitions(degrees);
+  auto plan_degree = [&](int degree) {
+    RankUnits units;
+    for (const UnitSpace& space : spaces) {
+      units.push_back(space.derived() ? std::vector<IntervalSet>(static_cast<std::size_t>(degree))
+                                      : layout(space.units, degree, parts));
+    }
+    derive_units(units, spaces);
+    return sync_over(std::move(units), parts, spaces, bytes);
+  };
+  return assemble_strategy_plan(name(), parts, degrees, spaces, plan_degree);
+}
+
+StrategyPlan SyncStrategy::plan_units(const std::vector<int>& degrees, std::vector<RankUnits> units,
+                                      const std::vector<UnitSpace>& spaces,
+                                      const ByteCosts& bytes) const {
+  NTP_CHECK(!degrees.empty() && degrees.size() == units.size());
+  const int parts = partitions(degrees);
+  return assemble_strategy_plan_for_units(
+      name(), parts, std::move(units), spaces,
+      [&](int, RankUnits replica) { return sync_over(std::move(replica), parts, spaces, bytes); });
+}
+
 }  // namespace ntp::shard

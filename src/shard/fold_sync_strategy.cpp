@@ -43,19 +43,10 @@ std::vector<IntervalSet> fold_layout(std::int64_t units, int degree, int sync_de
     tails.append(core_end, end);
   }
   // Deal the concatenated tails to the extra ranks in order.
-  auto tail = tails.intervals().begin();
-  std::int64_t cursor = tails.empty() ? 0 : tail->begin;
+  const std::vector<IntervalSet> extra =
+      deal_in_order(tails, std::span(count).subspan(static_cast<std::size_t>(sync_degree)));
   for (int k = sync_degree; k < degree; ++k) {
-    std::int64_t need = count[static_cast<std::size_t>(k)];
-    IntervalSet& mine = out[static_cast<std::size_t>(k)];
-    while (need > 0) {
-      NTP_CHECK(tail != tails.intervals().end());
-      const std::int64_t take = std::min(need, tail->end - cursor);
-      mine.append(cursor, cursor + take);
-      cursor += take;
-      need -= take;
-      if (cursor == tail->end && ++tail != tails.intervals().end()) cursor = tail->begin;
-    }
+    out[static_cast<std::size_t>(k)] = extra[static_cast<std::size_t>(k - sync_degree)];
   }
   return out;
 }
@@ -101,33 +92,19 @@ DegreePlan fold_sync_of(RankUnits units, int sync_degree, const std::vector<Unit
 
 }  // namespace
 
-StrategyPlan FoldSyncStrategy::plan(const std::vector<int>& degrees,
-                                    const std::vector<UnitSpace>& spaces,
-                                    const ByteCosts& bytes) const {
-  NTP_CHECK(!degrees.empty());
-  const int sync_degree = *std::min_element(degrees.begin(), degrees.end());
-  auto plan_degree = [&](int degree) {
-    RankUnits units;
-    for (const UnitSpace& space : spaces) {
-      units.push_back(space.derived() ? std::vector<IntervalSet>(static_cast<std::size_t>(degree))
-                                      : fold_layout(space.units, degree, sync_degree));
-    }
-    derive_units(units, spaces);
-    return fold_sync_of(std::move(units), sync_degree, spaces, bytes);
-  };
-  return assemble_strategy_plan(name(), sync_degree, degrees, spaces, plan_degree);
+int FoldSyncStrategy::partitions(const std::vector<int>& degrees) const {
+  return *std::min_element(degrees.begin(), degrees.end());
 }
 
-StrategyPlan FoldSyncStrategy::plan_units(const std::vector<int>& degrees,
-                                          std::vector<RankUnits> units,
-                                          const std::vector<UnitSpace>& spaces,
-                                          const ByteCosts& bytes) const {
-  NTP_CHECK(!degrees.empty() && degrees.size() == units.size());
-  const int sync_degree = *std::min_element(degrees.begin(), degrees.end());
-  return assemble_strategy_plan_for_units(
-      name(), sync_degree, std::move(units), spaces, [&](int, RankUnits replica) {
-        return fold_sync_of(std::move(replica), sync_degree, spaces, bytes);
-      });
+std::vector<IntervalSet> FoldSyncStrategy::layout(std::int64_t units, int degree,
+                                                  int partitions) const {
+  return fold_layout(units, degree, partitions);
+}
+
+DegreePlan FoldSyncStrategy::sync_over(RankUnits units, int partitions,
+                                       const std::vector<UnitSpace>& spaces,
+                                       const ByteCosts& bytes) const {
+  return fold_sync_of(std::move(units), partitions, spaces, bytes);
 }
 
 }  // namespace ntp::shard

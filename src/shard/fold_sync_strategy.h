@@ -24,16 +24,20 @@ std::vector<IntervalSet> fold_layout(std::int64_t units, int degree, int sync_de
 // Sync partition `index` of a space of `units` units cut into `sync_degree` balanced ranges.
 IntervalSet sync_partition(std::int64_t units, int sync_degree, int index);
 
+// Syncs over the least degree's partitions: core rank r < s of every replica represents partition
+// P_r; the extra ranks of a larger replica fold their units into the core rank whose partition
+// holds them. Over given units (plan_units) core rank r still represents P_r and any other rank
+// holding units of P_r folds them into it (a slowed core rank holds less of P_r; a fast one may
+// hold others' units).
 class FoldSyncStrategy final : public SyncStrategy {
  public:
   std::string_view name() const override { return "fold"; }
-  StrategyPlan plan(const std::vector<int>& degrees, const std::vector<UnitSpace>& spaces,
-                    const ByteCosts& bytes) const override;
-  // Over given units, core rank r still represents P_r and any other rank holding units of P_r
-  // folds them into it (a slowed core rank holds less of P_r; a fast one may hold others' units).
-  StrategyPlan plan_units(const std::vector<int>& degrees, std::vector<RankUnits> units,
-                          const std::vector<UnitSpace>& spaces,
-                          const ByteCosts& bytes) const override;
+
+ protected:
+  int partitions(const std::vector<int>& degrees) const override;
+  std::vector<IntervalSet> layout(std::int64_t units, int degree, int partitions) const override;
+  DegreePlan sync_over(RankUnits units, int partitions, const std::vector<UnitSpace>& spaces,
+                       const ByteCosts& bytes) const override;
 };
 
 }  // namespace ntp::shard

@@ -121,4 +121,22 @@ IntervalSet unite(const IntervalSet& a, const IntervalSet& b) {
   return out;
 }
 
+std::vector<IntervalSet> deal_in_order(const IntervalSet& pool,
+                                       std::span<const std::int64_t> counts) {
+  std::vector<IntervalSet> out(counts.size());
+  auto next = pool.intervals().begin();
+  std::int64_t cursor = pool.empty() ? 0 : next->begin;
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    for (std::int64_t need = counts[k]; need > 0;) {
+      NTP_CHECK(next != pool.intervals().end());
+      const std::int64_t take = std::min(need, next->end - cursor);
+      out[k].append(cursor, cursor + take);
+      cursor += take;
+      need -= take;
+      if (cursor == next->end && ++next != pool.intervals().end()) cursor = next->begin;
+    }
+  }
+  return out;
+}
+
 }  // namespace ntp::shard

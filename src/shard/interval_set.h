@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,5 +49,10 @@ class IntervalSet {
  private:
   std::vector<Interval> intervals_;
 };
+
+// `pool`'s ids in increasing order, dealt into consecutive runs of counts[0], counts[1], ... ids
+// (the layouts' "deal the leftovers in order"); requires sum(counts) <= pool.count().
+std::vector<IntervalSet> deal_in_order(const IntervalSet& pool,
+                                       std::span<const std::int64_t> counts);
 
 }  // namespace ntp::shard

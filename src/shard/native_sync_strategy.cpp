@@ -57,38 +57,21 @@ DegreePlan native_sync_of(RankUnits units, int full, const std::vector<UnitSpace
 
 }  // namespace
 
-StrategyPlan NativeSyncStrategy::plan(const std::vector<int>& degrees,
-                                      const std::vector<UnitSpace>& spaces,
-                                      const ByteCosts& bytes) const {
-  const int full = full_degree_;
-  auto plan_degree = [&](int degree) {
-    NTP_CHECK(degree <= full);
-    RankUnits units;
-    for (const UnitSpace& space : spaces) {
-      std::vector<IntervalSet> per_rank;
-      for (int k = 0; k < degree && !space.derived(); ++k) {
-        per_rank.push_back(IntervalSet::range(balanced_offset(space.units, degree, k),
-                                              balanced_offset(space.units, degree, k + 1)));
-      }
-      per_rank.resize(static_cast<std::size_t>(degree));  // a derived space: filled below
-      units.push_back(std::move(per_rank));
-    }
-    derive_units(units, spaces);
-    return native_sync_of(std::move(units), full, spaces, bytes);
-  };
-  return assemble_strategy_plan(name(), full, degrees, spaces, plan_degree);
+std::vector<IntervalSet> NativeSyncStrategy::layout(std::int64_t units, int degree,
+                                                    int partitions) const {
+  NTP_CHECK(degree <= partitions);
+  std::vector<IntervalSet> per_rank;
+  for (int k = 0; k < degree; ++k) {
+    per_rank.push_back(IntervalSet::range(balanced_offset(units, degree, k),
+                                          balanced_offset(units, degree, k + 1)));
+  }
+  return per_rank;
 }
 
-StrategyPlan NativeSyncStrategy::plan_units(const std::vector<int>& degrees,
-                                            std::vector<RankUnits> units,
-                                            const std::vector<UnitSpace>& spaces,
-                                            const ByteCosts& bytes) const {
-  NTP_CHECK(!degrees.empty() && degrees.size() == units.size());
-  const int full = full_degree_;
-  return assemble_strategy_plan_for_units(
-      name(), full, std::move(units), spaces, [&](int, RankUnits replica) {
-        return native_sync_of(std::move(replica), full, spaces, bytes);
-      });
+DegreePlan NativeSyncStrategy::sync_over(RankUnits units, int partitions,
+                                         const std::vector<UnitSpace>& spaces,
+                                         const ByteCosts& bytes) const {
+  return native_sync_of(std::move(units), partitions, spaces, bytes);
 }
 
 }  // namespace ntp::shard

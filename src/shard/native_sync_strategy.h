@@ -19,12 +19,15 @@ class NativeSyncStrategy final : public SyncStrategy {
   // `full_degree` is the domain size: the degree of a healthy replica.
   explicit NativeSyncStrategy(int full_degree) : full_degree_(full_degree) {}
   std::string_view name() const override { return "native"; }
-  StrategyPlan plan(const std::vector<int>& degrees, const std::vector<UnitSpace>& spaces,
-                    const ByteCosts& bytes) const override;
-  // Over given units, each partition is represented by the rank holding most of it, as above.
-  StrategyPlan plan_units(const std::vector<int>& degrees, std::vector<RankUnits> units,
-                          const std::vector<UnitSpace>& spaces,
-                          const ByteCosts& bytes) const override;
+
+ protected:
+  int partitions(const std::vector<int>&) const override { return full_degree_; }
+  // Balanced contiguous blocks over the replica's own degree (at most the full degree).
+  std::vector<IntervalSet> layout(std::int64_t units, int degree, int partitions) const override;
+  // Each partition of the full degree is represented by the rank holding most of it (ties: the
+  // lower rank); the others fold their pieces of it into that rank.
+  DegreePlan sync_over(RankUnits units, int partitions, const std::vector<UnitSpace>& spaces,
+                       const ByteCosts& bytes) const override;
 
  private:
   int full_degree_;

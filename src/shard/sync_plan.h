@@ -67,20 +67,35 @@ struct StrategyPlan {
 
 // A way to lay out replicas of mixed TP degrees and synchronize their gradients. Implementations
 // must be pure functions of their inputs, so every rank computes the same plan.
+struct DegreePlan;  // shard/degree_plan.h
+
+// How a job of mixed TP degrees syncs its gradients. A strategy names its sync partitions, how a
+// replica of a given degree lays out a space over its ranks, and how one replica's ranks fold their
+// units into the partitions' representatives; plan and plan_units assemble those for every replica
+// (shard/degree_plan.cpp).
 class SyncStrategy {
  public:
   virtual ~SyncStrategy() = default;
   virtual std::string_view name() const = 0;
   // degrees[d] is the TP degree of the replica in domain d (each >= 1 and <= every space's units).
-  virtual StrategyPlan plan(const std::vector<int>& degrees, const std::vector<UnitSpace>& spaces,
-                            const ByteCosts& bytes) const = 0;
+  StrategyPlan plan(const std::vector<int>& degrees, const std::vector<UnitSpace>& spaces,
+                    const ByteCosts& bytes) const;
   // The plan over units the caller fixed (units[d][space][rank], e.g. speed-weighted layouts,
   // shard/weighted_layout.h): the strategy derives only the sync (folds, DP groups, costs) over
   // them, with the partitions plan(degrees, ...) uses. Each units[d][space] must be a partition of
   // the space over degrees[d] ranks. Passing plan(degrees, ...).units gives plan(degrees, ...).
-  virtual StrategyPlan plan_units(const std::vector<int>& degrees, std::vector<RankUnits> units,
-                                  const std::vector<UnitSpace>& spaces,
-                                  const ByteCosts& bytes) const = 0;
+  StrategyPlan plan_units(const std::vector<int>& degrees, std::vector<RankUnits> units,
+                          const std::vector<UnitSpace>& spaces, const ByteCosts& bytes) const;
+
+ protected:
+  // The number of sync partitions (DP groups per space) for replicas of `degrees` (non-empty).
+  virtual int partitions(const std::vector<int>& degrees) const = 0;
+  // The units of a space of `units` units on each of a replica's `degree` ranks.
+  virtual std::vector<IntervalSet> layout(std::int64_t units, int degree, int partitions) const = 0;
+  // One replica's folds, DP costs and representatives over `units` ([space][rank]).
+  virtual DegreePlan sync_over(RankUnits units, int partitions,
+                               const std::vector<UnitSpace>& spaces,
+                               const ByteCosts& bytes) const = 0;
 };
 
 }  // namespace ntp::shard

@@ -34,21 +34,10 @@ std::vector<IntervalSet> rebalance_units(const std::vector<IntervalSet>& base,
     kept = unite(kept, out[r]);
   }
   const IntervalSet pool = subtract(IntervalSet::range(0, units), kept);
-  auto next = pool.intervals().begin();
-  std::int64_t cursor = pool.empty() ? 0 : next->begin;
-  for (std::size_t r = 0; r < base.size(); ++r) {
-    std::int64_t need = counts[r] - out[r].count();
-    IntervalSet extra;
-    while (need > 0) {
-      NTP_CHECK(next != pool.intervals().end());
-      const std::int64_t take = std::min(need, next->end - cursor);
-      extra.append(cursor, cursor + take);
-      cursor += take;
-      need -= take;
-      if (cursor == next->end && ++next != pool.intervals().end()) cursor = next->begin;
-    }
-    out[r] = unite(out[r], extra);
-  }
+  std::vector<std::int64_t> need(base.size());
+  for (std::size_t r = 0; r < base.size(); ++r) need[r] = counts[r] - out[r].count();
+  const std::vector<IntervalSet> extra = deal_in_order(pool, need);
+  for (std::size_t r = 0; r < base.size(); ++r) out[r] = unite(out[r], extra[r]);
   return out;
 }
 

@@ -21,15 +21,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/non_copyable.h"
+
 namespace ntp::train {
 
-class EventLog {
+class EventLog : NonCopyable {
  public:
   // Logs nothing when `out_dir` is empty or the file cannot be opened.
   EventLog(const std::string& out_dir, int rank);
   ~EventLog();
-  EventLog(const EventLog&) = delete;
-  EventLog& operator=(const EventLog&) = delete;
 
   void log(const std::string& event, nlohmann::json fields = nlohmann::json::object());
 

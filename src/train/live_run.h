@@ -12,6 +12,7 @@
 
 #include "comm/survivors.h"
 #include "comm/wait_observer.h"
+#include "core/non_copyable.h"
 #include "data/batcher.h"
 #include "elastic/agreement.h"
 #include "elastic/failure_watch.h"
@@ -52,12 +53,10 @@ struct ReshardTotals {
 // (elastic/member_list.h). Members are destroyed in reverse order: the watch, whose aborts reach
 // the jobs, stops before the jobs go; the heartbeat, which reads the progress, before the
 // progress.
-struct LiveRun {
+struct LiveRun : NonCopyable {
   LiveRun(const TrainConfig& config, const WorkerContext& context, data::Batcher train,
           data::Batcher val);
   ~LiveRun() { comm::observe_waits(nullptr); }
-  LiveRun(const LiveRun&) = delete;
-  LiveRun& operator=(const LiveRun&) = delete;
 
   // The first job (or a repair's admission and join), then a resume from a checkpoint.
   // nullopt: ready to train; else the summary of a worker that leaves without training.

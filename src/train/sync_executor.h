@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/non_copyable.h"
 #include "core/status.h"
 #include "model/param.h"
 #include "train/unit_blocks.h"
@@ -76,14 +77,12 @@ struct SyncStats {
   double overlap_fraction() const;
 };
 
-class SyncExecutor {
+class SyncExecutor : NonCopyable {
  public:
   SyncExecutor(const WorkerRole& role, std::vector<model::Param>& params,
                const std::vector<std::vector<int>>& ready_order, SyncComms comms,
                SyncOptions options);
   ~SyncExecutor();
-  SyncExecutor(const SyncExecutor&) = delete;
-  SyncExecutor& operator=(const SyncExecutor&) = delete;
 
   // Backward's callback (model::BackwardOptions::on_grads_ready): these gradients are final.
   void grads_ready(std::span<const int> params);

@@ -13,11 +13,7 @@ namespace ntp::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::make_ranks;
-using testing::save_ranks;
-using testing::SaveSpec;
-using testing::TempDir;
-using testing::tiny_config;
+using namespace testing;  // the checkpoint fixtures of ckpt_test_util.h and temp_dir.h
 
 TEST(Commit, LatestFollowsAndKeepLastPrunes) {
   TempDir dir;

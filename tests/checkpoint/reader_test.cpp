@@ -20,11 +20,7 @@ namespace ntp::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::make_ranks;
-using testing::save_ranks;
-using testing::SaveSpec;
-using testing::TempDir;
-using testing::tiny_config;
+using namespace testing;  // the checkpoint fixtures of ckpt_test_util.h and temp_dir.h
 
 bool bitwise_equal(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;

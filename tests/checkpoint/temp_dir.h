@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <string>
 
+#include "core/non_copyable.h"
+
 namespace ntp::checkpoint::testing {
 
-class TempDir {
+class TempDir : NonCopyable {
  public:
   TempDir() {
     path_ = std::filesystem::temp_directory_path() /
@@ -17,8 +19,6 @@ class TempDir {
     std::filesystem::create_directories(path_);
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
   const std::filesystem::path& path() const { return path_; }
 
  private:

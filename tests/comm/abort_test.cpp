@@ -24,11 +24,7 @@
 namespace ntp::comm {
 namespace {
 
-using testing::connect_rank;
-using testing::monotonic_ns;
-using testing::spawn_ranks;
-using testing::TempDir;
-using testing::wait_all;
+using namespace testing;  // the multi-process harness of multiprocess.h
 
 constexpr auto kTimeout = std::chrono::milliseconds(30000);
 

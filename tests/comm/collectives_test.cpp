@@ -36,14 +36,8 @@ double contribution(int r, std::size_t i) {
 Result<std::unique_ptr<Communicator>> connect(const std::string& dir, int rank, int n,
                                               int full_mesh_max_size) {
   NTP_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, open_store("file:" + dir, "collectives"));
-  GlooOptions options;
-  options.store = store;
-  options.rank = rank;
-  options.size = n;
-  options.prefix = "world";
-  options.timeout = std::chrono::milliseconds(20000);
-  options.full_mesh_max_size = full_mesh_max_size;
-  return connect_gloo(options);
+  return connect_gloo(
+      testing::rank_options(store, rank, n, "world", std::chrono::seconds(20), full_mesh_max_size));
 }
 
 template <typename T>

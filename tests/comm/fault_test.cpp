@@ -20,11 +20,7 @@
 namespace ntp::comm {
 namespace {
 
-using testing::connect_rank;
-using testing::monotonic_ns;
-using testing::spawn_ranks;
-using testing::TempDir;
-using testing::wait_all;
+using namespace testing;  // the multi-process harness of multiprocess.h
 
 // A live peer that the scheduler starves for longer than the timeout looks hung. At 700 ms this
 // happened before any fault under `ctest -j2 --repeat` on a loaded 2-core machine (every rank

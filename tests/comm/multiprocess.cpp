@@ -72,16 +72,20 @@ std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids,
   return result;
 }
 
+GlooOptions rank_options(std::shared_ptr<Store> store, int rank, int n, const std::string& prefix,
+                         std::chrono::milliseconds timeout, int full_mesh_max_size) {
+  return {.store = std::move(store),
+          .rank = rank,
+          .size = n,
+          .prefix = prefix,
+          .timeout = timeout,
+          .full_mesh_max_size = full_mesh_max_size};
+}
+
 Result<std::unique_ptr<Communicator>> connect_rank(std::shared_ptr<Store> store, int rank, int n,
                                                    const std::string& prefix,
                                                    std::chrono::milliseconds timeout) {
-  GlooOptions options;
-  options.store = std::move(store);
-  options.rank = rank;
-  options.size = n;
-  options.prefix = prefix;
-  options.timeout = timeout;
-  return connect_gloo(options);
+  return connect_gloo(rank_options(std::move(store), rank, n, prefix, timeout));
 }
 
 TempDir::TempDir() {
@@ -105,6 +109,11 @@ long long monotonic_ns() {
 bool child_check(bool ok, int rank, const std::string& what) {
   if (!ok) std::fprintf(stderr, "rank %d: check failed: %s\n", rank, what.c_str());
   return ok;
+}
+
+int child_failure(int rank, const Status& status, int exit_code) {
+  std::fprintf(stderr, "rank %d: %s\n", rank, status.to_string().c_str());
+  return exit_code;
 }
 
 }  // namespace ntp::comm::testing

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/gloo_communicator.h"
 #include "comm/store.h"
+#include "core/non_copyable.h"
 #include "core/status.h"
 
 namespace ntp::comm::testing {
@@ -35,19 +37,22 @@ std::vector<pid_t> spawn_ranks(int n, const std::function<int(int rank)>& body);
 // timed_out (a hang). The result is in the order of `pids`.
 std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, std::chrono::milliseconds deadline);
 
-// Inside a child: a Gloo communicator of rank `rank` of `n` over `store`, its keys under
-// `prefix`, whose operations fail with kUnavailable after `timeout`.
+// The options of rank `rank` of `n` over `store`, its keys under `prefix`, whose operations fail
+// with kUnavailable after `timeout`; a group of more than `full_mesh_max_size` members is sparse.
+GlooOptions rank_options(std::shared_ptr<Store> store, int rank, int n, const std::string& prefix,
+                         std::chrono::milliseconds timeout,
+                         int full_mesh_max_size = GlooOptions{}.full_mesh_max_size);
+
+// Inside a child: a Gloo communicator of rank_options(store, rank, n, prefix, timeout).
 Result<std::unique_ptr<Communicator>> connect_rank(std::shared_ptr<Store> store, int rank, int n,
                                                    const std::string& prefix,
                                                    std::chrono::milliseconds timeout);
 
 // A fresh empty directory under $TMPDIR, removed by the destructor.
-class TempDir {
+class TempDir : NonCopyable {
  public:
   TempDir();
   ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }
 
  private:
@@ -59,6 +64,10 @@ long long monotonic_ns();
 
 // Reports a failed check from a child: prints "rank R: what" and returns false.
 bool child_check(bool ok, int rank, const std::string& what);
+
+// Reports a failed step of a child: prints "rank R: <status>" and returns `exit_code` (the
+// child's exit code, which names the step to the parent).
+int child_failure(int rank, const Status& status, int exit_code);
 
 }  // namespace ntp::comm::testing
 

@@ -63,13 +63,8 @@ void run_planned_ranks(const std::string& dir, int n, int full_mesh_max_size, Pl
       Result<std::shared_ptr<Store>> file = open_store("file:" + dir, "mesh");
       ASSERT_TRUE(file.ok());
       auto store = std::make_shared<BatchCountingStore>(*file);
-      GlooOptions options;
-      options.store = store;
-      options.rank = r;
-      options.size = n;
-      options.prefix = "w";
-      options.timeout = std::chrono::milliseconds(20000);
-      options.full_mesh_max_size = full_mesh_max_size;
+      GlooOptions options =
+          testing::rank_options(store, r, n, "w", std::chrono::seconds(20), full_mesh_max_size);
       plan(r, options);
       Result<std::unique_ptr<Communicator>> world = connect_gloo(options);
       ASSERT_TRUE(world.ok()) << world.status().to_string();

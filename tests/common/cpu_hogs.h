@@ -10,10 +10,12 @@
 #include <cstddef>
 #include <vector>
 
+#include "core/non_copyable.h"
+
 namespace ntp::testing {
 
 // `count` processes that spin until this object goes (SIGKILL, reaped), or this test process dies.
-class CpuHogs {
+class CpuHogs : NonCopyable {
  public:
   explicit CpuHogs(int count) {
     for (int i = 0; i < count; ++i) {
@@ -30,8 +32,6 @@ class CpuHogs {
     for (pid_t pid : pids_) kill(pid, SIGKILL);
     for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
   }
-  CpuHogs(const CpuHogs&) = delete;
-  CpuHogs& operator=(const CpuHogs&) = delete;
   std::size_t size() const { return pids_.size(); }
 
  private:

@@ -12,11 +12,13 @@
 #include <string>
 #include <system_error>
 
+#include "core/non_copyable.h"
+
 namespace ntp::testing {
 
 // A fresh empty directory $TMPDIR/<prefix>-XXXXXX (/tmp without TMPDIR), removed with everything
 // in it by the destructor.
-class TempDir {
+class TempDir : NonCopyable {
  public:
   explicit TempDir(const std::string& prefix = "ntp-test") {
     const char* base = std::getenv("TMPDIR");
@@ -28,8 +30,6 @@ class TempDir {
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }
 
  private:

@@ -38,10 +38,12 @@
 #include <vector>
 
 #include "child_process.h"
+#include "core/non_copyable.h"
 #include "core/wall_clock.h"
 #include "dependency.h"
 #include "job_scratch.h"
 #include "json_lines.h"
+#include "wait_until.h"
 
 namespace ntp::elastic {
 namespace {
@@ -91,7 +93,7 @@ std::string ip(const std::vector<std::string>& args) {
 // Two network namespaces joined by a veth pair, A = 10.77.0.1/24 and B = 10.77.0.2/24, named
 // after this test process (parallel runs do not collide); deleted by the destructor, which also
 // takes the veth pair with it. Namespaces left by a test process that died are deleted first.
-class NetworkPair {
+class NetworkPair : NonCopyable {
  public:
   NetworkPair() {
     const std::string pid = std::to_string(::getpid());
@@ -104,8 +106,6 @@ class NetworkPair {
     if (made_a_) (void)ip({"netns", "del", ns_a_});
     if (made_b_) (void)ip({"netns", "del", ns_b_});
   }
-  NetworkPair(const NetworkPair&) = delete;
-  NetworkPair& operator=(const NetworkPair&) = delete;
 
   // Empty on success, else why the namespaces could not be made.
   std::string make() {
@@ -178,7 +178,7 @@ class NetworkPair {
 
 // A child process that is SIGKILLed if the test leaves before finishing it (a launcher's workers
 // die with it: PR_SET_PDEATHSIG).
-class Child {
+class Child : NonCopyable {
  public:
   explicit Child(const std::vector<std::string>& argv) : child_(ntp::testing::start_child(argv)) {}
   ~Child() {
@@ -192,8 +192,6 @@ class Child {
       }
     }
   }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
 
   // Starts collecting the output in the background (two launchers must be drained at once).
   void collect(std::chrono::milliseconds limit) {
@@ -215,15 +213,6 @@ class Child {
 
 std::vector<nlohmann::json> read_metrics(const fs::path& file) {
   return ntp::testing::read_json_lines(file);
-}
-
-bool wait_until(const std::function<bool()>& ready, std::chrono::seconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (!ready()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return true;
 }
 
 // The `ntp train` flags of both runs: the partitioned one (`paced`) and the failure-free one.
@@ -274,7 +263,7 @@ TEST(PartitionTest, TheCutOffNodeIsFencedTheRestGoesOnAndTheHealedNodeRejoinsAsA
                         "--loglevel", "warning"}));
   redis.collect(std::chrono::seconds(600));
   const std::string ping_port = std::to_string(kRedisPort);
-  ASSERT_TRUE(wait_until(
+  ASSERT_TRUE(ntp::testing::wait_until(
       [&] {
         return ntp::testing::run_command(
                    net.in_b({"redis-cli", "-h", kAddrA, "-p", ping_port, "ping"}),
@@ -311,8 +300,8 @@ TEST(PartitionTest, TheCutOffNodeIsFencedTheRestGoesOnAndTheHealedNodeRejoinsAsA
   };
 
   // ---- the cut, once the job has trained a few steps ----
-  ASSERT_TRUE(wait_until([&] { return last_step(read_metrics(metrics)) >= kCutAtStep; },
-                         std::chrono::seconds(120)))
+  ASSERT_TRUE(ntp::testing::wait_until(
+      [&] { return last_step(read_metrics(metrics)) >= kCutAtStep; }, std::chrono::seconds(120)))
       << "the job did not reach step " << kCutAtStep << "\n"
       << stop_and_show();
   const double cut_time = unix_seconds();
@@ -321,7 +310,7 @@ TEST(PartitionTest, TheCutOffNodeIsFencedTheRestGoesOnAndTheHealedNodeRejoinsAsA
 
   // ---- A re-forms at TP 1,1 and trains on; then the heal ----
   nlohmann::json reduced;
-  const bool reformed = wait_until(
+  const bool reformed = ntp::testing::wait_until(
       [&] {
         for (const nlohmann::json& j : read_metrics(metrics)) {
           if (j["type"] == "recovery" && j["degrees"] == nlohmann::json({1, 1})) reduced = j;

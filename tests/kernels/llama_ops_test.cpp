@@ -22,11 +22,7 @@
 namespace ntp::kernels {
 namespace {
 
-using reference::numeric_grad;
-using reference::rel_error;
-using reference::to_double;
-using reference::to_float;
-using reference::Vec;
+using namespace reference;  // float64 references and finite differences (reference.h)
 
 constexpr double kForwardTol = 1e-6;
 constexpr double kGradTol = 1e-6;

@@ -1,6 +1,7 @@
-// Plain float64 references of the Llama ops (RMSNorm, rotary embedding, SwiGLU), written from
-// their definitions (Hugging Face transformers' LlamaRMSNorm, apply_rotary_pos_emb with
-// rotate_half, LlamaMLP's act_fn(gate) * up), independent of the float32 kernels.
+// Plain float64 references of the Llama ops (rotary embedding, SwiGLU; RMSNorm and grouped-KV
+// attention are in reference.h), written from their definitions (Hugging Face transformers'
+// apply_rotary_pos_emb with rotate_half, LlamaMLP's act_fn(gate) * up), independent of the
+// float32 kernels.
 #pragma once
 
 #include <cmath>
@@ -8,19 +9,6 @@
 #include <vector>
 
 namespace ntp::kernels::reference {
-
-// y[n, c] = x / sqrt(mean(x^2) + eps) * w
-inline std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<double>& w,
-                                   int64_t n, int64_t c, double eps) {
-  std::vector<double> y(x.size());
-  for (int64_t i = 0; i < n; ++i) {
-    double ms = 0.0;
-    for (int64_t j = 0; j < c; ++j) ms += x[i * c + j] * x[i * c + j];
-    const double rs = 1.0 / std::sqrt(ms / static_cast<double>(c) + eps);
-    for (int64_t j = 0; j < c; ++j) y[i * c + j] = x[i * c + j] * rs * w[j];
-  }
-  return y;
-}
 
 // x[b*t rows of ld values], h heads of d at offset head * d; position of row r is r % t.
 // out = x * cos + rotate_half(x) * sin, rotate_half(v) = concat(-v[d/2:], v[:d/2]). Values past

@@ -19,11 +19,7 @@
 namespace ntp::kernels {
 namespace {
 
-using reference::numeric_grad;
-using reference::rel_error;
-using reference::to_double;
-using reference::to_float;
-using reference::Vec;
+using namespace reference;  // float64 references and finite differences (reference.h)
 
 constexpr double kForwardTol = 2e-6;  // float32 forward vs float64 reference, relative to norm
 constexpr double kGradTol = 1e-4;     // float32 backward vs float64 finite differences

@@ -3,6 +3,7 @@
 // Shapes follow the kernels' headers in kernels/cpu/.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -86,6 +87,18 @@ inline Vec layernorm(const Vec& x, const Vec& g, const Vec& b, int64_t n, int64_
   return y;
 }
 
+// y[n, c] = x / sqrt(mean(x^2) + eps) * w
+inline Vec rmsnorm(const Vec& x, const Vec& w, int64_t n, int64_t c, double eps) {
+  Vec y(x.size());
+  for (int64_t i = 0; i < n; ++i) {
+    double ms = 0.0;
+    for (int64_t j = 0; j < c; ++j) ms += x[i * c + j] * x[i * c + j];
+    const double rs = 1.0 / std::sqrt(ms / static_cast<double>(c) + eps);
+    for (int64_t j = 0; j < c; ++j) y[i * c + j] = x[i * c + j] * rs * w[j];
+  }
+  return y;
+}
+
 inline Vec gelu(const Vec& x) {
   Vec y(x.size());
   const double s = std::sqrt(2.0 / M_PI);
@@ -94,30 +107,49 @@ inline Vec gelu(const Vec& x) {
   return y;
 }
 
-// qkv[b, t, 3*h*d] -> out[b, t, h*d], causal, scaled by 1/sqrt(d).
-inline Vec attention(const Vec& qkv, int64_t bsz, int64_t t, int64_t h, int64_t d) {
-  const int64_t hd = h * d, row = 3 * hd;
-  Vec out(static_cast<size_t>(bsz * t * hd), 0.0);
+// Causal attention with grouped KV heads: q[b, t, h*d], k and v [b, t, kv_heads*d]; query head j
+// attends with KV head j / (h / kv_heads) (Llama's repeat_kv; kv_heads = h is plain multi-head).
+// out[b, t, h*d], scores scaled by 1/sqrt(d).
+inline Vec causal_attention(const Vec& q, const Vec& k, const Vec& v, int64_t bsz, int64_t t,
+                            int64_t h, int64_t kv_heads, int64_t d) {
+  Vec out(static_cast<size_t>(bsz * t * h * d), 0.0);
+  auto at = [&](int64_t b, int64_t i, int64_t heads, int64_t head) {
+    return ((b * t + i) * heads + head) * d;
+  };
   for (int64_t b = 0; b < bsz; ++b)
-    for (int64_t head = 0; head < h; ++head)
+    for (int64_t head = 0; head < h; ++head) {
+      const int64_t kv = head / (h / kv_heads);
       for (int64_t i = 0; i < t; ++i) {
         Vec s(static_cast<size_t>(i + 1));
         double mx = -1e300;
         for (int64_t j = 0; j <= i; ++j) {
-          double v = 0.0;
+          double dotp = 0.0;
           for (int64_t e = 0; e < d; ++e)
-            v += qkv[(b * t + i) * row + head * d + e] * qkv[(b * t + j) * row + hd + head * d + e];
-          s[j] = v / std::sqrt(static_cast<double>(d));
+            dotp += q[at(b, i, h, head) + e] * k[at(b, j, kv_heads, kv) + e];
+          s[j] = dotp / std::sqrt(static_cast<double>(d));
           mx = std::max(mx, s[j]);
         }
         double z = 0.0;
-        for (double& v : s) z += (v = std::exp(v - mx));
+        for (double& e : s) z += (e = std::exp(e - mx));
         for (int64_t j = 0; j <= i; ++j)
           for (int64_t e = 0; e < d; ++e)
-            out[(b * t + i) * hd + head * d + e] +=
-                s[j] / z * qkv[(b * t + j) * row + 2 * hd + head * d + e];
+            out[at(b, i, h, head) + e] += s[j] / z * v[at(b, j, kv_heads, kv) + e];
       }
+    }
   return out;
+}
+
+// qkv[b, t, 3*h*d] (each row q, then k, then v) -> out[b, t, h*d], causal multi-head attention.
+inline Vec attention(const Vec& qkv, int64_t bsz, int64_t t, int64_t h, int64_t d) {
+  const int64_t hd = h * d, rows = bsz * t;
+  Vec q(static_cast<size_t>(rows * hd)), k(q.size()), v(q.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t e = 0; e < hd; ++e) {
+      q[r * hd + e] = qkv[r * 3 * hd + e];
+      k[r * hd + e] = qkv[r * 3 * hd + hd + e];
+      v[r * hd + e] = qkv[r * 3 * hd + 2 * hd + e];
+    }
+  return causal_attention(q, k, v, bsz, t, h, h, d);
 }
 
 // lse[b, head, i] = log sum_{j <= i} exp(q_i . k_j / sqrt(d)): what attention_forward saves.

@@ -23,6 +23,7 @@
 #include "child_process.h"
 #include "dependency.h"
 #include "text_files.h"
+#include "wait_until.h"
 
 namespace {
 
@@ -36,15 +37,6 @@ ntp::testing::ChildProcess start_ntp(const std::vector<std::string>& args) {
   std::vector<std::string> argv{NTP_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
   return ntp::testing::start_child(argv);
-}
-
-bool wait_for(const std::function<bool()>& ready, std::chrono::seconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (!ready()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
 }
 
 long long number_in(const std::string& path) {
@@ -108,11 +100,13 @@ TEST(LaunchFaultTest, ASlowedWorkerRunsSlowerUntilItsStepAndIsLeftRunning) {
                  "slow", "--inject", "slow:rank=1,factor=0.5,at=15,until=65", "--", "bash", "-c",
                  spin_worker(dir.path(), "slow")});
   const std::string step_file = dir.path() + "/slow/launch%2Fstep%2F1";
-  ASSERT_TRUE(wait_for([&] { return number_in(step_file) >= 25; }, std::chrono::seconds(60)));
+  ASSERT_TRUE(ntp::testing::wait_until([&] { return number_in(step_file) >= 25; },
+                                       std::chrono::seconds(60), std::chrono::milliseconds(5)));
   const auto victim = static_cast<pid_t>(number_in(dir.path() + "/pid_1"));
   ASSERT_GT(victim, 0);
   const double stopped_during = stopped_share(victim, 150);
-  ASSERT_TRUE(wait_for([&] { return number_in(step_file) >= 75; }, std::chrono::seconds(60)));
+  ASSERT_TRUE(ntp::testing::wait_until([&] { return number_in(step_file) >= 75; },
+                                       std::chrono::seconds(60), std::chrono::milliseconds(5)));
   const double stopped_after = stopped_share(victim, 150);
   const ntp::testing::CommandOutput run =
       ntp::testing::finish_child(launcher, std::chrono::seconds(120));
@@ -169,11 +163,12 @@ TEST(LaunchFaultTest, ASlowedWorkerIsContinuedWhenTheLauncherStops) {
                  "trap 'echo got TERM; exit 0' TERM; echo $$ > " + dir.path() + "/pid.tmp && mv " +
                      dir.path() + "/pid.tmp " + dir.path() +
                      "/pid; while :; do i=0; while [ $i -lt 1000 ]; do i=$((i+1)); done; done"});
-  ASSERT_TRUE(
-      wait_for([&] { return number_in(dir.path() + "/pid") > 0; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(ntp::testing::wait_until([&] { return number_in(dir.path() + "/pid") > 0; },
+                                       std::chrono::seconds(30)));
   const auto worker = static_cast<pid_t>(number_in(dir.path() + "/pid"));
   // factor 0.05: stopped 19 ms of every 20 once the slowdown began.
-  ASSERT_TRUE(wait_for([&] { return stopped_share(worker, 20) > 0.3; }, std::chrono::seconds(30)))
+  ASSERT_TRUE(ntp::testing::wait_until([&] { return stopped_share(worker, 20) > 0.3; },
+                                       std::chrono::seconds(30)))
       << "the slowdown never began";
   const auto sent = Clock::now();
   ASSERT_EQ(::kill(launcher.pid, SIGTERM), 0);
@@ -199,12 +194,12 @@ TEST(LaunchFaultTest, TheSlowdownEndsWithAKilledWorkerAndSparesItsReplacement) {
            ".tmp " + pid_file +
            "; end=$((SECONDS + 3)); while [ $SECONDS -lt $end ]; do i=0; "
            "while [ $i -lt 500 ]; do i=$((i+1)); done; done; echo done $NTP_RESTART_COUNT"});
-  ASSERT_TRUE(
-      wait_for([&] { return number_in(dir.path() + "/pid_0") > 0; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(ntp::testing::wait_until([&] { return number_in(dir.path() + "/pid_0") > 0; },
+                                       std::chrono::seconds(30)));
   // factor 0.2: stopped 16 ms of every 20 (a share well above 0 even on a loaded machine).
   EXPECT_GT(stopped_share(static_cast<pid_t>(number_in(dir.path() + "/pid_0")), 60), 0.2);
-  ASSERT_TRUE(
-      wait_for([&] { return number_in(dir.path() + "/pid_1") > 0; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(ntp::testing::wait_until([&] { return number_in(dir.path() + "/pid_1") > 0; },
+                                       std::chrono::seconds(30)));
   EXPECT_EQ(stopped_share(static_cast<pid_t>(number_in(dir.path() + "/pid_1")), 150), 0.0)
       << "the replacement was stopped";
   const ntp::testing::CommandOutput run =

@@ -17,6 +17,7 @@
 #include "child_process.h"
 #include "job_scratch.h"
 #include "text_files.h"
+#include "wait_until.h"
 
 namespace ntp::launch {
 namespace {
@@ -71,15 +72,6 @@ Job make_job(const std::string& name) {
   return job;
 }
 
-bool wait_for(const std::function<bool()>& ready, std::chrono::seconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (!ready()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
 // The state letter of /proc/PID/stat (R, S, T, Z, ...), or '?' when it is gone.
 char process_state(pid_t pid) {
   const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
@@ -95,8 +87,8 @@ TEST(LaunchTrainTest, AJobThatLostWorkersButTrainedAllStepsExitsZeroAndNamesThem
   const ntp::testing::ChildProcess launcher = ntp::testing::start_child(train::test_jobs::small_job(
       4, job.launch({"--inject", "kill:rank=1,at=3"}), train_flags(job.dir / "out", 40)));
   // Generous: four workers start on a loaded two-core machine.
-  ASSERT_TRUE(
-      wait_for([&] { return job.step(2) >= 8 && job.pid(2) > 0; }, std::chrono::seconds(120)))
+  ASSERT_TRUE(ntp::testing::wait_until([&] { return job.step(2) >= 8 && job.pid(2) > 0; },
+                                       std::chrono::seconds(120)))
       << "rank 2 never reached step 8";
   const pid_t victim = job.pid(2);
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
@@ -145,8 +137,8 @@ TEST(LaunchTrainTest, AStalledWorkerLivesOnWhileItsStepStops) {
   const Job job = make_job("stall");
   const ntp::testing::ChildProcess launcher = ntp::testing::start_child(train::test_jobs::small_job(
       4, job.launch({"--inject", "stall:rank=1,at=5"}), train_flags(job.dir / "out", 30)));
-  ASSERT_TRUE(
-      wait_for([&] { return job.step(1) >= 5 && job.pid(1) > 0; }, std::chrono::seconds(120)))
+  ASSERT_TRUE(ntp::testing::wait_until([&] { return job.step(1) >= 5 && job.pid(1) > 0; },
+                                       std::chrono::seconds(120)))
       << "rank 1 never reached step 5";
   const pid_t stalled = job.pid(1);
   // Its heartbeat: the store key hb/<group>/1 that the trainer's heartbeat thread rewrites every

@@ -1,6 +1,8 @@
 // A plain float64 Llama forward and loss, written from Hugging Face transformers'
 // LlamaForCausalLM (modeling_llama.py) and independent of src/model and src/kernels: naive loops,
-// logical tensors addressed by their Hugging Face names and [out, in] nn.Linear layout.
+// logical tensors addressed by their Hugging Face names and [out, in] nn.Linear layout. RMSNorm,
+// the causal attention and the cross-entropy are the kernel tests' float64 references
+// (tests/kernels/reference.h).
 //
 //   x = embed_tokens[tokens]
 //   per layer:  h = rmsnorm(x) * input_layernorm
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "model/llama_config.h"
+#include "reference.h"  // tests/kernels: float64 RMSNorm, attention, cross-entropy
 
 namespace ntp::model::reference {
 
@@ -42,17 +45,7 @@ inline std::vector<double> linear(const std::vector<double>& x, const std::vecto
   return y;
 }
 
-inline std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<double>& w,
-                                   int64_t n, int64_t c, double eps) {
-  std::vector<double> y(x.size());
-  for (int64_t i = 0; i < n; ++i) {
-    double var = 0.0;
-    for (int64_t j = 0; j < c; ++j) var += x[i * c + j] * x[i * c + j];
-    var /= static_cast<double>(c);
-    for (int64_t j = 0; j < c; ++j) y[i * c + j] = w[j] * (x[i * c + j] / std::sqrt(var + eps));
-  }
-  return y;
-}
+using kernels::reference::rmsnorm;
 
 // In place on x[b, t, heads * d]: position of token (b, i) is i.
 inline void rotary(std::vector<double>& x, int64_t bsz, int64_t t, int64_t heads, int64_t d,
@@ -98,28 +91,8 @@ inline void attention_residual(const LlamaConfig& cfg, const Weights& wts, const
   std::vector<double> vv = linear(h, W(p + "self_attn.v_proj.weight"), n, c, nkv * d);
   rotary(q, bsz, t, nh, d, cfg.rope_theta);
   rotary(k, bsz, t, nkv, d, cfg.rope_theta);
-  std::vector<double> att(static_cast<size_t>(n * nh * d), 0.0);
-  for (int64_t b = 0; b < bsz; ++b)
-    for (int64_t hh = 0; hh < nh; ++hh) {
-      const int64_t kvh = hh / (nh / nkv);
-      for (int64_t i = 0; i < t; ++i) {
-        std::vector<double> s(static_cast<size_t>(i + 1));
-        double mx = -1e300;
-        for (int64_t j = 0; j <= i; ++j) {
-          double dotp = 0.0;
-          for (int64_t e = 0; e < d; ++e)
-            dotp += q[((b * t + i) * nh + hh) * d + e] * k[((b * t + j) * nkv + kvh) * d + e];
-          s[j] = dotp / std::sqrt(static_cast<double>(d));
-          mx = std::max(mx, s[j]);
-        }
-        double z = 0.0;
-        for (double& e : s) z += (e = std::exp(e - mx));
-        for (int64_t j = 0; j <= i; ++j)
-          for (int64_t e = 0; e < d; ++e)
-            att[((b * t + i) * nh + hh) * d + e] +=
-                s[j] / z * vv[((b * t + j) * nkv + kvh) * d + e];
-      }
-    }
+  const std::vector<double> att =
+      kernels::reference::causal_attention(q, k, vv, bsz, t, nh, nkv, d);
   std::vector<double> o = linear(att, W(p + "self_attn.o_proj.weight"), n, nh * d, c);
   for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
 }
@@ -130,15 +103,7 @@ inline double head_loss(const LlamaConfig& cfg, const Weights& wts, const std::v
   const int64_t n = static_cast<int64_t>(targets.size()), c = cfg.n_embd, v = cfg.vocab_size;
   std::vector<double> h = rmsnorm(x, wts.at("model.norm.weight"), n, c, cfg.rms_norm_eps);
   std::vector<double> logits = linear(h, wts.at("lm_head.weight"), n, c, v);
-  double total = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    double mx = -1e300;
-    for (int64_t j = 0; j < v; ++j) mx = std::max(mx, logits[i * v + j]);
-    double z = 0.0;
-    for (int64_t j = 0; j < v; ++j) z += std::exp(logits[i * v + j] - mx);
-    total += std::log(z) + mx - logits[i * v + targets[i]];
-  }
-  return total / static_cast<double>(n);
+  return kernels::reference::cross_entropy_sum(logits, targets, n, v) / static_cast<double>(n);
 }
 
 }  // namespace detail

@@ -53,21 +53,14 @@ int run_rank(const std::string& dir, const std::vector<LlamaShard>& layout, int 
   kernels::cpu::set_blas_threads(1);
   auto store = comm::open_store("file:" + dir, "llama");
   if (!store.ok()) return 10;
-  comm::GlooOptions options;
-  options.store = *store;
-  options.rank = rank;
-  options.size = static_cast<int>(layout.size());
-  options.prefix = "tp";
-  auto communicator = comm::connect_gloo(options);
+  auto communicator = comm::testing::connect_rank(*store, rank, static_cast<int>(layout.size()),
+                                                  "tp", std::chrono::seconds(30));
   if (!communicator.ok()) return 11;
   CommTpGroup group(**communicator);
   auto model = LlamaModel::create(process_config(), layout[static_cast<size_t>(rank)], 3, &group);
   if (!model.ok()) return 12;
   auto result = run(*model);
-  if (!result.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, result.status().to_string().c_str());
-    return 13;
-  }
+  if (!result.ok()) return comm::testing::child_failure(rank, result.status(), 13);
   std::ofstream out(dir + "/rank" + std::to_string(rank) + ".bin", std::ios::binary);
   out.write(reinterpret_cast<const char*>(result->data()), sizeof(double) * 2);
   for (const Param& p : model->params()) {

@@ -83,6 +83,23 @@ MoeBlock make_block(const MoeConfig& c, MoeHolding holding, uint64_t seed = 5) {
   return std::move(*b);
 }
 
+// One forward of `b` on kTokens normal draws of `seed`, and the float64 reference's on the same
+// input and weights. A failed forward leaves aux NaN, which fails every comparison.
+struct ForwardAndReference {
+  std::vector<float> y;
+  double aux = std::nan("");
+  moe_reference::Output ref = {};
+};
+ForwardAndReference forward_and_reference(const MoeConfig& c, MoeBlock& b, uint64_t seed) {
+  const std::vector<float> h = normal_vector(kTokens * kHidden, seed);
+  ForwardAndReference run{.y = std::vector<float>(h.size())};
+  const Result<double> aux = b.forward(h, kTokens, run.y);
+  EXPECT_TRUE(aux.ok()) << aux.status().to_string();
+  if (aux.ok()) run.aux = *aux;
+  run.ref = moe_reference::moe_forward(c, logical_weights(b), to_double(h), kTokens);
+  return run;
+}
+
 struct Case {
   int64_t e, k, shared;
   bool normalize;
@@ -161,12 +178,7 @@ TEST(MoeBlockTest, ForwardMatchesFloat64Reference) {
     SCOPED_TRACE(case_name(k));
     const MoeConfig c = test_config(k.e, k.k, k.shared, k.normalize);
     MoeBlock b = make_block(c, MoeHolding::all(c));
-    const std::vector<float> h = normal_vector(kTokens * kHidden, 17);
-    std::vector<float> y(h.size());
-    auto aux = b.forward(h, kTokens, y);
-    ASSERT_TRUE(aux.ok());
-    const moe_reference::Output ref =
-        moe_reference::moe_forward(c, logical_weights(b), to_double(h), kTokens);
+    const auto [y, aux, ref] = forward_and_reference(c, b, 17);
     // fp32 logits are within ~hidden * u * sum|terms| ~ 1e-5 of the float64 ones: a larger gap
     // means both pick the same top-k sets.
     ASSERT_GT(ref.min_gap, 1e-4);
@@ -176,7 +188,7 @@ TEST(MoeBlockTest, ForwardMatchesFloat64Reference) {
       err = std::max(err, std::abs(y[i] - ref.y[i]));
     }
     err /= ymax;
-    const double aux_err = std::abs(*aux - ref.aux) / ref.aux;
+    const double aux_err = std::abs(aux - ref.aux) / ref.aux;
     const double bound = static_cast<double>(kHidden + kFfn + k.e + k.k + 11) * kU + kFastExp;
     std::printf("%s: max|y| %.3f, y rel. error %.2e (bound %.2e), aux %.6f rel. error %.2e\n",
                 case_name(k).c_str(), ymax, err, bound, ref.aux, aux_err);
@@ -272,18 +284,13 @@ TEST(MoeBlockTest, TiesGoToTheLowerExpertId) {
   const MoeConfig c = test_config(6, 2, 0);
   MoeBlock b = make_block(c, MoeHolding::all(c));
   std::fill(b.params()[0].value.span().begin(), b.params()[0].value.span().end(), 0.0f);
-  const std::vector<float> h = normal_vector(kTokens * kHidden, 31);
-  std::vector<float> y(h.size());
-  auto aux = b.forward(h, kTokens, y);
-  ASSERT_TRUE(aux.ok());
-  const moe_reference::Output ref =
-      moe_reference::moe_forward(c, logical_weights(b), to_double(h), kTokens);
+  const auto [y, aux, ref] = forward_and_reference(c, b, 31);
   EXPECT_EQ(b.expert_counts(), (std::vector<int64_t>{kTokens, kTokens, 0, 0, 0, 0}));
   EXPECT_EQ(b.expert_counts(), ref.counts);
   EXPECT_EQ(b.selected(), ref.selected);
   for (float w : b.combine_weights()) EXPECT_EQ(w, 0.5f);
   // aux = E * (2 experts * (n / n) * 1/E) = 2 (each prob 1/6 rounds once; the sum is in double).
-  EXPECT_NEAR(*aux, 2.0, 8 * kU);
+  EXPECT_NEAR(aux, 2.0, 8 * kU);
 }
 
 TEST(MoeBlockTest, BackwardNeedsAForwardAndMatchingSizes) {

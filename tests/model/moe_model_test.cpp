@@ -59,6 +59,14 @@ void redraw_weights(MoeModel& m, uint64_t seed) {
   testdata::redraw_logical_weights(m.params(), seed, 0.4);
 }
 
+// The whole model of `c` (experts 0-4, the attention's every unit), weights redrawn at scale 0.4.
+MoeModel whole_model(const MoeModelConfig& c) {
+  auto m = MoeModel::create(c, attention_shard(c), {0, 1, 2, 3, 4}, 7);
+  NTP_CHECK_MSG(m.ok(), m.status().to_string().c_str());
+  redraw_weights(*m, 100);
+  return std::move(*m);
+}
+
 reference::Weights logical_weights(const MoeModel& m) {
   return gradcheck::logical_weights(m.params());
 }
@@ -110,22 +118,16 @@ TEST(MoeModelConfigTest, ValidationNamesTheBadFieldAndParamsAreCounted) {
 }
 
 TEST(MoeModelConfigTest, TheFactoryMakesMoeFromModelConfig) {
-  ModelConfig mc;
+  ModelConfig mc(testing::tiny_llama());
   mc.family = ModelFamily::kMoe;
-  mc.n_layer = 2;
-  mc.n_head = 4;
-  mc.n_kv_head = 2;
-  mc.n_embd = 16;
-  mc.n_ffn = 8;
   mc.n_experts = 3;
-  mc.top_k = 2;
   EXPECT_EQ(parse_model_family("moe").value(), ModelFamily::kMoe);
   EXPECT_STREQ(model_family_name(ModelFamily::kMoe), "moe");
   EXPECT_EQ(mc.grouped_kv_heads(), 2);
   EXPECT_EQ(mc.num_params(), mc.moe().num_params());
   ModelShard shard;
   shard.heads = {0, 1, 2, 3};
-  shard.vocab_rows.resize(256);
+  shard.vocab_rows.resize(static_cast<size_t>(mc.vocab_size));
   std::iota(shard.vocab_rows.begin(), shard.vocab_rows.end(), int64_t{0});
   shard.head_rows = shard.vocab_rows;
   shard.units(UnitSpaceId::kExperts) = {2, 0};
@@ -225,15 +227,13 @@ TEST(MoeModelTest, AuxLossIsTransformersAllLayerForm) {
   for (int64_t layers : {1, 2}) {
     MoeModelConfig c = test_config();
     c.llama.n_layer = layers;
-    auto m = MoeModel::create(c, attention_shard(c), {0, 1, 2, 3, 4}, 7);
-    ASSERT_TRUE(m.ok());
-    redraw_weights(*m, 100);
+    MoeModel m = whole_model(c);
     std::vector<int32_t> tokens, targets;
     make_batch(c, kB, kT, 11, tokens, targets);
-    ASSERT_TRUE(m->loss(tokens, targets, kB, kT).ok());
+    ASSERT_TRUE(m.loss(tokens, targets, kB, kT).ok());
     double mean_layer_aux = 0.0;
     for (size_t l = 0; l < static_cast<size_t>(layers); ++l) {
-      const MoeBlock& b = m->block(l);
+      const MoeBlock& b = m.block(l);
       double a = 0.0;
       for (int64_t e = 0; e < c.n_experts; ++e) {
         double p = 0.0;
@@ -245,9 +245,9 @@ TEST(MoeModelTest, AuxLossIsTransformersAllLayerForm) {
       mean_layer_aux += a * static_cast<double>(c.n_experts) / static_cast<double>(layers);
     }
     if (layers == 1) {
-      EXPECT_NEAR(m->aux_loss(), mean_layer_aux, 1e-12);
+      EXPECT_NEAR(m.aux_loss(), mean_layer_aux, 1e-12);
     } else {
-      EXPECT_GT(std::abs(m->aux_loss() - mean_layer_aux), 1e-4);
+      EXPECT_GT(std::abs(m.aux_loss() - mean_layer_aux), 1e-4);
     }
   }
 }
@@ -267,20 +267,18 @@ TEST(MoeModelTest, GradientsMatchFiniteDifferencesOfTheReference) {
     MoeModelConfig c = test_config();
     c.n_shared = shared;
     c.llama.ffn_unit = 4;  // 3 units per shared expert
-    auto m = MoeModel::create(c, attention_shard(c), {0, 1, 2, 3, 4}, 7);
-    ASSERT_TRUE(m.ok());
-    redraw_weights(*m, 100);
+    MoeModel m = whole_model(c);
     std::vector<int32_t> tokens, targets;
     make_batch(c, kB, kT, 11, tokens, targets);
-    ASSERT_TRUE(m->forward_backward(tokens, targets, kB, kT).ok());
-    const reference::Weights w0 = logical_weights(*m);
+    ASSERT_TRUE(m.forward_backward(tokens, targets, kB, kT).ok());
+    const reference::Weights w0 = logical_weights(m);
     const double gap = reference::moe_model_forward(c, w0, tokens, targets, kB, kT).min_gap;
     ASSERT_GT(gap, 1e-3);
     auto ref_loss = [&](const reference::Weights& w) {
       return reference::moe_model_loss(c, w, tokens, targets, kB, kT);
     };
     const gradcheck::GradientErrors worst =
-        gradcheck::check_gradients(m->params(), w0, ref_loss, 1e-5, 1e-5, 5e-6);
+        gradcheck::check_gradients(m.params(), w0, ref_loss, 1e-5, 1e-5, 5e-6);
     std::printf(
         "MoE (%lld shared) gradients vs float64 reference: worst element %.2e (of the tensor's "
         "max), worst directional %.2e, min top-k gap %.3f\n",

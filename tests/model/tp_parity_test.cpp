@@ -89,18 +89,12 @@ int run_rank(const std::string& dir, const GptConfig& config, const std::vector<
   if (!store.ok()) return 10;
   auto communicator = comm::testing::connect_rank(*store, rank, static_cast<int>(layout.size()),
                                                   "tp", std::chrono::milliseconds(30000));
-  if (!communicator.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, communicator.status().to_string().c_str());
-    return 11;
-  }
+  if (!communicator.ok()) return comm::testing::child_failure(rank, communicator.status(), 11);
   CommTpGroup group(**communicator);
   auto model = GptModel::create(config, layout[static_cast<size_t>(rank)], kSeed, &group);
   if (!model.ok()) return 12;
   auto result = run_steps(*model, steps);
-  if (!result.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, result.status().to_string().c_str());
-    return 13;
-  }
+  if (!result.ok()) return comm::testing::child_failure(rank, result.status(), 13);
   std::ofstream out(dir + "/rank" + std::to_string(rank) + ".bin", std::ios::binary);
   out.write(reinterpret_cast<const char*>(result->data()), sizeof(double) * 2);
   for (const Param& p : model->params()) {

@@ -268,13 +268,13 @@ def main():
     parser.add_argument("--ntp", required=True)
     parser.add_argument("--work", required=True)
     args = parser.parse_args()
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
     missing = missing_numpy_safetensors()
     if missing is not None:
         return missing
     import numpy as np
     from safetensors.numpy import load_file
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
     tokens = write_tokens(os.path.join(args.work, "tokens.bin"))
     failures = []
     failures += check_family(args, np, load_file, tokens, "llama",

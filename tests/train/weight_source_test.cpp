@@ -4,43 +4,15 @@
 // both values, ffn_unit stays the run's.
 #include <gtest/gtest.h>
 
+#include "model_shapes.h"
 #include "train/train_checkpoint.h"
 #include "train/weight_source.h"
 
 namespace ntp::train {
 namespace {
 
-model::ModelConfig llama() {
-  model::ModelConfig m;
-  m.family = model::ModelFamily::kLlama;
-  m.n_layer = 3;
-  m.n_head = 4;
-  m.n_kv_head = 2;
-  m.n_embd = 32;
-  m.head_dim = 8;
-  m.n_ffn = 96;
-  m.n_ctx = 16;
-  m.vocab_size = 260;
-  m.ffn_unit = 4;
-  m.rms_norm_eps = 1e-6;
-  m.rope_theta = 5e5;
-  return m;
-}
-
-void expect_same(const model::ModelConfig& a, const model::ModelConfig& b) {
-  EXPECT_EQ(a.family, b.family);
-  EXPECT_EQ(a.n_layer, b.n_layer);
-  EXPECT_EQ(a.n_head, b.n_head);
-  EXPECT_EQ(a.n_kv_head, b.n_kv_head);
-  EXPECT_EQ(a.n_embd, b.n_embd);
-  EXPECT_EQ(a.head_dim, b.head_dim);
-  EXPECT_EQ(a.n_ffn, b.n_ffn);
-  EXPECT_EQ(a.n_ctx, b.n_ctx);
-  EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.ffn_unit, b.ffn_unit);
-  EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps);
-  EXPECT_EQ(a.rope_theta, b.rope_theta);
-}
+// The tiny Llama of tests/common/model_shapes.h (its own eps, theta, KV heads and head size).
+model::ModelConfig llama() { return model::ModelConfig(testing::tiny_llama()); }
 
 TEST(WeightSourceTest, ModelConfigFromJsonInvertsTheCheckpointsRecord) {
   model::ModelConfig gpt2;
@@ -54,7 +26,7 @@ TEST(WeightSourceTest, ModelConfigFromJsonInvertsTheCheckpointsRecord) {
     const nlohmann::json recorded = checkpoint_meta(c, 0, 0, {}).model_config;
     Result<model::ModelConfig> back = model_config_from_json(recorded);
     ASSERT_TRUE(back.ok()) << back.status().to_string();
-    expect_same(*back, m);
+    EXPECT_EQ(*back, m);
   }
   nlohmann::json bad = checkpoint_meta(TrainConfig{}, 0, 0, {}).model_config;
   bad["family"] = "mamba";
@@ -76,7 +48,7 @@ TEST(WeightSourceTest, InitFromTakesTheSourceModelAndNamesConflictingFlags) {
   ASSERT_TRUE(adopt_source_model(run, source, {}).ok());
   model::ModelConfig want = llama();
   want.ffn_unit = 4;  // the run's TP granularity
-  expect_same(run, want);
+  EXPECT_EQ(run, want);
 
   // Given flags that agree (--kv-heads as resolved: 2) are fine.
   model::ModelConfig agree = llama();
@@ -92,11 +64,11 @@ TEST(WeightSourceTest, InitFromTakesTheSourceModelAndNamesConflictingFlags) {
   EXPECT_NE(adopt_source_model(theta, source, {"--rope-theta"})
                 .message()
                 .find("--rope-theta 10000.0 conflicts with --init-from hf-dir, whose model has "
-                      "--rope-theta 500000.0"),
+                      "--rope-theta 100.0"),
             std::string::npos);
   model::ModelConfig ffn = llama();
-  ffn.n_ffn = 0;  // 4 x width = 128, the source has 96
-  EXPECT_NE(adopt_source_model(ffn, source, {"--ffn"}).message().find("--ffn 128 conflicts"),
+  ffn.n_ffn = 0;  // 4 x width = 80, the source has 28
+  EXPECT_NE(adopt_source_model(ffn, source, {"--ffn"}).message().find("--ffn 80 conflicts"),
             std::string::npos);
 }
 

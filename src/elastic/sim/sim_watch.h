@@ -12,21 +12,20 @@
 #include <optional>
 #include <string>
 
+#include "core/non_copyable.h"
 #include "elastic/progress.h"
 #include "elastic/sim/sim_link.h"
 #include "elastic/watch_machine.h"
 
 namespace ntp::elastic::sim {
 
-class SimWatch {
+class SimWatch : NonCopyable {
  public:
   // `on_fire(reason)` runs once per armed epoch, when the watch takes it as failed; a neighbour
   // seen still has its failure posted after that. `live` false: the member is dead or hung.
   SimWatch(StoreLink link, std::string group, int me, std::chrono::milliseconds hang_detect,
            const Progress* progress, std::shared_ptr<bool> live,
            std::function<void(const std::string& reason)> on_fire);
-  SimWatch(const SimWatch&) = delete;
-  SimWatch& operator=(const SimWatch&) = delete;
 
   // Beats `Heartbeat::key(group, me)` every liveness period from `offset` on; `beater` names the
   // process in the value (a domain's id beaten by its leader of the moment).

@@ -5,20 +5,12 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu/embedding.h"
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/isa_dispatch.h"
 
 namespace ntp::kernels::cpu {
 namespace {
-int64_t column_of(int32_t y, int64_t v, std::span<const int64_t> local_col) {
-  if (local_col.empty()) {
-    NTP_CHECK_MSG(y >= 0 && y < v, "target id outside the vocabulary");
-    return y;
-  }
-  NTP_CHECK_MSG(y >= 0 && static_cast<size_t>(y) < local_col.size(),
-                "target id outside the vocabulary");
-  return local_col[static_cast<size_t>(y)];
-}
 NTP_ISA_INLINE void row_max_body(const float* logits, int64_t n, int64_t v, float* max) {
   for (int64_t i = 0; i < n; ++i) {
     float m = -std::numeric_limits<float>::infinity();
@@ -55,7 +47,7 @@ void row_sum_exp(const float* logits, int64_t n, int64_t v, const float* max, fl
 void target_logits(const float* logits, int64_t n, int64_t v, const int32_t* targets,
                    std::span<const int64_t> local_col, float* out) {
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t col = column_of(targets[i], v, local_col);
+    const int64_t col = local_vocab_index(targets[i], v, local_col);
     out[i] = col < 0 ? 0.0f : logits[i * v + col];
   }
 }
@@ -75,7 +67,7 @@ void cross_entropy_backward(const float* logits, int64_t n, int64_t v, const int
     const float* r = logits + i * v;
     float* d = dlogits + i * v;
     scaled_exp(r, v, max[i], scale / sum[i], d);
-    const int64_t col = column_of(targets[i], v, local_col);
+    const int64_t col = local_vocab_index(targets[i], v, local_col);
     if (col >= 0) d[col] -= scale;
   }
 }

@@ -5,18 +5,6 @@
 #include "core/check.h"
 
 namespace ntp::kernels::cpu {
-namespace {
-int64_t lookup(int32_t token, int64_t rows, std::span<const int64_t> local_row) {
-  if (local_row.empty()) {
-    NTP_CHECK_MSG(token >= 0 && token < rows, "token id outside the embedding table");
-    return token;
-  }
-  NTP_CHECK_MSG(token >= 0 && static_cast<size_t>(token) < local_row.size(),
-                "token id outside the vocabulary");
-  return local_row[static_cast<size_t>(token)];
-}
-}  // namespace
-
 std::vector<int64_t> make_local_index(std::span<const int64_t> ids, int64_t vocab) {
   std::vector<int64_t> index(static_cast<size_t>(vocab), -1);
   for (size_t r = 0; r < ids.size(); ++r) {
@@ -30,7 +18,7 @@ std::vector<int64_t> make_local_index(std::span<const int64_t> ids, int64_t voca
 void embedding_forward(const int32_t* tokens, int64_t n, const float* table, int64_t rows,
                        int64_t c, std::span<const int64_t> local_row, float* out) {
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t r = lookup(tokens[i], rows, local_row);
+    const int64_t r = local_vocab_index(tokens[i], rows, local_row);
     float* o = out + i * c;
     if (r < 0) {
       std::memset(o, 0, static_cast<size_t>(c) * sizeof(float));
@@ -43,7 +31,7 @@ void embedding_forward(const int32_t* tokens, int64_t n, const float* table, int
 void embedding_backward(const int32_t* tokens, int64_t n, const float* dout, int64_t rows,
                         int64_t c, std::span<const int64_t> local_row, float* dtable) {
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t r = lookup(tokens[i], rows, local_row);
+    const int64_t r = local_vocab_index(tokens[i], rows, local_row);
     if (r < 0) continue;
     float* g = dtable + r * c;
     const float* d = dout + i * c;

@@ -1,4 +1,5 @@
 #include "kernels/cpu/gemm_bf16_onednn.h"
+#include "core/non_copyable.h"
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -32,13 +33,11 @@ using Key =
     std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
 
 // A matmul primitive with its three memories (their data handles are set per call).
-struct Matmul {
+struct Matmul : NonCopyable {
   dnnl_primitive_t primitive = nullptr;
   dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
   std::string impl;
   Matmul() = default;
-  Matmul(const Matmul&) = delete;
-  Matmul& operator=(const Matmul&) = delete;
   ~Matmul() {
     if (primitive != nullptr) dnnl_primitive_destroy(primitive);
     for (dnnl_memory_t mem : {a, b, c}) {
@@ -98,7 +97,7 @@ std::unique_ptr<Matmul> build(const Key& key) {
 }
 
 // This thread's primitives, stream and bf16 buffers.
-struct ThreadState {
+struct ThreadState : NonCopyable {
   std::map<Key, std::unique_ptr<Matmul>> matmuls;
   dnnl_stream_t stream = nullptr;
   std::vector<uint16_t> a, b;
@@ -106,8 +105,6 @@ struct ThreadState {
     check(dnnl_stream_create(&stream, engine(), dnnl_stream_default_flags),
           "dnnl_stream_create failed");
   }
-  ThreadState(const ThreadState&) = delete;
-  ThreadState& operator=(const ThreadState&) = delete;
   ~ThreadState() { dnnl_stream_destroy(stream); }
   Matmul& matmul(const Key& key) {
     std::unique_ptr<Matmul>& slot = matmuls[key];

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "core/non_copyable.h"
+
 namespace ntp::kernels::cpu {
 
 // The number of threads parallel_for uses: the count last given to set_blas_threads (gemm.h), or
@@ -34,12 +36,10 @@ bool inside_parallel_range();
 // Sets OpenBLAS to one thread for the object's lifetime (restoring the previous count after):
 // for sgemm calls made from several parallel_for ranges at once. parallel_for still splits over
 // kernel_threads() inside it.
-class SingleThreadedBlas {
+class SingleThreadedBlas : NonCopyable {
  public:
   SingleThreadedBlas();
   ~SingleThreadedBlas();
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
 
  private:
   int saved_;
