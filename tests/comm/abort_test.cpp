@@ -194,24 +194,26 @@ int watched_worker(const std::string& dir, int r, int n, int victim) {
   return 0;
 }
 
-TEST(AbortWatchDetectionTest, EverySurvivorOfAStopFailsWithinOneSecond) {
+// Five watched workers; `victim` gets `signal` 200 ms in, then `after_fault` runs.
+void run_watched_with_fault(int victim, int signal,
+                            const std::function<void(Store&)>& after_fault) {
   constexpr int n = 5;
-  constexpr int victim = 3;
   run_with_fault(
-      n, victim, SIGSTOP, std::chrono::milliseconds(200),
+      n, victim, signal, std::chrono::milliseconds(200),
       [&](const std::string& dir, int r) { return watched_worker(dir, r, n, victim); },
-      // A stopped process closes nothing, so no survivor can tell before its timeout; a heartbeat
-      // detector would post the notice; the test does it in its place.
-      [](Store& store) { ASSERT_TRUE(post_abort(store, "abort", "rank 3 stopped beating").ok()); });
+      after_fault);
+}
+
+TEST(AbortWatchDetectionTest, EverySurvivorOfAStopFailsWithinOneSecond) {
+  // A stopped process closes nothing, so no survivor can tell before its timeout; a heartbeat
+  // detector would post the notice; the test does it in its place.
+  run_watched_with_fault(3, SIGSTOP, [](Store& store) {
+    ASSERT_TRUE(post_abort(store, "abort", "rank 3 stopped beating").ok());
+  });
 }
 
 TEST(AbortWatchDetectionTest, EverySurvivorOfAKillFailsWithinOneSecond) {
-  constexpr int n = 5;
-  constexpr int victim = 1;
-  run_with_fault(
-      n, victim, SIGKILL, std::chrono::milliseconds(200),
-      [&](const std::string& dir, int r) { return watched_worker(dir, r, n, victim); },
-      [](Store&) {});
+  run_watched_with_fault(1, SIGKILL, [](Store&) {});
 }
 
 }  // namespace

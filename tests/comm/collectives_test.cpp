@@ -140,16 +140,22 @@ int check_alltoallv(Communicator& comm, int r, int n) {
   return 0;
 }
 
+// `count` doubles broadcast from `root`: every rank ends with the root's contribution.
+int check_broadcast(Communicator& comm, int r, int root, std::size_t count,
+                    const std::string& what) {
+  std::vector<double> data(count);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = r == root ? contribution(root, i) : -7.0;
+  Status s = comm.broadcast(view(data), root);
+  CHILD_CHECK(s.ok(), r, what + ": " + s.to_string());
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    CHILD_CHECK(data[i] == contribution(root, i), r, what + " element " + std::to_string(i));
+  }
+  return 0;
+}
+
 int check_broadcast_and_p2p(Communicator& comm, int r, int n) {
   for (int root : {0, n - 1}) {
-    std::vector<double> data(1009);
-    for (std::size_t i = 0; i < data.size(); ++i)
-      data[i] = r == root ? contribution(root, i) : -7.0;
-    Status s = comm.broadcast(view(data), root);
-    CHILD_CHECK(s.ok(), r, "broadcast: " + s.to_string());
-    for (std::size_t i = 0; i < data.size(); ++i) {
-      CHILD_CHECK(data[i] == contribution(root, i), r, "broadcast element " + std::to_string(i));
-    }
+    if (check_broadcast(comm, r, root, 1009, "broadcast") != 0) return 1;
   }
   if (n > 1) {
     // A ring shift: rank 0 sends first, every other rank receives first, so nobody waits on a
@@ -199,15 +205,7 @@ int check_large(Communicator& comm, int r, int n) {
     }
   }
   for (int root : {0, n - 1, n / 2}) {
-    std::vector<double> data(300007);
-    for (std::size_t i = 0; i < data.size(); ++i)
-      data[i] = r == root ? contribution(root, i) : -7.0;
-    Status s = comm.broadcast(view(data), root);
-    CHILD_CHECK(s.ok(), r, "large broadcast: " + s.to_string());
-    for (std::size_t i = 0; i < data.size(); ++i) {
-      CHILD_CHECK(data[i] == contribution(root, i), r,
-                  "large broadcast element " + std::to_string(i));
-    }
+    if (check_broadcast(comm, r, root, 300007, "large broadcast") != 0) return 1;
   }
   {
     // 5.6 MB: with 2 ranks each chunk spans several 1 MiB segments.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/non_copyable.h"
+#include "dependency.h"
 #include "local_server.h"
 
 namespace ntp::comm::testing {
@@ -72,3 +73,9 @@ class RedisServer : NonCopyable {
 };
 
 }  // namespace ntp::comm::testing
+
+// In a test: skip (fail under CI=true) when no redis-server is installed
+// (tests/common/dependency.h).
+#define NTP_REQUIRE_REDIS()                                              \
+  NTP_REQUIRE_DEPENDENCY(::ntp::comm::testing::RedisServer::available(), \
+                         "redis-server (apt-get install redis-server)")

@@ -141,11 +141,8 @@ TEST(StoreSpecTest, BadSpecsAndRunIdsAreInvalidArguments) {
   }
 }
 
-#define REQUIRE_REDIS() \
-  NTP_REQUIRE_DEPENDENCY(RedisServer::available(), "redis-server (apt-get install redis-server)")
-
 TEST(RedisStoreTest, ConformanceWithoutPassword) {
-  REQUIRE_REDIS();
+  NTP_REQUIRE_REDIS();
   RedisServer server;
   ASSERT_TRUE(server.ready());
   check_conformance([&](const std::string& run) {
@@ -166,7 +163,7 @@ class CountingObserver : public WaitObserver {
 // operation and each stream read on an observed thread is exactly one wait, begun and ended; an
 // unobserved thread reports nothing.
 TEST(RedisStoreTest, EachOperationOnAnObservedThreadIsOneWait) {
-  REQUIRE_REDIS();
+  NTP_REQUIRE_REDIS();
   RedisServer server;
   ASSERT_TRUE(server.ready());
   Result<std::shared_ptr<Store>> store = open_store(server.spec(), "waits");
@@ -187,7 +184,7 @@ TEST(RedisStoreTest, EachOperationOnAnObservedThreadIsOneWait) {
 }
 
 TEST(RedisStoreTest, PasswordIsRequiredCheckedAndAccepted) {
-  REQUIRE_REDIS();
+  NTP_REQUIRE_REDIS();
   RedisServer server("s3cret");
   ASSERT_TRUE(server.ready());
   Result<std::shared_ptr<Store>> good = open_store(server.spec("s3cret"), "run");
@@ -213,7 +210,7 @@ TEST(RedisStoreTest, PasswordIsRequiredCheckedAndAccepted) {
 }
 
 TEST(RedisStoreTest, UnreachableServerIsUnavailable) {
-  REQUIRE_REDIS();
+  NTP_REQUIRE_REDIS();
   int port = 0;
   {
     RedisServer server;  // learn a port that is then closed again
@@ -225,7 +222,7 @@ TEST(RedisStoreTest, UnreachableServerIsUnavailable) {
 }
 
 TEST(RedisStoreTest, GlooRendezvousThroughRedis) {
-  REQUIRE_REDIS();
+  NTP_REQUIRE_REDIS();
   RedisServer server("pw");
   ASSERT_TRUE(server.ready());
   const int n = 3;
@@ -273,7 +270,7 @@ std::shared_ptr<RedisStore> open_redis(const std::string& spec, const std::strin
 // that was idle. The restart lost every key (the test server has no persistence); add() counts
 // from scratch on the new server.
 TEST(RedisStoreTest, OperationsRideOutAKilledAndRestartedServer) {
-  REQUIRE_REDIS();
+  NTP_REQUIRE_REDIS();
   RedisServer server;
   ASSERT_TRUE(server.ready());
   std::shared_ptr<RedisStore> store = open_redis(server.spec(), "outage");
@@ -340,7 +337,7 @@ TEST(RedisStoreTest, OperationsRideOutAKilledAndRestartedServer) {
 // first failure), naming the server and the window; later calls fail at once while it is down,
 // and the store works again once it is back.
 TEST(RedisStoreTest, PastTheOutageWindowIsUnavailableNamingTheServer) {
-  REQUIRE_REDIS();
+  NTP_REQUIRE_REDIS();
   RedisServer server;
   ASSERT_TRUE(server.ready());
   std::shared_ptr<RedisStore> store = open_redis(server.spec() + "?outage_ms=1500", "window");
@@ -372,7 +369,7 @@ TEST(RedisStoreTest, PastTheOutageWindowIsUnavailableNamingTheServer) {
 
 // After a restart of a password-protected server the store authenticates again.
 TEST(RedisStoreTest, ReconnectAuthenticatesAgain) {
-  REQUIRE_REDIS();
+  NTP_REQUIRE_REDIS();
   RedisServer server("s3cret");
   ASSERT_TRUE(server.ready());
   std::shared_ptr<RedisStore> store = open_redis(server.spec("s3cret"), "auth");
@@ -406,7 +403,7 @@ std::thread stop_for_a_second(pid_t server) {
 // it runs the first attempt and then the retry. add() must count once (a plain INCRBY retried
 // would count twice: comm/survivors.h's decider election would then have no ticket 1).
 TEST(RedisStoreTest, AnAddCountsOnceAndAClaimIsWonWhenTheirRepliesAreLost) {
-  REQUIRE_REDIS();
+  NTP_REQUIRE_REDIS();
   RedisServer server;
   ASSERT_TRUE(server.ready());
   std::shared_ptr<RedisStore> store =

@@ -184,11 +184,8 @@ TEST(FileStoreStreamTest, GetManyStreamsAndBlocking) {
   check_erase_streams(open);
 }
 
-#define REQUIRE_REDIS() \
-  NTP_REQUIRE_DEPENDENCY(RedisServer::available(), "redis-server (apt-get install redis-server)")
-
 TEST(RedisStoreStreamTest, GetManyStreamsAndBlocking) {
-  REQUIRE_REDIS();
+  NTP_REQUIRE_REDIS();
   RedisServer server;
   ASSERT_TRUE(server.ready());
   const Opener open = [&](const std::string& run) {
@@ -228,7 +225,7 @@ long connections_received(int port) {
 // elastic::Agreement::prepare) opens none: counted by the server, exactly one connection for the
 // prepare and none for the reads after it; a second prepare opens none either.
 TEST(RedisStoreStreamTest, APreparedReaderReadsOnTheConnectionItOpenedAhead) {
-  REQUIRE_REDIS();
+  NTP_REQUIRE_REDIS();
   RedisServer server;
   ASSERT_TRUE(server.ready());
   std::shared_ptr<Store> store = *open_store(server.spec(), "prepared");
@@ -251,7 +248,7 @@ TEST(RedisStoreStreamTest, APreparedReaderReadsOnTheConnectionItOpenedAhead) {
 // on the port it reads the events appended there. The restart lost the old stream, as it loses
 // every key; new event ids are later than the old cursor (they count the server's clock).
 TEST(RedisStoreStreamTest, AReaderResumesAfterTheServerRestarts) {
-  REQUIRE_REDIS();
+  NTP_REQUIRE_REDIS();
   RedisServer server;
   ASSERT_TRUE(server.ready());
   std::shared_ptr<Store> store = *open_store(server.spec(), "restart");

@@ -94,6 +94,19 @@ class FailureWatchTest : public FileStoreTestBase {
     return after;
   }
 
+  // A watch of hang bound `hang` takes member 5, beating with progress `five_progress`, as hung
+  // no sooner than `allowance_s` after arming and within 1 s more (a few polls and beats on a
+  // loaded machine).
+  void expect_five_hung_after(milliseconds hang, const std::string& five_progress,
+                              double allowance_s) {
+    FailureWatch watch(store_, milliseconds(10), hang);
+    const double after = seconds_to_abort(
+        watch, five_progress, milliseconds(static_cast<int>((allowance_s + 3.0) * 1000)));
+    EXPECT_NE(reason_.find("rank 5"), std::string::npos) << reason_;
+    EXPECT_GE(after, allowance_s);
+    EXPECT_LE(after, allowance_s + 1.0);
+  }
+
   void report_failure(int epoch) {
     ASSERT_TRUE(post_failure_notice(*store_, "train/a0", epoch).ok());
   }
@@ -213,12 +226,7 @@ TEST_F(FailureWatchTest, NothingAbortsAfterDisarm) {
 TEST_F(FailureWatchTest, ALiveNeighbourWhoseTrainingThreadIsStuckAborts) {
   // Member 5 beats every 20 ms but its progress stays at sequence 7 (a stuck training thread);
   // member 0 makes progress. The allowance of a step's phase is the hang bound itself (500 ms).
-  FailureWatch watch(store_, milliseconds(10), milliseconds(500));
-  const double after = seconds_to_abort(watch, "7:2:9", milliseconds(3000));
-  EXPECT_NE(reason_.find("rank 5"), std::string::npos) << reason_;
-  // Not before its allowance (500 ms); within it plus a few polls and beats on a loaded machine.
-  EXPECT_GE(after, 0.5);
-  EXPECT_LE(after, 1.5);
+  expect_five_hung_after(milliseconds(500), "7:2:9", 0.5);
   EXPECT_TRUE(still_silent(*store_, "train/a0", 5));
 }
 
@@ -226,13 +234,8 @@ TEST_F(FailureWatchTest, AStarvedNeighbourGetsTheLongAllowanceAndNoMore) {
   // Member 5 beats every 20 ms with its progress at sequence 7 and its token saying starved (its
   // training thread runs, slowly: elastic/progress.h): the long allowance, 10 x 100 ms, instead of
   // the step's 100 ms. Past it, it is taken as hung all the same.
-  FailureWatch watch(store_, milliseconds(10), milliseconds(100));
-  const double after = seconds_to_abort(watch, "7:2:9:0:1", milliseconds(4000));
-  EXPECT_NE(reason_.find("rank 5"), std::string::npos) << reason_;
-  // Not before the long allowance (1 s; the step's own would have fired at 0.1 s); within it plus
-  // a few polls and beats on a loaded machine.
-  EXPECT_GE(after, 1.0);
-  EXPECT_LE(after, 2.0);
+  // Not before the long allowance (1 s; the step's own would have fired at 0.1 s).
+  expect_five_hung_after(milliseconds(100), "7:2:9:0:1", 1.0);
 }
 
 TEST_F(FailureWatchTest, ANeighbourWaitingOnItsPeersIsNotHung) {

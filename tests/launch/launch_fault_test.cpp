@@ -253,7 +253,7 @@ std::vector<TimedLine> read_timed(const ntp::testing::ChildProcess& child, Clock
 // reading steps every 20 ms, so it is stuck in a call for the whole outage.
 TEST(LaunchFaultTest, AnUnreachableStoreStopsNeitherRelayNorReaping) {
   using ntp::comm::testing::RedisServer;
-  NTP_REQUIRE_DEPENDENCY(RedisServer::available(), "redis-server (apt-get install redis-server)");
+  NTP_REQUIRE_REDIS();
   RedisServer server;
   ASSERT_TRUE(server.ready());
   const auto start = Clock::now();

@@ -271,7 +271,7 @@ TEST(LaunchTest, ChaosInjectsFaultsAndTheJobStillFinishes) {
 
 TEST(LaunchTest, RedisStoreWithPassword) {
   using ntp::comm::testing::RedisServer;
-  NTP_REQUIRE_DEPENDENCY(RedisServer::available(), "redis-server (apt-get install redis-server)");
+  NTP_REQUIRE_REDIS();
   RedisServer server("launch-pw");
   ASSERT_TRUE(server.ready());
   // Workers get the store without the password, and the password on its own.
@@ -408,7 +408,7 @@ TEST(LaunchTest, ReplaceFailedStartsFreshWorkersUpToItsLimit) {
 // and starts it once the store answers again.
 TEST(LaunchTest, ReplaceFailedHoldsTheReplacementWhileTheStoreIsDown) {
   using ntp::comm::testing::RedisServer;
-  NTP_REQUIRE_DEPENDENCY(RedisServer::available(), "redis-server (apt-get install redis-server)");
+  NTP_REQUIRE_REDIS();
   RedisServer server;
   ASSERT_TRUE(server.ready());
   // The first worker fails after a second; its replacement says so and succeeds.

@@ -64,6 +64,18 @@ struct Job {
     if (!std::regex_search(log, m, std::regex("pid (\\d+)"))) return -1;
     return static_cast<pid_t>(std::stol(m[1].str()));
   }
+  // `ntp launch` of the 2 x 2 job (train_flags) for `steps` steps with `--inject inject`, started.
+  ntp::testing::ChildProcess start_injected(const std::string& inject, int steps) const {
+    return ntp::testing::start_child(train::test_jobs::small_job(4, launch({"--inject", inject}),
+                                                                 train_flags(dir / "out", steps)));
+  }
+  // The pid of worker `rank` once it has reported step `at`; -1 when it has not within 120 s (a
+  // generous bound: four workers start on a loaded two-core machine).
+  pid_t pid_at_step(int rank, long long at) const {
+    const bool reached = ntp::testing::wait_until([&] { return step(rank) >= at && pid(rank) > 0; },
+                                                  std::chrono::seconds(120));
+    return reached ? pid(rank) : -1;
+  }
 };
 
 Job make_job(const std::string& name) {
@@ -84,13 +96,9 @@ char process_state(pid_t pid) {
 // repaired: the job goes on at TP 1,1, trains all its steps, and the launcher exits 0 naming both.
 TEST(LaunchTrainTest, AJobThatLostWorkersButTrainedAllStepsExitsZeroAndNamesThem) {
   const Job job = make_job("lost-and-finished");
-  const ntp::testing::ChildProcess launcher = ntp::testing::start_child(train::test_jobs::small_job(
-      4, job.launch({"--inject", "kill:rank=1,at=3"}), train_flags(job.dir / "out", 40)));
-  // Generous: four workers start on a loaded two-core machine.
-  ASSERT_TRUE(ntp::testing::wait_until([&] { return job.step(2) >= 8 && job.pid(2) > 0; },
-                                       std::chrono::seconds(120)))
-      << "rank 2 never reached step 8";
-  const pid_t victim = job.pid(2);
+  const ntp::testing::ChildProcess launcher = job.start_injected("kill:rank=1,at=3", 40);
+  const pid_t victim = job.pid_at_step(2, 8);
+  ASSERT_GT(victim, 0) << "rank 2 never reached step 8";
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   const ntp::testing::CommandOutput run =
       ntp::testing::finish_child(launcher, std::chrono::seconds(180));
@@ -135,12 +143,9 @@ TEST(LaunchTrainTest, AJobThatCouldNotFinishExitsNonZeroWithTheReason) {
 // stalled worker at the end and exits 0.
 TEST(LaunchTrainTest, AStalledWorkerLivesOnWhileItsStepStops) {
   const Job job = make_job("stall");
-  const ntp::testing::ChildProcess launcher = ntp::testing::start_child(train::test_jobs::small_job(
-      4, job.launch({"--inject", "stall:rank=1,at=5"}), train_flags(job.dir / "out", 30)));
-  ASSERT_TRUE(ntp::testing::wait_until([&] { return job.step(1) >= 5 && job.pid(1) > 0; },
-                                       std::chrono::seconds(120)))
-      << "rank 1 never reached step 5";
-  const pid_t stalled = job.pid(1);
+  const ntp::testing::ChildProcess launcher = job.start_injected("stall:rank=1,at=5", 30);
+  const pid_t stalled = job.pid_at_step(1, 5);
+  ASSERT_GT(stalled, 0) << "rank 1 never reached step 5";
   // Its heartbeat: the store key hb/<group>/1 that the trainer's heartbeat thread rewrites every
   // 100 ms (the group name is the trainer's business: any hb/.../1 key).
   fs::path beat;

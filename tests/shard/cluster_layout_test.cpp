@@ -57,12 +57,10 @@ TEST(ClusterLayout, NativeStrategyKeepsHealthyReplicasUntouchedByFailures) {
 TEST(ClusterLayout, EveryDegreeOfA72SlotDomainNextToAHealthyOne) {
   const FoldSyncStrategy strategy;
   for (int degree = 1; degree <= 72; ++degree) {
-    ClusterSpec spec;
-    spec.domains = 3;
-    spec.domain_size = 72;
-    spec.spaces = model_unit_spaces({.heads = 128, .hidden = 128, .ffn = 1021, .vocab = 257});
-    for (int l = degree; l < 72; ++l) spec.failed.push_back({1, l});
-    auto layout = plan_cluster(spec, strategy);
+    auto layout =
+        plan_cluster(testing::three_nvl72_with_one_at(
+                         degree, {.heads = 128, .hidden = 128, .ffn = 1021, .vocab = 257}),
+                     strategy);
     ASSERT_TRUE(layout.ok()) << layout.status().to_string();
     check_layout_properties(*layout);
   }

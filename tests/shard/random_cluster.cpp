@@ -93,6 +93,15 @@ ClusterSpec repair_some(const ClusterSpec& spec, Rng& rng, int count) {
   return out;
 }
 
+ClusterSpec three_nvl72_with_one_at(int degree, const ModelShape& shape) {
+  ClusterSpec spec;
+  spec.domains = 3;
+  spec.domain_size = 72;
+  spec.spaces = model_unit_spaces(shape);
+  for (int l = degree; l < 72; ++l) spec.failed.push_back({1, l});
+  return spec;
+}
+
 std::vector<std::unique_ptr<SyncStrategy>> all_strategies(const ClusterSpec& spec) {
   std::vector<std::unique_ptr<SyncStrategy>> out;
   out.push_back(std::make_unique<FoldSyncStrategy>());

@@ -23,6 +23,10 @@ ClusterSpec fail_more(const ClusterSpec& spec, Rng& rng, int count);
 // The same spec with up to `count` failed slots repaired.
 ClusterSpec repair_some(const ClusterSpec& spec, Rng& rng, int count);
 
+// Three domains of 72 slots whose second runs at `degree` (slots degree..71 failed), over the
+// spaces of `shape`: every degree of an NVL72 domain next to healthy ones.
+ClusterSpec three_nvl72_with_one_at(int degree, const ModelShape& shape);
+
 // One instance of every SyncStrategy ntp has, configured for `spec`.
 std::vector<std::unique_ptr<SyncStrategy>> all_strategies(const ClusterSpec& spec);
 

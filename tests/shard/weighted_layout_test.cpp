@@ -246,11 +246,8 @@ TEST(WeightedLayout, ARebalanceWithTheSameMembersMovesOnlyTheUnitsWhoseOwnerCoun
 TEST(WeightedLayout, EveryDegreeOfA72SlotDomainWithAVerySlowRank) {
   for (const bool fold : {true, false}) {
     for (int degree = 1; degree <= 72; ++degree) {
-      ClusterSpec spec;
-      spec.domains = 3;
-      spec.domain_size = 72;
-      spec.spaces = model_unit_spaces({.heads = 127, .hidden = 127, .ffn = 1021, .vocab = 257});
-      for (int l = degree; l < 72; ++l) spec.failed.push_back({1, l});
+      ClusterSpec spec = testing::three_nvl72_with_one_at(
+          degree, {.heads = 127, .hidden = 127, .ffn = 1021, .vocab = 257});
       spec.speeds.assign(3, std::vector<double>(72, 1.0));
       spec.speeds[1][static_cast<std::size_t>(degree / 2)] = 0.05;  // healthy: slots < degree
       spec.speeds[1][static_cast<std::size_t>(degree - 1)] *= 0.5;

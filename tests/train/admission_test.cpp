@@ -10,7 +10,9 @@
 #include <string>
 
 #include "comm/store.h"
+#include "core/check.h"
 #include "shard/fold_sync_strategy.h"
+#include "text_files.h"
 #include "train/train_config.h"
 
 namespace ntp::train {
@@ -63,13 +65,16 @@ shard::ClusterSpec two_by_four() {
   return cluster_spec(c);
 }
 
+// A file store in `dir` (removed with it).
+std::shared_ptr<comm::Store> file_store(const ntp::testing::TempDir& dir) {
+  Result<std::shared_ptr<comm::Store>> store = comm::open_store("file:" + dir.path(), "admission");
+  NTP_CHECK_MSG(store.ok(), store.status().to_string());
+  return *store;
+}
+
 TEST(AdmissionTest, TheLeadersLookIsNoStoreIoWhileNoJoinNoticeArrives) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("ntp-admission-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  auto file = comm::open_store("file:" + dir.string(), "admission");
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
-  auto store = std::make_shared<CountingStore>(*file);
+  const ntp::testing::TempDir dir("ntp-admission");
+  auto store = std::make_shared<CountingStore>(file_store(dir));
   WorkerContext ctx;
   ctx.store = store;
 
@@ -102,19 +107,14 @@ TEST(AdmissionTest, TheLeadersLookIsNoStoreIoWhileNoJoinNoticeArrives) {
   store->ops = 0;
   EXPECT_TRUE(joiners_asking(ctx, group, job, /*min_tp=*/1, notices, seen).empty());
   EXPECT_EQ(store->ops, 0);
-  std::filesystem::remove_all(dir);
 }
 
 // A domain that left the job (its survivors parked below --min-tp) comes back only whole enough:
 // its joiners are held back while fewer than min_tp of them ask, and admitted together after.
 TEST(AdmissionTest, JoinersOfADomainThatLeftAreHeldBackUntilMinTpOfThemAsk) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("ntp-admission-left-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  auto store = comm::open_store("file:" + dir.string(), "admission");
-  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  const ntp::testing::TempDir dir("ntp-admission-left");
   WorkerContext ctx;
-  ctx.store = *store;
+  ctx.store = file_store(dir);
   shard::ClusterSpec spec = two_by_four();
   spec.left = {1};  // slots 4..7 are out of the job
   auto layout = shard::plan_cluster(spec, shard::FoldSyncStrategy());
@@ -124,7 +124,7 @@ TEST(AdmissionTest, JoinersOfADomainThatLeftAreHeldBackUntilMinTpOfThemAsk) {
   const std::string group = "train/a0";
   int64_t notices = 0;
   auto ask = [&](int rank, const std::string& ticket) {
-    ASSERT_TRUE((*store)->set(join_key(group, rank), ticket).ok());
+    ASSERT_TRUE(ctx.store->set(join_key(group, rank), ticket).ok());
     ++notices;
   };
   ask(4, "0.p3");  // three parked survivors ask at once
@@ -139,7 +139,6 @@ TEST(AdmissionTest, JoinersOfADomainThatLeftAreHeldBackUntilMinTpOfThemAsk) {
   ask(6, "1");  // the repaired slot's replacement
   EXPECT_EQ(joiners_asking(ctx, group, job, /*min_tp=*/4, notices, seen),
             (std::vector<int>{4, 5, 6, 7}));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

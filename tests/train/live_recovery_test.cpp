@@ -22,6 +22,7 @@
 #include "json_lines.h"
 #include "recovery_jobs.h"
 #include "shard/load_layout.h"
+#include "text_files.h"
 
 namespace ntp::train {
 namespace {
@@ -312,6 +313,13 @@ TEST(LiveRecoveryTest, AReplicaBelowMinTpLeavesTheJobAndRejoinsWhenRepaired) {
   }
 }
 
+// The job stopped by itself (not timed out), its error output saying `says` exactly once.
+void expect_failed_saying_once(const ntp::testing::CommandOutput& r, const std::string& says) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(ntp::testing::count(r.err, says), 1) << r.out << r.err;
+}
+
 // With no other replica to carry on, a fault that leaves the only replica below --min-tp cannot
 // be survived live: the job stops with one clear reason on every survivor and its last checkpoint
 // intact (it verifies), never hangs.
@@ -323,12 +331,7 @@ TEST(LiveRecoveryTest, FallingBelowMinTpWithNoOtherReplicaStopsTheJobWithItsChec
           {"--domains", "1", "--tp", "4", "--min-tp", "4", "--steps", "20", "--out", out.string(),
            "--timeout-ms", "2000", "--save-dir", (out / "ckpt").string(), "--save-every", "2"}),
       {}, std::chrono::seconds(120));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_FALSE(r.timed_out);
-  const std::string says = "domain 0 would run at TP degree 3, below --min-tp 4";
-  const size_t first = r.err.find(says);
-  ASSERT_NE(first, std::string::npos) << r.out << r.err;
-  EXPECT_EQ(r.err.find(says, first + 1), std::string::npos) << "said more than once:\n" << r.err;
+  expect_failed_saying_once(r, "domain 0 would run at TP degree 3, below --min-tp 4");
   const ntp::testing::CommandOutput verify =
       ntp::testing::run_command({NTP_BINARY, "ckpt", "verify", (out / "ckpt").string()});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
@@ -356,6 +359,18 @@ TEST(LiveRecoveryTest, ZeroOneStateRecoversLiveFromTheCopiesOnDpPeers) {
   EXPECT_EQ(run.degrees_at_end, (std::vector<int>{4, 4, 4}));
 }
 
+// A 10-step run whose fault in step 5 lost state with no live copy: it finished on the clean run's
+// trajectory after one recovery that loaded the checkpoint of step 3 (checkpoints every 3 steps),
+// with every update applied once on each of the `finishing` workers.
+void expect_one_reload_of_step_3(const JobRun& run, const JobRun& clean, int finishing) {
+  ASSERT_EQ(run.exit_code, 0) << run.log;
+  expect_same_trajectory(run, clean, 10, kDegradedTolerance);
+  EXPECT_EQ(expect_each_update_applied_once(run.out, 10), finishing) << run.log;
+  ASSERT_EQ(run.recoveries.size(), 1u) << run.log;
+  EXPECT_EQ(run.recoveries[0]["state_from"], "checkpoint") << run.recoveries[0].dump();
+  EXPECT_EQ(run.recoveries[0]["step"].get<int>(), 3) << run.recoveries[0].dump();
+}
+
 // Ranks 2 and 6 are the first two members of one DP set, and 6 holds the copy of 2's moments:
 // losing both at once loses those moments, so the survivors reload the latest checkpoint (every
 // member decides the same from the same descriptions) and recompute the steps since. Without a
@@ -370,13 +385,7 @@ TEST(LiveRecoveryTest, ZeroOneStateFallsBackToTheLatestCheckpointWhenBothCopiesA
                            {"NTP_FAULT_POINT=optimizer:5:2:together,optimizer:5:6:together",
                             "NTP_FAULT_DIR=" + fault_dir("zero1-both").string()},
                            zero1);
-  ASSERT_EQ(run.exit_code, 0) << run.log;
-  expect_same_trajectory(run, clean, 10, kDegradedTolerance);
-  EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 10) << run.log;
-  ASSERT_EQ(run.recoveries.size(), 1u) << run.log;
-  EXPECT_EQ(run.recoveries[0]["state_from"], "checkpoint") << run.recoveries[0].dump();
-  // Checkpoints every 3 steps: step 5 fails, the checkpoint of step 3 is loaded.
-  EXPECT_EQ(run.recoveries[0]["step"].get<int>(), 3) << run.recoveries[0].dump();
+  expect_one_reload_of_step_3(run, clean, 10);
   EXPECT_NE(run.log.find("no live copy of some lost state"), std::string::npos) << run.log;
   EXPECT_EQ(run.degrees_at_end, (std::vector<int>{3, 3, 4}));
 
@@ -388,12 +397,7 @@ TEST(LiveRecoveryTest, ZeroOneStateFallsBackToTheLatestCheckpointWhenBothCopiesA
       {"NTP_FAULT_POINT=optimizer:3:2:together,optimizer:3:6:together",
        "NTP_FAULT_DIR=" + fault_dir("zero1-no-ckpt").string()},
       std::chrono::seconds(120));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_FALSE(r.timed_out);
-  const std::string says = "has no live copy and --save-dir holds no checkpoint";
-  const size_t first = r.err.find(says);
-  ASSERT_NE(first, std::string::npos) << r.out << r.err;
-  EXPECT_EQ(r.err.find(says, first + 1), std::string::npos) << "said more than once:\n" << r.err;
+  expect_failed_saying_once(r, "has no live copy and --save-dir holds no checkpoint");
 }
 
 // Ranks 2, 6 and 10 hold the same units in the three replicas and die in one step: those units
@@ -411,12 +415,7 @@ TEST(LiveRecoveryTest, EveryCopyOfSomeUnitsLostFallsBackToTheLatestCheckpoint) {
       "all-copies-lost", 10, {},
       {"NTP_FAULT_POINT=optimizer:5:2:together,optimizer:5:6:together,optimizer:5:10:together",
        "NTP_FAULT_DIR=" + fault_dir("all-copies-lost").string()});
-  ASSERT_EQ(run.exit_code, 0) << run.log;
-  expect_same_trajectory(run, clean, 10, kDegradedTolerance);
-  EXPECT_EQ(expect_each_update_applied_once(run.out, 10), 9) << run.log;
-  ASSERT_EQ(run.recoveries.size(), 1u) << run.log;
-  EXPECT_EQ(run.recoveries[0]["state_from"], "checkpoint") << run.recoveries[0].dump();
-  EXPECT_EQ(run.recoveries[0]["step"].get<int>(), 3) << run.recoveries[0].dump();
+  expect_one_reload_of_step_3(run, clean, 9);
   EXPECT_EQ(run.degrees_at_end, (std::vector<int>{3, 3, 3}));
 }
 

@@ -53,11 +53,7 @@ JobResult run_job(const JobSpec& spec, const std::string& name,
       parity::launch_args(spec.domains, spec.tp, spec.strategy, spec.optimizer, m);
   args.insert(args.end(), {"--model", "llama", "--kv-heads", std::to_string(m.n_kv_head),
                            "--no-live-recovery"});
-  const std::vector<std::string> job = parity::job_flags(dir, kSteps, 24, 5, spec.failed, extra);
-  args.insert(args.end(), job.begin(), job.end());
-  auto model = model::LlamaModel::create(m, model::full_shard(m), 1);
-  EXPECT_TRUE(model.ok());
-  return parity::run_and_read(args, dir, model->params(), describe(spec));
+  return parity::run_parity_job<model::LlamaModel>(args, dir, spec, kSteps, extra, m);
 }
 
 using parity::rel_l2;

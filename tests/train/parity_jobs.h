@@ -20,6 +20,7 @@
 #include "child_process.h"
 #include "job_scratch.h"
 #include "model/param.h"
+#include "model/unit_lists.h"
 #include "model_shapes.h"
 
 namespace ntp::train::parity {
@@ -190,11 +191,28 @@ struct JobSpec {
   std::string failed;
   std::string strategy = "fold";
   std::string optimizer = "replicated";
+  std::string policy = "keep";  // --batch-policy
 };
 
+// "3x4 failed[1:3] fold/replicated", and "/POLICY" when it is not keep.
 inline std::string describe(const JobSpec& s) {
   return std::to_string(s.domains) + "x" + std::to_string(s.tp) + " failed[" + s.failed + "] " +
-         s.strategy + "/" + s.optimizer;
+         s.strategy + "/" + s.optimizer + (s.policy == "keep" ? "" : "/" + s.policy);
+}
+
+// The parity job of `spec`: `args` (the launch and model flags) followed by job_flags(dir, steps,
+// 24, 5, spec.failed, extra), run and read back against a fresh degree-1 `Model` of `config`
+// (seed 1: the parameters' names and shapes; run_and_read).
+template <typename Model, typename Config>
+DumpedRun run_parity_job(std::vector<std::string> args, const std::filesystem::path& dir,
+                         const JobSpec& spec, int steps, const std::vector<std::string>& extra,
+                         const Config& config) {
+  const std::vector<std::string> job = job_flags(dir, steps, 24, 5, spec.failed, extra);
+  args.insert(args.end(), job.begin(), job.end());
+  auto model = Model::create(config, model::full_shard(config), 1);
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  if (!model.ok()) return {};
+  return run_and_read(args, dir, model->params(), describe(spec));
 }
 
 // The worst differences compare_runs / compare_resumed found.

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -101,6 +102,21 @@ std::vector<int> all_but(const std::vector<int>& lost) {
   return ranks;
 }
 
+// The `agreed` events of every worker but `lost`, by rank: each of them must have finished and
+// agreed exactly `epochs` epochs (a failure is recorded, and that rank left out, otherwise).
+std::map<int, std::vector<nlohmann::json>> survivors_agreed(const JobRun& run,
+                                                            const std::vector<int>& lost,
+                                                            std::size_t epochs) {
+  std::map<int, std::vector<nlohmann::json>> by_rank;
+  for (int rank : all_but(lost)) {
+    EXPECT_TRUE(finished(run.out, rank)) << "rank " << rank;
+    std::vector<nlohmann::json> agreed_by_rank = agreed(run.out, rank);
+    EXPECT_EQ(agreed_by_rank.size(), epochs) << "rank " << rank << "\n" << run.log;
+    if (agreed_by_rank.size() == epochs) by_rank[rank] = std::move(agreed_by_rank);
+  }
+  return by_rank;
+}
+
 // The processes whose command line has `out` (the job's --out) as an argument. `ntp launch`
 // reaps every worker before it returns, so there must be none; any found are SIGKILLed here, so
 // that a failing run does not leave a stopped worker behind.
@@ -151,11 +167,8 @@ TEST(ReformationPauseTest, AWorkerStoppedInTheReshardIsTakenAsHungAndTheRetryGoe
   EXPECT_EQ(stop->rank, 10);
   // Exactly two epochs, on every worker that finished (rank 0, the leader, among them): epoch 1
   // with rank 10, which never completed, and epoch 2 without it, from epoch 0's state.
-  for (int rank : all_but(lost)) {
+  for (const auto& [rank, epochs] : survivors_agreed(run, lost, 2)) {
     SCOPED_TRACE("rank " + std::to_string(rank));
-    EXPECT_TRUE(finished(run.out, rank));
-    const std::vector<nlohmann::json> epochs = agreed(run.out, rank);
-    ASSERT_EQ(epochs.size(), 2u) << run.log;
     EXPECT_EQ(epochs[0]["epoch"], 1);
     EXPECT_EQ(epochs[0]["members"].get<std::vector<int>>(), all_but({6}));
     EXPECT_EQ(epochs[1]["epoch"], 2);
@@ -211,11 +224,8 @@ TEST(ReformationPauseTest, ADeciderStoppedBeforePublishingIsGivenUpAndTheNextEpo
   // One epoch agreed by every worker that finished (the leader among them), epoch 2, without the
   // stopped decider; epoch 1 by no one (it never got a list), the stopped decider agreed none.
   double first = 0.0, last = 0.0;  // when the finishing workers received epoch 2's list
-  for (int rank : all_but(lost)) {
+  for (const auto& [rank, epochs] : survivors_agreed(run, lost, 1)) {
     SCOPED_TRACE("rank " + std::to_string(rank));
-    EXPECT_TRUE(finished(run.out, rank));
-    const std::vector<nlohmann::json> epochs = agreed(run.out, rank);
-    ASSERT_EQ(epochs.size(), 1u) << run.log;
     EXPECT_EQ(epochs[0]["epoch"], 2);
     EXPECT_EQ(epochs[0]["members"].get<std::vector<int>>(), all_but(lost));
     const double t = epochs[0]["time"].get<double>();

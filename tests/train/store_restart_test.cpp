@@ -69,7 +69,7 @@ Metrics read_metrics(const fs::path& out) {
 }
 
 TEST(StoreRestartTest, AJobKeepsTrainingThroughARedisServerRestart) {
-  NTP_REQUIRE_DEPENDENCY(RedisServer::available(), "redis-server (apt-get install redis-server)");
+  NTP_REQUIRE_REDIS();
   RedisServer server;
   ASSERT_TRUE(server.ready());
   const std::string tag = std::to_string(::getpid());

@@ -41,19 +41,7 @@ using test_jobs::scratch_dir;
 
 model::GptConfig parity_model() { return parity::parity_shape<model::GptConfig>(); }
 
-struct JobSpec {
-  int domains = 3;
-  int tp = 4;
-  std::string failed;
-  std::string strategy = "fold";
-  std::string optimizer = "replicated";
-  std::string policy = "keep";
-};
-
-std::string describe(const JobSpec& s) {
-  return std::to_string(s.domains) + "x" + std::to_string(s.tp) + " failed[" + s.failed + "] " +
-         s.strategy + "/" + s.optimizer + "/" + s.policy;
-}
+using parity::JobSpec;
 
 using JobResult = parity::DumpedRun;
 
@@ -64,18 +52,12 @@ JobResult run_job(const JobSpec& spec, const std::string& name,
   std::vector<std::string> args =
       parity::launch_args(spec.domains, spec.tp, spec.strategy, spec.optimizer, m);
   args.insert(args.end(), {"--batch-policy", spec.policy});
-  const std::vector<std::string> job = parity::job_flags(dir, kSteps, 24, 5, spec.failed, extra);
-  args.insert(args.end(), job.begin(), job.end());
-  auto model = model::GptModel::create(m, model::full_shard(m), 1);
-  EXPECT_TRUE(model.ok());
-  return parity::run_and_read(args, dir, model->params(), describe(spec));
+  return parity::run_parity_job<model::GptModel>(args, dir, spec, kSteps, extra, m);
 }
 
 using parity::rel_l2;
 
-struct Worst {
-  double grad = 0, loss = 0, update = 0;
-};
+using parity::Worst;
 
 // Compares `got` with `want`: gradients and losses always; weight updates when both trained the
 // same batches (`compare_training`).
