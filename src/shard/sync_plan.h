@@ -65,14 +65,13 @@ struct StrategyPlan {
   SyncPlan sync;
 };
 
-// A way to lay out replicas of mixed TP degrees and synchronize their gradients. Implementations
-// must be pure functions of their inputs, so every rank computes the same plan.
 struct DegreePlan;  // shard/degree_plan.h
 
-// How a job of mixed TP degrees syncs its gradients. A strategy names its sync partitions, how a
-// replica of a given degree lays out a space over its ranks, and how one replica's ranks fold their
-// units into the partitions' representatives; plan and plan_units assemble those for every replica
-// (shard/degree_plan.cpp).
+// A way to lay out replicas of mixed TP degrees and synchronize their gradients. A strategy names
+// its sync partitions, how a replica of a given degree lays out a space over its ranks, and how one
+// replica's ranks fold their units into the partitions' representatives; plan and plan_units
+// assemble those for every replica (shard/degree_plan.cpp). Implementations must be pure functions
+// of their inputs, so every rank computes the same plan.
 class SyncStrategy {
  public:
   virtual ~SyncStrategy() = default;

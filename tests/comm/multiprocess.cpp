@@ -88,18 +88,6 @@ Result<std::unique_ptr<Communicator>> connect_rank(std::shared_ptr<Store> store,
   return connect_gloo(rank_options(std::move(store), rank, n, prefix, timeout));
 }
 
-TempDir::TempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/ntp-comm-test-XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) std::abort();
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 long long monotonic_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -16,8 +16,8 @@
 #include "comm/communicator.h"
 #include "comm/gloo_communicator.h"
 #include "comm/store.h"
-#include "core/non_copyable.h"
 #include "core/status.h"
+#include "text_files.h"
 
 namespace ntp::comm::testing {
 
@@ -48,15 +48,10 @@ Result<std::unique_ptr<Communicator>> connect_rank(std::shared_ptr<Store> store,
                                                    const std::string& prefix,
                                                    std::chrono::milliseconds timeout);
 
-// A fresh empty directory under $TMPDIR, removed by the destructor.
-class TempDir : NonCopyable {
+// A fresh empty directory $TMPDIR/ntp-comm-test-XXXXXX, removed by the destructor.
+class TempDir : public ntp::testing::TempDir {
  public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : ntp::testing::TempDir("ntp-comm-test") {}
 };
 
 // Monotonic clock in nanoseconds, comparable between processes of one machine.
