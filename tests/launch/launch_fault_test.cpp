@@ -81,23 +81,23 @@ double rate_ratio(const std::map<int, std::map<int, double>>& at, int from, int 
 
 // A CPU-bound worker (bash arithmetic) that reports each step to the file store (the launcher
 // places faults by it) and prints it with its time; rank 0 runs longer, so that it is still
-// running while rank 1 takes its last step. Rank 1 takes 15 + 50 / r + 135 of rank 0's step
-// times, r its rate while slowed: 250 at r = 0.5, 335 at r = 0.27 (seen in a full CI run on 2
-// cores, other work beside it); 560 cover r >= 0.14.
+// running while rank 1 takes its last step. Rank 1 takes 15 + 75 / r + 210 of rank 0's step
+// times, r its rate while slowed: 375 at r = 0.5, 503 at r = 0.27 (seen in a full CI run on 2
+// cores, other work beside it); 700 cover r >= 0.16.
 std::string spin_worker(const std::string& dir, const std::string& run_id) {
   return "echo $$ > " + dir + "/pid_$NTP_RANK.tmp && mv " + dir + "/pid_$NTP_RANK.tmp " + dir +
          "/pid_$NTP_RANK; F=" + dir + "/" + run_id +
-         "/launch%2Fstep%2F$NTP_RANK; n=$((NTP_RANK == 0 ? 560 : 200)); s=0; "
+         "/launch%2Fstep%2F$NTP_RANK; n=$((NTP_RANK == 0 ? 700 : 300)); s=0; "
          "while [ $s -lt $n ]; do echo $s > $F; echo \"tick $s $EPOCHREALTIME\"; "
          "i=0; while [ $i -lt 700 ]; do i=$((i+1)); done; s=$((s+1)); done";
 }
 
-// slow:rank=1,factor=0.5,at=15,until=65 against an unslowed twin (rank 0) in the same run.
+// slow:rank=1,factor=0.5,at=15,until=90 against an unslowed twin (rank 0) in the same run.
 TEST(LaunchFaultTest, ASlowedWorkerRunsSlowerUntilItsStepAndIsLeftRunning) {
   TempDir dir;
   const ntp::testing::ChildProcess launcher =
       start_ntp({"launch", "--nproc-per-node", "2", "--store", "file:" + dir.path(), "--run-id",
-                 "slow", "--inject", "slow:rank=1,factor=0.5,at=15,until=65", "--", "bash", "-c",
+                 "slow", "--inject", "slow:rank=1,factor=0.5,at=15,until=90", "--", "bash", "-c",
                  spin_worker(dir.path(), "slow")});
   const std::string step_file = dir.path() + "/slow/launch%2Fstep%2F1";
   ASSERT_TRUE(ntp::testing::wait_until([&] { return number_in(step_file) >= 25; },
@@ -105,7 +105,7 @@ TEST(LaunchFaultTest, ASlowedWorkerRunsSlowerUntilItsStepAndIsLeftRunning) {
   const auto victim = static_cast<pid_t>(number_in(dir.path() + "/pid_1"));
   ASSERT_GT(victim, 0);
   const double stopped_during = stopped_share(victim, 150);
-  ASSERT_TRUE(ntp::testing::wait_until([&] { return number_in(step_file) >= 75; },
+  ASSERT_TRUE(ntp::testing::wait_until([&] { return number_in(step_file) >= 100; },
                                        std::chrono::seconds(60), std::chrono::milliseconds(5)));
   const double stopped_after = stopped_share(victim, 150);
   const ntp::testing::CommandOutput run =
@@ -114,15 +114,15 @@ TEST(LaunchFaultTest, ASlowedWorkerRunsSlowerUntilItsStepAndIsLeftRunning) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(count(run.err,
                   "injecting slow (factor 0.5, SIGSTOP/SIGCONT every 20 ms) into rank "
-                  "1 (at step 15, until step 65)"),
+                  "1 (at step 15, until step 90)"),
             1)
       << run.err;
-  EXPECT_EQ(count(run.err, "rank 1 runs at full speed again (at step 65)"), 1) << run.err;
+  EXPECT_EQ(count(run.err, "rank 1 runs at full speed again (at step 90)"), 1) << run.err;
 
   const auto at = ticks(run.out);
   ASSERT_EQ(at.count(0) + at.count(1), 2U) << run.out;
-  ASSERT_EQ(at.at(1).size(), 200U) << run.out;
-  ASSERT_GE(at.at(0).size(), 560U) << run.out;
+  ASSERT_EQ(at.at(1).size(), 300U) << run.out;
+  ASSERT_GE(at.at(0).size(), 700U) << run.out;
   // Inside the slowdown (two steps of margin each side). A 50% duty cycle gives ~0.5 on cores
   // that are not oversubscribed; on an oversubscribed machine the scheduler gives part of the
   // stopped time back (a stop takes effect only once the task is scheduled; a continued one is
@@ -130,19 +130,21 @@ TEST(LaunchFaultTest, ASlowedWorkerRunsSlowerUntilItsStepAndIsLeftRunning) {
   // other work beside it, where the twin also gets the core the stopped worker leaves. The band
   // says "clearly slower" there and contains the ~0.5 of free cores; below 0.2 the worker would be
   // stopped well past its duty cycle (the stopped share below says how much).
-  const double during = rate_ratio(at, 17, 63);
+  const double during = rate_ratio(at, 17, 88);
   EXPECT_GT(during, 0.20) << "slower than the factor: " << during;
   EXPECT_LT(during, 0.90) << "not slowed: " << during;
   // After until= the worker runs free: not slower than its twin beyond the noise of a shared
   // machine. Identical loops measured 0.84-1.67 of each other in one run at load 7-15 on 2 cores,
-  // and 0.69 over 45 steps (~0.15 s) in a full CI run beside other multi-process tests; the window
-  // is 125 steps (~0.4 s), so a scheduler's uneven share averages over more of its 4 ms ticks.
-  // The bound 0.6 is under that noise and still says "no longer slowed" together with the rise
-  // over `during` and the stopped share of 0 below, which is the mechanism's exact check. No upper
-  // bound: the victim running ahead of its twin (1.96 seen in CI) is the scheduler's share, which
-  // nothing in the launcher sets.
-  const double after = rate_ratio(at, 70, 195);
-  EXPECT_GT(after, 0.6) << "still slowed after until: " << after;
+  // 0.69 over 45 steps (~0.15 s) in a full CI run beside other multi-process tests, and 0.598
+  // over 125 steps in another (AMD EPYC, 2 cores): the window is now 200 steps (~0.6 s), so a
+  // scheduler's uneven share averages over more of its 4 ms ticks. The rate ratio cannot prove
+  // the slowdown ended on a shared machine (the twin is starved as often as the victim); the
+  // stopped share of 0 below is the mechanism's exact check. The rate says the rest: above 0.5,
+  // what a worker still stopped half the time reaches beside a free twin, and clearly above
+  // `during`, measured in the same run. No upper bound: the victim running ahead of its twin
+  // (1.96 seen in CI) is the scheduler's share, which nothing in the launcher sets.
+  const double after = rate_ratio(at, 95, 295);
+  EXPECT_GT(after, 0.5) << "still slowed after until: " << after;
   EXPECT_GT(after - during, 0.1) << "during " << during << ", after " << after;
   // The mechanism itself: stopped part of the time during it (~0.5 idle; 0.23-0.39 measured at
   // load 7-15, where a stop takes effect only once the worker is scheduled), never after it
