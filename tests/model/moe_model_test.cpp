@@ -244,10 +244,16 @@ TEST(MoeModelTest, AuxLossIsTransformersAllLayerForm) {
       }
       mean_layer_aux += a * static_cast<double>(c.n_experts) / static_cast<double>(layers);
     }
+    std::printf("%lld layer(s): all-layer aux %.9f, mean of the layers' %.9f\n",
+                static_cast<long long>(layers), m.aux_loss(), mean_layer_aux);
     if (layers == 1) {
       EXPECT_NEAR(m.aux_loss(), mean_layer_aux, 1e-12);
     } else {
-      EXPECT_GT(std::abs(m.aux_loss() - mean_layer_aux), 1e-4);
+      // For two layers the mean of the layers' aux minus the all-layer form is
+      // E/4 sum_e (f_1e - f_2e)(P_1e - P_2e): how differently the layers route, not a rounding
+      // (the sums' rounding is the 1e-12 above). Measured 0.27 (2.2744 vs 2.0009); 0.1 says a
+      // difference of that order, which per-expert share gaps of ~0.1-0.3 give at E = 5.
+      EXPECT_GT(std::abs(m.aux_loss() - mean_layer_aux), 0.1);
     }
   }
 }
