@@ -27,6 +27,7 @@ struct TrainArgs {
   std::string batch_policy;  // empty: boost, or keep for a MoE (see the flag)
   std::string optimizer = "replicated";
   std::string dtype = "fp32";
+  std::string expert_dispatch = "allreduce";
   int64_t bucket_kb = 128;
   // The model flags, to tell which the user set (--init-from takes the model from its source).
   std::vector<CLI::Option*> model_options;
@@ -151,6 +152,9 @@ int run(TrainArgs& args) {
   Result<kernels::cpu::MatmulDtype> dtype = train::parse_matmul_dtype(args.dtype);
   if (!dtype.ok()) return bad(dtype.status());
   config.dtype = *dtype;
+  Result<model::ExpertDispatch> dispatch = model::parse_expert_dispatch(args.expert_dispatch);
+  if (!dispatch.ok()) return bad(dispatch.status());
+  config.expert_dispatch = *dispatch;
   config.bucket_bytes = args.bucket_kb * 1024;
   if (!config.init_from.empty()) {
     if (Status s = adopt_init_model(args); !s.ok()) return bad(s);
@@ -264,6 +268,14 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "Matrix-product inputs: fp32, or bf16 (weights and activations rounded to "
                   "bf16 as products read them, float32 sums; master weights, gradients and "
                   "AdamW state stay float32)")
+      ->group(model);
+
+  cmd->add_option("--expert-dispatch", args->expert_dispatch,
+                  "MoE: how tokens meet the experts of the other TP ranks: allreduce (every rank "
+                  "routes every token, one all-reduce sums the experts' outputs) or alltoall "
+                  "(each rank routes its slice of the tokens and sends them to their experts' "
+                  "ranks by all-to-all-v; less traffic from TP > 2 x --top-k; no shared "
+                  "experts); the losses agree up to float rounding")
       ->group(model);
 
   auto data = "Data";

@@ -8,10 +8,18 @@ Status CommTpGroup::all_reduce_sum(std::span<float> data) {
   return comm_.allreduce(comm::view(data), comm::ReduceOp::kSum);
 }
 
-Status CommTpGroup::all_gather(std::span<const float> in, std::span<float> out) {
-  NTP_CHECK(out.size() == in.size() * static_cast<size_t>(size()));
-  std::vector<std::size_t> counts(static_cast<size_t>(size()), in.size());
-  return comm_.allgather(comm::const_view(in), comm::view(out), std::move(counts));
+Status CommTpGroup::all_gather_v(std::span<const float> in, std::span<float> out,
+                                 std::span<const std::size_t> counts) {
+  return comm_.allgather(comm::const_view(in), comm::view(out),
+                         std::vector<std::size_t>(counts.begin(), counts.end()));
+}
+
+Status CommTpGroup::all_to_all_v(std::span<const float> in,
+                                 std::span<const std::size_t> send_counts, std::span<float> out,
+                                 std::span<const std::size_t> recv_counts) {
+  return comm_.alltoallv(
+      comm::const_view(in), std::vector<std::size_t>(send_counts.begin(), send_counts.end()),
+      comm::view(out), std::vector<std::size_t>(recv_counts.begin(), recv_counts.end()));
 }
 
 }  // namespace ntp::model

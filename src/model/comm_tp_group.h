@@ -14,7 +14,10 @@ class CommTpGroup final : public TpGroup {
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.size(); }
   Status all_reduce_sum(std::span<float> data) override;
-  Status all_gather(std::span<const float> in, std::span<float> out) override;
+  Status all_gather_v(std::span<const float> in, std::span<float> out,
+                      std::span<const std::size_t> counts) override;
+  Status all_to_all_v(std::span<const float> in, std::span<const std::size_t> send_counts,
+                      std::span<float> out, std::span<const std::size_t> recv_counts) override;
 
  private:
   comm::Communicator& comm_;

@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "kernels/cpu/matmul.h"
 #include "model/backward_options.h"
+#include "model/expert_dispatch.h"
 #include "model/param.h"
 
 namespace ntp::model {
@@ -63,6 +64,11 @@ class Model {
   // Tokens the router sent to each expert in the last forward, summed over the layers (an
   // expert is one unit of the experts space: its tensors in every layer). Empty without a router.
   virtual std::vector<double> routed_tokens_per_expert() const { return {}; }
+
+  // How a MoE model's tokens meet the experts held by the other ranks of its TP group
+  // (model/expert_dispatch.h). kAllReduce, the default, is accepted by every model;
+  // kAllToAll only by a MoE model without shared experts (kInvalidArgument otherwise).
+  virtual Status set_expert_dispatch(ExpertDispatch dispatch);
 
   // The input precision of every matrix product of forward_backward and loss (kernels/cpu/
   // matmul.h): kFp32 (the default) or kBf16 (weights and activations rounded to bf16 as the

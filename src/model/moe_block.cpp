@@ -194,19 +194,15 @@ void MoeBlock::swiglu_backward(int64_t m, int64_t f, const float* x, const float
   matmul_nn(dtype_, m, c, f, dgu_.data() + f, 2 * f, w(w3), c, 1.0f, dx, c);
 }
 
-Result<double> MoeBlock::forward(std::span<const float> h, int64_t n, std::span<float> y) {
+Result<double> MoeBlock::route(std::span<const float> h, int64_t n) {
   const int64_t c = config_.hidden, ne = config_.n_experts, kk = config_.top_k;
-  const int64_t f = config_.ffn;
-  if (n < 1 || static_cast<int64_t>(h.size()) != n * c || static_cast<int64_t>(y.size()) != n * c) {
-    return invalid_argument(
-        "MoeBlock::forward: h and y must hold n * hidden = " + std::to_string(n) + " * " +
-        std::to_string(c) + " floats (n >= 1); got " + std::to_string(h.size()) + " and " +
-        std::to_string(y.size()));
+  if (n < 1 || static_cast<int64_t>(h.size()) != n * c) {
+    return invalid_argument("MoeBlock::route: h must hold n * hidden = " + std::to_string(n) +
+                            " * " + std::to_string(c) + " floats (n >= 1); got " +
+                            std::to_string(h.size()));
   }
   n_ = n;
   h_.assign(h.begin(), h.end());
-
-  // ---- router: probs [n, E], top-k, combine weights, counts ----
   resize(probs_, n * ne);
   matmul_nt(k::MatmulDtype::kFp32, n, ne, c, h_.data(), c, w(router_), c, 0.0f, probs_.data(), ne);
   selected_.resize(static_cast<size_t>(n * kk));
@@ -239,7 +235,42 @@ Result<double> MoeBlock::forward(std::span<const float> h, int64_t n, std::span<
     aux += static_cast<double>(counts_[static_cast<size_t>(e)]) / static_cast<double>(n) *
            (mean_p / static_cast<double>(n));
   }
-  aux *= static_cast<double>(ne);
+  return aux * static_cast<double>(ne);
+}
+
+void MoeBlock::run_held_experts(const float* source) {
+  const int64_t c = config_.hidden, f = config_.ffn;
+  for (size_t j = 0; j < experts_.size(); ++j) {
+    ExpertActs& a = acts_[j];
+    const int64_t m = static_cast<int64_t>(a.token.size());
+    resize(a.x, m * c), resize(a.gu, m * 2 * f), resize(a.s, m * f), resize(a.out, m * c);
+    if (m == 0) continue;
+    for (int64_t r = 0; r < m; ++r) {
+      std::copy_n(source + a.token[static_cast<size_t>(r)] * c, c, a.x.data() + r * c);
+    }
+    const ExpertParams& ep = experts_[j];
+    swiglu_forward(m, f, a.x.data(), ep.w1, ep.w3, ep.w2, a.gu.data(), a.s.data(), a.out.data());
+  }
+}
+
+void MoeBlock::held_expert_backward(size_t j) {
+  const ExpertActs& a = acts_[j];
+  const int64_t m = static_cast<int64_t>(a.token.size());
+  resize(dx_, m * config_.hidden);
+  const ExpertParams& ep = experts_[j];
+  swiglu_backward(m, config_.ffn, a.x.data(), a.gu.data(), a.s.data(), dout_.data(), ep.w1, ep.w3,
+                  ep.w2, dx_.data());
+}
+
+Result<double> MoeBlock::forward(std::span<const float> h, int64_t n, std::span<float> y) {
+  const int64_t c = config_.hidden, ne = config_.n_experts, kk = config_.top_k;
+  if (n < 1 || static_cast<int64_t>(h.size()) != n * c || static_cast<int64_t>(y.size()) != n * c) {
+    return invalid_argument(
+        "MoeBlock::forward: h and y must hold n * hidden = " + std::to_string(n) + " * " +
+        std::to_string(c) + " floats (n >= 1); got " + std::to_string(h.size()) + " and " +
+        std::to_string(y.size()));
+  }
+  NTP_ASSIGN_OR_RETURN(const double aux, route(h, n));
 
   // ---- routed experts: gather each held expert's tokens, one SwiGLU per expert, scatter ----
   std::fill(y.begin(), y.end(), 0.0f);
@@ -257,20 +288,12 @@ Result<double> MoeBlock::forward(std::span<const float> h, int64_t n, std::span<
       acts_[static_cast<size_t>(held)].slot.push_back(j);
     }
   }
-  for (size_t j = 0; j < experts_.size(); ++j) {
-    ExpertActs& a = acts_[j];
-    const int64_t m = static_cast<int64_t>(a.token.size());
-    resize(a.x, m * c), resize(a.gu, m * 2 * f), resize(a.s, m * f), resize(a.out, m * c);
-    if (m == 0) continue;
-    for (int64_t r = 0; r < m; ++r) {
-      std::copy_n(h_.data() + a.token[static_cast<size_t>(r)] * c, c, a.x.data() + r * c);
-    }
-    const ExpertParams& ep = experts_[j];
-    swiglu_forward(m, f, a.x.data(), ep.w1, ep.w3, ep.w2, a.gu.data(), a.s.data(), a.out.data());
-    for (int64_t r = 0; r < m; ++r) {
-      const int64_t t = a.token[static_cast<size_t>(r)];
-      const float wt = combine_[static_cast<size_t>(t * kk + a.slot[static_cast<size_t>(r)])];
-      const float* o = a.out.data() + r * c;
+  run_held_experts(h_.data());
+  for (const ExpertActs& a : acts_) {
+    for (size_t r = 0; r < a.token.size(); ++r) {
+      const int64_t t = a.token[r];
+      const float wt = combine_[static_cast<size_t>(t * kk + a.slot[r])];
+      const float* o = a.out.data() + static_cast<int64_t>(r) * c;
       float* yt = y.data() + t * c;
       for (int64_t i = 0; i < c; ++i) yt[i] += wt * o[i];
     }
@@ -278,13 +301,73 @@ Result<double> MoeBlock::forward(std::span<const float> h, int64_t n, std::span<
 
   // ---- shared experts (the lead): every token, weight 1 ----
   if (shared_.w1 >= 0) {
-    const int64_t fs = config_.n_shared * f;
+    const int64_t fs = config_.n_shared * config_.ffn;
     resize(shared_gu_, n * 2 * fs), resize(shared_s_, n * fs), resize(dx_, n * c);
     swiglu_forward(n, fs, h_.data(), shared_.w1, shared_.w3, shared_.w2, shared_gu_.data(),
                    shared_s_.data(), dx_.data());
     for (int64_t i = 0; i < n * c; ++i) y[static_cast<size_t>(i)] += dx_[static_cast<size_t>(i)];
   }
   return aux;
+}
+
+Status MoeBlock::experts_forward(std::span<const float> x, std::span<const int64_t> expert,
+                                 std::span<float> out) {
+  const int64_t c = config_.hidden, m = static_cast<int64_t>(expert.size());
+  if (static_cast<int64_t>(x.size()) != m * c || static_cast<int64_t>(out.size()) != m * c) {
+    return invalid_argument("MoeBlock::experts_forward: x and out must hold " + std::to_string(m) +
+                            " rows of hidden = " + std::to_string(c) + " floats; got " +
+                            std::to_string(x.size()) + " and " + std::to_string(out.size()));
+  }
+  std::vector<int64_t> local(static_cast<size_t>(config_.n_experts), -1);
+  for (size_t j = 0; j < holding_.experts.size(); ++j) {
+    local[static_cast<size_t>(holding_.experts[j])] = static_cast<int64_t>(j);
+    acts_[j].token.clear();
+    acts_[j].slot.clear();
+  }
+  for (int64_t r = 0; r < m; ++r) {
+    const int64_t e = expert[static_cast<size_t>(r)];
+    const int64_t held = e >= 0 && e < config_.n_experts ? local[static_cast<size_t>(e)] : -1;
+    if (held < 0) {
+      return invalid_argument("MoeBlock::experts_forward: row " + std::to_string(r) +
+                              " is for expert " + std::to_string(e) +
+                              ", which this rank does not hold");
+    }
+    acts_[static_cast<size_t>(held)].token.push_back(r);
+  }
+  rows_ = m;
+  run_held_experts(x.data());
+  for (const ExpertActs& a : acts_) {
+    for (size_t r = 0; r < a.token.size(); ++r) {
+      std::copy_n(a.out.data() + static_cast<int64_t>(r) * c, c, out.data() + a.token[r] * c);
+    }
+  }
+  return ok_status();
+}
+
+Status MoeBlock::experts_backward(std::span<const float> dout, std::span<float> dx) {
+  const int64_t c = config_.hidden;
+  if (rows_ < 0) return failed_precondition("MoeBlock::experts_backward before experts_forward");
+  if (static_cast<int64_t>(dout.size()) != rows_ * c ||
+      static_cast<int64_t>(dx.size()) != rows_ * c) {
+    return invalid_argument("MoeBlock::experts_backward: dout and dx must hold the " +
+                            std::to_string(rows_) + " rows of the last experts_forward (" +
+                            std::to_string(rows_ * c) + " floats); got " +
+                            std::to_string(dout.size()) + " and " + std::to_string(dx.size()));
+  }
+  for (size_t j = 0; j < acts_.size(); ++j) {
+    const ExpertActs& a = acts_[j];
+    const int64_t m = static_cast<int64_t>(a.token.size());
+    if (m == 0) continue;
+    resize(dout_, m * c);
+    for (int64_t r = 0; r < m; ++r) {
+      std::copy_n(dout.data() + a.token[static_cast<size_t>(r)] * c, c, dout_.data() + r * c);
+    }
+    held_expert_backward(j);
+    for (int64_t r = 0; r < m; ++r) {
+      std::copy_n(dx_.data() + r * c, c, dx.data() + a.token[static_cast<size_t>(r)] * c);
+    }
+  }
+  return ok_status();
 }
 
 Status MoeBlock::backward(std::span<const float> dy, double aux_coef, std::span<float> dh) {
@@ -302,18 +385,12 @@ Status MoeBlock::backward(std::span<const float> dy, double aux_coef, std::span<
 Status MoeBlock::backward(std::span<const float> dy, std::span<const double> aux_dprobs,
                           std::span<float> dh) {
   if (n_ < 0) return failed_precondition("MoeBlock::backward called before any forward");
-  const int64_t n = n_, c = config_.hidden, ne = config_.n_experts, kk = config_.top_k;
-  const int64_t f = config_.ffn;
+  const int64_t n = n_, c = config_.hidden, kk = config_.top_k;
   if (static_cast<int64_t>(dy.size()) != n * c || static_cast<int64_t>(dh.size()) != n * c) {
     return invalid_argument(
         "MoeBlock::backward: dy and dh must hold n * hidden = " + std::to_string(n) + " * " +
         std::to_string(c) + " floats (n of the last forward); got " + std::to_string(dy.size()) +
         " and " + std::to_string(dh.size()));
-  }
-  if (static_cast<int64_t>(aux_dprobs.size()) != ne) {
-    return invalid_argument(
-        "MoeBlock::backward: aux_dprobs must hold n_experts = " + std::to_string(ne) +
-        " values; got " + std::to_string(aux_dprobs.size()));
   }
   std::fill(dh.begin(), dh.end(), 0.0f);
   // dcombine [n, k]: dL/d(combine weight) of this rank's experts' slots (others stay 0).
@@ -324,7 +401,7 @@ Status MoeBlock::backward(std::span<const float> dy, std::span<const double> aux
     const ExpertActs& a = acts_[j];
     const int64_t m = static_cast<int64_t>(a.token.size());
     if (m == 0) continue;
-    resize(dout_, m * c), resize(dx_, m * c);
+    resize(dout_, m * c);
     for (int64_t r = 0; r < m; ++r) {
       const int64_t t = a.token[static_cast<size_t>(r)];
       const size_t ts = static_cast<size_t>(t * kk + a.slot[static_cast<size_t>(r)]);
@@ -338,9 +415,7 @@ Status MoeBlock::backward(std::span<const float> dy, std::span<const double> aux
       }
       dcombine[ts] = static_cast<float>(dot);
     }
-    const ExpertParams& ep = experts_[j];
-    swiglu_backward(m, f, a.x.data(), a.gu.data(), a.s.data(), dout_.data(), ep.w1, ep.w3, ep.w2,
-                    dx_.data());
+    held_expert_backward(j);
     for (int64_t r = 0; r < m; ++r) {
       float* dht = dh.data() + a.token[static_cast<size_t>(r)] * c;
       const float* dxr = dx_.data() + r * c;
@@ -351,12 +426,26 @@ Status MoeBlock::backward(std::span<const float> dy, std::span<const double> aux
   // ---- shared experts (the lead) ----
   if (shared_.w1 >= 0) {
     resize(dx_, n * c);
-    swiglu_backward(n, config_.n_shared * f, h_.data(), shared_gu_.data(), shared_s_.data(),
-                    dy.data(), shared_.w1, shared_.w3, shared_.w2, dx_.data());
+    swiglu_backward(n, config_.n_shared * config_.ffn, h_.data(), shared_gu_.data(),
+                    shared_s_.data(), dy.data(), shared_.w1, shared_.w3, shared_.w2, dx_.data());
     for (int64_t i = 0; i < n * c; ++i) dh[static_cast<size_t>(i)] += dx_[static_cast<size_t>(i)];
   }
+  return router_backward(dcombine, aux_dprobs, holding_.lead, dh);
+}
 
-  // ---- router: through the top-k renormalization, the aux loss (lead), the softmax ----
+Status MoeBlock::router_backward(std::span<const float> dcombine,
+                                 std::span<const double> aux_dprobs, bool add_aux,
+                                 std::span<float> dh) {
+  if (n_ < 0) return failed_precondition("MoeBlock::router_backward called before any route");
+  const int64_t n = n_, c = config_.hidden, ne = config_.n_experts, kk = config_.top_k;
+  if (static_cast<int64_t>(dcombine.size()) != n * kk ||
+      static_cast<int64_t>(aux_dprobs.size()) != ne || static_cast<int64_t>(dh.size()) != n * c) {
+    return invalid_argument(
+        "MoeBlock::router_backward: dcombine, aux_dprobs and dh must hold " +
+        std::to_string(n * kk) + ", " + std::to_string(ne) + " and " + std::to_string(n * c) +
+        " values; got " + std::to_string(dcombine.size()) + ", " +
+        std::to_string(aux_dprobs.size()) + " and " + std::to_string(dh.size()));
+  }
   // dprobs [n, E] then, in place, dlogits.
   std::vector<float> dl(static_cast<size_t>(n * ne), 0.0f);
   for (int64_t t = 0; t < n; ++t) {
@@ -377,7 +466,7 @@ Status MoeBlock::backward(std::span<const float> dy, std::span<const double> aux
       for (int64_t j = 0; j < kk; ++j) d[sel[j]] = dw_t[j];
     }
   }
-  if (holding_.lead) {
+  if (add_aux) {
     for (int64_t e = 0; e < ne; ++e) {
       const float g = static_cast<float>(aux_dprobs[static_cast<size_t>(e)]);
       if (g == 0.0f) continue;

@@ -141,6 +141,28 @@ class MoeBlock {
   // loss spans layers (MoeModel) passes its own.
   Status backward(std::span<const float> dy, std::span<const double> aux_dprobs,
                   std::span<float> dh);
+  // ---- The block in parts, for a dispatch that moves tokens between ranks (model/moe_exchange.h:
+  // each rank routes its own tokens, the holders run the experts on rows sent to them). ----
+
+  // Routes n tokens h [n, hidden] (the router only; fills probs(), selected(), combine_weights()
+  // and expert_counts() for them) and returns their aux (the formula at the top over these n).
+  // Saves h for router_backward. kInvalidArgument on a size mismatch.
+  Result<double> route(std::span<const float> h, int64_t n);
+  // Runs the held experts on m rows: x [m, hidden], expert[r] = the held expert row r is for;
+  // out [m, hidden] is overwritten with each row's expert output (no combine weight). Saves the
+  // activations for experts_backward. kInvalidArgument for an expert this rank does not hold.
+  Status experts_forward(std::span<const float> x, std::span<const int64_t> expert,
+                         std::span<float> out);
+  // Given dout [m, hidden], the gradient of the last experts_forward's out: accumulates the held
+  // experts' weight gradients and overwrites dx [m, hidden] with the rows' input gradient.
+  Status experts_backward(std::span<const float> dout, std::span<float> dx);
+  // Back-propagates through the last route()'s top-k renormalization and softmax, given
+  // dcombine [n, k] (dL/d combine weight per token and slot) and, when add_aux, aux_dprobs [E]
+  // added to every token's dL/dprobs[t, e]: accumulates the router gradient and adds the router
+  // path's input gradient to dh [n, hidden].
+  Status router_backward(std::span<const float> dcombine, std::span<const double> aux_dprobs,
+                         bool add_aux, std::span<float> dh);
+
   // Where the router's gradient accumulates from now on (a view block only; e.g. a buffer the
   // caller sums over ranks before adding it to the parameter's gradient).
   void set_router_grad(float* grad) { weights_[static_cast<size_t>(router_)].grad = grad; }
@@ -175,6 +197,12 @@ class MoeBlock {
   void assign_indices();
   float* w(int index) { return weights_[static_cast<size_t>(index)].value; }
   float* dw(int index) { return weights_[static_cast<size_t>(index)].grad; }
+  // Per held expert j with acts_[j].token set: gathers its rows of `source` (row = token index)
+  // into acts_[j].x and runs its SwiGLU (acts_[j].gu, .s, .out).
+  void run_held_experts(const float* source);
+  // Held expert j's backward for dout_ [m, hidden] (its rows' output gradient, m = its rows):
+  // weight gradients accumulated, dx_ [m, hidden] overwritten.
+  void held_expert_backward(size_t j);
   // SwiGLU of m rows x [m, hidden] through w1/w3 [f, hidden], w2 [hidden, f]: gu [m, 2f], s [m, f],
   // out [m, hidden] (all overwritten).
   void swiglu_forward(int64_t m, int64_t f, const float* x, int w1, int w3, int w2, float* gu,
@@ -192,7 +220,8 @@ class MoeBlock {
   std::vector<ExpertParams> experts_;  // per held expert, holding order
   ExpertParams shared_{-1, -1, -1};    // the lead's shared experts (-1: none)
 
-  int64_t n_ = -1;                           // tokens of the last forward (-1: none yet)
+  int64_t n_ = -1;                           // tokens of the last forward / route (-1: none yet)
+  int64_t rows_ = -1;                        // rows of the last experts_forward (-1: none yet)
   std::vector<float> h_;                     // [n, hidden]
   std::vector<float> probs_;                 // [n, E]
   std::vector<int64_t> selected_;            // [n, k]

@@ -49,6 +49,7 @@ Result<MoeModel> MoeModel::create(const MoeModelConfig& config, LlamaShard shard
     m.blocks_.push_back(std::move(block));
   }
   m.aux_dprobs_.assign(static_cast<size_t>(config.n_experts), 0.0);
+  m.stats_.resize(m.blocks_.size());
   return m;
 }
 
@@ -69,17 +70,74 @@ std::vector<int> MoeModel::add_ffn_params(int64_t /*layer*/, const std::string& 
   return ids;
 }
 
+Status MoeModel::set_expert_dispatch(ExpertDispatch dispatch) {
+  if (dispatch == ExpertDispatch::kAllToAll && moe_.n_shared > 0) {
+    return invalid_argument(
+        "--expert-dispatch alltoall does not take shared experts (--shared-experts " +
+        std::to_string(moe_.n_shared) +
+        "): their TP-sharded outputs need the all-reduce; use --expert-dispatch allreduce");
+  }
+  dispatch_ = dispatch;
+  return ok_status();
+}
+
+Status MoeModel::ensure_exchanges() {
+  if (!exchanges_.empty()) return ok_status();
+  const int64_t ne = moe_.n_experts;
+  TpGroup& g = group();
+  std::vector<float> mine(static_cast<size_t>(ne), 0.0f);
+  for (int64_t e : experts_) mine[static_cast<size_t>(e)] = 1.0f;
+  std::vector<float> all(static_cast<size_t>(ne * g.size()));
+  NTP_RETURN_IF_ERROR(g.all_gather(mine, all));
+  std::vector<int> holders(static_cast<size_t>(ne), -1);
+  for (int r = 0; r < g.size(); ++r) {
+    for (int64_t e = 0; e < ne; ++e) {
+      if (all[static_cast<size_t>(r * ne + e)] == 0.0f) continue;
+      if (holders[static_cast<size_t>(e)] >= 0) {
+        return internal_error("expert " + std::to_string(e) + " is held by ranks " +
+                              std::to_string(holders[static_cast<size_t>(e)]) + " and " +
+                              std::to_string(r) + " of the TP group; each must be held once");
+      }
+      holders[static_cast<size_t>(e)] = r;
+    }
+  }
+  for (int64_t e = 0; e < ne; ++e) {
+    if (holders[static_cast<size_t>(e)] < 0) {
+      return internal_error("expert " + std::to_string(e) + " is held by no rank of the TP group");
+    }
+  }
+  for (size_t l = 0; l < blocks_.size(); ++l) exchanges_.emplace_back(g, holders);
+  return ok_status();
+}
+
 Status MoeModel::ffn_forward(size_t l, const Dims& m, std::vector<float>& x_out) {
   const LayerActs& a = acts_[l];
   y_.resize(static_cast<size_t>(m.n * m.c));
-  blocks_[l].set_matmul_dtype(matmul_dtype());  // the experts' products at the model's dtype
-  NTP_RETURN_IF_ERROR(blocks_[l].forward(a.h2, m.n, y_).status());
-  if (moe_.n_shared > 0) {  // the shared experts' partial output, over this rank's FFN units
-    const int* shared = layers_[l].ffn.data() + 4;
-    dense_ffn_hidden(l, m, shared);
-    dense_ffn_output(l, m, shared, y_.data());
+  MoeBlock& block = blocks_[l];
+  block.set_matmul_dtype(matmul_dtype());  // the experts' products at the model's dtype
+  RoutingStats& stats = stats_[l];
+  if (dispatch_ == ExpertDispatch::kAllToAll) {
+    NTP_RETURN_IF_ERROR(ensure_exchanges());
+    NTP_RETURN_IF_ERROR(exchanges_[l].forward(block, a.h2, m.n, y_, stats));
+  } else {
+    NTP_RETURN_IF_ERROR(block.forward(a.h2, m.n, y_).status());
+    if (moe_.n_shared > 0) {  // the shared experts' partial output, over this rank's FFN units
+      const int* shared = layers_[l].ffn.data() + 4;
+      dense_ffn_hidden(l, m, shared);
+      dense_ffn_output(l, m, shared, y_.data());
+    }
+    NTP_RETURN_IF_ERROR(all_reduce(y_));  // the experts' partial outputs
+    const int64_t ne = moe_.n_experts;
+    stats.counts.assign(static_cast<size_t>(ne), 0.0);
+    stats.prob_sum.assign(static_cast<size_t>(ne), 0.0);
+    for (int64_t e = 0; e < ne; ++e) {
+      stats.counts[static_cast<size_t>(e)] =
+          static_cast<double>(block.expert_counts()[static_cast<size_t>(e)]);
+      for (int64_t t = 0; t < m.n; ++t) {
+        stats.prob_sum[static_cast<size_t>(e)] += block.probs()[static_cast<size_t>(t * ne + e)];
+      }
+    }
   }
-  NTP_RETURN_IF_ERROR(all_reduce(y_));  // the experts' partial outputs
   x_out.resize(y_.size());
   for (size_t i = 0; i < y_.size(); ++i) x_out[i] = a.x_mid[i] + y_[i];
   return ok_status();
@@ -88,16 +146,12 @@ Status MoeModel::ffn_forward(size_t l, const Dims& m, std::vector<float>& x_out)
 double MoeModel::ffn_loss(const Dims& m) {
   // transformers' load_balancing_loss_func over all layers' router logits (see the top).
   const int64_t ne = moe_.n_experts;
-  const double total = static_cast<double>(blocks_.size()) * static_cast<double>(m.n);  // L n
+  const double total = static_cast<double>(stats_.size()) * static_cast<double>(m.n);  // L n
   std::vector<double> count(static_cast<size_t>(ne), 0.0), prob(static_cast<size_t>(ne), 0.0);
-  for (const MoeBlock& b : blocks_) {
-    for (int64_t e = 0; e < ne; ++e) {
-      count[static_cast<size_t>(e)] +=
-          static_cast<double>(b.expert_counts()[static_cast<size_t>(e)]);
-    }
-    for (int64_t t = 0; t < m.n; ++t) {
-      for (int64_t e = 0; e < ne; ++e)
-        prob[static_cast<size_t>(e)] += b.probs()[static_cast<size_t>(t * ne + e)];
+  for (const RoutingStats& s : stats_) {
+    for (size_t e = 0; e < count.size(); ++e) {
+      count[e] += s.counts[e];
+      prob[e] += s.prob_sum[e];
     }
   }
   aux_ = 0.0;
@@ -112,44 +166,44 @@ double MoeModel::ffn_loss(const Dims& m) {
 
 double MoeModel::routed_load_peak() const {
   double peak = 0.0;
-  for (const MoeBlock& b : blocks_) {
-    const std::vector<int64_t>& counts = b.expert_counts();
-    const int64_t routed = std::accumulate(counts.begin(), counts.end(), int64_t{0});
-    if (routed == 0) continue;  // no forward yet
-    const int64_t busiest = *std::max_element(counts.begin(), counts.end());
-    peak = std::max(peak, static_cast<double>(busiest) * static_cast<double>(counts.size()) /
-                              static_cast<double>(routed));
+  for (const RoutingStats& s : stats_) {
+    const double routed = std::accumulate(s.counts.begin(), s.counts.end(), 0.0);
+    if (routed == 0.0) continue;  // no forward yet
+    const double busiest = *std::max_element(s.counts.begin(), s.counts.end());
+    peak = std::max(peak, busiest * static_cast<double>(s.counts.size()) / routed);
   }
   return peak;
 }
 
 std::vector<double> MoeModel::routed_tokens_per_expert() const {
   std::vector<double> tokens(static_cast<size_t>(moe_.n_experts), 0.0);
-  for (const MoeBlock& b : blocks_) {
-    const std::vector<int64_t>& counts = b.expert_counts();
-    for (size_t e = 0; e < counts.size() && e < tokens.size(); ++e) {
-      tokens[e] += static_cast<double>(counts[e]);
-    }
+  for (const RoutingStats& s : stats_) {
+    for (size_t e = 0; e < s.counts.size() && e < tokens.size(); ++e) tokens[e] += s.counts[e];
   }
   return tokens;
 }
 
 Result<const float*> MoeModel::ffn_backward(size_t l, const Dims& m) {
   const int64_t nc = m.n * m.c, ec = moe_.n_experts * m.c;
+  std::vector<double> aux(aux_dprobs_);
+  for (double& g : aux) g *= static_cast<double>(m.loss_scale);
+  MoeBlock& block = blocks_[l];
+  float* router = dw(layers_[l].ffn[0]);
+  if (dispatch_ == ExpertDispatch::kAllToAll) {
+    reduce_.resize(static_cast<size_t>(nc));
+    NTP_RETURN_IF_ERROR(exchanges_[l].backward(block, scratch_.dx, aux, reduce_, router));
+    return static_cast<const float*>(reduce_.data());
+  }
   reduce_.resize(static_cast<size_t>(nc + ec));
   // [dh | this call's router gradient]: partial on every rank, summed by one all-reduce.
   std::fill(reduce_.begin() + nc, reduce_.end(), 0.0f);
-  MoeBlock& block = blocks_[l];
   block.set_router_grad(reduce_.data() + nc);
-  std::vector<double> aux(aux_dprobs_);
-  for (double& g : aux) g *= static_cast<double>(m.loss_scale);
   NTP_RETURN_IF_ERROR(
       block.backward(scratch_.dx, aux, std::span<float>(reduce_.data(), static_cast<size_t>(nc))));
   if (moe_.n_shared > 0) {
     dense_ffn_backward(l, m, layers_[l].ffn.data() + 4, 1.0f, reduce_.data());
   }
   NTP_RETURN_IF_ERROR(all_reduce(reduce_));
-  float* router = dw(layers_[l].ffn[0]);
   for (int64_t i = 0; i < ec; ++i) router[i] += reduce_[static_cast<size_t>(nc + i)];
   return static_cast<const float*>(reduce_.data());
 }

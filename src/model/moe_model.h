@@ -11,7 +11,10 @@
 // output is the partial sum over its experts, summed over the replica by the same all-reduce a
 // row-parallel FFN output uses. In backward the partial input gradient and the call's partial
 // router gradient go through one all-reduce ([dh | d gate.weight]) before the router's part is
-// added to Param::grad, so every rank ends with the identical full router gradient.
+// added to Param::grad, so every rank ends with the identical full router gradient. That is
+// ExpertDispatch::kAllReduce, the default; with kAllToAll (set_expert_dispatch) each rank routes
+// only its slice of the tokens and the (token, expert) pairs travel to the experts' holders by
+// all-to-all-v (model/moe_exchange.h); the results agree up to the order of float sums.
 //
 // Parameters, per layer after post_attention_layernorm (Llama's tensors otherwise, model/
 // llama_model.h):
@@ -58,6 +61,7 @@
 #include "model/llama_model.h"
 #include "model/llama_shard.h"
 #include "model/moe_block.h"
+#include "model/moe_exchange.h"
 #include "model/moe_model_config.h"
 #include "model/tp_group.h"
 
@@ -80,7 +84,12 @@ class MoeModel final : public LlamaModel {
   const std::vector<int64_t>& experts() const { return experts_; }
   // The aux loss of the last forward (without the coefficient; the same on every rank).
   double aux_loss() const { return aux_; }
-  // Layer l's block (its routing and expert counts of the last forward).
+  // kAllToAll needs n_shared == 0 (model/moe_exchange.h); the first forward after it gathers
+  // which rank holds each expert (a collective of the group).
+  Status set_expert_dispatch(ExpertDispatch dispatch) override;
+  ExpertDispatch expert_dispatch() const { return dispatch_; }
+  // Layer l's block (its routing of the last forward: of all tokens under kAllReduce, of this
+  // rank's slice under kAllToAll).
   const MoeBlock& block(size_t l) const { return blocks_[l]; }
   // Model::routed_load_peak from the blocks' expert counts (the same on every rank).
   double routed_load_peak() const override;
@@ -97,10 +106,16 @@ class MoeModel final : public LlamaModel {
   Status ffn_forward(size_t l, const Dims& m, std::vector<float>& x_out) override;
   Result<const float*> ffn_backward(size_t l, const Dims& m) override;
   double ffn_loss(const Dims& m) override;
+  // kAllToAll: the exchanges, built at the first forward from the holders of every expert (an
+  // all-gather of each rank's list); kInternal unless every expert is held exactly once.
+  Status ensure_exchanges();
 
   MoeModelConfig moe_;
   std::vector<int64_t> experts_;
   std::vector<MoeBlock> blocks_;  // per layer, on the expert tensors of params_
+  ExpertDispatch dispatch_ = ExpertDispatch::kAllReduce;
+  std::vector<MoeExchange> exchanges_;  // per layer (kAllToAll; empty until the first forward)
+  std::vector<RoutingStats> stats_;     // per layer, of the last forward (all n tokens)
   double aux_ = 0.0;
   std::vector<double> aux_dprobs_;  // [E] d(coef aux)/d p_{l,t,e} of the last forward
   std::vector<float> y_, reduce_;   // [n, C] partial output; [n C | E C] backward reduction

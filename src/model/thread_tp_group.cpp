@@ -28,15 +28,45 @@ Status ThreadTpGroup::all_reduce_sum(std::span<float> data) {
   return ok_status();
 }
 
-Status ThreadTpGroup::all_gather(std::span<const float> in, std::span<float> out) {
+Status ThreadTpGroup::all_gather_v(std::span<const float> in, std::span<float> out,
+                                   std::span<const std::size_t> counts) {
   Shared& s = *shared_;
-  NTP_CHECK(out.size() == in.size() * s.posted.size());
+  NTP_CHECK(counts.size() == s.posted.size() && in.size() == counts[static_cast<size_t>(rank_)]);
   s.posted[static_cast<size_t>(rank_)] = in;
   s.barrier.arrive_and_wait();
+  size_t offset = 0;
   for (size_t r = 0; r < s.posted.size(); ++r) {
-    NTP_CHECK_MSG(s.posted[r].size() == in.size(), "all_gather counts differ between ranks");
-    std::copy(s.posted[r].begin(), s.posted[r].end(), out.begin() + r * in.size());
+    NTP_CHECK_MSG(s.posted[r].size() == counts[r], "all_gather_v counts differ between ranks");
+    NTP_CHECK(offset + counts[r] <= out.size());
+    std::copy(s.posted[r].begin(), s.posted[r].end(), out.begin() + static_cast<long>(offset));
+    offset += counts[r];
   }
+  NTP_CHECK(offset == out.size());
+  s.barrier.arrive_and_wait();
+  return ok_status();
+}
+
+Status ThreadTpGroup::all_to_all_v(std::span<const float> in,
+                                   std::span<const std::size_t> send_counts, std::span<float> out,
+                                   std::span<const std::size_t> recv_counts) {
+  Shared& s = *shared_;
+  const size_t n = s.posted.size(), me = static_cast<size_t>(rank_);
+  NTP_CHECK(send_counts.size() == n && recv_counts.size() == n);
+  s.posted[me] = in;
+  s.posted_counts[me] = send_counts;
+  s.barrier.arrive_and_wait();
+  size_t offset = 0;
+  for (size_t src = 0; src < n; ++src) {
+    const std::span<const std::size_t> theirs = s.posted_counts[src];
+    NTP_CHECK_MSG(theirs[me] == recv_counts[src], "all_to_all_v counts differ between ranks");
+    size_t at = 0;  // where src's piece for this rank starts in src's input
+    for (size_t d = 0; d < me; ++d) at += theirs[d];
+    NTP_CHECK(at + theirs[me] <= s.posted[src].size() && offset + theirs[me] <= out.size());
+    std::copy_n(s.posted[src].begin() + static_cast<long>(at), theirs[me],
+                out.begin() + static_cast<long>(offset));
+    offset += theirs[me];
+  }
+  NTP_CHECK(offset == out.size());
   s.barrier.arrive_and_wait();
   return ok_status();
 }

@@ -26,13 +26,19 @@ class ThreadTpGroup final : public TpGroup {
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(shared_->posted.size()); }
   Status all_reduce_sum(std::span<float> data) override;
-  Status all_gather(std::span<const float> in, std::span<float> out) override;
+  Status all_gather_v(std::span<const float> in, std::span<float> out,
+                      std::span<const std::size_t> counts) override;
+  Status all_to_all_v(std::span<const float> in, std::span<const std::size_t> send_counts,
+                      std::span<float> out, std::span<const std::size_t> recv_counts) override;
 
  private:
   struct Shared {
-    explicit Shared(int n) : barrier(n), posted(static_cast<size_t>(n)) {}
+    explicit Shared(int n)
+        : barrier(n), posted(static_cast<size_t>(n)), posted_counts(static_cast<size_t>(n)) {}
     std::barrier<> barrier;
     std::vector<std::span<const float>> posted;  // each rank's input of the current collective
+    std::vector<std::span<const std::size_t>>
+        posted_counts;  // each rank's send counts (all_to_all_v)
   };
   ThreadTpGroup(std::shared_ptr<Shared> shared, int rank)
       : shared_(std::move(shared)), rank_(rank) {}

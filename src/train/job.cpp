@@ -109,6 +109,7 @@ Status build_forward_part(Job& job_ref, const TrainConfig& c, const WorkerContex
                        model::create_model(c.model, role.shard, c.seed, job->tp_group.get(),
                                            state == InitialState::kDrawn));
   job->model->set_matmul_dtype(c.dtype);
+  NTP_RETURN_IF_ERROR(job->model->set_expert_dispatch(c.expert_dispatch));
   return ok_status();
 }
 

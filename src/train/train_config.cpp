@@ -83,6 +83,13 @@ Status validate_train_config(TrainConfig& c) {
         " (see --model, --layers, --heads, --kv-heads, --width, --ffn, --ffn-unit, --context; "
         "--model moe: --experts, --top-k, --shared-experts, --router-aux-coef)");
   }
+  if (c.expert_dispatch == model::ExpertDispatch::kAllToAll &&
+      (c.model.family != model::ModelFamily::kMoe || c.model.n_shared_experts > 0)) {
+    return invalid_argument(
+        "--expert-dispatch alltoall needs --model moe without shared experts (got --model " +
+        std::string(model::model_family_name(c.model.family)) + ", --shared-experts " +
+        std::to_string(c.model.n_shared_experts) + "); use --expert-dispatch allreduce");
+  }
   shard::ClusterSpec spec = cluster_spec(c);
   NTP_RETURN_IF_ERROR(shard::validate_cluster_spec(spec));
   c.failed = spec.failed;

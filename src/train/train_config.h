@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "kernels/cpu/matmul.h"
+#include "model/expert_dispatch.h"
 #include "model/model_config.h"
 #include "shard/cluster_spec.h"
 #include "train/batch_split.h"
@@ -29,6 +30,9 @@ struct TrainConfig {
   // Input precision of the model's matrix products (kernels/cpu/matmul.h); master weights,
   // gradients, their reductions and the optimizer state are float32 under either.
   kernels::cpu::MatmulDtype dtype = kernels::cpu::MatmulDtype::kFp32;
+  // How a MoE layer's tokens meet the experts of the other TP ranks (model/expert_dispatch.h);
+  // alltoall needs --model moe without shared experts.
+  model::ExpertDispatch expert_dispatch = model::ExpertDispatch::kAllReduce;
 
   // Data: llm.c .bin token files (data/token_file.h).
   std::string train_data = "data/fortunes_train.bin";

@@ -104,6 +104,7 @@ Result<TrainReport> TrainReport::open(const TrainConfig& c, const shard::Cluster
                           {"optimizer", optimizer_sharding_name(c.optimizer)},
                           {"batch_policy", batch_policy_name(c.batch_policy)},
                           {"dtype", kernels::cpu::matmul_dtype_name(c.dtype)},
+                          {"expert_dispatch", model::expert_dispatch_name(c.expert_dispatch)},
                           {"global_batch", c.global_batch()},
                           {"seq_len", c.model.n_ctx},
                           {"params", c.model.num_params()},

@@ -303,14 +303,17 @@ MoeModelConfig parity_config() {
 
 struct RankResult {
   double loss = 0.0, norm = 0.0;
+  int64_t routed_rows = 0;                  // tokens this rank's router saw in the last forward
   std::vector<std::vector<float>> logical;  // per param: logical gradient, NaN where not held
   std::vector<std::string> names;
 };
 
 RankResult run_rank(const MoeModelConfig& c, const LlamaShard& shard,
-                    const std::vector<int64_t>& experts, TpGroup* group, int calls) {
+                    const std::vector<int64_t>& experts, TpGroup* group, int calls,
+                    ExpertDispatch dispatch) {
   auto m = MoeModel::create(c, shard, experts, 42, group);
   NTP_CHECK(m.ok());
+  NTP_CHECK(m->set_expert_dispatch(dispatch).ok());
   redraw_weights(*m, 1000);
   std::vector<int32_t> tokens, targets;
   make_batch(c, 2, 12, 77, tokens, targets);
@@ -323,6 +326,7 @@ RankResult run_rank(const MoeModelConfig& c, const LlamaShard& shard,
     r.loss = *loss;
   }
   r.norm = m->grad_norm().value();
+  r.routed_rows = static_cast<int64_t>(m->block(0).probs().size()) / c.n_experts;
   for (const Param& p : m->params()) {
     std::vector<float> logical(static_cast<size_t>(shape_numel(p.logical_shape)), NAN);
     p.scatter_to_logical(p.grad.span(), logical);
@@ -333,13 +337,15 @@ RankResult run_rank(const MoeModelConfig& c, const LlamaShard& shard,
 }
 
 std::vector<RankResult> run_replica(const MoeModelConfig& c, const std::vector<LlamaShard>& layout,
-                                    const std::vector<std::vector<int64_t>>& experts, int calls) {
+                                    const std::vector<std::vector<int64_t>>& experts, int calls,
+                                    ExpertDispatch dispatch = ExpertDispatch::kAllReduce) {
   auto group = ThreadTpGroup::create(static_cast<int>(layout.size()));
   std::vector<RankResult> results(layout.size());
   std::vector<std::thread> threads;
   for (size_t r = 0; r < layout.size(); ++r) {
-    threads.emplace_back(
-        [&, r] { results[r] = run_rank(c, layout[r], experts[r], group[r].get(), calls); });
+    threads.emplace_back([&, r] {
+      results[r] = run_rank(c, layout[r], experts[r], group[r].get(), calls, dispatch);
+    });
   }
   for (std::thread& t : threads) t.join();
   return results;
@@ -360,6 +366,7 @@ struct ParityCase {
   std::vector<std::vector<int64_t>> experts;  // per rank; attention and vocabulary shuffled
   int calls = 1;
   int64_t shared = 0;  // shared experts (their FFN units shuffled over the ranks)
+  ExpertDispatch dispatch = ExpertDispatch::kAllReduce;
 };
 
 void PrintTo(const ParityCase& pc, std::ostream* os) { *os << pc.name; }
@@ -371,7 +378,10 @@ class MoeTpParityTest : public ::testing::TestWithParam<ParityCase> {};
 // order, so results differ by rounding only, as in LlamaTpParityTest (loss <= 8e-8, gradients
 // <= 1.8e-6 measured there, limits 1e-6 and 1e-5); the expert blocks add sums of <= 8 partial
 // outputs per token, the same order of error. Every rank's router gradient is the same all-reduce
-// result added to the same previous value: bit-identical across ranks.
+// result added to the same previous value: bit-identical across ranks. The all-to-all dispatch
+// (each rank routes 24 / degree tokens; 5 ranks take 5, 5, 5, 5, 4) sums the same terms in yet
+// another order (a token's k outputs at its owner, the probability sums per slice), and its router
+// gradient is the rank-order sum of the gathered partials on every rank: the same bounds hold.
 TEST_P(MoeTpParityTest, LossAndLogicalGradientsMatchDegreeOne) {
   kernels::cpu::set_blas_threads(1);  // ranks are threads: no shared kernel pool
   const ParityCase pc = GetParam();
@@ -384,8 +394,15 @@ TEST_P(MoeTpParityTest, LossAndLogicalGradientsMatchDegreeOne) {
   }
   const LlamaShard whole = attention_shard(c);
   const std::vector<RankResult> ref = run_replica(c, {whole}, {{0, 1, 2, 3, 4, 5, 6, 7}}, 1);
-  const std::vector<RankResult> tp = run_replica(c, layout, pc.experts, pc.calls);
+  const std::vector<RankResult> tp = run_replica(c, layout, pc.experts, pc.calls, pc.dispatch);
 
+  // Every token is routed exactly once: by every rank under all-reduce, by its slice's owner
+  // (24 / degree tokens, the first 24 % degree ranks one more) under all-to-all.
+  for (size_t r = 0; r < tp.size(); ++r) {
+    const int64_t slice = 24 / degree + (static_cast<int>(r) < 24 % degree ? 1 : 0);
+    EXPECT_EQ(tp[r].routed_rows, pc.dispatch == ExpertDispatch::kAllToAll ? slice : 24)
+        << "rank " << r;
+  }
   double worst_loss = 0.0, worst_grad = 0.0;
   for (const RankResult& r : tp) {
     worst_loss = std::max(worst_loss, std::abs(r.loss - ref[0].loss) / ref[0].loss);
@@ -432,10 +449,56 @@ INSTANTIATE_TEST_SUITE_P(
         ParityCase{"degree3_strided", {{0, 3, 6}, {1, 4, 7}, {2, 5}}},
         ParityCase{"degree3_one_rank_without_experts", {{7, 1, 0, 2, 3}, {}, {4, 5, 6}}},
         ParityCase{"degree3_two_calls_half_scale", {{6, 3, 0}, {1, 4, 7}, {5, 2}}, 2},
-        ParityCase{"degree3_two_shared_experts", {{0, 3, 6}, {1, 4, 7}, {2, 5}}, 1, 2}),
+        ParityCase{"degree3_two_shared_experts", {{0, 3, 6}, {1, 4, 7}, {2, 5}}, 1, 2},
+        ParityCase{"alltoall_degree2_uneven",
+                   {{0, 2, 5}, {1, 3, 4, 6, 7}},
+                   1,
+                   0,
+                   ExpertDispatch::kAllToAll},
+        ParityCase{"alltoall_degree3_one_rank_without_experts",
+                   {{7, 1, 0, 2, 3}, {}, {4, 5, 6}},
+                   1,
+                   0,
+                   ExpertDispatch::kAllToAll},
+        ParityCase{"alltoall_degree3_two_calls_half_scale",
+                   {{6, 3, 0}, {1, 4, 7}, {5, 2}},
+                   2,
+                   0,
+                   ExpertDispatch::kAllToAll},
+        ParityCase{"alltoall_degree5_uneven_slices",
+                   {{4}, {0, 7}, {2, 5, 1}, {3}, {6}},
+                   1,
+                   0,
+                   ExpertDispatch::kAllToAll}),
     [](const ::testing::TestParamInfo<ParityCase>& case_info) {
       return std::string(case_info.param.name);
     });
+
+// The all-to-all dispatch is refused where it cannot apply, naming the flag and the way out.
+TEST(MoeModelTest, AllToAllDispatchNeedsRoutedExpertsWithoutSharedOnes) {
+  MoeModelConfig c = parity_config();
+  c.n_shared = 1;
+  auto shared = MoeModel::create(c, attention_shard(c), {0, 1, 2, 3, 4, 5, 6, 7}, 42);
+  ASSERT_TRUE(shared.ok()) << shared.status().to_string();
+  const Status refused = shared->set_expert_dispatch(ExpertDispatch::kAllToAll);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("--shared-experts 1"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("--expert-dispatch allreduce"), std::string::npos);
+  EXPECT_EQ(shared->expert_dispatch(), ExpertDispatch::kAllReduce);
+
+  auto dense = LlamaModel::create(c.llama, full_shard(c.llama), 42);
+  ASSERT_TRUE(dense.ok());
+  const Status dense_refused = dense->set_expert_dispatch(ExpertDispatch::kAllToAll);
+  EXPECT_EQ(dense_refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(dense_refused.message().find("--model moe"), std::string::npos);
+  EXPECT_TRUE(dense->set_expert_dispatch(ExpertDispatch::kAllReduce).ok());
+
+  EXPECT_EQ(parse_expert_dispatch("alltoall").value(), ExpertDispatch::kAllToAll);
+  EXPECT_EQ(parse_expert_dispatch("allreduce").value(), ExpertDispatch::kAllReduce);
+  const Result<ExpertDispatch> bad = parse_expert_dispatch("a2a");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("a2a"), std::string::npos);
+}
 
 }  // namespace
 }  // namespace ntp::model

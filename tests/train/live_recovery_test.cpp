@@ -506,6 +506,18 @@ TEST(LiveRecoveryTest, MoeExpertsOfALostRankMoveLiveAndBackOnRepair) {
       expect_experts_placed_by_load);
 }
 
+// The same with --expert-dispatch alltoall (model/moe_exchange.h): the tokens travel to their
+// experts' ranks by Gloo's alltoallv, which the kill must abort like any collective, and the
+// re-formed replicas (TP 3, then TP 4 again) build their exchanges anew from the new placement.
+TEST(LiveRecoveryTest, MoeAllToAllDispatchRecoversLiveFromAKillAndARepair) {
+  expect_kill_and_repair_live(
+      "moe-a2a",
+      {"--model",   "moe", "--layers",  "2",  "--heads",           "8",       "--kv-heads", "2",
+       "--width",   "32",  "--context", "16", "--ffn-unit",        "4",       "--ffn",      "16",
+       "--experts", "4",   "--top-k",   "2",  "--expert-dispatch", "alltoall"},
+      expect_experts_placed_by_load);
+}
+
 // Chaos: 200 steps with 10 SIGKILLs and 2 SIGSTOPs at random workers and moments, each repaired
 // a few steps later (recovery_jobs.h; the 100-fault soak is tests/train/soak_test.cpp).
 // Losses: the runs show 1.9e-8 to 5.9e-8 over 200 steps (kDegradedTolerance). Weights: 2.4e-4 to
