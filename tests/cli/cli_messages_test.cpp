@@ -86,6 +86,29 @@ TEST(CliMessages, BadDtypeNamesTheValueAndTheChoices) {
   }
 }
 
+// --expert-dispatch: a name it does not know, and alltoall where it cannot apply (no routed
+// experts; shared experts, whose TP-sharded outputs need the all-reduce).
+TEST(CliMessages, BadExpertDispatchNamesTheValueAndTheWayOut) {
+  const std::string out = "/nonexistent/ntp-cli-test";
+  const auto unknown = ntp({"train", "--out", out, "--expert-dispatch", "a2a"});
+  expect_one_line_bad_input(unknown);
+  EXPECT_NE(unknown.err.find("--expert-dispatch 'a2a' is unknown; use allreduce or alltoall"),
+            std::string::npos)
+      << unknown.err;
+  const auto dense = ntp({"train", "--out", out, "--expert-dispatch", "alltoall"});
+  expect_one_line_bad_input(dense);
+  EXPECT_NE(dense.err.find("needs --model moe without shared experts (got --model gpt2"),
+            std::string::npos)
+      << dense.err;
+  const auto shared = ntp({"train", "--out", out, "--model", "moe", "--experts", "4", "--heads",
+                           "4", "--kv-heads", "2", "--width", "32", "--ffn", "16",
+                           "--shared-experts", "1", "--expert-dispatch", "alltoall"});
+  expect_one_line_bad_input(shared);
+  EXPECT_NE(shared.err.find("--shared-experts 1); use --expert-dispatch allreduce"),
+            std::string::npos)
+      << shared.err;
+}
+
 // `ntp eval` and `ntp train --init-from` on bad Hugging Face directories and bad window flags.
 // The fixture: a small Llama (4 heads, 2 KV heads, context 16) trained one step in one process
 // and consolidated, plus a token file of 2,000 bytes.
