@@ -135,34 +135,92 @@ Result<json> hf_llama_config(const json& model_config) {
               {"ntp_tokenizer", "bytes: token id = byte value (0..255); ids >= 256 are padding"}};
 }
 
-Result<json> hf_mixtral_config(const json& model_config) {
-  NTP_ASSIGN_OR_RETURN(json config, hf_llama_config(model_config));
-  NTP_ASSIGN_OR_RETURN(const int64_t n_experts, positive_field(model_config, "n_experts"));
-  NTP_ASSIGN_OR_RETURN(const int64_t top_k, positive_field(model_config, "top_k"));
-  NTP_ASSIGN_OR_RETURN(const int64_t n_shared,
+namespace {
+
+// The MoE fields of a manifest's model_config, checked.
+struct MoeFields {
+  int64_t n_experts = 0, top_k = 0, n_shared = 0;
+  double aux_coef = 0.0;
+};
+
+Result<MoeFields> moe_fields(const json& model_config) {
+  MoeFields f;
+  NTP_ASSIGN_OR_RETURN(f.n_experts, positive_field(model_config, "n_experts"));
+  NTP_ASSIGN_OR_RETURN(f.top_k, positive_field(model_config, "top_k"));
+  NTP_ASSIGN_OR_RETURN(f.n_shared,
                        positive_field(model_config, "n_shared_experts", /*zero_ok=*/true));
-  if (n_shared != 0) {
-    return invalid_argument("model_config.n_shared_experts is " + std::to_string(n_shared) +
-                            ": MixtralForCausalLM has no shared experts; only a MoE trained "
-                            "without --shared-experts exports");
-  }
-  if (top_k > n_experts) {
-    return invalid_argument("model_config.top_k " + std::to_string(top_k) +
-                            " is larger than n_experts " + std::to_string(n_experts));
+  if (f.top_k > f.n_experts) {
+    return invalid_argument("model_config.top_k " + std::to_string(f.top_k) +
+                            " is larger than n_experts " + std::to_string(f.n_experts));
   }
   if (!model_config.contains("router_aux_loss_coef") ||
       !model_config["router_aux_loss_coef"].is_number()) {
     return invalid_argument("model_config.router_aux_loss_coef must be a number");
   }
-  config["architectures"] = {"MixtralForCausalLM"};
-  config["model_type"] = "mixtral";
+  f.aux_coef = model_config["router_aux_loss_coef"].get<double>();
+  return f;
+}
+
+// Llama's config.json made a MoE one: what Mixtral and Qwen2-MoE share.
+void set_moe_common(json& config, const MoeFields& f, const char* architecture,
+                    const char* model_type) {
+  config["architectures"] = {architecture};
+  config["model_type"] = model_type;
   for (const char* llama_only : {"attention_bias", "mlp_bias"}) config.erase(llama_only);
-  config["num_local_experts"] = n_experts;
-  config["num_experts_per_tok"] = top_k;
-  config["router_aux_loss_coef"] = model_config["router_aux_loss_coef"].get<double>();
+  config["num_experts_per_tok"] = f.top_k;
+  config["router_aux_loss_coef"] = f.aux_coef;
   config["output_router_logits"] = false;  // transformers' default; the loss then is CE only
-  config["router_jitter_noise"] = 0.0;
   config["sliding_window"] = nullptr;
+}
+
+// HfArch of a manifest's model_config (the family; a MoE with shared experts is Qwen2-MoE).
+HfArch hf_arch(const json& model_config) {
+  const std::string family = model_config.is_object() && model_config.contains("family") &&
+                                     model_config["family"].is_string()
+                                 ? model_config["family"].get<std::string>()
+                                 : "gpt2";
+  if (family == "llama") return HfArch::kLlama;
+  if (family != "moe") return HfArch::kGpt2;
+  return model_config.value("n_shared_experts", int64_t{0}) > 0 ? HfArch::kQwen2Moe
+                                                                : HfArch::kMixtral;
+}
+
+}  // namespace
+
+Result<json> hf_mixtral_config(const json& model_config) {
+  NTP_ASSIGN_OR_RETURN(json config, hf_llama_config(model_config));
+  NTP_ASSIGN_OR_RETURN(const MoeFields f, moe_fields(model_config));
+  if (f.n_shared != 0) {
+    return invalid_argument("model_config.n_shared_experts is " + std::to_string(f.n_shared) +
+                            ": MixtralForCausalLM has no shared experts (hf_qwen2_moe_config "
+                            "writes a MoE with shared experts)");
+  }
+  set_moe_common(config, f, "MixtralForCausalLM", "mixtral");
+  config["num_local_experts"] = f.n_experts;
+  config["router_jitter_noise"] = 0.0;
+  return config;
+}
+
+Result<json> hf_qwen2_moe_config(const json& model_config) {
+  NTP_ASSIGN_OR_RETURN(json config, hf_llama_config(model_config));
+  NTP_ASSIGN_OR_RETURN(const MoeFields f, moe_fields(model_config));
+  if (f.n_shared < 1) {
+    return invalid_argument(
+        "model_config.n_shared_experts is 0: a MoE without shared experts "
+        "exports as MixtralForCausalLM");
+  }
+  const int64_t ffn = config["intermediate_size"].get<int64_t>();  // one expert's width
+  set_moe_common(config, f, "Qwen2MoeForCausalLM", "qwen2_moe");
+  config["num_experts"] = f.n_experts;
+  config["moe_intermediate_size"] = ffn;
+  config["shared_expert_intermediate_size"] = f.n_shared * ffn;
+  config["intermediate_size"] = f.n_shared * ffn;  // dense layers' width: no layer is dense
+  config["norm_topk_prob"] = true;                 // ntp renormalizes the top-k weights
+  config["decoder_sparse_step"] = 1;
+  config["mlp_only_layers"] = json::array();
+  config["qkv_bias"] = true;  // stored as zeros (hf_names.h)
+  config["use_sliding_window"] = false;
+  config["max_window_layers"] = config["num_hidden_layers"];
   return config;
 }
 
@@ -173,7 +231,10 @@ Result<json> hf_config(const json& model_config) {
                                  : "gpt2";
   if (family == "gpt2") return hf_gpt2_config(model_config);
   if (family == "llama") return hf_llama_config(model_config);
-  if (family == "moe") return hf_mixtral_config(model_config);
+  if (family == "moe") {
+    return hf_arch(model_config) == HfArch::kQwen2Moe ? hf_qwen2_moe_config(model_config)
+                                                      : hf_mixtral_config(model_config);
+  }
   return invalid_argument("model_config.family '" + family +
                           "' has no Hugging Face export (gpt2, llama or moe)");
 }
@@ -199,20 +260,20 @@ Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir,
     return invalid_argument((reader.step_dir() / "manifest.json").string() + ": " +
                             config.status().message());
   }
-  // Each logical tensor is read whole and written as one tensor, or, stacked experts, as one
-  // tensor per expert slab (hf_names.h), in the same order.
+  // Each logical tensor is read whole and written as its parts (hf_names.h: one tensor, or one
+  // per expert slab, renamed and scaled as the architecture stores them), in the same order, then
+  // the tensors the architecture has and ntp's model does not, as zeros.
+  const HfArch arch = hf_arch(m.meta.model_config);
   std::vector<SafetensorsTensor> logical, tensors;
   for (const TensorInfo& t : m.tensors) {
     if (!reader.has(t.name, "value")) continue;
     logical.push_back({t.name, t.shape});
-    if (mixtral_expert_name(t.name, 0) && t.shape.size() == 3) {
-      for (int64_t e = 0; e < t.shape[0]; ++e) {
-        tensors.push_back({*mixtral_expert_name(t.name, e), {t.shape[1], t.shape[2]}});
-      }
-    } else {
-      tensors.push_back({t.name, t.shape});
+    for (const HfPart& part : hf_parts(arch, t.name, t.shape)) {
+      tensors.push_back({part.name, part.shape});
     }
   }
+  const std::vector<HfPart> zeros = hf_zero_tensors(arch, m.meta.model_config);
+  for (const HfPart& z : zeros) tensors.push_back({z.name, z.shape});
   if (tensors.empty()) {
     return invalid_argument(reader.step_dir().string() + ": checkpoint holds no \"value\" tensor");
   }
@@ -237,15 +298,23 @@ Result<ConsolidateSummary> consolidate_to_hf(const fs::path& checkpoint_dir,
     PieceSpec whole{t.name, "value", t.shape, -1, {}};
     buffer.resize(static_cast<size_t>(local_numel(whole)));
     NTP_RETURN_IF_ERROR(reader.read(whole, buffer));
-    const bool stacked = mixtral_expert_name(t.name, 0) && t.shape.size() == 3;
-    const int64_t slabs = stacked ? t.shape[0] : 1;
-    const auto slab = static_cast<size_t>(static_cast<int64_t>(buffer.size()) / slabs);
-    for (int64_t e = 0; e < slabs; ++e) {
-      const std::span<const float> values(buffer.data() + static_cast<size_t>(e) * slab, slab);
+    size_t at = 0;
+    for (const HfPart& part : hf_parts(arch, t.name, t.shape)) {
+      const auto size = static_cast<size_t>(part.numel());
+      std::vector<float> values(buffer.begin() + static_cast<long>(at),
+                                buffer.begin() + static_cast<long>(at + size));
+      if (part.scale != 1.0f) {
+        for (float& v : values) v *= part.scale;  // a power of 2: exact
+      }
       NTP_RETURN_IF_ERROR(writer.write(values));
       summary.tensors += 1;
+      at += size;
     }
     summary.bytes += static_cast<int64_t>(buffer.size() * sizeof(float));
+  }
+  for (const HfPart& z : zeros) {
+    NTP_RETURN_IF_ERROR(writer.write(std::vector<float>(static_cast<size_t>(z.numel()), 0.0f)));
+    summary.tensors += 1;
   }
   NTP_RETURN_IF_ERROR(writer.commit());
   NTP_RETURN_IF_ERROR(write_file_atomically(staging.path / "config.json", config->dump(2) + "\n"));

@@ -1,7 +1,7 @@
 // Consolidation for Hugging Face / PyTorch: the logical "value" tensors of a checkpoint as one
 // model.safetensors under Hugging Face names, plus a config.json for GPT2LMHeadModel (or, for a
-// Llama checkpoint, LlamaForCausalLM; for a MoE, MixtralForCausalLM), so that from_pretrained(OUT)
-// loads it. See
+// Llama checkpoint, LlamaForCausalLM; for a MoE, MixtralForCausalLM, or Qwen2MoeForCausalLM with
+// shared experts), so that from_pretrained(OUT) loads it. See
 // docs/checkpoint.md for the deviations from OpenAI's GPT-2 (byte-level vocabulary of 256 +
 // padding, no BPE tokenizer files).
 #pragma once
@@ -31,9 +31,16 @@ Result<nlohmann::json> hf_llama_config(const nlohmann::json& model_config);
 // expert under Mixtral's names (hf_names.h).
 Result<nlohmann::json> hf_mixtral_config(const nlohmann::json& model_config);
 
-// hf_llama_config when model_config.family is "llama", hf_mixtral_config for "moe",
-// hf_gpt2_config when it has no family (GPT-2 checkpoints) or "gpt2"; kInvalidArgument for
-// another family.
+// The Qwen2MoeForCausalLM config.json for a MoE with shared experts (n_shared_experts >= 1;
+// kInvalidArgument otherwise): moe_intermediate_size one expert's width,
+// shared_expert_intermediate_size n_shared x that, norm_topk_prob true, every layer sparse,
+// qkv_bias true (the biases and the shared-expert gate are written as zeros and the shared
+// down_proj times 2, which makes the block ntp's exactly: hf_names.h).
+Result<nlohmann::json> hf_qwen2_moe_config(const nlohmann::json& model_config);
+
+// hf_llama_config when model_config.family is "llama"; for "moe" hf_mixtral_config, or
+// hf_qwen2_moe_config with shared experts; hf_gpt2_config when it has no family (GPT-2
+// checkpoints) or "gpt2"; kInvalidArgument for another family.
 Result<nlohmann::json> hf_config(const nlohmann::json& model_config);
 
 struct ConsolidateOptions {

@@ -102,30 +102,70 @@ Result<json> llama_model_config(const json& c) {
   return m;
 }
 
+// kInvalidArgument for a sliding window shorter than the context: ntp's attention is full causal
+// attention. `m` is the Llama part already read.
+Status check_no_sliding_window(const json& c, const json& m) {
+  if (!c.contains("sliding_window") || c["sliding_window"].is_null()) return ok_status();
+  NTP_ASSIGN_OR_RETURN(const int64_t window, int_field(c, "sliding_window"));
+  if (window < m["n_ctx"].get<int64_t>()) {
+    return config_error("\"sliding_window\" is " + std::to_string(window) +
+                        ", shorter than max_position_embeddings " + m["n_ctx"].dump() +
+                        "; ntp's attention is full causal attention");
+  }
+  return ok_status();
+}
+
+// The aux loss's coefficient; transformers' MoE configs default to 0.001 when it is left out.
+Status read_aux_coef(const json& c, json& m) {
+  m["router_aux_loss_coef"] = c.value("router_aux_loss_coef", json(0.001));
+  if (!m["router_aux_loss_coef"].is_number()) {
+    return config_error("\"router_aux_loss_coef\" is " + c["router_aux_loss_coef"].dump() +
+                        "; it must be a number");
+  }
+  return ok_status();
+}
+
 // MixtralForCausalLM: Llama's attention with a sparse MoE block (model/moe_block.h's semantics:
 // softmax router, top-k renormalized, SwiGLU experts, no shared experts).
 Result<json> mixtral_model_config(const json& c) {
   NTP_RETURN_IF_ERROR(expect_field(c, "router_jitter_noise", {0, 0.0},
                                    "ntp's router adds no noise; set it to 0 to train or evaluate"));
   NTP_ASSIGN_OR_RETURN(json m, llama_model_config(c));
-  if (c.contains("sliding_window") && !c["sliding_window"].is_null()) {
-    NTP_ASSIGN_OR_RETURN(const int64_t window, int_field(c, "sliding_window"));
-    if (window < m["n_ctx"].get<int64_t>()) {
-      return config_error("\"sliding_window\" is " + std::to_string(window) +
-                          ", shorter than max_position_embeddings " + m["n_ctx"].dump() +
-                          "; ntp's attention is full causal attention");
-    }
-  }
+  NTP_RETURN_IF_ERROR(check_no_sliding_window(c, m));
   m["family"] = "moe";
   NTP_ASSIGN_OR_RETURN(m["n_experts"], int_field(c, "num_local_experts"));
   NTP_ASSIGN_OR_RETURN(m["top_k"], int_field(c, "num_experts_per_tok", 2));
   m["n_shared_experts"] = 0;
-  // transformers' MixtralConfig default when left out.
-  m["router_aux_loss_coef"] = c.value("router_aux_loss_coef", json(0.001));
-  if (!m["router_aux_loss_coef"].is_number()) {
-    return config_error("\"router_aux_loss_coef\" is " + c["router_aux_loss_coef"].dump() +
-                        "; it must be a number");
+  NTP_RETURN_IF_ERROR(read_aux_coef(c, m));
+  return m;
+}
+
+// Qwen2MoeForCausalLM as ntp exports a MoE with shared experts (hf_names.h): every layer sparse,
+// the top-k weights renormalized, no sliding window, the shared experts n x one expert's width.
+// (Its q/k/v biases and shared-expert gate must be zero: HfModel::open checks the tensors.)
+Result<json> qwen2_moe_model_config(const json& c) {
+  NTP_RETURN_IF_ERROR(
+      expect_field(c, "norm_topk_prob", {true}, "ntp renormalizes the top-k routing weights"));
+  NTP_RETURN_IF_ERROR(expect_field(c, "decoder_sparse_step", {1}, "every ntp MoE layer is sparse"));
+  NTP_RETURN_IF_ERROR(expect_field(c, "mlp_only_layers", {json::array()},
+                                   "every ntp MoE layer is sparse (no dense MLP layers)"));
+  NTP_RETURN_IF_ERROR(
+      expect_field(c, "use_sliding_window", {false}, "ntp's attention is full causal attention"));
+  NTP_ASSIGN_OR_RETURN(json m, llama_model_config(c));
+  m["family"] = "moe";
+  NTP_ASSIGN_OR_RETURN(m["n_experts"], int_field(c, "num_experts"));
+  NTP_ASSIGN_OR_RETURN(m["top_k"], int_field(c, "num_experts_per_tok", 4));
+  NTP_ASSIGN_OR_RETURN(const int64_t expert, int_field(c, "moe_intermediate_size"));
+  NTP_ASSIGN_OR_RETURN(const int64_t shared, int_field(c, "shared_expert_intermediate_size"));
+  if (shared % expert != 0) {
+    return config_error("\"shared_expert_intermediate_size\" " + std::to_string(shared) +
+                        " is not a multiple of \"moe_intermediate_size\" " +
+                        std::to_string(expert) +
+                        "; ntp's shared experts are a whole number of experts' width");
   }
+  m["n_ffn"] = expert;
+  m["n_shared_experts"] = shared / expert;
+  NTP_RETURN_IF_ERROR(read_aux_coef(c, m));
   return m;
 }
 
@@ -225,6 +265,18 @@ Result<std::vector<SafetensorsFile>> open_weights(const fs::path& dir, std::stri
   return files;
 }
 
+// The architecture config.json names (model_config_from_hf has accepted it).
+HfArch arch_of(const json& c) {
+  const json archs = c.value("architectures", json::array());
+  const std::string arch = archs.is_array() && archs.size() == 1 && archs[0].is_string()
+                               ? archs[0].get<std::string>()
+                               : std::string();
+  if (arch == "LlamaForCausalLM") return HfArch::kLlama;
+  if (arch == "MixtralForCausalLM") return HfArch::kMixtral;
+  if (arch == "Qwen2MoeForCausalLM") return HfArch::kQwen2Moe;
+  return HfArch::kGpt2;
+}
+
 }  // namespace
 
 Result<json> model_config_from_hf(const json& c) {
@@ -236,9 +288,11 @@ Result<json> model_config_from_hf(const json& c) {
   if (arch == "GPT2LMHeadModel") return gpt2_model_config(c);
   if (arch == "LlamaForCausalLM") return llama_model_config(c);
   if (arch == "MixtralForCausalLM") return mixtral_model_config(c);
+  if (arch == "Qwen2MoeForCausalLM") return qwen2_moe_model_config(c);
   return config_error("\"architectures\" " + archs.dump() +
                       " is not supported; ntp reads [\"GPT2LMHeadModel\"], "
-                      "[\"LlamaForCausalLM\"] or [\"MixtralForCausalLM\"]");
+                      "[\"LlamaForCausalLM\"], [\"MixtralForCausalLM\"] or "
+                      "[\"Qwen2MoeForCausalLM\"]");
 }
 
 bool HfModel::is_hf_dir(const fs::path& dir) {
@@ -256,7 +310,30 @@ Result<HfModel> HfModel::open(const fs::path& dir) {
   std::string weights;
   NTP_ASSIGN_OR_RETURN(std::vector<SafetensorsFile> files, open_weights(dir, weights));
   const bool tied = model->contains("family") && config.value("tie_word_embeddings", false);
-  return HfModel(dir, std::move(*model), std::move(weights), std::move(files), tied);
+  const HfArch arch = arch_of(config);
+  HfModel hf(dir, std::move(*model), std::move(weights), std::move(files), tied, arch);
+  NTP_RETURN_IF_ERROR(hf.check_zero_tensors());
+  return hf;
+}
+
+Status HfModel::check_zero_tensors() const {
+  for (const HfPart& z : hf_zero_tensors(arch_, model_config_)) {
+    const Found found = find_stored(z.name);
+    if (found.entry == nullptr) continue;  // absent: the architecture's option is off
+    NTP_RETURN_IF_ERROR(check_stored(found, z.name, z.shape));
+    std::vector<std::byte> bytes(found.entry->end - found.entry->begin);
+    NTP_RETURN_IF_ERROR(found.file->read(found.entry->begin, bytes));
+    const std::vector<float> values = to_floats(found.entry->dtype, bytes);
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i] == 0.0f) continue;
+      return invalid_argument(
+          found.file->path().string() + ": tensor " + z.name + " holds " +
+          std::to_string(values[i]) + " at element " + std::to_string(i) +
+          "; ntp's MoE has no attention biases and no shared-expert gate, so it reads a "
+          "Qwen2-MoE only where they are zero (as ntp exports one)");
+    }
+  }
+  return ok_status();
 }
 
 HfModel::Found HfModel::find_stored(std::string_view name) const {
@@ -280,24 +357,20 @@ Result<const std::vector<float>*> HfModel::load(const std::string& tensor,
   if (cached_name_ == tensor && cached_shape_ == shape) return &cached_values_;
   cached_name_.clear();
   cached_values_.clear();
-  std::vector<std::pair<std::string, std::vector<int64_t>>> parts{{tensor, shape}};
-  if (find(tensor).entry == nullptr && shape.size() == 3) {
-    // A stacked expert tensor: Mixtral stores one tensor per expert (hf_names.h).
-    if (const std::optional<std::string> first = mixtral_expert_name(tensor, 0)) {
-      parts.clear();
-      for (int64_t e = 0; e < shape[0]; ++e) {
-        parts.push_back({*mixtral_expert_name(tensor, e), {shape[1], shape[2]}});
-      }
-    }
-  }
+  // The tensor as stored under its own name, else as the architecture's parts (hf_names.h).
+  std::vector<HfPart> parts{{tensor, shape}};
+  if (find(tensor).entry == nullptr) parts = hf_parts(arch_, tensor, shape);
   std::vector<float> values;
-  for (const auto& [name, part_shape] : parts) {
-    const Found found = find(name);
-    NTP_RETURN_IF_ERROR(check_stored(found, name, part_shape));
+  for (const HfPart& p : parts) {
+    const Found found = find(p.name);
+    NTP_RETURN_IF_ERROR(check_stored(found, p.name, p.shape));
     const SafetensorsEntry& e = *found.entry;
     std::vector<std::byte> bytes(e.end - e.begin);
     NTP_RETURN_IF_ERROR(found.file->read(e.begin, bytes));
-    const std::vector<float> part = to_floats(e.dtype, bytes);
+    std::vector<float> part = to_floats(e.dtype, bytes);
+    if (p.scale != 1.0f) {
+      for (float& v : part) v /= p.scale;  // a power of 2: exact
+    }
     values.insert(values.end(), part.begin(), part.end());
   }
   cached_values_ = std::move(values);

@@ -1,7 +1,8 @@
 // Importing Hugging Face checkpoints: the inverse of hf_export.h. A directory with config.json and
-// model.safetensors (GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM) gives a manifest-form
-// model_config and reads any piece (checkpoint/piece.h) of its logical tensors, so that any TP
-// layout can load exactly its own slices, as from an ntp checkpoint.
+// model.safetensors (GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM or Qwen2MoeForCausalLM
+// as ntp exports it) gives a manifest-form model_config and reads any piece (checkpoint/piece.h) of
+// its logical tensors, so that any TP layout can load exactly its own slices, as from an ntp
+// checkpoint.
 //
 // ntp's logical tensors already carry transformers' names and layouts (GPT-2's Conv1D weights
 // [in, out]; Llama's projections [out, in] with q/k rows in transformers' rotate_half RoPE
@@ -10,8 +11,8 @@
 // lm_head.weight) reads model.embed_tokens.weight; GPT-2 names without the "transformer." prefix
 // (the layout of OpenAI's original upload) are accepted; F32, BF16 and F16 data are read as float;
 // the weights may be one model.safetensors or several files listed by model.safetensors.index.json
-// (transformers' sharded save); Mixtral's per-expert tensors are read as ntp's stacked ones
-// (hf_names.h).
+// (transformers' sharded save); Mixtral's and Qwen2-MoE's per-expert tensors are read as ntp's
+// stacked ones, and Qwen2-MoE's names and shared-expert scale undone (hf_names.h).
 #pragma once
 
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "checkpoint/hf_names.h"
 #include "checkpoint/piece.h"
 #include "checkpoint/safetensors.h"
 #include "core/status.h"
@@ -59,12 +61,16 @@ class HfModel {
     const SafetensorsEntry* entry = nullptr;
   };
   HfModel(std::filesystem::path dir, nlohmann::json model_config, std::string weights,
-          std::vector<SafetensorsFile> files, bool tied_head)
+          std::vector<SafetensorsFile> files, bool tied_head, HfArch arch)
       : dir_(std::move(dir)),
         model_config_(std::move(model_config)),
         weights_(std::move(weights)),
         files_(std::move(files)),
-        tied_head_(tied_head) {}
+        tied_head_(tied_head),
+        arch_(arch) {}
+  // kInvalidArgument naming the file, tensor and value unless every tensor the architecture has
+  // and ntp's model does not (hf_zero_tensors) is zero or absent.
+  Status check_zero_tensors() const;
   Found find(const std::string& tensor) const;
   Found find_stored(std::string_view name) const;
   // kInvalidArgument naming the file unless `found` is a stored tensor `name` of `shape` and a
@@ -80,7 +86,8 @@ class HfModel {
   nlohmann::json model_config_;
   std::string weights_;  // "model.safetensors" or "model.safetensors.index.json" (for messages)
   std::vector<SafetensorsFile> files_;
-  bool tied_head_ = false;           // Llama: lm_head.weight is model.embed_tokens.weight
+  bool tied_head_ = false;  // Llama: lm_head.weight is model.embed_tokens.weight
+  HfArch arch_ = HfArch::kGpt2;
   mutable std::string cached_name_;  // the tensor and shape cached_values_ were read as
   mutable std::vector<int64_t> cached_shape_;
   mutable std::vector<float> cached_values_;

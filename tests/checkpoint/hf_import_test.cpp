@@ -39,8 +39,15 @@ json gpt2_model_config() {
           {"n_ctx", 16},  {"vocab_size", 256}, {"ffn_unit", 1}};
 }
 
+json shared_moe_model_config() {
+  json m = moe_model_config();
+  m["n_shared_experts"] = 2;
+  return m;
+}
+
 TEST(HfImportTest, ConfigJsonIsTheInverseOfTheExport) {
-  for (const json& m : {llama_model_config(), moe_model_config(), gpt2_model_config()}) {
+  for (const json& m :
+       {llama_model_config(), moe_model_config(), shared_moe_model_config(), gpt2_model_config()}) {
     Result<json> hf = hf_config(m);
     ASSERT_TRUE(hf.ok()) << hf.status().to_string();
     Result<json> back = model_config_from_hf(*hf);
@@ -94,8 +101,39 @@ TEST(HfImportTest, MixtralConfigsReadWithTransformersDefaultsAndRefuseWhatNtpLac
   }
   json shared = moe_model_config();
   shared["n_shared_experts"] = 1;
-  EXPECT_NE(hf_config(shared).status().message().find("MixtralForCausalLM has no shared experts"),
-            std::string::npos);
+  EXPECT_NE(
+      hf_mixtral_config(shared).status().message().find("MixtralForCausalLM has no shared experts"),
+      std::string::npos);
+}
+
+// A MoE with shared experts exports as Qwen2MoeForCausalLM (hf_names.h): one expert's width as
+// moe_intermediate_size, the shared experts' as a multiple of it, every layer sparse, top-k
+// renormalized; what ntp's MoE does not compute is named on the way back.
+TEST(HfImportTest, SharedExpertsExportAsQwen2MoeAndReadBack) {
+  const json qwen = *hf_config(shared_moe_model_config());
+  EXPECT_EQ(qwen["architectures"], json({"Qwen2MoeForCausalLM"}));
+  EXPECT_EQ(qwen["model_type"], "qwen2_moe");
+  EXPECT_EQ(qwen["num_experts"], 4);
+  EXPECT_EQ(qwen["moe_intermediate_size"], 96);
+  EXPECT_EQ(qwen["shared_expert_intermediate_size"], 192);
+  EXPECT_EQ(qwen["norm_topk_prob"], true);
+  EXPECT_EQ(qwen["decoder_sparse_step"], 1);
+  EXPECT_EQ(qwen["qkv_bias"], true);
+  const std::vector<std::pair<json, std::string>> refused = {
+      {json{{"norm_topk_prob", false}}, "\"norm_topk_prob\" is false, but ntp renormalizes"},
+      {json{{"decoder_sparse_step", 2}}, "\"decoder_sparse_step\" is 2, but every ntp MoE layer"},
+      {json{{"mlp_only_layers", {1}}}, "\"mlp_only_layers\" is [1], but every ntp MoE layer"},
+      {json{{"use_sliding_window", true}}, "\"use_sliding_window\" is true"},
+      {json{{"shared_expert_intermediate_size", 100}},
+       "\"shared_expert_intermediate_size\" 100 is not a multiple of \"moe_intermediate_size\" "
+       "96"}};
+  for (const auto& [patch, message] : refused) {
+    json c = qwen;
+    c.update(patch);
+    const Status s = model_config_from_hf(c).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << patch.dump();
+    EXPECT_NE(s.message().find(message), std::string::npos) << s.message();
+  }
 }
 
 TEST(HfImportTest, UnsupportedConfigsAreNamed) {
@@ -104,7 +142,7 @@ TEST(HfImportTest, UnsupportedConfigsAreNamed) {
   const std::vector<std::pair<json, std::string>> cases = {
       {{{"architectures", {"BertModel"}}},
        "\"architectures\" [\"BertModel\"] is not supported; ntp reads [\"GPT2LMHeadModel\"], "
-       "[\"LlamaForCausalLM\"] or [\"MixtralForCausalLM\"]"},
+       "[\"LlamaForCausalLM\"], [\"MixtralForCausalLM\"] or [\"Qwen2MoeForCausalLM\"]"},
       {json{{"num_key_value_heads", 3}},
        "\"num_attention_heads\" 8 is not a multiple of \"num_key_value_heads\" 3"},
       {json{{"rope_scaling", {{"type", "linear"}}}}, "\"rope_scaling\" is {\"type\":\"linear\"}"},
@@ -252,6 +290,58 @@ TEST(HfImportTest, MixtralPerExpertTensorsReadAsTheStackedTensor) {
                                    "weight"),
             std::string::npos)
       << missing.message();
+}
+
+// Qwen2-MoE's stored tensors read as ntp's: per-expert gate/up/down_proj as the stacked w1/w3/w2,
+// the shared expert's down_proj halved (the export doubles it against sigmoid(0) = 1/2), the router
+// renamed; a nonzero q/k/v bias or shared-expert gate is refused, naming the tensor.
+TEST(HfImportTest, Qwen2MoeTensorsReadAsNtpsAndNonzeroBiasesAreRefused) {
+  TempDir tmp;
+  json config = *hf_config(shared_moe_model_config());
+  config["num_experts"] = 2;
+  config["num_hidden_layers"] = 1;
+  std::vector<HfFixture> tensors = {
+      {"model.layers.0.mlp.experts.0.up_proj.weight", {2, 3}, iota_values(6)},
+      {"model.layers.0.mlp.experts.1.up_proj.weight", {2, 3}, iota_values(6, -1.0f)},
+      {"model.layers.0.mlp.shared_expert.down_proj.weight", {3, 2}, iota_values(6, 2.0f)},
+      {"model.layers.0.mlp.gate.weight", {2, 3}, iota_values(6)},
+      {"model.layers.0.self_attn.q_proj.bias", {32}, std::vector<float>(32, 0.0f)},
+      {"model.layers.0.mlp.shared_expert_gate.weight", {1, 32}, std::vector<float>(32, 0.0f)}};
+  write_hf_dir(tmp.path() / "ok", config, tensors, "F32");
+  Result<HfModel> hf = HfModel::open(tmp.path() / "ok");
+  ASSERT_TRUE(hf.ok()) << hf.status().to_string();
+  EXPECT_EQ(hf->model_config()["n_shared_experts"], 2);
+  std::vector<float> up(12);
+  ASSERT_TRUE(
+      hf->read({"model.layers.0.block_sparse_moe.experts.w3.weight", "value", {2, 2, 3}, -1, {}},
+               up)
+          .ok());
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(up[static_cast<size_t>(i)], static_cast<float>(i + 1));
+    EXPECT_EQ(up[static_cast<size_t>(6 + i)], -static_cast<float>(i + 1));
+  }
+  std::vector<float> down(6);
+  ASSERT_TRUE(hf->read({"model.layers.0.block_sparse_moe.shared_experts.down_proj.weight",
+                        "value",
+                        {3, 2},
+                        -1,
+                        {}},
+                       down)
+                  .ok());
+  EXPECT_EQ(down, iota_values(6));  // stored 2 x (i + 1)
+  std::vector<float> router(6);
+  ASSERT_TRUE(
+      hf->read({"model.layers.0.block_sparse_moe.gate.weight", "value", {2, 3}, -1, {}}, router)
+          .ok());
+  EXPECT_EQ(router, iota_values(6));
+
+  tensors[4].values[7] = 0.5f;  // a q_proj bias
+  write_hf_dir(tmp.path() / "bias", config, tensors, "F32");
+  const Status biased = HfModel::open(tmp.path() / "bias").status();
+  EXPECT_EQ(biased.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(biased.message().find("tensor model.layers.0.self_attn.q_proj.bias holds 0.5"),
+            std::string::npos)
+      << biased.message();
 }
 
 TEST(HfImportTest, GptNamesWithoutTheTransformerPrefixAreRead) {

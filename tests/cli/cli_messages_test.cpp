@@ -187,7 +187,8 @@ TEST_F(HfInputMessages, BadHuggingFaceDirectoriesAreNamedByEvalAndInitFrom) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {patched("bert", {{"architectures", {"BertModel"}}}),
        "config.json: \"architectures\" [\"BertModel\"] is not supported; ntp reads "
-       "[\"GPT2LMHeadModel\"], [\"LlamaForCausalLM\"] or [\"MixtralForCausalLM\"]"},
+       "[\"GPT2LMHeadModel\"], [\"LlamaForCausalLM\"], [\"MixtralForCausalLM\"] or "
+       "[\"Qwen2MoeForCausalLM\"]"},
       {patched("layers", {{"num_hidden_layers", 2}}),
        "model.safetensors has no tensor model.layers.1.input_layernorm.weight"},
       {patched("ffn", {{"intermediate_size", 32}}),

@@ -4,13 +4,16 @@
   check_hf_eval.py --ntp NTP --work DIR
 
 Trains a small Llama (4 query heads, 2 KV heads), a small MoE (4 experts, top 2, exported as
-MixtralForCausalLM) and a small GPT-2 in one process each,
+MixtralForCausalLM), the same MoE with a shared expert (exported as Qwen2MoeForCausalLM) and a
+small GPT-2 in one process each,
 consolidates each checkpoint (`ntp ckpt consolidate`) and evaluates the export with `ntp eval`.
 The same mean loss over the same windows is then computed
   - in float64 NumPy, straight from transformers' definitions of LlamaForCausalLM (RMSNorm,
     rotate_half RoPE, repeat_kv grouped-query attention, SwiGLU, untied head),
     MixtralForCausalLM (MixtralSparseMoeBlock and load_balancing_loss_func, the loss with
-    output_router_logits: cross-entropy + router_aux_loss_coef x aux per forward) and
+    output_router_logits: cross-entropy + router_aux_loss_coef x aux per forward),
+    Qwen2MoeForCausalLM (Qwen2MoeSparseMoeBlock: q/k/v biases, the shared expert gated by a
+    sigmoid, read as stored, so the export's zeros and doubled down_proj are checked too) and
     GPT2LMHeadModel (Conv1D [in, out], tanh GELU, tied head), reading model.safetensors with the
     `safetensors` package: always;
   - with transformers itself (from_pretrained, float32), when torch and transformers are
@@ -94,9 +97,14 @@ def llama_logits(np, w, c, ids, router_logits=None):
     for layer in range(c["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         h = rms(x, w[p + "input_layernorm.weight"])
-        q = (h @ w[p + "self_attn.q_proj.weight"].T).reshape(-1, t, nh, d).transpose(0, 2, 1, 3)
-        k = (h @ w[p + "self_attn.k_proj.weight"].T).reshape(-1, t, nkv, d).transpose(0, 2, 1, 3)
-        v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(-1, t, nkv, d).transpose(0, 2, 1, 3)
+
+        def proj(name, heads):  # Qwen2-MoE's q/k/v carry a bias (qkv_bias)
+            y = h @ w[p + f"self_attn.{name}.weight"].T
+            if p + f"self_attn.{name}.bias" in w:
+                y = y + w[p + f"self_attn.{name}.bias"]
+            return y.reshape(-1, t, heads, d).transpose(0, 2, 1, 3)
+
+        q, k, v = proj("q_proj", nh), proj("k_proj", nkv), proj("v_proj", nkv)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         k = np.repeat(k, nh // nkv, axis=1)  # repeat_kv
@@ -108,7 +116,8 @@ def llama_logits(np, w, c, ids, router_logits=None):
         x = x + o @ w[p + "self_attn.o_proj.weight"].T
         h = rms(x, w[p + "post_attention_layernorm.weight"])
         if router_logits is not None:
-            x = x + mixtral_moe(np, w, c, p, h, router_logits)
+            moe = qwen2_moe if c["model_type"] == "qwen2_moe" else mixtral_moe
+            x = x + moe(np, w, c, p, h, router_logits)
             continue
         g = h @ w[p + "mlp.gate_proj.weight"].T
         u = h @ w[p + "mlp.up_proj.weight"].T
@@ -138,6 +147,35 @@ def mixtral_moe(np, w, c, p, h, router_logits):
         q = f"{p}block_sparse_moe.experts.{e}."
         g, u = x @ w[q + "w1.weight"].T, x @ w[q + "w3.weight"].T
         out[rows] += weights[rows, slot][:, None] * ((g / (1.0 + np.exp(-g)) * u) @ w[q + "w2.weight"].T)
+    return out.reshape(h.shape)
+
+
+def qwen2_moe(np, w, c, p, h, router_logits):
+    """transformers' Qwen2MoeSparseMoeBlock: softmax router (mlp.gate), top-k, renormalized when
+    norm_topk_prob, SwiGLU experts (gate_proj, up_proj, down_proj), plus the shared expert scaled
+    by sigmoid(shared_expert_gate(x)). Appends the router logits."""
+    n_exp, k = c["num_experts"], c["num_experts_per_tok"]
+    flat = h.reshape(-1, h.shape[-1])
+    logits = flat @ w[p + "mlp.gate.weight"].T
+    router_logits.append(logits)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    top = np.argsort(-probs, axis=-1, kind="stable")[:, :k]
+    weights = np.take_along_axis(probs, top, -1)
+    if c["norm_topk_prob"]:
+        weights /= weights.sum(-1, keepdims=True)
+
+    def swiglu(x, q):
+        g, u = x @ w[q + "gate_proj.weight"].T, x @ w[q + "up_proj.weight"].T
+        return (g / (1.0 + np.exp(-g)) * u) @ w[q + "down_proj.weight"].T
+
+    out = np.zeros_like(flat)
+    for e in range(n_exp):
+        rows, slot = np.nonzero(top == e)
+        if rows.size:
+            out[rows] += weights[rows, slot][:, None] * swiglu(flat[rows], f"{p}mlp.experts.{e}.")
+    gate = 1.0 / (1.0 + np.exp(-(flat @ w[p + "mlp.shared_expert_gate.weight"].T)))
+    out += gate * swiglu(flat, p + "mlp.shared_expert.")
     return out.reshape(h.shape)
 
 
@@ -185,23 +223,24 @@ def gpt2_logits(np, w, c, ids):
 
 
 def reference_loss(np, weights, config, name, inputs, targets):
-    """The mean loss `ntp eval` reports, in float64. For a MoE, as ntp's (and MixtralForCausalLM's
-    with output_router_logits) loss: per forward of BATCH windows, the mean cross-entropy plus
-    router_aux_loss_coef times that forward's load-balancing loss; the batches weighted by their
-    targets (all the same size here)."""
+    """The mean loss `ntp eval` reports, in float64, and the aux loss's part of it. For a MoE, as
+    ntp's (and MixtralForCausalLM's with output_router_logits) loss: per forward of BATCH windows,
+    the mean cross-entropy plus router_aux_loss_coef times that forward's load-balancing loss; the
+    batches weighted by their targets (all the same size here)."""
     if name == "gpt2":
-        return mean_nll(np, gpt2_logits(np, weights, config, np.array(inputs)), targets)
+        return mean_nll(np, gpt2_logits(np, weights, config, np.array(inputs)), targets), 0.0
     if name == "llama":
-        return mean_nll(np, llama_logits(np, weights, config, np.array(inputs)), targets)
-    total = 0.0
+        return mean_nll(np, llama_logits(np, weights, config, np.array(inputs)), targets), 0.0
+    total, aux_total = 0.0, 0.0
     for b in range(0, len(inputs), BATCH):
         router_logits = []
         logits = llama_logits(np, weights, config, np.array(inputs[b:b + BATCH]), router_logits)
-        aux = load_balancing_loss(np, router_logits, config["num_local_experts"],
-                                  config["num_experts_per_tok"])
-        loss = mean_nll(np, logits, targets[b:b + BATCH]) + config["router_aux_loss_coef"] * aux
-        total += loss * len(inputs[b:b + BATCH])
-    return total / len(inputs)
+        n_exp = config.get("num_local_experts", config.get("num_experts"))
+        aux = config["router_aux_loss_coef"] * load_balancing_loss(
+            np, router_logits, n_exp, config["num_experts_per_tok"])
+        total += (mean_nll(np, logits, targets[b:b + BATCH]) + aux) * len(inputs[b:b + BATCH])
+        aux_total += aux * len(inputs[b:b + BATCH])
+    return total / len(inputs), aux_total / len(inputs)
 
 
 def transformers_loss(hf_dir, inputs, targets):
@@ -215,6 +254,9 @@ def transformers_loss(hf_dir, inputs, targets):
     model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32)
     model.eval()
     total = 0.0
+    # Qwen2-MoE's aux_loss is left out: transformers records its router's softmax output as the
+    # router logits (Qwen2MoeTopKRouter), and load_balancing_loss_func takes a softmax of those
+    # again, which is not the Mixtral aux ntp computes; its cross-entropy is compared alone.
     moe = model.config.model_type == "mixtral"
     for b in range(0, len(inputs), BATCH):
         batch = torch.tensor(inputs[b:b + BATCH])
@@ -247,13 +289,15 @@ def check_family(args, np, load_file, tokens, name, model_flags):
         config = json.load(f)
     stored = load_file(os.path.join(hf, "model.safetensors"))
     weights = {k: v.astype(np.float64) for k, v in stored.items()}
-    ref = reference_loss(np, weights, config, name, inputs, targets)
+    ref, ref_aux = reference_loss(np, weights, config, name, inputs, targets)
     failures = []
     rel = abs(ntp_loss - ref) / abs(ref)
     print(f"{name}: ntp eval {ntp_loss:.10f}, NumPy float64 {ref:.10f}: relative {rel:.2e}")
     if not rel <= LIMIT:
         failures.append(f"{name}: ntp eval differs from NumPy by {rel:.2e} > {LIMIT}")
     tf = transformers_loss(hf, inputs, targets)
+    if tf is not None and config["model_type"] == "qwen2_moe":
+        tf += ref_aux  # transformers' cross-entropy alone: see transformers_loss
     if tf is not None:
         rel_tf = abs(ntp_loss - tf) / abs(tf)
         print(f"{name}: transformers {tf:.10f}: relative {rel_tf:.2e}")
@@ -286,6 +330,11 @@ def main():
                               "2", "--width", "32", "--context", "16", "--ffn-unit", "4",
                               "--ffn", "32", "--experts", "4", "--top-k", "2",
                               "--router-aux-coef", "0.02"])
+    failures += check_family(args, np, load_file, tokens, "moe-shared",
+                             ["--model", "moe", "--layers", "2", "--heads", "4", "--kv-heads",
+                              "2", "--width", "32", "--context", "16", "--ffn-unit", "4",
+                              "--ffn", "32", "--experts", "4", "--top-k", "2",
+                              "--shared-experts", "1", "--router-aux-coef", "0.02"])
     failures += check_family(args, np, load_file, tokens, "gpt2",
                              ["--layers", "2", "--heads", "4", "--width", "32", "--context", "16",
                               "--ffn-unit", "4"])

@@ -3,7 +3,8 @@
 //
 //   a Llama with grouped-query attention (4 query heads, 2 KV heads) trained 6 steps at the mixed
 //   layout {4,3} (2 x 4 with slot 1:3 failed), its checkpoint consolidated to a LlamaForCausalLM
-//   export; a MoE the same, exported as MixtralForCausalLM; a GPT-2 the same at {2,1}.
+//   export; a MoE the same, exported as MixtralForCausalLM, and with a shared expert, exported
+//   as Qwen2MoeForCausalLM; a GPT-2 the same at {2,1}.
 //   `ntp eval` of the export equals `ntp eval` of the checkpoint bit for bit: both read the same
 //   float32 weights into the same one-process model and run the same arithmetic.
 //   `ntp train --init-from` the export at another layout ({3,2}: 2 x 3 with slot 1:2 failed)
@@ -168,6 +169,20 @@ TEST(HfRoundTripTest, MoeExportsAsMixtralAndInitializesFromItAtMixedLayouts) {
   moe[1] = "moe";
   moe.insert(moe.end(), {"--experts", "4", "--top-k", "2", "--ffn", "32"});
   round_trip("moe", moe, {2, 4, "1:3"}, {2, 3, "1:2"});
+}
+
+// A MoE with a shared expert exports as Qwen2MoeForCausalLM (checkpoint/hf_names.h: renamed
+// tensors, zero q/k/v biases and shared-expert gate, the shared down_proj doubled against the
+// gate's sigmoid(0) = 1/2): the same round trip, so the import undoes exactly what the export did.
+TEST(HfRoundTripTest, MoeWithSharedExpertsExportsAsQwen2MoeAndInitializesFromIt) {
+  std::vector<std::string> moe = llama_model();
+  moe[1] = "moe";
+  moe.insert(moe.end(), {"--experts", "4", "--top-k", "2", "--ffn", "32", "--shared-experts", "1"});
+  round_trip("moe-shared", moe, {2, 4, "1:3"}, {2, 3, "1:2"});
+  std::ifstream config(test_jobs::scratch_dir() / "moe-shared-hf" / "config.json");
+  const nlohmann::json c = nlohmann::json::parse(config);
+  EXPECT_EQ(c["architectures"], nlohmann::json({"Qwen2MoeForCausalLM"}));
+  EXPECT_EQ(c["shared_expert_intermediate_size"], 32);
 }
 
 TEST(HfRoundTripTest, Gpt2EvaluatesAndInitializesFromItsExport) {
