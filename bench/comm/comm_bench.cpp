@@ -43,6 +43,7 @@
 #include "comm/gloo_communicator.h"
 #include "comm/store.h"
 #include "core/named_values.h"
+#include "forked_ranks.h"
 #include "machine_info.h"
 
 namespace {
@@ -124,14 +125,7 @@ void print_fixed_cost(const std::string& dir) {
 
 int run_rank(int rank, const Config& cfg, const std::string& dir) {
   const int n = cfg.ranks;
-  auto store = ntp::comm::open_store("file:" + dir + "/ntp", "bench");
-  if (!store.ok()) return 1;
-  ntp::comm::GlooOptions options;
-  options.store = *store;
-  options.rank = rank;
-  options.size = n;
-  options.timeout = std::chrono::milliseconds(120000);
-  auto comm_or = ntp::comm::connect_gloo(options);
+  auto comm_or = ntp::bench::connect_rank(dir + "/ntp", "bench", rank, n);
   if (!comm_or.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, comm_or.status().to_string().c_str());
     return 1;
@@ -361,12 +355,7 @@ int main(int argc, char** argv) {
     if (pid == 0) _exit(run_rank(r, cfg, dir));
     pids.push_back(pid);
   }
-  int failed = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-  }
+  const int failed = ntp::bench::wait_for_ranks(pids);
   std::filesystem::remove_all(dir);
   return failed == 0 ? 0 : 1;
 }

@@ -37,6 +37,7 @@
 #include "comm/store.h"
 #include "core/check.h"
 #include "core/rng.h"
+#include "forked_ranks.h"
 #include "kernels/cpu/gemm.h"
 #include "machine_info.h"
 #include "model/comm_tp_group.h"
@@ -154,14 +155,7 @@ Figures run_alltoall(MoeBlock& block, ntp::model::MoeExchange& exchange, TimedTp
 // maximum over ranks of each (on every rank).
 std::vector<double> run_rank(int rank, int degree, const Options& o, const std::string& dir) {
   ntp::kernels::cpu::set_blas_threads(1);
-  auto store = ntp::comm::open_store("file:" + dir, "moe-dispatch");
-  NTP_CHECK_MSG(store.ok(), store.status().to_string());
-  ntp::comm::GlooOptions options;
-  options.store = *store;
-  options.rank = rank;
-  options.size = degree;
-  options.timeout = std::chrono::milliseconds(120000);
-  auto comm = ntp::comm::connect_gloo(options);
+  auto comm = ntp::bench::connect_rank(dir, "moe-dispatch", rank, degree);
   NTP_CHECK_MSG(comm.ok(), comm.status().to_string());
   ntp::model::CommTpGroup inner(**comm);
   TimedTpGroup group(inner);
@@ -281,12 +275,7 @@ int main(int argc, char** argv) {
     const ssize_t want = static_cast<ssize_t>(worst.size() * sizeof(double));
     const ssize_t got = read(pipe_fds[0], worst.data(), static_cast<size_t>(want));
     close(pipe_fds[0]);
-    int failed = 0;
-    for (pid_t pid : pids) {
-      int status = 0;
-      waitpid(pid, &status, 0);
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-    }
+    const int failed = ntp::bench::wait_for_ranks(pids);
     std::filesystem::remove_all(dir);
     if (failed > 0 || got != want) {
       std::fprintf(stderr, "%s: %d of %d ranks failed at degree %d\n", program.c_str(), failed,

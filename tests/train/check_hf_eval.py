@@ -126,56 +126,65 @@ def llama_logits(np, w, c, ids, router_logits=None):
     return x @ w["lm_head.weight"].T
 
 
-def mixtral_moe(np, w, c, p, h, router_logits):
-    """transformers' MixtralSparseMoeBlock: softmax router over all experts, top-k, the top-k
-    weights renormalized, SwiGLU experts (w1 gate, w3 up, w2 down). Appends the router logits."""
-    n_exp, k = c["num_local_experts"], c["num_experts_per_tok"]
-    flat = h.reshape(-1, h.shape[-1])
-    logits = flat @ w[p + "block_sparse_moe.gate.weight"].T
+def route(np, flat, gate, k, normalize, router_logits):
+    """transformers' MoE routers: softmax over all experts, top-k (ties to the lower id), the top-k
+    weights renormalized when `normalize`. Appends the logits; returns the top-k ids and weights."""
+    logits = flat @ gate.T
     router_logits.append(logits)
     probs = np.exp(logits - logits.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
     top = np.argsort(-probs, axis=-1, kind="stable")[:, :k]
     weights = np.take_along_axis(probs, top, -1)
-    weights /= weights.sum(-1, keepdims=True)
-    out = np.zeros_like(flat)
-    for e in range(n_exp):
-        rows, slot = np.nonzero(top == e)
-        if rows.size == 0:
-            continue
-        x = flat[rows]
-        q = f"{p}block_sparse_moe.experts.{e}."
-        g, u = x @ w[q + "w1.weight"].T, x @ w[q + "w3.weight"].T
-        out[rows] += weights[rows, slot][:, None] * ((g / (1.0 + np.exp(-g)) * u) @ w[q + "w2.weight"].T)
-    return out.reshape(h.shape)
-
-
-def qwen2_moe(np, w, c, p, h, router_logits):
-    """transformers' Qwen2MoeSparseMoeBlock: softmax router (mlp.gate), top-k, renormalized when
-    norm_topk_prob, SwiGLU experts (gate_proj, up_proj, down_proj), plus the shared expert scaled
-    by sigmoid(shared_expert_gate(x)). Appends the router logits."""
-    n_exp, k = c["num_experts"], c["num_experts_per_tok"]
-    flat = h.reshape(-1, h.shape[-1])
-    logits = flat @ w[p + "mlp.gate.weight"].T
-    router_logits.append(logits)
-    probs = np.exp(logits - logits.max(-1, keepdims=True))
-    probs /= probs.sum(-1, keepdims=True)
-    top = np.argsort(-probs, axis=-1, kind="stable")[:, :k]
-    weights = np.take_along_axis(probs, top, -1)
-    if c["norm_topk_prob"]:
+    if normalize:
         weights /= weights.sum(-1, keepdims=True)
+    return top, weights
 
-    def swiglu(x, q):
-        g, u = x @ w[q + "gate_proj.weight"].T, x @ w[q + "up_proj.weight"].T
-        return (g / (1.0 + np.exp(-g)) * u) @ w[q + "down_proj.weight"].T
 
+def swiglu(np, x, gate, up, down):
+    g, u = x @ gate.T, x @ up.T
+    return (g / (1.0 + np.exp(-g)) * u) @ down.T
+
+
+def routed_experts(np, flat, top, weights, n_exp, expert):
+    """Sum over each token's top-k experts of weight x expert(x); expert(e, rows) runs one."""
     out = np.zeros_like(flat)
     for e in range(n_exp):
         rows, slot = np.nonzero(top == e)
         if rows.size:
-            out[rows] += weights[rows, slot][:, None] * swiglu(flat[rows], f"{p}mlp.experts.{e}.")
+            out[rows] += weights[rows, slot][:, None] * expert(e, flat[rows])
+    return out
+
+
+def mixtral_moe(np, w, c, p, h, router_logits):
+    """transformers' MixtralSparseMoeBlock: the router (block_sparse_moe.gate), top-k always
+    renormalized, SwiGLU experts (w1 gate, w3 up, w2 down). Appends the router logits."""
+    n_exp, k = c["num_local_experts"], c["num_experts_per_tok"]
+    flat = h.reshape(-1, h.shape[-1])
+    top, weights = route(np, flat, w[p + "block_sparse_moe.gate.weight"], k, True, router_logits)
+
+    def expert(e, x):
+        q = f"{p}block_sparse_moe.experts.{e}."
+        return swiglu(np, x, w[q + "w1.weight"], w[q + "w3.weight"], w[q + "w2.weight"])
+
+    return routed_experts(np, flat, top, weights, n_exp, expert).reshape(h.shape)
+
+
+def qwen2_moe(np, w, c, p, h, router_logits):
+    """transformers' Qwen2MoeSparseMoeBlock: the router (mlp.gate), top-k renormalized when
+    norm_topk_prob, SwiGLU experts (gate_proj, up_proj, down_proj), plus the shared expert scaled
+    by sigmoid(shared_expert_gate(x)). Appends the router logits."""
+    n_exp, k = c["num_experts"], c["num_experts_per_tok"]
+    flat = h.reshape(-1, h.shape[-1])
+    top, weights = route(np, flat, w[p + "mlp.gate.weight"], k, c["norm_topk_prob"],
+                         router_logits)
+
+    def mlp(q, x):
+        return swiglu(np, x, w[q + "gate_proj.weight"], w[q + "up_proj.weight"],
+                      w[q + "down_proj.weight"])
+
+    out = routed_experts(np, flat, top, weights, n_exp, lambda e, x: mlp(f"{p}mlp.experts.{e}.", x))
     gate = 1.0 / (1.0 + np.exp(-(flat @ w[p + "mlp.shared_expert_gate.weight"].T)))
-    out += gate * swiglu(flat, p + "mlp.shared_expert.")
+    out += gate * mlp(p + "mlp.shared_expert.", flat)
     return out.reshape(h.shape)
 
 
