@@ -39,10 +39,10 @@ struct DemoArgs {
 // nothing can be boosted, so shares do it all), in micro-batches large enough that a replica's
 // share is one of them.
 constexpr const char* kBatchFlags = "--batch 12 --micro-batch 12 --batch-policy boost";
-// A MoE keeps every replica's share of the batch: its load-balancing loss is a statistic of each
-// forward's tokens (transformers' load_balancing_loss_func), so a degraded replica taking fewer
-// samples (boost's fallback, scale) would change the objective, not only the sums' order, and the
-// run would leave the failure-free trajectory (docs/model.md, "Live recovery").
+// A MoE's shares move in whole micro-batches only (train/batch_split.h, BatchGrain): its
+// load-balancing loss is a statistic of each forward's tokens, so every forward must hold the
+// samples it holds in a failure-free run. With 3 micro-batches for 3 replicas no such split
+// differs from keep's, which the flags say plainly; a larger batch would let boost move some.
 constexpr const char* kMoeBatchFlags = "--batch 12 --micro-batch 4 --batch-policy keep";
 
 // `--model moe`: a Llama decoder whose FFNs are 8 routed experts, top 2 (docs/model.md), held

@@ -24,7 +24,7 @@ struct TrainArgs {
   train::TrainConfig config;
   std::string failed;
   std::string model = "gpt2";
-  std::string batch_policy;  // empty: boost, or keep for a MoE (see the flag)
+  std::string batch_policy = "boost";
   std::string optimizer = "replicated";
   std::string dtype = "fp32";
   std::string expert_dispatch = "allreduce";
@@ -138,12 +138,7 @@ int run(TrainArgs& args) {
   Result<model::ModelFamily> family = model::parse_model_family(args.model);
   if (!family.ok()) return bad(family.status());
   config.model.family = *family;
-  // The default: boost (scale on CPU), except for a MoE, whose load-balancing loss is taken per
-  // forward, so that a replica's share changes the objective, not only its pace (docs/model.md).
-  const std::string policy_name = !args.batch_policy.empty()            ? args.batch_policy
-                                  : *family == model::ModelFamily::kMoe ? "keep"
-                                                                        : "boost";
-  Result<train::BatchPolicy> policy = train::parse_batch_policy(policy_name);
+  Result<train::BatchPolicy> policy = train::parse_batch_policy(args.batch_policy);
   if (!policy.ok()) return bad(policy.status());
   config.batch_policy = *policy;
   Result<train::OptimizerSharding> sharding = train::parse_optimizer_sharding(args.optimizer);
@@ -296,8 +291,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "(same share: the slowest sets the pace), scale (share proportional to pace, "
                   "to the sample) or boost (power boost as far as the control can apply, the "
                   "share covers the rest; on CPU, where nothing can be boosted, this is scale). "
-                  "Default: boost; keep for --model moe, whose load-balancing loss is per forward "
-                  "(a share would change the objective, not only the pace)")
+                  "Default: boost. For --model moe, scale and boost move whole micro-batches, "
+                  "so that every forward holds the samples it holds in a failure-free run: the "
+                  "load-balancing loss, a statistic of each forward, is unchanged")
       ->group(batch);
   cmd->add_option("--power-limit", c.power_limit,
                   "Largest power factor x TDP the devices' control can set (boost); 1 on CPU, "

@@ -26,13 +26,14 @@ std::vector<ReplicaBatch> consecutive(const std::vector<int64_t>& samples, int64
   return out;
 }
 
-// The split with the least step time max over d of samples[d] / pace[d], at least one sample
-// each: sample by sample to the replica that would finish it first (for this objective, greedy is
-// optimal), ties to the lowest replica. Unlike rounding the proportional shares, it never moves a
-// sample that makes the step longer, which matters when a replica's share is a few samples.
-std::vector<int64_t> split_by_pace(const std::vector<double>& pace, int64_t global_batch) {
+// The split of `units` (samples, or micro-batches) with the least step time max over d of
+// units[d] / pace[d], at least one unit each: unit by unit to the replica that would finish it
+// first (for this objective, greedy is optimal), ties to the lowest replica. Unlike rounding the
+// proportional shares, it never moves a unit that makes the step longer, which matters when a
+// replica's share is a few units.
+std::vector<int64_t> split_by_pace(const std::vector<double>& pace, int64_t units) {
   std::vector<int64_t> samples(pace.size(), 1);
-  for (int64_t left = global_batch - static_cast<int64_t>(pace.size()); left > 0; --left) {
+  for (int64_t left = units - static_cast<int64_t>(pace.size()); left > 0; --left) {
     size_t best = 0;
     for (size_t d = 1; d < pace.size(); ++d) {
       if (static_cast<double>(samples[d] + 1) / pace[d] <
@@ -59,9 +60,18 @@ int64_t ReplicaBatch::micro_size(int64_t k, int64_t micro_batch) const {
 
 namespace {
 
+Status too_few_micro_batches(int64_t global_batch, int64_t micro_total, int64_t micro_batch,
+                             int64_t replicas) {
+  return invalid_argument(
+      "--batch " + std::to_string(global_batch) + " holds " + std::to_string(micro_total) +
+      " micro-batches of " + std::to_string(micro_batch) + ", fewer than the " +
+      std::to_string(replicas) + " replicas; every replica needs at least one (raise --batch)");
+}
+
 // The split among replicas that are all in the job (every pace > 0).
 Result<std::vector<ReplicaBatch>> split_present(BatchPolicy policy, const std::vector<double>& pace,
-                                                int64_t global_batch, int64_t micro_batch) {
+                                                int64_t global_batch, int64_t micro_batch,
+                                                BatchGrain grain) {
   const auto replicas = static_cast<int64_t>(pace.size());
   if (micro_batch < 1) {
     return invalid_argument("--micro-batch must be at least 1, got " + std::to_string(micro_batch));
@@ -74,7 +84,16 @@ Result<std::vector<ReplicaBatch>> split_present(BatchPolicy policy, const std::v
   const int64_t micro_total = global_batch / micro_batch;
   const bool uniform =
       std::all_of(pace.begin(), pace.end(), [](double p) { return p >= kFullPace; });
-  if (policy != BatchPolicy::kKeep && (!uniform || micro_total < replicas)) {
+  if (policy != BatchPolicy::kKeep && grain == BatchGrain::kMicroBatch && !uniform) {
+    if (micro_total < replicas) {
+      return too_few_micro_batches(global_batch, micro_total, micro_batch, replicas);
+    }
+    std::vector<int64_t> samples = split_by_pace(pace, micro_total);
+    for (int64_t& n : samples) n *= micro_batch;
+    return consecutive(samples, micro_batch);
+  }
+  if (policy != BatchPolicy::kKeep && grain == BatchGrain::kSample &&
+      (!uniform || micro_total < replicas)) {
     if (global_batch < replicas) {
       return invalid_argument("--batch " + std::to_string(global_batch) +
                               " has fewer samples than the " + std::to_string(replicas) +
@@ -83,10 +102,7 @@ Result<std::vector<ReplicaBatch>> split_present(BatchPolicy policy, const std::v
     return consecutive(split_by_pace(pace, global_batch), micro_batch);
   }
   if (micro_total < replicas) {
-    return invalid_argument(
-        "--batch " + std::to_string(global_batch) + " holds " + std::to_string(micro_total) +
-        " micro-batches of " + std::to_string(micro_batch) + ", fewer than the " +
-        std::to_string(replicas) + " replicas; every replica needs at least one (raise --batch)");
+    return too_few_micro_batches(global_batch, micro_total, micro_batch, replicas);
   }
   std::vector<int64_t> samples(static_cast<size_t>(replicas));
   for (int64_t d = 0; d < replicas; ++d) {
@@ -99,13 +115,14 @@ Result<std::vector<ReplicaBatch>> split_present(BatchPolicy policy, const std::v
 
 Result<std::vector<ReplicaBatch>> split_global_batch(BatchPolicy policy,
                                                      const std::vector<double>& pace,
-                                                     int64_t global_batch, int64_t micro_batch) {
+                                                     int64_t global_batch, int64_t micro_batch,
+                                                     BatchGrain grain) {
   std::vector<double> present;
   for (double p : pace) {
     if (p > 0.0) present.push_back(p);
   }
   NTP_ASSIGN_OR_RETURN(std::vector<ReplicaBatch> split,
-                       split_present(policy, present, global_batch, micro_batch));
+                       split_present(policy, present, global_batch, micro_batch, grain));
   // A replica that left takes no samples; the others' shares cover the whole global batch.
   std::vector<ReplicaBatch> out;
   size_t next = 0;

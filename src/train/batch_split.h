@@ -16,6 +16,14 @@
 //          cannot change power (the CPU one) boosts nothing: then this is scale.
 // Whatever the split, the step's gradient is the sample-weighted mean over the whole global batch:
 // a micro-batch of m samples contributes with weight m / global_batch.
+//
+// The grain of scale's and boost's split (keep's is always whole micro-batches):
+//   kSample      to the sample, as above: the finest balance.
+//   kMicroBatch  in whole micro-batches: every replica's share starts at a multiple of
+//                micro_batch, so the step's forwards hold exactly the samples they hold in a
+//                failure-free run ([j m, (j + 1) m) for micro-batch j), whichever replica runs
+//                them. A loss that is a statistic of each forward's tokens (a MoE's load-balancing
+//                loss) is then the same whatever the paces; a sample grain would change it.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +35,7 @@
 namespace ntp::train {
 
 enum class BatchPolicy { kKeep, kScale, kBoost };
+enum class BatchGrain { kSample, kMicroBatch };
 
 // Parses "keep" / "scale" / "boost" (kInvalidArgument naming --batch-policy otherwise).
 Result<BatchPolicy> parse_batch_policy(std::string_view text);
@@ -44,11 +53,12 @@ struct ReplicaBatch {
 // pace[d] in (0, 1]: replica d's pace (1: healthy); 0: the replica left the job, takes no
 // samples, and the others split the whole global batch as if it were not there. Every replica at
 // full pace: keep's split under any policy, unless the batch has fewer micro-batches than replicas
-// (scale and boost then split samples). kInvalidArgument (naming --batch / --micro-batch) when the
-// batch is not a whole number of micro-batches, has fewer micro-batches than replicas (keep) or
-// fewer samples.
+// (scale and boost at the sample grain then split samples). kInvalidArgument (naming --batch /
+// --micro-batch) when the batch is not a whole number of micro-batches, has fewer micro-batches
+// than replicas (keep, or the micro-batch grain) or fewer samples.
 Result<std::vector<ReplicaBatch>> split_global_batch(BatchPolicy policy,
                                                      const std::vector<double>& pace,
-                                                     int64_t global_batch, int64_t micro_batch);
+                                                     int64_t global_batch, int64_t micro_batch,
+                                                     BatchGrain grain = BatchGrain::kSample);
 
 }  // namespace ntp::train

@@ -156,8 +156,9 @@ Status build_job(Job& job_ref, const TrainConfig& c, const WorkerContext& ctx,
     job->adamw.emplace(job->model->params(), hyper);
   }
   job->paces = plan_replica_paces(job->layout, c.batch_policy, c.power_limit);
-  NTP_ASSIGN_OR_RETURN(job->batches, split_global_batch(c.batch_policy, paces_of(job->paces),
-                                                        c.global_batch(), c.micro_batch));
+  NTP_ASSIGN_OR_RETURN(job->batches,
+                       split_global_batch(c.batch_policy, paces_of(job->paces), c.global_batch(),
+                                          c.micro_batch, c.batch_grain()));
   return ok_status();
 }
 

@@ -13,6 +13,10 @@ int64_t TrainConfig::global_batch() const {
   return batch > 0 ? batch : static_cast<int64_t>(domains) * grad_accum * micro_batch;
 }
 
+BatchGrain TrainConfig::batch_grain() const {
+  return model.family == model::ModelFamily::kMoe ? BatchGrain::kMicroBatch : BatchGrain::kSample;
+}
+
 namespace {
 
 constexpr NamedValue<OptimizerSharding> kOptimizerShardingNames[] = {
@@ -121,7 +125,8 @@ Status validate_train_config(TrainConfig& c) {
     paces.push_back(static_cast<double>(spec.degree(d)) / static_cast<double>(c.tp));
   }
   NTP_RETURN_IF_ERROR(
-      split_global_batch(c.batch_policy, paces, c.global_batch(), c.micro_batch).status());
+      split_global_batch(c.batch_policy, paces, c.global_batch(), c.micro_batch, c.batch_grain())
+          .status());
   NTP_RETURN_IF_ERROR(at_least("--save-every", c.save_every, 0));
   NTP_RETURN_IF_ERROR(at_least("--keep-last", c.keep_last, 0));
   NTP_RETURN_IF_ERROR(at_least("--stop-after", c.stop_after, 0));

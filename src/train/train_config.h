@@ -111,6 +111,9 @@ struct TrainConfig {
 
   int world_slots() const { return domains * tp; }
   int64_t global_batch() const;
+  // The grain of scale's and boost's batch split (train/batch_split.h): whole micro-batches for
+  // a MoE, whose load-balancing loss is a statistic of each forward's tokens; samples otherwise.
+  BatchGrain batch_grain() const;
 };
 
 // Checks and completes the config (pads the vocabulary, sorts failed slots, derives the batch,

@@ -111,6 +111,40 @@ TEST(BatchSplitTest, ScaleSharesToTheSampleWithAPartialLastMicroBatch) {
   for (const ReplicaBatch& b : *mild) EXPECT_EQ(b.samples, 4);
 }
 
+// The micro-batch grain (a MoE's): scale and boost move whole micro-batches, so every share
+// starts at a multiple of the micro-batch and every forward holds the samples [j m, (j + 1) m) it
+// holds in a failure-free run. 24 samples in micro-batches of 2 (12 units), paces 1, 0.75, 0.5:
+// the least step over whole micro-batches is 6 units / 1 = 4.5 / 0.75 -> shares 6, 4, 2 units
+// (step max(6, 5.33, 4) = 6; 5, 4, 3 would take 3 / 0.5 = 6 too, and the greedy's tie goes to the
+// lower replica).
+TEST(BatchSplitTest, TheMicroBatchGrainMovesWholeMicroBatchesOnly) {
+  for (BatchPolicy policy : {BatchPolicy::kScale, BatchPolicy::kBoost}) {
+    auto split = split_global_batch(policy, {1, 0.75, 0.5}, 24, 2, BatchGrain::kMicroBatch);
+    ASSERT_TRUE(split.ok()) << split.status().to_string();
+    expect_consecutive(*split, 2);
+    EXPECT_EQ(total(*split), 24);
+    double step = 0.0;
+    const std::vector<double> pace = {1, 0.75, 0.5};
+    for (size_t d = 0; d < 3; ++d) {
+      EXPECT_EQ((*split)[d].begin % 2, 0) << d;
+      EXPECT_EQ((*split)[d].samples % 2, 0) << d;
+      step = std::max(step, static_cast<double>((*split)[d].samples / 2) / pace[d]);
+    }
+    EXPECT_EQ(step, 6.0);  // the least over whole micro-batches (8 / 1 would be the sample grain)
+  }
+  // At full pace, keep's split; fewer micro-batches than replicas is refused as under keep.
+  auto equal = split_global_batch(BatchPolicy::kBoost, {1, 1, 1}, 10, 2, BatchGrain::kMicroBatch);
+  auto keep = split_global_batch(BatchPolicy::kKeep, {1, 1, 1}, 10, 2);
+  ASSERT_TRUE(equal.ok() && keep.ok());
+  for (size_t d = 0; d < 3; ++d) EXPECT_EQ((*equal)[d].samples, (*keep)[d].samples);
+  const auto few =
+      split_global_batch(BatchPolicy::kScale, {1, 0.5, 1}, 12, 6, BatchGrain::kMicroBatch);
+  ASSERT_FALSE(few.ok());
+  EXPECT_NE(few.status().message().find("holds 2 micro-batches of 6, fewer than the 3 replicas"),
+            std::string::npos)
+      << few.status().message();
+}
+
 // The split's step time max(samples / pace) is the least any split of whole samples (at least one
 // each) reaches: against brute force over every split of up to 14 samples over 3 replicas.
 TEST(BatchSplitTest, ScaleFinishesNoLaterThanAnyOtherSplit) {

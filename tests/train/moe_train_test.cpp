@@ -5,7 +5,8 @@
 // between its holders in the replicas, whatever layout each replica has.
 //
 //   one replica at TP 3 (replicated and ZeRO-1 optimizers) against one process, and {2,1}
-//   (2 x 2 with slot 1:1 failed, fold and native) against 2 x 2: the first step's gradient within
+//   (2 x 2 with slot 1:1 failed, fold and native, the half-pace replica taking 8 of the 24 samples
+//   in whole micro-batches: the default policy) against 2 x 2: the first step's gradient within
 //   1e-5 relative L2 per tensor, the loss within 1e-6 at each of 20 steps, each tensor's weight
 //   change within 1e-4: the limits of llama_train_parity_test, whose argument carries over (only
 //   float32 sums run in another order: the TP all-reduces, now also of the experts' partial
@@ -148,14 +149,30 @@ void expect_routed_load_reported(const std::string& name, int replicas) {
   EXPECT_EQ(steps, kSteps) << name;
 }
 
+// The samples per replica the job `name` started with (its metrics' start line).
+std::vector<int64_t> start_samples(const std::string& name) {
+  std::ifstream metrics(test_jobs::scratch_dir() / ("moe-" + name) / "out" / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] == "start") return j["samples"].get<std::vector<int64_t>>();
+  }
+  return {};
+}
+
+// The default batch policy (boost; scale on CPU) moves whole micro-batches for a MoE
+// (train/batch_split.h, BatchGrain::kMicroBatch): the replica at half pace takes 4 of the 12
+// micro-batches of 2 (the least step over whole micro-batches: 8 / 1 = 4 / 0.5), and every
+// forward holds the samples it holds at 2 x 2, so the losses agree as for any reordered sum.
 TEST(MoeTrainTest, MixedDegreesMatchUniform) {
   const parity::DumpedRun uniform = run_job({2, 2, "", "fold", "replicated"}, "uniform2x2");
   ASSERT_EQ(uniform.mismatches, 0);
   expect_routed_load_reported("uniform2x2", 2);
   expect_loss_falls(uniform, "moe 2 x 2");
+  EXPECT_EQ(start_samples("uniform2x2"), (std::vector<int64_t>{12, 12}));
   for (const char* strategy : {"fold", "native"}) {
     const JobSpec spec{2, 2, "1:1", strategy, "replicated"};
     const parity::DumpedRun mixed = run_job(spec, std::string("mixed-") + strategy);
+    EXPECT_EQ(start_samples(std::string("mixed-") + strategy), (std::vector<int64_t>{16, 8}));
     EXPECT_EQ(mixed.mismatches, 0) << describe(spec) << ": workers disagree";
     const Worst w = compare(mixed, uniform, describe(spec));
     std::printf("moe {2,1} %-6s vs 2x2: worst gradient %.2e, loss %.2e, update %.2e\n", strategy,
