@@ -46,32 +46,28 @@ std::vector<std::size_t> MoeExchange::gather_counts(int64_t n, int64_t per_token
 
 Status MoeExchange::forward(MoeBlock& block, std::span<const float> h, int64_t n,
                             std::span<float> y, RoutingStats& stats) {
-  const MoeConfig& cfg = block.config();
-  const int64_t c = cfg.hidden, ne = cfg.n_experts, kk = cfg.top_k;
-  const size_t ranks = static_cast<size_t>(group_->size());
-  const int64_t first = slice_first(group_->rank(), n), mine = slice_count(group_->rank(), n);
+  const int64_t c = block.config().hidden;
   if (static_cast<int64_t>(h.size()) != n * c || static_cast<int64_t>(y.size()) != n * c) {
     return invalid_argument("MoeExchange::forward: h and y must hold n * hidden = " +
                             std::to_string(n * c) + " floats");
   }
   n_ = n;
+  NTP_RETURN_IF_ERROR(route_and_dispatch(block, h));
+  NTP_RETURN_IF_ERROR(run_received(block));
+  return combine_and_gather(block, y, stats);
+}
 
-  // 1. Route this rank's slice.
-  if (mine > 0) {
-    NTP_RETURN_IF_ERROR(
-        block.route(h.subspan(static_cast<size_t>(first * c), static_cast<size_t>(mine * c)), mine)
-            .status());
-  }
-
-  // 2. Pairs in destination order (a counting sort), the counts, then the rows.
-  pairs_to_.assign(ranks, 0);
+void MoeExchange::pack_pairs(const MoeBlock& block, std::span<const float> h) {
+  const int64_t c = block.config().hidden, kk = block.config().top_k;
+  const int64_t first = slice_first(group_->rank(), n_), mine = slice_count(group_->rank(), n_);
   const std::vector<int64_t>& selected = block.selected();
   const int64_t pairs = mine * kk;
+  pairs_to_.assign(static_cast<size_t>(group_->size()), 0);
   for (int64_t p = 0; p < pairs; ++p) {
     ++pairs_to_[static_cast<size_t>(
         holders_[static_cast<size_t>(selected[static_cast<size_t>(p)])])];
   }
-  std::vector<std::size_t> next(ranks, 0);
+  std::vector<std::size_t> next(pairs_to_.size(), 0);  // a counting sort by destination
   std::exclusive_scan(pairs_to_.begin(), pairs_to_.end(), next.begin(), size_t{0});
   pair_token_.resize(static_cast<size_t>(pairs));
   pair_slot_.resize(static_cast<size_t>(pairs));
@@ -85,17 +81,30 @@ Status MoeExchange::forward(MoeBlock& block, std::span<const float> h, int64_t n
     std::copy_n(h.data() + (first + p / kk) * c, c, row);
     row[c] = static_cast<float>(e);  // exact: expert ids are far below 2^24
   }
+}
+
+Status MoeExchange::route_and_dispatch(MoeBlock& block, std::span<const float> h) {
+  const int64_t c = block.config().hidden;
+  const int64_t first = slice_first(group_->rank(), n_), mine = slice_count(group_->rank(), n_);
+  if (mine > 0) {
+    NTP_RETURN_IF_ERROR(
+        block.route(h.subspan(static_cast<size_t>(first * c), static_cast<size_t>(mine * c)), mine)
+            .status());
+  }
+  pack_pairs(block, h);
+  const size_t ranks = pairs_to_.size();
   const std::vector<std::size_t> ones(ranks, 1);
   std::vector<float> to(pairs_to_.begin(), pairs_to_.end()), from(ranks, 0.0f);
   NTP_RETURN_IF_ERROR(group_->all_to_all_v(to, ones, from, ones));
   pairs_from_.assign(ranks, 0);
   for (size_t s = 0; s < ranks; ++s) pairs_from_[s] = static_cast<std::size_t>(from[s]);
-  const int64_t received = static_cast<int64_t>(total(pairs_from_));
-  recv_.resize(static_cast<size_t>(received * (c + 1)));
-  NTP_RETURN_IF_ERROR(
-      group_->all_to_all_v(send_, scaled(pairs_to_, c + 1), recv_, scaled(pairs_from_, c + 1)));
+  recv_.resize(total(pairs_from_) * static_cast<size_t>(c + 1));
+  return group_->all_to_all_v(send_, scaled(pairs_to_, c + 1), recv_, scaled(pairs_from_, c + 1));
+}
 
-  // 3. Run the held experts on the received rows; send the outputs back.
+Status MoeExchange::run_received(MoeBlock& block) {
+  const int64_t c = block.config().hidden;
+  const int64_t received = static_cast<int64_t>(total(pairs_from_));
   std::vector<float> x(static_cast<size_t>(received * c));
   std::vector<int64_t> expert(static_cast<size_t>(received));
   for (int64_t r = 0; r < received; ++r) {
@@ -105,17 +114,20 @@ Status MoeExchange::forward(MoeBlock& block, std::span<const float> h, int64_t n
   }
   computed_.resize(static_cast<size_t>(received * c));
   NTP_RETURN_IF_ERROR(block.experts_forward(x, expert, computed_));
-  returned_.resize(static_cast<size_t>(pairs * c));
-  NTP_RETURN_IF_ERROR(
-      group_->all_to_all_v(computed_, scaled(pairs_from_, c), returned_, scaled(pairs_to_, c)));
+  returned_.resize(pair_token_.size() * static_cast<size_t>(c));
+  return group_->all_to_all_v(computed_, scaled(pairs_from_, c), returned_, scaled(pairs_to_, c));
+}
 
-  // 4. Combine into the slice; gather [slice | counts | probability sums] from every rank.
-  send_.assign(static_cast<size_t>(mine * c + 2 * ne), 0.0f);
+Status MoeExchange::combine_and_gather(const MoeBlock& block, std::span<float> y,
+                                       RoutingStats& stats) {
+  const int64_t c = block.config().hidden, ne = block.config().n_experts;
+  const int64_t kk = block.config().top_k, mine = slice_count(group_->rank(), n_);
+  send_.assign(static_cast<size_t>(mine * c + 2 * ne), 0.0f);  // [slice | counts | prob sums]
   const std::vector<float>& combine = block.combine_weights();
-  for (int64_t p = 0; p < pairs; ++p) {
-    const int64_t t = pair_token_[static_cast<size_t>(p)];
-    const float w = combine[static_cast<size_t>(t * kk + pair_slot_[static_cast<size_t>(p)])];
-    const float* out = returned_.data() + p * c;
+  for (size_t p = 0; p < pair_token_.size(); ++p) {
+    const int64_t t = pair_token_[p];
+    const float w = combine[static_cast<size_t>(t * kk + pair_slot_[p])];
+    const float* out = returned_.data() + static_cast<int64_t>(p) * c;
     float* yt = send_.data() + t * c;
     for (int64_t i = 0; i < c; ++i) yt[i] += w * out[i];
   }
@@ -129,15 +141,15 @@ Status MoeExchange::forward(MoeBlock& block, std::span<const float> h, int64_t n
       probs[e] = static_cast<float>(sum);
     }
   }
-  const std::vector<std::size_t> gathered = gather_counts(n, c, 2 * ne);
+  const std::vector<std::size_t> gathered = gather_counts(n_, c, 2 * ne);
   gathered_.resize(total(gathered));
   NTP_RETURN_IF_ERROR(group_->all_gather_v(send_, gathered_, gathered));
   stats.counts.assign(static_cast<size_t>(ne), 0.0);
   stats.prob_sum.assign(static_cast<size_t>(ne), 0.0);
   const float* part = gathered_.data();
   for (int r = 0; r < group_->size(); ++r) {
-    const int64_t count = slice_count(r, n);
-    std::copy_n(part, count * c, y.data() + slice_first(r, n) * c);
+    const int64_t count = slice_count(r, n_);
+    std::copy_n(part, count * c, y.data() + slice_first(r, n_) * c);
     for (int64_t e = 0; e < ne; ++e) {
       stats.counts[static_cast<size_t>(e)] += part[count * c + e];
       stats.prob_sum[static_cast<size_t>(e)] += part[count * c + ne + e];
@@ -151,25 +163,29 @@ Status MoeExchange::backward(MoeBlock& block, std::span<const float> dy,
                              std::span<const double> aux_dprobs, std::span<float> dh,
                              float* router_grad) {
   if (n_ < 0) return failed_precondition("MoeExchange::backward called before any forward");
-  const MoeConfig& cfg = block.config();
-  const int64_t n = n_, c = cfg.hidden, ne = cfg.n_experts, kk = cfg.top_k;
-  const int64_t first = slice_first(group_->rank(), n), mine = slice_count(group_->rank(), n);
-  if (static_cast<int64_t>(dy.size()) != n * c || static_cast<int64_t>(dh.size()) != n * c) {
+  const int64_t c = block.config().hidden;
+  if (static_cast<int64_t>(dy.size()) != n_ * c || static_cast<int64_t>(dh.size()) != n_ * c) {
     return invalid_argument("MoeExchange::backward: dy and dh must hold n * hidden = " +
-                            std::to_string(n * c) + " floats (n of the last forward)");
+                            std::to_string(n_ * c) + " floats (n of the last forward)");
   }
+  std::vector<float> dcombine;
+  NTP_RETURN_IF_ERROR(exchange_output_gradients(block, dy, dcombine));
+  return gather_input_gradients(block, dcombine, aux_dprobs, dh, router_grad);
+}
 
-  // 5. Each pair's combine-weight gradient here; w * dy[t] to its holder.
-  const int64_t pairs = static_cast<int64_t>(pair_token_.size());
+Status MoeExchange::exchange_output_gradients(MoeBlock& block, std::span<const float> dy,
+                                              std::vector<float>& dcombine) {
+  const int64_t c = block.config().hidden, kk = block.config().top_k;
+  const int64_t first = slice_first(group_->rank(), n_), mine = slice_count(group_->rank(), n_);
   const std::vector<float>& combine = block.combine_weights();
-  std::vector<float> dcombine(static_cast<size_t>(mine * kk), 0.0f);
-  send_.resize(static_cast<size_t>(pairs * c));
-  for (int64_t p = 0; p < pairs; ++p) {
-    const int64_t t = pair_token_[static_cast<size_t>(p)];
-    const size_t ts = static_cast<size_t>(t * kk + pair_slot_[static_cast<size_t>(p)]);
+  dcombine.assign(static_cast<size_t>(mine * kk), 0.0f);
+  send_.resize(pair_token_.size() * static_cast<size_t>(c));
+  for (size_t p = 0; p < pair_token_.size(); ++p) {
+    const int64_t t = pair_token_[p];
+    const size_t ts = static_cast<size_t>(t * kk + pair_slot_[p]);
     const float* dyt = dy.data() + (first + t) * c;
-    const float* out = returned_.data() + p * c;
-    float* dout = send_.data() + p * c;
+    const float* out = returned_.data() + static_cast<int64_t>(p) * c;
+    float* dout = send_.data() + static_cast<int64_t>(p) * c;
     double dot = 0.0;
     for (int64_t i = 0; i < c; ++i) {
       dot += static_cast<double>(dyt[i]) * out[i];
@@ -177,22 +193,23 @@ Status MoeExchange::backward(MoeBlock& block, std::span<const float> dy,
     }
     dcombine[ts] = static_cast<float>(dot);
   }
-  const int64_t received = static_cast<int64_t>(total(pairs_from_));
-  recv_.resize(static_cast<size_t>(received * c));
+  recv_.resize(total(pairs_from_) * static_cast<size_t>(c));
   NTP_RETURN_IF_ERROR(
       group_->all_to_all_v(send_, scaled(pairs_to_, c), recv_, scaled(pairs_from_, c)));
-
-  // 6. The held experts' backward; the rows' input gradients back to their owners.
-  computed_.resize(static_cast<size_t>(received * c));
+  computed_.resize(recv_.size());
   NTP_RETURN_IF_ERROR(block.experts_backward(recv_, computed_));
-  NTP_RETURN_IF_ERROR(
-      group_->all_to_all_v(computed_, scaled(pairs_from_, c), returned_, scaled(pairs_to_, c)));
+  return group_->all_to_all_v(computed_, scaled(pairs_from_, c), returned_, scaled(pairs_to_, c));
+}
 
-  // 7. dh of the slice and this slice's router gradient; gather both from every rank.
-  send_.assign(static_cast<size_t>(mine * c + ne * c), 0.0f);
-  for (int64_t p = 0; p < pairs; ++p) {
-    const float* dx = returned_.data() + p * c;
-    float* dht = send_.data() + pair_token_[static_cast<size_t>(p)] * c;
+Status MoeExchange::gather_input_gradients(MoeBlock& block, std::span<const float> dcombine,
+                                           std::span<const double> aux_dprobs, std::span<float> dh,
+                                           float* router_grad) {
+  const int64_t c = block.config().hidden, ne = block.config().n_experts;
+  const int64_t mine = slice_count(group_->rank(), n_);
+  send_.assign(static_cast<size_t>(mine * c + ne * c), 0.0f);  // [dh slice | router gradient]
+  for (size_t p = 0; p < pair_token_.size(); ++p) {
+    const float* dx = returned_.data() + static_cast<int64_t>(p) * c;
+    float* dht = send_.data() + pair_token_[p] * c;
     for (int64_t i = 0; i < c; ++i) dht[i] += dx[i];
   }
   if (mine > 0) {
@@ -201,14 +218,14 @@ Status MoeExchange::backward(MoeBlock& block, std::span<const float> dy,
         block.router_backward(dcombine, aux_dprobs, /*add_aux=*/true,
                               std::span<float>(send_.data(), static_cast<size_t>(mine * c))));
   }
-  const std::vector<std::size_t> gathered = gather_counts(n, c, ne * c);
+  const std::vector<std::size_t> gathered = gather_counts(n_, c, ne * c);
   gathered_.resize(total(gathered));
   NTP_RETURN_IF_ERROR(group_->all_gather_v(send_, gathered_, gathered));
   std::vector<float> router_sum(static_cast<size_t>(ne * c), 0.0f);
   const float* part = gathered_.data();
   for (int r = 0; r < group_->size(); ++r) {  // rank order: the same sum on every rank
-    const int64_t count = slice_count(r, n);
-    std::copy_n(part, count * c, dh.data() + slice_first(r, n) * c);
+    const int64_t count = slice_count(r, n_);
+    std::copy_n(part, count * c, dh.data() + slice_first(r, n_) * c);
     for (int64_t i = 0; i < ne * c; ++i) router_sum[static_cast<size_t>(i)] += part[count * c + i];
     part += count * c + ne * c;
   }

@@ -71,6 +71,24 @@ class MoeExchange {
   // The all_gather_v counts for a payload of per_token values per own token plus `extra`.
   std::vector<std::size_t> gather_counts(int64_t n, int64_t per_token, int64_t extra) const;
 
+  // Forward steps 1-2 (see the top): routes this rank's slice, packs its pairs into send_ in
+  // destination order (pair_token_, pair_slot_, pairs_to_), exchanges the counts (pairs_from_)
+  // and the rows (recv_).
+  Status route_and_dispatch(MoeBlock& block, std::span<const float> h);
+  void pack_pairs(const MoeBlock& block, std::span<const float> h);
+  // Step 3: the held experts on recv_'s rows (computed_), their outputs back (returned_).
+  Status run_received(MoeBlock& block);
+  // Step 4: the slice's output and routing statistics, gathered from every rank into y, stats.
+  Status combine_and_gather(const MoeBlock& block, std::span<float> y, RoutingStats& stats);
+  // Backward steps 5-6: dcombine [own tokens, k], w dy to the holders, the experts' backward,
+  // the rows' input gradients back (returned_).
+  Status exchange_output_gradients(MoeBlock& block, std::span<const float> dy,
+                                   std::vector<float>& dcombine);
+  // Step 7: the slice's dh and router gradient, gathered from every rank into dh, router_grad.
+  Status gather_input_gradients(MoeBlock& block, std::span<const float> dcombine,
+                                std::span<const double> aux_dprobs, std::span<float> dh,
+                                float* router_grad);
+
   TpGroup* group_;  // not owned
   std::vector<int> holders_;
   int64_t n_ = -1;  // tokens of the last forward
