@@ -169,7 +169,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       "--domains/--tp/--failed, as a job of any layout under `ntp launch --nproc-per-node "
       "DOMAINS*TP -- ntp eval ...` (each replica evaluates a share of the batches at its TP "
       "degree). SOURCE is an ntp checkpoint (a step or save directory, any layout) or a Hugging "
-      "Face directory (config.json + model.safetensors: GPT2LMHeadModel or LlamaForCausalLM). "
+      "Face directory (config.json + model.safetensors: GPT2LMHeadModel, LlamaForCausalLM, "
+      "MixtralForCausalLM, or Qwen2MoeForCausalLM as ntp exports it). "
       "Window i holds tokens OFFSET + i*T .. OFFSET + (i+1)*T: T inputs and their T next-token "
       "targets. Prints one JSON line {\"loss\" (nats, mean over the targets), \"tokens\" "
       "(targets), \"windows\"} on stdout (world rank 0 only); the speed goes to stderr");

@@ -350,8 +350,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->group(ckpt);
   cmd->add_option("--init-from", c.init_from,
                   "Start a new run (step 0, fresh optimizer) from these weights, at any layout: a "
-                  "Hugging Face directory (config.json + model.safetensors, GPT2LMHeadModel or "
-                  "LlamaForCausalLM) or an ntp checkpoint. The model (family, layers, heads, KV "
+                  "Hugging Face directory (config.json + model.safetensors: GPT2LMHeadModel, "
+                  "LlamaForCausalLM, MixtralForCausalLM, or Qwen2MoeForCausalLM as ntp exports "
+                  "it) or an ntp checkpoint. The model (family, layers, heads, KV "
                   "heads, width, FFN, vocabulary, context, RoPE theta) comes from it; a model flag "
                   "that disagrees is an error. --resume's checkpoint, when there is one, wins "
                   "(restarts)")
