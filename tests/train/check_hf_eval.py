@@ -233,24 +233,23 @@ def gpt2_logits(np, w, c, ids):
 
 
 def reference_loss(np, weights, config, name, inputs, targets):
-    """The mean loss `ntp eval` reports, in float64, and the aux loss's part of it. For a MoE, as
-    ntp's (and MixtralForCausalLM's with output_router_logits) loss: per forward of BATCH windows,
-    the mean cross-entropy plus router_aux_loss_coef times that forward's load-balancing loss; the
-    batches weighted by their targets (all the same size here)."""
+    """The mean loss `ntp eval` reports, in float64. For a MoE, as ntp's (and
+    MixtralForCausalLM's or Qwen2MoeForCausalLM's with output_router_logits) loss: per forward of
+    BATCH windows, the mean cross-entropy plus router_aux_loss_coef times that forward's
+    load-balancing loss; the batches weighted by their targets (all the same size here)."""
     if name == "gpt2":
-        return mean_nll(np, gpt2_logits(np, weights, config, np.array(inputs)), targets), 0.0
+        return mean_nll(np, gpt2_logits(np, weights, config, np.array(inputs)), targets)
     if name == "llama":
-        return mean_nll(np, llama_logits(np, weights, config, np.array(inputs)), targets), 0.0
-    total, aux_total = 0.0, 0.0
+        return mean_nll(np, llama_logits(np, weights, config, np.array(inputs)), targets)
+    total = 0.0
     for b in range(0, len(inputs), BATCH):
         router_logits = []
         logits = llama_logits(np, weights, config, np.array(inputs[b:b + BATCH]), router_logits)
         n_exp = config.get("num_local_experts", config.get("num_experts"))
-        aux = config["router_aux_loss_coef"] * load_balancing_loss(
-            np, router_logits, n_exp, config["num_experts_per_tok"])
-        total += (mean_nll(np, logits, targets[b:b + BATCH]) + aux) * len(inputs[b:b + BATCH])
-        aux_total += aux * len(inputs[b:b + BATCH])
-    return total / len(inputs), aux_total / len(inputs)
+        aux = load_balancing_loss(np, router_logits, n_exp, config["num_experts_per_tok"])
+        loss = mean_nll(np, logits, targets[b:b + BATCH]) + config["router_aux_loss_coef"] * aux
+        total += loss * len(inputs[b:b + BATCH])
+    return total / len(inputs)
 
 
 def transformers_loss(hf_dir, inputs, targets):
@@ -264,10 +263,7 @@ def transformers_loss(hf_dir, inputs, targets):
     model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32)
     model.eval()
     total = 0.0
-    # Qwen2-MoE's aux_loss is left out: transformers records its router's softmax output as the
-    # router logits (Qwen2MoeTopKRouter), and load_balancing_loss_func takes a softmax of those
-    # again, which is not the Mixtral aux ntp computes; its cross-entropy is compared alone.
-    moe = model.config.model_type == "mixtral"
+    moe = model.config.model_type in ("mixtral", "qwen2_moe")
     for b in range(0, len(inputs), BATCH):
         batch = torch.tensor(inputs[b:b + BATCH])
         with torch.no_grad():
@@ -299,15 +295,13 @@ def check_family(args, np, load_file, tokens, name, model_flags):
         config = json.load(f)
     stored = load_file(os.path.join(hf, "model.safetensors"))
     weights = {k: v.astype(np.float64) for k, v in stored.items()}
-    ref, ref_aux = reference_loss(np, weights, config, name, inputs, targets)
+    ref = reference_loss(np, weights, config, name, inputs, targets)
     failures = []
     rel = abs(ntp_loss - ref) / abs(ref)
     print(f"{name}: ntp eval {ntp_loss:.10f}, NumPy float64 {ref:.10f}: relative {rel:.2e}")
     if not rel <= LIMIT:
         failures.append(f"{name}: ntp eval differs from NumPy by {rel:.2e} > {LIMIT}")
     tf = transformers_loss(hf, inputs, targets)
-    if tf is not None and config["model_type"] == "qwen2_moe":
-        tf += ref_aux  # transformers' cross-entropy alone: see transformers_loss
     if tf is not None:
         rel_tf = abs(ntp_loss - tf) / abs(tf)
         print(f"{name}: transformers {tf:.10f}: relative {rel_tf:.2e}")
