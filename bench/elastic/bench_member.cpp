@@ -191,6 +191,7 @@ Status BenchMember::form(const elastic::MemberList& list) {
       ranks_where(list.members, [&](int id) { return id % tp == position; });
   if (setup_.one_batch) gloo.planned_subgroups = {replica_ranks, dp_ranks};
   NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::connect_gloo(gloo));
+  moments_.linked.store(now_ns());
   NTP_ASSIGN_OR_RETURN(auto tp_group, world->subgroup(replica_ranks, "tp" + d));
   NTP_ASSIGN_OR_RETURN(auto sync_group, world->subgroup(replica_ranks, "sync" + d));
   NTP_ASSIGN_OR_RETURN(auto dp_group, world->subgroup(dp_ranks, "dp" + std::to_string(position)));
@@ -198,6 +199,7 @@ Status BenchMember::form(const elastic::MemberList& list) {
        {world.get(), tp_group.get(), sync_group.get(), dp_group.get()}) {
     NTP_RETURN_IF_ERROR(group->barrier());
   }
+  moments_.passed.store(now_ns());
   groups_.push_back(std::move(world));
   groups_.push_back(std::move(tp_group));
   groups_.push_back(std::move(sync_group));

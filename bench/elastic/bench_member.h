@@ -50,6 +50,9 @@ struct MemberMoments {
   // Inside the agreement (AgreementParams::on_enter, on_phase): when it last announced itself
   // in an epoch, and, on the decider, when it last decided a list (before publishing it).
   std::atomic<std::int64_t> announced{0}, decided{0};
+  // Inside the formation: when every link of its world (and so of its groups) was up, and when
+  // it was past its four groups' barriers.
+  std::atomic<std::int64_t> linked{0}, passed{0};
   std::atomic<int> epoch{0}, size{0};  // of the agreed list
 };
 

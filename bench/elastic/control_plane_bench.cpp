@@ -200,6 +200,21 @@ nlohmann::ordered_json agree_parts(const std::vector<std::unique_ptr<BenchMember
   return parts;
 }
 
+// The formation's parts, as control_plane_sim prints them (SimResult::form_link_s): from the last
+// member holding the list to the last with every link up, to the last past its groups' barriers,
+// to the last done.
+nlohmann::ordered_json form_parts(const std::vector<std::unique_ptr<BenchMember>>& members,
+                                  int victim, std::int64_t agreed, std::int64_t formed) {
+  const std::int64_t linked = all_reached(members, victim, &ntp::bench::MemberMoments::linked);
+  const std::int64_t passed = all_reached(members, victim, &ntp::bench::MemberMoments::passed);
+  if (!(agreed <= linked && linked <= passed && passed <= formed)) return nullptr;
+  nlohmann::ordered_json parts;
+  parts["link_s"] = span_s(agreed, linked);
+  parts["barrier_s"] = span_s(linked, passed);
+  parts["done_s"] = span_s(passed, formed);
+  return parts;
+}
+
 bool any_failed(const std::vector<std::unique_ptr<BenchMember>>& members, int victim,
                 std::string* first) {
   for (size_t i = 0; i < members.size(); ++i) {
@@ -357,7 +372,10 @@ ServerCounts counts_or_die(const ntp::bench::RedisProcess& server) {
     const std::int64_t tm = ok ? wait_all(&ntp::bench::MemberMoments::formed) : 0;
     ok = phase("form_s", tg, tm, cg, &cm) && ok;
     end = cm;
-    if (ok) line["fault_to_formed_s"] = span_s(tf, tm);
+    if (ok) {
+      line["fault_to_formed_s"] = span_s(tf, tm);
+      line["form_parts"] = form_parts(members, victim, tg, tm);
+    }
   }
   if (!ok) {
     line["failed"] = failure.empty() ? "ran past --max-s" : failure;

@@ -3,26 +3,31 @@
 
 Runs bench/elastic/control_plane_bench --repeats times over the given member counts (each run
 covers every count, so slow drifts of the host spread over all of them), takes each phase's
-median, fits the simulator's host parameters at the smallest counts only, and prints the
-simulator's prediction at every count beside the bench's median and range, with the ratio:
+median, fits the simulator's host parameters at the smallest count only, and prints the
+simulator's prediction at every count beside the bench's median and range, with the ratio,
+then each phase's parts (agreement, formation) the same way:
 
-  - cpu_per_op (a member's CPU per store op sent and per reply taken in) from the agreement at
-    the smallest count (the agreement runs before any link is set up, so it alone sets it);
-  - link_rtt (a message's round trip between two members' threads: a barrier's hop) and
-    connect (a member's CPU per link set up) from the formation at the two smallest counts
-    (the simulated formation is linear in both; three simulator runs give its coefficients).
+  - cpu_per_op (a member's CPU per store op sent and per reply taken in) from the agreement;
+  - wake_cpu (a member's CPU, past cpu_per_op, for a reply that wakes a thread blocked on a
+    stream read or a link: its thread woken, the message parsed and acted on) from the abort
+    (an exit notice wakes every member's blocked read at once). The agreement's waiters take
+    the decider's list the same way, so the two are fitted together, in turn until they settle;
+  - link_rtt (a barrier message's round trip between two members) from the formation's
+    barriers part, and dial_rtt (a dial's round trip, from the connect to the link up at both
+    ends) from its links part: the longest chain of dials one member makes, one after another.
+  - connect (a member's CPU per link end) is given, --connect-us, default 0.
 
 The store's service rate and round trip are measured apart (redis-benchmark, docs/perf.md) and
-given as flags. Counts past the two smallest are predictions, not fits.
+given as flags. Every count past the smallest is a prediction, not a fit.
 
   bench/elastic/sim_vs_bench.py --members 16,32,48,64,96,128 --repeats 5 \
-      --store-ops 145000 --rtt-us 63
+      --store-ops 92000 --rtt-us 53
 
 --save-runs FILE keeps the bench's JSON lines; --bench-runs FILE compares against saved ones
 instead of running the bench (a change of the simulator measured against the same runs).
 
-Writes progress to stderr, the table to stdout; exits 1 if a run fails to produce figures for
-the fitted counts.
+Writes progress to stderr, the table to stdout; exits 1 if the runs have no figures (or, saved
+before 2026-12-05, no formation parts) at the fitted count.
 """
 import argparse
 import json
@@ -35,6 +40,10 @@ PHASES = ("abort_all_s", "agree_s", "form_s")
 # The agreement's parts, in both tools' JSON under "agree_parts": from the last abort to the last
 # member entering the epoch, to the decider's list, to the last member holding it.
 AGREE_PARTS = ("announce_s", "decide_s", "take_s")
+# The formation's, under "form_parts": from the last member holding the list to the last with
+# every link up (addresses exchanged, links set up), to the last past its groups' barriers, to
+# the last done.
+FORM_PARTS = ("link_s", "barrier_s", "done_s")
 
 
 def run_bench(build, members, repeats, steady_s):
@@ -70,10 +79,10 @@ def save_runs(path, runs):
     os.replace(path + ".tmp", path)
 
 
-def summary(rows, phase, part=None):
-    """Median, min, max and count of rows' `phase` (or of `part` in their "agree_parts")."""
+def summary(rows, phase, part=None, parts_key="agree_parts"):
+    """Median, min, max and count of rows' `phase` (or of `part` in their `parts_key`)."""
     if part is not None:
-        rows = [r["agree_parts"] for r in rows if r.get("agree_parts")]
+        rows = [r[parts_key] for r in rows if r.get(parts_key)]
         phase = part
     values = [r[phase] for r in rows if r.get(phase) is not None]
     if not values:
@@ -81,55 +90,78 @@ def summary(rows, phase, part=None):
     return statistics.median(values), min(values), max(values), len(values)
 
 
-def simulate(build, members, store_ops, rtt_us, cores, cpu_us, connect_us, link_rtt_us,
-             extra=()):
+# The simulator's host parameters (control_plane_sim's flags of these names, microseconds).
+PARAMS = ("cpu-per-op", "wake-cpu", "connect", "dial-rtt", "link-rtt")
+
+
+def simulate(build, members, store_ops, rtt_us, cores, params, extra=()):
+    flags = []
+    for name in PARAMS:
+        flags += [f"--{name}-us", f"{params.get(name, 0.0):.3f}"]
     out = subprocess.run(
         [os.path.join(build, "bin/control_plane_sim"), *extra, "--gpus", ",".join(map(str, members)),
          "--store-ops", str(store_ops), "--rtt-us", str(rtt_us), "--host-cores", str(cores),
-         "--cpu-per-op-us", f"{cpu_us:.3f}", "--connect-us", f"{connect_us:.3f}",
-         "--link-rtt-us", f"{link_rtt_us:.3f}"],
+         *flags],
         capture_output=True, text=True, timeout=600, check=True)
     return {row["gpus"]: row for row in map(json.loads, out.stdout.splitlines())}
 
 
-def fit_cpu_per_op(sim, n, target_agree):
-    """Bisection: the simulated agreement grows with the CPU per op."""
-    low, high = 0.0, 1000.0
+def bisect(figure, target, high=1000.0):
+    """The x in [0, high] where figure(x), growing with x, meets target."""
+    low = 0.0
     for _ in range(30):
         mid = (low + high) / 2
-        if sim([n], mid, 0, 0)[n]["agree_s"] < target_agree:
+        if figure(mid) < target:
             low = mid
         else:
             high = mid
     return (low + high) / 2
 
 
-def fit_formation(sim, sizes, targets, cpu_us):
-    """form(n) = base(n) + a(n) * link_rtt + b(n) * connect, solved at the two sizes."""
-    base = sim(sizes, cpu_us, 0, 0)
-    by_rtt = sim(sizes, cpu_us, 0, 1000)
-    by_connect = sim(sizes, cpu_us, 100, 0)
-    rows = []
-    for n, target in zip(sizes, targets):
-        b0 = base[n]["form_s"]
-        rows.append(((by_rtt[n]["form_s"] - b0) / 1000, (by_connect[n]["form_s"] - b0) / 100,
-                     target - b0))
-    (a1, c1, t1), (a2, c2, t2) = rows
-    det = a1 * c2 - a2 * c1
-    if abs(det) > 1e-12:
-        link_rtt = (t1 * c2 - t2 * c1) / det
-        connect = (a1 * t2 - a2 * t1) / det
-        if link_rtt >= 0 and connect >= 0:
-            return link_rtt, connect, "exact"
-    # No non-negative exact fit (noisy medians, or counts too close): the best of the two
-    # one-parameter least-squares fits, the other parameter at 0.
-    rtt_only = max(0.0, (a1 * t1 + a2 * t2) / (a1 * a1 + a2 * a2))
-    connect_only = max(0.0, (c1 * t1 + c2 * t2) / (c1 * c1 + c2 * c2))
-    miss_rtt = (a1 * rtt_only - t1) ** 2 + (a2 * rtt_only - t2) ** 2
-    miss_connect = (c1 * connect_only - t1) ** 2 + (c2 * connect_only - t2) ** 2
-    if miss_rtt <= miss_connect:
-        return rtt_only, 0.0, "least squares, set-up cost at 0"
-    return 0.0, connect_only, "least squares, link round trip at 0"
+def fit_store_cpu(sim, n, target_agree, target_abort, fit_wake):
+    """cpu_per_op from the agreement and wake_cpu from the abort at n, each fitted with the
+    other held, in turn until neither moves by more than 0.1 us (each phase grows with both)."""
+    cpu_us, wake_us = 0.0, 0.0
+    for _ in range(8):
+        cpu_us = bisect(lambda x: sim([n], {"cpu-per-op": x, "wake-cpu": wake_us})[n]["agree_s"],
+                        target_agree)
+        if not fit_wake:
+            break
+        new_wake = bisect(
+            lambda x: sim([n], {"cpu-per-op": cpu_us, "wake-cpu": x})[n]["abort_all_s"],
+            target_abort)
+        settled = abs(new_wake - wake_us) < 0.1
+        wake_us = new_wake
+        if settled:
+            break
+    return {"cpu-per-op": cpu_us, "wake-cpu": wake_us}
+
+
+def part(row, key, name):
+    return (row.get(key) or {}).get(name)
+
+
+def fit_formation(sim, n, link_target, barrier_target, store_params, connect_us):
+    """The formation's two round trips from its parts at n: link_rtt from the barriers (their
+    messages' round trips, beside the receivers' CPU that cpu_per_op and wake_cpu already set)
+    and dial_rtt from the links' part (the longest chain of dials), each fitted with the other
+    held, in turn until neither moves by more than 1 us (the two parts share the host's CPU).
+    The CPU per link set up is given (--connect-us), not fitted: the links' part at the larger
+    counts, the only figure that could set it, is the prediction this compares."""
+    params = {**store_params, "connect": connect_us, "dial-rtt": 0.0, "link-rtt": 0.0}
+
+    def figure(name, **change):
+        return part(sim([n], {**params, **change})[n], "form_parts", name)
+
+    for _ in range(12):
+        params["link-rtt"] = bisect(lambda x: figure("barrier_s", **{"link-rtt": x}),
+                                    barrier_target, high=50000.0)
+        dial = bisect(lambda x: figure("link_s", **{"dial-rtt": x}), link_target, high=50000.0)
+        settled = abs(dial - params["dial-rtt"]) < 1.0
+        params["dial-rtt"] = dial
+        if settled:
+            break
+    return params
 
 
 def main():
@@ -147,14 +179,20 @@ def main():
     p.add_argument("--woken-reads-free", action="store_true",
                    help="simulate with control_plane_sim --woken-reads-free (the store model "
                         "before 2026-12-05), to compare the two models on the same runs")
+    p.add_argument("--connect-us", type=float, default=0.0,
+                   help="a member's CPU per link set up, each end (not fitted; default 0: the "
+                        "dial's round trip takes the links' whole time)")
+    p.add_argument("--no-wake-fit", action="store_true",
+                   help="keep wake_cpu at 0 and leave the abort unfitted (the model before "
+                        "2026-12-05's second comparison), to compare the two on the same runs")
     p.add_argument("--save-runs", metavar="FILE", help="write the bench's JSON lines to FILE")
     p.add_argument("--bench-runs", metavar="FILE",
                    help="read the bench's JSON lines from FILE (a --save-runs file) instead of "
                         "running it; --repeats and --steady-s are then not used")
     a = p.parse_args()
     members = sorted(int(m) for m in a.members.split(","))
-    if len(members) < 3:
-        sys.exit("error: --members needs at least 3 counts: two to fit, one or more to predict")
+    if len(members) < 2:
+        sys.exit("error: --members needs at least 2 counts: one to fit, one or more to predict")
 
     if a.bench_runs:
         try:
@@ -166,34 +204,42 @@ def main():
         if a.save_runs:
             save_runs(a.save_runs, runs)
     med = {n: {ph: summary(runs[n], ph) for ph in PHASES} for n in members}
-    fit_sizes = members[:2]
+    fit_sizes = members[:1]
     for n in fit_sizes:
-        if med[n]["agree_s"] is None or med[n]["form_s"] is None:
-            sys.exit(f"error: no agreement or formation figures at {n} members to fit on")
+        if any(med[n][ph] is None for ph in PHASES):
+            sys.exit(f"error: no abort, agreement or formation figures at {n} members to fit on")
+    link_target = summary(runs[fit_sizes[0]], None, "link_s", "form_parts")
+    barrier_target = summary(runs[fit_sizes[0]], None, "barrier_s", "form_parts")
+    if link_target is None or barrier_target is None:
+        sys.exit(f"error: the bench's runs have no formation parts (form_parts) at {fit_sizes[0]} "
+                 "members: runs saved before 2026-12-05 lack them; run the bench again")
 
     extra = ["--woken-reads-free"] if a.woken_reads_free else []
 
-    def sim(sizes, cpu_us, connect_us, link_rtt_us):
-        return simulate(a.build, sizes, a.store_ops, a.rtt_us, a.host_cores, cpu_us, connect_us,
-                        link_rtt_us, extra)
+    def sim(sizes, params):
+        return simulate(a.build, sizes, a.store_ops, a.rtt_us, a.host_cores, params, extra)
 
-    cpu_us = fit_cpu_per_op(sim, fit_sizes[0], med[fit_sizes[0]]["agree_s"][0])
-    link_rtt, connect, how = fit_formation(sim, fit_sizes,
-                                           [med[n]["form_s"][0] for n in fit_sizes], cpu_us)
-    predicted = sim(members, cpu_us, connect, link_rtt)
+    first = med[fit_sizes[0]]
+    store_params = fit_store_cpu(sim, fit_sizes[0], first["agree_s"][0], first["abort_all_s"][0],
+                                 not a.no_wake_fit)
+    params = fit_formation(sim, fit_sizes[0], link_target[0], barrier_target[0], store_params,
+                           a.connect_us)
+    predicted = sim(members, params)
 
     print(f"# host: {a.host_cores} cores; store {a.store_ops:.0f} ops/s, round trip {a.rtt_us} us")
-    print(f"# fitted at {fit_sizes[0]} (agreement) and {fit_sizes} (formation): cpu_per_op "
-          f"{cpu_us:.1f} us, link_rtt {link_rtt:.0f} us, connect {connect:.0f} us ({how})")
+    wake_at = "" if a.no_wake_fit else " and abort"
+    print(f"# fitted at {fit_sizes[0]} members only: cpu_per_op and wake_cpu (agreement{wake_at}), "
+          f"link_rtt (formation's barriers), dial_rtt (formation's links); connect given: " +
+          ", ".join(f"{k} {params.get(k, 0.0):.1f} us" for k in PARAMS))
     if a.bench_runs:
         print(f"# bench: the runs saved in {a.bench_runs}; median [min-max] (runs with figures)")
     else:
         print(f"# bench: {a.repeats} runs of control_plane_bench --members {a.members} "
               f"--steady-s {a.steady_s}; median [min-max] (runs with figures)")
+    flags = " ".join(f"--{k}-us {params.get(k, 0.0):.1f}" for k in PARAMS)
     print(f"# sim: {a.build}/bin/control_plane_sim {' '.join(extra)}{' ' if extra else ''}"
-          f"--gpus {a.members} --store-ops "
-          f"{a.store_ops:.0f} --rtt-us {a.rtt_us} --host-cores {a.host_cores} --cpu-per-op-us "
-          f"{cpu_us:.1f} --connect-us {connect:.0f} --link-rtt-us {link_rtt:.0f}")
+          f"--gpus {a.members} --store-ops {a.store_ops:.0f} --rtt-us {a.rtt_us} "
+          f"--host-cores {a.host_cores} {flags}")
     print("| N | phase | bench median [min-max] (runs) | sim | sim/bench |")
     print("|---|---|---|---|---|")
     for n in members:
@@ -203,25 +249,26 @@ def main():
             if s is None:
                 print(f"| {n} | {ph} | failed in every run | {got:.4f} | - |")
                 continue
-            fitted = (ph == "agree_s" and n == fit_sizes[0]) or (ph == "form_s" and n in fit_sizes)
+            fitted = n == fit_sizes[0] and (ph != "abort_all_s" or not a.no_wake_fit)
             ratio = "fitted" if fitted else f"{got / s[0]:.2f}"
             print(f"| {n} | {ph} | {s[0]:.4f} [{s[1]:.4f}-{s[2]:.4f}] ({s[3]}) | {got:.4f} | "
                   f"{ratio} |")
-    print_agree_parts(members, runs, predicted)
+    print_parts(members, runs, predicted, "agree_parts", "agree_s", AGREE_PARTS)
+    print_parts(members, runs, predicted, "form_parts", "form_s", FORM_PARTS)
 
 
-def print_agree_parts(members, runs, predicted):
-    """The agreement's three parts side by side: where a miss of agree_s comes from. Runs saved
-    before the bench measured them have none; then nothing is printed."""
-    if not any(r.get("agree_parts") for n in members for r in runs[n]):
+def print_parts(members, runs, predicted, key, phase, names):
+    """A phase's parts side by side: where a miss of the phase comes from. Runs saved before the
+    bench measured them have none; then nothing is printed."""
+    if not any(r.get(key) for n in members for r in runs[n]):
         return
     print()
-    print("| N | part of agree_s | bench median [min-max] (runs) | sim | sim/bench |")
+    print(f"| N | part of {phase} | bench median [min-max] (runs) | sim | sim/bench |")
     print("|---|---|---|---|---|")
     for n in members:
-        sim_parts = predicted[n].get("agree_parts") or {}
-        for part in AGREE_PARTS:
-            s = summary(runs[n], None, part)
+        sim_parts = predicted[n].get(key) or {}
+        for part in names:
+            s = summary(runs[n], None, part, key)
             got = sim_parts.get(part)
             if s is None or got is None:
                 print(f"| {n} | {part} | {'-' if s is None else f'{s[0]:.4f}'} | "

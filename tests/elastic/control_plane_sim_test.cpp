@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,6 +16,7 @@
 #include "elastic/agreement.h"
 #include "elastic/agreement_machine.h"
 #include "elastic/sim/host_cpu.h"
+#include "elastic/sim/sim_barrier.h"
 #include "elastic/sim/sim_link.h"
 #include "elastic/sim/sim_store.h"
 
@@ -149,6 +154,74 @@ TEST(HostCpuTest, WorkQueuesOnTheCoreFreeFirstAndRunsAtOnceOnACpuOfItsOwn) {
   EXPECT_EQ(done_own, (std::vector<Time>(5, ms1)));
 }
 
+// A barrier of n ranks whose messages each take `hop` on the agenda; ranks enter at `enter_at`.
+// Returns when each rank left (Time::max(): never) and counts the messages sent.
+struct BarrierRun {
+  std::vector<Time> left;
+  int messages = 0;
+};
+BarrierRun run_barrier(int n, bool sparse, Duration hop, const std::vector<Time>& enter_at) {
+  EventLoop loop;
+  BarrierRun out;
+  out.left.assign(static_cast<size_t>(n), Time::max());
+  SimBarrier barrier(n, sparse, [&](int, std::function<void()> taken) {
+    ++out.messages;
+    loop.after(hop, std::move(taken));
+  });
+  for (int r = 0; r < n; ++r) {
+    loop.at(enter_at[static_cast<size_t>(r)], [&, r] {
+      barrier.enter(r, [&, r] {
+        EXPECT_EQ(out.left[static_cast<size_t>(r)], Time::max()) << "rank " << r << " left twice";
+        out.left[static_cast<size_t>(r)] = loop.now();
+      });
+    });
+  }
+  loop.run_until(Time::max(), [] { return false; });
+  return out;
+}
+
+TEST(SimBarrierTest, ADisseminationTakesCeilLog2RoundsOfOneMessagePerRank) {
+  // comm/gloo_collectives.cpp's barrier over a full mesh: in round k rank r sends to r + 2^k and
+  // waits for r - 2^k. All ranks entering at 0 with 1 ms hops leave at ceil(log2 n) ms exactly,
+  // after n messages a round. A rank entering 5 ms late holds every other rank until its
+  // messages have gone round: each leaves after 5 + 1 ms (it needs the late rank's first
+  // message, at least through others), the last at 5 + ceil(log2 n) ms; the late rank itself
+  // leaves in [5, 5 + ceil(log2 n)] ms (its later rounds' messages come through ranks it held).
+  for (int n : {2, 3, 7, 8, 31}) {
+    const int rounds = static_cast<int>(std::ceil(std::log2(n)));
+    const BarrierRun together = run_barrier(n, false, milliseconds(1), std::vector<Time>(n));
+    EXPECT_EQ(together.messages, n * rounds) << n;
+    EXPECT_EQ(together.left, std::vector<Time>(n, Time(milliseconds(rounds)))) << n;
+    const int late = n / 2;
+    std::vector<Time> one_late(n);
+    one_late[static_cast<size_t>(late)] = Time(milliseconds(5));
+    const BarrierRun r = run_barrier(n, false, milliseconds(1), one_late);
+    Time last{};
+    for (int k = 0; k < n; ++k) {
+      const Time left = r.left[static_cast<size_t>(k)];
+      last = std::max(last, left);
+      EXPECT_GE(left, Time(milliseconds(k == late ? 5 : 5 + 1))) << n << " " << k;
+      EXPECT_LE(left, Time(milliseconds(5 + rounds))) << n << " " << k;
+    }
+    EXPECT_EQ(last, Time(milliseconds(5 + rounds))) << n;
+  }
+}
+
+TEST(SimBarrierTest, ATreeGoesUpAndDownTheBinomialTreeOnceEach) {
+  // Over sparse links: every rank but the root sends up once and receives down once, 2 (n - 1)
+  // messages. In the binomial tree rank v is popcount(v) hops below the root, so with all
+  // entering at 0 and 1 ms hops the root hears its last child at the greatest depth d and
+  // leaves then, as it sends down, and the deepest rank leaves at 2 d.
+  for (int n : {2, 33, 64, 100}) {
+    int depth = 0;
+    for (int v = 0; v < n; ++v) depth = std::max(depth, std::popcount(static_cast<unsigned>(v)));
+    const BarrierRun r = run_barrier(n, true, milliseconds(1), std::vector<Time>(n));
+    EXPECT_EQ(r.messages, 2 * (n - 1)) << n;
+    EXPECT_EQ(r.left[0], Time(milliseconds(depth))) << n;
+    EXPECT_EQ(*std::max_element(r.left.begin(), r.left.end()), Time(milliseconds(2 * depth))) << n;
+  }
+}
+
 SimConfig small(int gpus, Fault fault, std::uint64_t seed) {
   SimConfig c;
   c.gpus = gpus;
@@ -231,6 +304,43 @@ TEST(ControlPlaneSimTest, TheAgreementsThreePartsFollowInOrderAndAddUpToIt) {
           << "seed " << seed;
     }
   }
+}
+
+TEST(ControlPlaneSimTest, AWokenReadsCostIsPaidOnceOnTheNoticesPath) {
+  // SimConfig::wake_cpu: the reply to a blocking read that carries events costs that much more
+  // of the member's CPU. A kill reaches every member by one woken read of the exit event, then
+  // the member aborts: with a CPU per member (no queue) the last abort moves by exactly the wake
+  // cost (virtual time in whole nanoseconds; the seconds printed to 1e-9).
+  SimConfig c = small(32, Fault::kKill, 3);
+  c.cpu_per_op = std::chrono::microseconds(20);
+  const SimResult plain = simulate(c);
+  c.wake_cpu = std::chrono::microseconds(300);
+  const SimResult woken = simulate(c);
+  ASSERT_EQ(woken.invariants, "ok");
+  EXPECT_NEAR(woken.abort_all_s - plain.abort_all_s, 300e-6, 2e-9);
+}
+
+TEST(ControlPlaneSimTest, TheFormationsThreePartsAddUpToItAndTheDialsAreSequential) {
+  // SimResult::form_link_s, _barrier_s, _done_s (what control_plane_bench measures too). With a
+  // dial round trip of 20 ms and every other cost of the links 0, the links' part is the
+  // address exchange (polls from 1 ms doubling: under 20 ms for 16 members on an idle store)
+  // plus a whole number of dials, one after another: between 1 and the 14 links of a member of
+  // 15. Tripling the barriers' round trip triples the rounds' time, not the links'.
+  SimConfig c = small(16, Fault::kKill, 2);
+  c.dial_round_trip = milliseconds(20);
+  const SimResult r = simulate(c);
+  ASSERT_EQ(r.invariants, "ok");
+  // Consecutive spans in whole nanoseconds: the sum differs from form_s by the rounding of four
+  // conversions to seconds and two additions, a few ulps of 0.1 s (1.4e-17 each).
+  EXPECT_NEAR(r.form_link_s + r.form_barrier_s + r.form_done_s, r.form_s, 1e-16);
+  const double dials = std::floor(r.form_link_s / 20e-3);
+  EXPECT_GE(dials, 1);
+  EXPECT_LE(dials, 14);
+  EXPECT_LT(r.form_link_s - dials * 20e-3, 20e-3);
+  c.link_round_trip = 3 * c.link_round_trip;
+  const SimResult slower = simulate(c);
+  EXPECT_EQ(slower.form_link_s, r.form_link_s);
+  EXPECT_GT(slower.form_barrier_s, 2.5 * r.form_barrier_s);
 }
 
 TEST(ControlPlaneSimTest, TheSteadyLoadIsTheWatchsAndTheBeatsExactly) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -17,6 +18,7 @@
 #include "elastic/agreement.h"
 #include "elastic/agreement_machine.h"
 #include "elastic/sim/address_exchange.h"
+#include "elastic/sim/sim_barrier.h"
 #include "elastic/sim/sim_link.h"
 #include "elastic/sim/sim_run.h"
 #include "elastic/sim/sim_watch.h"
@@ -34,9 +36,54 @@ struct World {
   SimStore store;
   HostCpu host;
   std::vector<std::string> incarnations;  // every slot's first process
+  std::vector<class Member*> members;     // by id, for the links a member dials to another
+  // The barriers of the formations under way, by epoch and group name (comm/gloo_collectives).
+  std::map<std::pair<int, std::string>, std::unique_ptr<SimBarrier>> barriers;
   explicit World(const SimConfig& c) : config(c), store(loop, c.store), host(loop, c.host_cores) {}
-  StoreLink link() { return StoreLink{&loop, &store, &host, config.cpu_per_op}; }
+
+  // A member's CPU to take in a message its thread was blocked on: a store op's reply plus the
+  // wake (SimConfig::wake_cpu).
+  Duration woken_cpu() const { return config.cpu_per_op + config.wake_cpu; }
+  // Group `name`'s barrier in `epoch`'s formation over `ids` (its members, in rank order).
+  SimBarrier& barrier(int epoch, const std::string& name, std::vector<int> ids);
+  StoreLink link() {
+    return StoreLink{&loop, &store, &host, config.cpu_per_op, nullptr, config.wake_cpu};
+  }
 };
+
+// build_job's groups of member `id` on `list`, in the order it forms them (train/job.cpp): the
+// world, the TP and sync groups (both its replica), the DP group (its slot in every replica).
+// Each as its name and its ranks (indices into list.members, increasing).
+struct FormedGroup {
+  std::string name;
+  std::vector<int> ranks;
+};
+std::vector<FormedGroup> formed_groups(const MemberList& list, int id, int tp) {
+  std::vector<FormedGroup> groups{{"world", {}},
+                                  {"tp" + std::to_string(id / tp), {}},
+                                  {"sync" + std::to_string(id / tp), {}},
+                                  {"dp" + std::to_string(id % tp), {}}};
+  for (int r = 0; r < static_cast<int>(list.members.size()); ++r) {
+    const int other = list.members[static_cast<size_t>(r)];
+    groups[0].ranks.push_back(r);
+    if (other / tp == id / tp) {
+      groups[1].ranks.push_back(r);
+      groups[2].ranks.push_back(r);
+    }
+    if (other % tp == id % tp) groups[3].ranks.push_back(r);
+  }
+  return groups;
+}
+
+// The port member `id` listens on in `epoch`'s formation: a formation's pair mesh binds a new
+// ephemeral port, so which end of a link dials (the greater address) is drawn anew each time.
+std::uint64_t formation_port(std::uint64_t seed, int epoch, int id) {
+  std::uint64_t x = seed ^ (static_cast<std::uint64_t>(epoch) << 32) ^
+                    static_cast<std::uint64_t>(id) ^ 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;  // splitmix64's finalizer
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
 
 // One member: what an `ntp train` worker runs of the control plane (bench/elastic/bench_member.h
 // runs the same against redis), each machine on an IoSlot of its own, its I/O through the world's
@@ -64,6 +111,7 @@ class Member {
   bool fenced() const { return watch_.fenced(); }
 
   std::optional<Time> aborted, agreed, formed;
+  std::optional<Time> linked, passed;  // its links up; past its groups' barriers
   // Inside the agreement: when it last entered an epoch (about to announce itself), and, on the
   // decider, when it last decided a list (before publishing it).
   std::optional<Time> announced, decided;
@@ -98,7 +146,16 @@ class Member {
   // The training thread after its step failed: as LiveRun's re-formation does.
   void reform();
   void form(const MemberList& list);
-  void connect(const MemberList& list, int links);
+  void dial(const MemberList& list, std::shared_ptr<const std::vector<int>> peers, size_t next);
+
+ public:
+  // A peer's dial of a link to this member in `epoch`'s formation reached it; `accepted` runs
+  // once its device took the connection in.
+  void dialled(int epoch, std::function<void()> accepted);
+
+ private:
+  void link_up(const MemberList& list);
+  void pass_barriers(const MemberList& list, size_t next);
 
   World& w_;
   int id_;
@@ -109,6 +166,10 @@ class Member {
   AgreementMachine agreement_;
   SimWatch watch_;
   MemberList last_;
+  // The formation under way: its epoch, and its links not up yet (dialled by either end).
+  int forming_epoch_ = -1;
+  int links_pending_ = 0;
+  MemberList forming_;
 };
 
 void Member::stop(bool post_exit) {
@@ -160,53 +221,119 @@ void Member::reform() {
 
 // comm/pair_mesh.h's formation, modeled: the member publishes one address per link in one
 // batch, reads its peers' with polls from 1 ms doubling to 100 ms, erases what it read, then
-// sets its links up and passes a barrier in each of its four groups (world, TP, sync, DP).
+// dials, one after another, the links whose peer has the lower address (Gloo's rule: the greater
+// address dials; a formation's addresses are new ports, drawn here from the seed), while its
+// other links wait for their peer's dial. With every link up it passes a barrier in each of its
+// four groups (world, TP, sync, DP).
 void Member::form(const MemberList& list) {
   const std::vector<int>& m = list.members;
   const int me = static_cast<int>(std::find(m.begin(), m.end(), id_) - m.begin());
   const int size = static_cast<int>(m.size());
   std::set<int> peers;  // mesh ranks
-  for (int r : comm::formation_links({}, me, size, kFullMeshMaxSize)) peers.insert(r);
-  const int tp = w_.config.tp;
-  std::vector<int> replica, dp;
-  for (int r = 0; r < size; ++r) {
-    if (m[static_cast<size_t>(r)] / tp == id_ / tp) replica.push_back(r);
-    if (m[static_cast<size_t>(r)] % tp == id_ % tp) dp.push_back(r);
-  }
-  for (const std::vector<int>* group : {&replica, &dp}) {
-    const int index =
-        static_cast<int>(std::find(group->begin(), group->end(), me) - group->begin());
-    const int group_size = static_cast<int>(group->size());
-    for (int i : comm::formation_links(*group, index, group_size, kFullMeshMaxSize)) {
-      peers.insert(i);
-    }
+  for (const FormedGroup& group : formed_groups(list, id_, w_.config.tp)) {
+    const int index = static_cast<int>(std::find(group.ranks.begin(), group.ranks.end(), me) -
+                                       group.ranks.begin());
+    const int group_size = static_cast<int>(group.ranks.size());
+    const std::vector<int> links =
+        group.name == "world"
+            ? comm::formation_links({}, me, size, kFullMeshMaxSize)
+            : comm::formation_links(group.ranks, index, group_size, kFullMeshMaxSize);
+    peers.insert(links.begin(), links.end());
   }
   peers.erase(me);
   const std::string prefix = std::string(kGroup) + "/e" + std::to_string(list.epoch) + "/p/";
   std::vector<std::pair<std::string, std::string>> mine;
   std::vector<std::string> theirs;
+  auto dials = std::make_shared<std::vector<int>>();  // member ids, in rank order
+  const std::uint64_t my_port = formation_port(w_.config.seed, list.epoch, id_);
   for (int peer : peers) {
     mine.emplace_back(prefix + std::to_string(me) + "/" + std::to_string(peer), "addr");
     theirs.push_back(prefix + std::to_string(peer) + "/" + std::to_string(me));
+    const int peer_id = m[static_cast<size_t>(peer)];
+    if (my_port > formation_port(w_.config.seed, list.epoch, peer_id)) dials->push_back(peer_id);
   }
-  const int links = static_cast<int>(peers.size());
+  forming_epoch_ = list.epoch;
+  forming_ = list;
+  links_pending_ = static_cast<int>(peers.size());
   exchange_addresses(link_, std::move(mine), std::move(theirs), running_,
-                     [this, list, links] { connect(list, links); });
+                     [this, list, dials] { dial(list, dials, 0); });
 }
 
-// The links' set-up on the host's CPU, then a barrier in each of the four groups.
-void Member::connect(const MemberList& list, int links) {
-  const double hops = std::ceil(std::log2(std::max(2, static_cast<int>(list.members.size()))));
-  const Duration barriers = 4 * static_cast<std::int64_t>(2 * hops) * w_.config.link_round_trip;
-  w_.host.run(links * w_.config.connect_per_link, [this, list, barriers, running = running_] {
-    if (!*running) return;
-    w_.loop.after(barriers, [this, list] {
-      drive(link_, agree_io_, agreement_.mark_done(list), running_, [this](Status s) {
-        if (!s.ok()) error = s.to_string();
-        formed = w_.loop.now();
+// Dials peers[next], then the rest, one after another (Gloo's connect returns once the link is
+// up): the dialer's CPU, half the round trip, the peer's device thread woken to accept, half the
+// round trip back, the dialer's thread woken. The link is up at each end as it takes it in.
+void Member::dial(const MemberList& list, std::shared_ptr<const std::vector<int>> peers,
+                  size_t next) {
+  if (next == peers->size() || !*running_ || forming_epoch_ != list.epoch) return;
+  const Duration half = w_.config.dial_round_trip / 2;
+  w_.host.run(w_.config.connect_per_link, [this, list, peers, next, half, running = running_] {
+    w_.loop.after(half, [this, list, peers, next, half, running] {
+      if (!*running) return;
+      w_.members[static_cast<size_t>((*peers)[next])]->dialled(list.epoch, [=, this] {
+        w_.loop.after(half, [=, this] {
+          w_.host.run(w_.woken_cpu(), [=, this] {
+            if (!*running) return;
+            link_up(list);
+            dial(list, peers, next + 1);
+          });
+        });
       });
     });
   });
+}
+
+void Member::dialled(int epoch, std::function<void()> accepted) {
+  w_.host.run(w_.config.connect_per_link + w_.woken_cpu(),
+              [this, epoch, accepted = std::move(accepted), running = running_] {
+                if (!*running) return;  // (a dead peer is not in the list: not dialled)
+                if (epoch == forming_epoch_) link_up(forming_);
+                accepted();
+              });
+}
+
+// One more link of `list`'s formation up; with the last, the barriers.
+void Member::link_up(const MemberList& list) {
+  if (--links_pending_ > 0) return;
+  linked = w_.loop.now();
+  pass_barriers(list, 0);
+}
+
+// The barrier of group `next` of formed_groups, then of the next; after the last, the done key.
+void Member::pass_barriers(const MemberList& list, size_t next) {
+  const std::vector<FormedGroup> groups = formed_groups(list, id_, w_.config.tp);
+  if (next == groups.size()) {
+    passed = w_.loop.now();
+    drive(link_, agree_io_, agreement_.mark_done(list), running_, [this](Status s) {
+      if (!s.ok()) error = s.to_string();
+      formed = w_.loop.now();
+    });
+    return;
+  }
+  const FormedGroup& group = groups[next];
+  std::vector<int> ids;  // the group's members, in rank order
+  for (int r : group.ranks) ids.push_back(list.members[static_cast<size_t>(r)]);
+  const int rank = static_cast<int>(std::find(ids.begin(), ids.end(), id_) - ids.begin());
+  w_.barrier(list.epoch, group.name, std::move(ids))
+      .enter(rank, [this, list, next, running = running_] {
+        if (*running) pass_barriers(list, next + 1);
+      });
+}
+
+SimBarrier& World::barrier(int epoch, const std::string& name, std::vector<int> ids) {
+  std::unique_ptr<SimBarrier>& slot = barriers[{epoch, name}];
+  if (slot) return *slot;
+  const int n = static_cast<int>(ids.size());
+  // A message: half the link's round trip, then its receiver's CPU to take it in.
+  auto deliver = [this, ids = std::move(ids)](int to, std::function<void()> taken) {
+    Member* receiver = members[static_cast<size_t>(ids[static_cast<size_t>(to)])];
+    loop.after(config.link_round_trip / 2, [this, receiver, taken = std::move(taken)]() mutable {
+      host.run(woken_cpu(), [receiver, taken = std::move(taken)] {
+        if (receiver->running()) taken();
+      });
+    });
+  };
+  slot = std::make_unique<SimBarrier>(n, n > kFullMeshMaxSize, std::move(deliver));
+  return *slot;
 }
 
 // SimResult's parts of the agreement (agree_announce_s, ...), when they follow in their order.
@@ -225,6 +352,19 @@ void set_agree_parts(SimResult& out, const std::vector<std::unique_ptr<Member>>&
   out.agree_announce_s = seconds(*announced - *aborted);
   out.agree_decide_s = seconds(*decided - *announced);
   out.agree_take_s = seconds(*agreed - *decided);
+}
+
+// SimResult's parts of the formation (form_link_s, ...).
+void set_form_parts(SimResult& out, const std::vector<std::unique_ptr<Member>>& members,
+                    const std::set<int>& victims) {
+  const std::optional<Time> agreed = last_of(members, victims, &Member::agreed),
+                            linked = last_of(members, victims, &Member::linked),
+                            passed = last_of(members, victims, &Member::passed),
+                            formed = last_of(members, victims, &Member::formed);
+  if (!agreed || !linked || !passed || !formed) return;
+  out.form_link_s = seconds(*linked - *agreed);
+  out.form_barrier_s = seconds(*passed - *linked);
+  out.form_done_s = seconds(*formed - *passed);
 }
 
 // The invariants of one run; "ok" or the first violation.
@@ -278,6 +418,7 @@ SimResult simulate(const SimConfig& c) {
   const Time fault_at = window.fault_at;
   const double steady_s = window.seconds;
   const std::vector<std::unique_ptr<Member>> members = start_members<Member>(w, c, window, out);
+  for (const auto& m : members) w.members.push_back(m.get());
   const std::int64_t ops_before = w.store.counts().ops;
   const std::map<std::string, std::int64_t> kinds_before = w.store.counts().by_kind;
   const int victim = c.gpus / 2;  // as control_plane_bench: a member in the middle of the ring
@@ -298,6 +439,7 @@ SimResult simulate(const SimConfig& c) {
   out.peak_store_queue = w.store.counts().peak_queue;
   set_phases(out, members, victims, fault_at);
   set_agree_parts(out, members, victims);
+  set_form_parts(out, members, victims);
   for (size_t i = 0; i < members.size(); ++i) {
     if (static_cast<int>(i) != victim && members[i]->agreed_list) {
       out.agreed_epoch = members[i]->agreed_list->epoch;

@@ -36,9 +36,16 @@ struct SimConfig {
   StoreModel store;
   Duration link_round_trip = std::chrono::microseconds(50);
   Duration connect_per_link = std::chrono::microseconds(50);  // a member's CPU per link set up
+  // A dial's round trip: from a member's connect to the link up at both ends (the flat protocol's
+  // formation; the hierarchy's charges its links' CPU only).
+  Duration dial_round_trip = std::chrono::microseconds(50);
   // The members' own CPU: per store op sent and per reply taken in (syscalls, parsing, waking a
   // thread), on a host of `host_cores` cores shared by every member (0: a CPU each).
   Duration cpu_per_op{0};
+  // More CPU, past cpu_per_op, for the reply to a blocking stream read that carries events: the
+  // member's notice or waiter thread woken from its blocked read, the events parsed and acted on
+  // (an abort wakes the training thread). Fitted on a host (bench/elastic/sim_vs_bench.py).
+  Duration wake_cpu{0};
   int host_cores = 0;
   std::chrono::milliseconds hang_detect{1000};
   std::chrono::milliseconds steady{3000};  // failure-free time before the fault, >= 2.5 s
@@ -103,6 +110,11 @@ struct SimResult {
   // announce itself), to the decider's list (before it publishes it), to the last member holding
   // it. -1 with the hierarchy, or when they do not follow in that order (an epoch given up).
   double agree_announce_s = -1, agree_decide_s = -1, agree_take_s = -1;
+  // The flat protocol's formation in three parts that add up to form_s (control_plane_bench
+  // measures the same): from the last member holding the list to the last one with every link
+  // up (its addresses exchanged and its links set up), to the last one past its four groups'
+  // barriers, to the last one done. -1 with the hierarchy, or without formation.
+  double form_link_s = -1, form_barrier_s = -1, form_done_s = -1;
   // With the hierarchy, witnesses that a run met two rare interleavings (a test of one asserts
   // its run did): members of a domain no fault struck (so its list did not change) whose domain
   // re-formed while they awaited a full list already relayed to them: only the domain epoch

@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
   std::vector<int> gpus{64, 256, 1024};
   SimConfig c;
   double store_ops = c.store.ops_per_s, rtt_us = 100, link_rtt_us = 50, connect_us = 50;
-  double cpu_per_op_us = 0;
+  double dial_rtt_us = 50;
+  double cpu_per_op_us = 0, wake_cpu_us = 0;
   double steady_s = 3, limit_s = 120;
   int hang_detect_ms = 1000, seeds = 1;
   std::string fault = "kill";
@@ -121,12 +122,24 @@ int main(int argc, char** argv) {
                "answer a blocked read woken by an append at once, at no cost to the store (the "
                "model before 2026-12-05; redis runs each woken XREAD again, one service time "
                "each, which is the default)");
-  app.add_option("--link-rtt-us", link_rtt_us, "a link's round trip, microseconds")
+  app.add_option("--link-rtt-us", link_rtt_us,
+                 "a message's round trip over a link between two members: a barrier's round, "
+                 "microseconds")
       ->check(CLI::Range(0.0, 1e6));
-  app.add_option("--connect-us", connect_us, "a member's time to set one link up, microseconds")
+  app.add_option("--connect-us", connect_us,
+                 "a member's CPU to set one link up (each end of it), microseconds")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--dial-rtt-us", dial_rtt_us,
+                 "a dial's round trip, from the connect to the link up at both ends (the flat "
+                 "protocol's formation dials a member's links one after another), microseconds")
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--cpu-per-op-us", cpu_per_op_us,
                  "a member's CPU per store op sent and per reply taken in, microseconds")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--wake-cpu-us", wake_cpu_us,
+                 "a member's CPU, past --cpu-per-op-us, for the reply to a blocking stream read "
+                 "that carries events (its thread woken, the events parsed and acted on), "
+                 "microseconds")
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--host-cores", c.host_cores,
                  "cores shared by every member (0: a CPU each, as on a cluster)")
@@ -187,7 +200,9 @@ int main(int argc, char** argv) {
   c.store.woken_reads_cost_service = !woken_reads_free;
   c.link_round_trip = std::chrono::nanoseconds(static_cast<long long>(link_rtt_us * 1e3));
   c.connect_per_link = std::chrono::nanoseconds(static_cast<long long>(connect_us * 1e3));
+  c.dial_round_trip = std::chrono::nanoseconds(static_cast<long long>(dial_rtt_us * 1e3));
   c.cpu_per_op = std::chrono::nanoseconds(static_cast<long long>(cpu_per_op_us * 1e3));
+  c.wake_cpu = std::chrono::nanoseconds(static_cast<long long>(wake_cpu_us * 1e3));
   c.hang_detect = std::chrono::milliseconds(hang_detect_ms);
   c.steady = std::chrono::milliseconds(static_cast<long long>(steady_s * 1e3));
   c.limit = std::chrono::milliseconds(static_cast<long long>(limit_s * 1e3));
@@ -267,6 +282,11 @@ int main(int argc, char** argv) {
         line["agree_parts"] = {{"announce_s", seconds_or_null(r.agree_announce_s)},
                                {"decide_s", seconds_or_null(r.agree_decide_s)},
                                {"take_s", seconds_or_null(r.agree_take_s)}};
+      }
+      if (r.form_link_s >= 0) {
+        line["form_parts"] = {{"link_s", seconds_or_null(r.form_link_s)},
+                              {"barrier_s", seconds_or_null(r.form_barrier_s)},
+                              {"done_s", seconds_or_null(r.form_done_s)}};
       }
       line["steady_store_ops_per_s"] = std::round(r.steady_store_ops_per_s);
       line["steady_store_ops_per_s_per_gpu"] = std::round(100 * r.steady_store_ops_per_s / n) / 100;

@@ -97,7 +97,9 @@ struct World {
       writes.watch(*domain_stores.back());
     }
   }
-  StoreLink link(SimStore& store) { return StoreLink{&loop, &store, &host, config.cpu_per_op}; }
+  StoreLink link(SimStore& store) {
+    return StoreLink{&loop, &store, &host, config.cpu_per_op, nullptr, config.wake_cpu};
+  }
 
   // The links a GPU sets up when it forms its groups on `full` (comm/pair_mesh.h: the world's,
   // its TP group's, its DP group's), split by whether the peer is in its domain.

@@ -52,6 +52,13 @@ struct StoreLink {
   HostCpu* host = nullptr;
   Duration cpu_per_op{0};         // the member's CPU per op sent and per reply taken in
   ProcessPause* pause = nullptr;  // the member's, where it can be paused (must outlive the run)
+  // More CPU for the reply to a blocking stream read that carries events (SimConfig::wake_cpu).
+  Duration wake_cpu{0};
+
+  // The member's CPU to take in `reply`, the reply to a blocking stream read or not.
+  Duration reply_cpu(bool blocking_read, const io::Reply& reply) const {
+    return blocking_read && !reply.events.empty() ? cpu_per_op + wake_cpu : cpu_per_op;
+  }
 
   // fn, run as the member: at once, or when it is continued if it is paused then.
   std::function<void()> as_member(std::function<void()> fn) const {
@@ -75,20 +82,23 @@ struct StoreLink {
         });
       };
     }
-    if (std::holds_alternative<io::Sleep>(op) || cpu_per_op.count() == 0) {
+    if (std::holds_alternative<io::Sleep>(op) ||
+        (cpu_per_op.count() == 0 && wake_cpu.count() == 0)) {
       store->submit(std::move(op), std::move(done), reader);
       return;
     }
     const StoreLink self = *this;
     host->run(cpu_per_op, [self, op = std::move(op), done = std::move(done), reader]() mutable {
+      const auto* read = std::get_if<io::ReadStreams>(&op);
+      const bool blocking_read = read != nullptr && read->block.count() > 0;
       self.store->submit(
           std::move(op),
-          [self, done = std::move(done)](io::Reply reply) mutable {
-            self.host->run(self.cpu_per_op,
-                           [self, done = std::move(done), reply = std::move(reply)]() mutable {
-                             reply.now = self.loop->now();
-                             if (done) done(std::move(reply));
-                           });
+          [self, blocking_read, done = std::move(done)](io::Reply reply) mutable {
+            const Duration cpu = self.reply_cpu(blocking_read, reply);
+            self.host->run(cpu, [self, done = std::move(done), reply = std::move(reply)]() mutable {
+              reply.now = self.loop->now();
+              if (done) done(std::move(reply));
+            });
           },
           reader);
     });
