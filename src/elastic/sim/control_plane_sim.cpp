@@ -75,11 +75,13 @@ std::vector<FormedGroup> formed_groups(const MemberList& list, int id, int tp) {
   return groups;
 }
 
-// The port member `id` listens on in `epoch`'s formation: a formation's pair mesh binds a new
-// ephemeral port, so which end of a link dials (the greater address) is drawn anew each time.
-std::uint64_t formation_port(std::uint64_t seed, int epoch, int id) {
-  std::uint64_t x = seed ^ (static_cast<std::uint64_t>(epoch) << 32) ^
-                    static_cast<std::uint64_t>(id) ^ 0x9e3779b97f4a7c15ULL;
+// The port member `id`'s end of its link to `peer` listens on in `epoch`'s formation: each Gloo
+// pair binds a listening socket of its own (an ephemeral port), so which end of a link dials
+// (the greater address) is drawn anew for every link and formation.
+std::uint64_t link_port(std::uint64_t seed, int epoch, int id, int peer) {
+  std::uint64_t x = seed ^ (static_cast<std::uint64_t>(epoch) << 48) ^
+                    (static_cast<std::uint64_t>(id) << 24) ^ static_cast<std::uint64_t>(peer) ^
+                    0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;  // splitmix64's finalizer
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
@@ -221,9 +223,9 @@ void Member::reform() {
 
 // comm/pair_mesh.h's formation, modeled: the member publishes one address per link in one
 // batch, reads its peers' with polls from 1 ms doubling to 100 ms, erases what it read, then
-// dials, one after another, the links whose peer has the lower address (Gloo's rule: the greater
-// address dials; a formation's addresses are new ports, drawn here from the seed), while its
-// other links wait for their peer's dial. With every link up it passes a barrier in each of its
+// dials, one after another, the links whose peer's end has the lower address (Gloo's rule: the
+// greater address dials; every pair end listens on a new port, drawn here from the seed), while
+// its other links wait for their peer's dial. With every link up it passes a barrier in each of its
 // four groups (world, TP, sync, DP).
 void Member::form(const MemberList& list) {
   const std::vector<int>& m = list.members;
@@ -245,12 +247,14 @@ void Member::form(const MemberList& list) {
   std::vector<std::pair<std::string, std::string>> mine;
   std::vector<std::string> theirs;
   auto dials = std::make_shared<std::vector<int>>();  // member ids, in rank order
-  const std::uint64_t my_port = formation_port(w_.config.seed, list.epoch, id_);
+  const std::uint64_t seed = w_.config.seed;
   for (int peer : peers) {
     mine.emplace_back(prefix + std::to_string(me) + "/" + std::to_string(peer), "addr");
     theirs.push_back(prefix + std::to_string(peer) + "/" + std::to_string(me));
     const int peer_id = m[static_cast<size_t>(peer)];
-    if (my_port > formation_port(w_.config.seed, list.epoch, peer_id)) dials->push_back(peer_id);
+    if (link_port(seed, list.epoch, id_, peer_id) > link_port(seed, list.epoch, peer_id, id_)) {
+      dials->push_back(peer_id);
+    }
   }
   forming_epoch_ = list.epoch;
   forming_ = list;
