@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The control-plane simulator against real members on this host (issue 35, item 4).
 
-Runs bench/elastic/control_plane_bench --repeats times over the given member counts (each run
-covers every count, so slow drifts of the host spread over all of them), takes each phase's
+Runs bench/elastic/control_plane_bench --repeats times over the given member counts (each count
+in a process of its own; each repeat covers every count, so slow drifts of the host spread over
+all of them), takes each phase's
 median, fits the simulator's host parameters at the smallest count only, and prints the
 simulator's prediction at every count beside the bench's median and range, with the ratio,
 then each phase's parts (agreement, formation) the same way:
@@ -47,17 +48,21 @@ FORM_PARTS = ("link_s", "barrier_s", "done_s")
 
 
 def run_bench(build, members, repeats, steady_s):
+    """Each count in a process of its own (a job starts fresh): in one process, counts after
+    the first met a slowed socket set-up (docs/perf.md, the formation's 1 s mode at 128). The
+    repeats go round every count, so slow drifts of the host spread over all of them."""
     runs = {n: [] for n in members}
     for r in range(repeats):
         print(f"bench run {r + 1} of {repeats}: members {members}", file=sys.stderr, flush=True)
-        out = subprocess.run(
-            [os.path.join(build, "bench/elastic/control_plane_bench"), "--members",
-             ",".join(map(str, members)), "--steady-s", str(steady_s), "--max-s", "120"],
-            capture_output=True, text=True, timeout=900)
-        for line in out.stdout.splitlines():
-            if line.startswith("{"):
-                row = json.loads(line)
-                runs[row["members"]].append(row)
+        for n in members:
+            out = subprocess.run(
+                [os.path.join(build, "bench/elastic/control_plane_bench"), "--members", str(n),
+                 "--steady-s", str(steady_s), "--max-s", "120"],
+                capture_output=True, text=True, timeout=900)
+            for line in out.stdout.splitlines():
+                if line.startswith("{"):
+                    row = json.loads(line)
+                    runs[row["members"]].append(row)
     return runs
 
 
