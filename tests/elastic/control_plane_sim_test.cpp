@@ -341,6 +341,10 @@ TEST(ControlPlaneSimTest, TheFormationsThreePartsAddUpToItAndTheDialsAreSequenti
   const SimResult slower = simulate(c);
   EXPECT_EQ(slower.form_link_s, r.form_link_s);
   EXPECT_GT(slower.form_barrier_s, 2.5 * r.form_barrier_s);
+  // A lone survivor has no link to wait for: it forms once its (empty) exchange is done.
+  const SimResult lone = simulate(small(2, Fault::kKill, 1));
+  ASSERT_EQ(lone.invariants, "ok");
+  EXPECT_GE(lone.form_link_s, 0);
 }
 
 TEST(ControlPlaneSimTest, TheSteadyLoadIsTheWatchsAndTheBeatsExactly) {

@@ -256,11 +256,16 @@ void Member::form(const MemberList& list) {
       dials->push_back(peer_id);
     }
   }
+  // Pending: every link, and the address exchange itself (a link is up only once its own end
+  // was connected, which it is after the exchange: PairMesh::finish_batch).
   forming_epoch_ = list.epoch;
   forming_ = list;
-  links_pending_ = static_cast<int>(peers.size());
-  exchange_addresses(link_, std::move(mine), std::move(theirs), running_,
-                     [this, list, dials] { dial(list, dials, 0); });
+  links_pending_ = static_cast<int>(peers.size()) + 1;
+  exchange_addresses(link_, std::move(mine), std::move(theirs), running_, [this, list, dials] {
+    if (forming_epoch_ != list.epoch) return;
+    dial(list, dials, 0);
+    link_up(list);
+  });
 }
 
 // Dials peers[next], then the rest, one after another (Gloo's connect returns once the link is
@@ -276,7 +281,7 @@ void Member::dial(const MemberList& list, std::shared_ptr<const std::vector<int>
       w_.members[static_cast<size_t>((*peers)[next])]->dialled(list.epoch, [=, this] {
         w_.loop.after(half, [=, this] {
           w_.host.run(w_.woken_cpu(), [=, this] {
-            if (!*running) return;
+            if (!*running || forming_epoch_ != list.epoch) return;
             link_up(list);
             dial(list, peers, next + 1);
           });
@@ -295,7 +300,8 @@ void Member::dialled(int epoch, std::function<void()> accepted) {
               });
 }
 
-// One more link of `list`'s formation up; with the last, the barriers.
+// One more link of `list`'s formation up (or its address exchange done); with the last, the
+// barriers.
 void Member::link_up(const MemberList& list) {
   if (--links_pending_ > 0) return;
   linked = w_.loop.now();
