@@ -27,8 +27,9 @@
 namespace ntp::elastic::sim {
 
 // kKill / kHang: a member (with `hierarchy`, one that leads no domain); kLeaderKill /
-// kLeaderHang: a domain's leader (hierarchy only).
-enum class Fault { kKill, kHang, kLeaderKill, kLeaderHang };
+// kLeaderHang: a domain's leader (hierarchy only); kDomainLoss: every GPU of a domain at once,
+// its launcher with them (a rack's power: no exit notice; hierarchy only).
+enum class Fault { kKill, kHang, kLeaderKill, kLeaderHang, kDomainLoss };
 
 struct SimConfig {
   int gpus = 64;

@@ -52,7 +52,8 @@ const char* fault_name(Fault f) {
   static constexpr ntp::NamedValue<Fault> kNames[] = {{Fault::kKill, "kill"},
                                                       {Fault::kHang, "hang"},
                                                       {Fault::kLeaderKill, "leader-kill"},
-                                                      {Fault::kLeaderHang, "leader-hang"}};
+                                                      {Fault::kLeaderHang, "leader-hang"},
+                                                      {Fault::kDomainLoss, "domain-loss"}};
   return ntp::name_of(kNames, f);
 }
 
@@ -153,10 +154,12 @@ int main(int argc, char** argv) {
   app.add_option(
          "--fault", fault,
          "kill (the launcher posts an exit notice) or hang (SIGSTOP) of a member; with "
-         "--hierarchy also leader-kill or leader-hang (a domain's leader), or mixed (per "
-         "seed one of those four, and half the time a second kill 0-20 ms after the fault's "
-         "detection)")
-      ->check(CLI::IsMember({"kill", "hang", "leader-kill", "leader-hang", "mixed"}));
+         "--hierarchy also leader-kill or leader-hang (a domain's leader), domain-loss (every "
+         "GPU of a domain and its launcher at once, as a rack's power: no exit notice), or "
+         "mixed (per seed one of kill, hang, leader-kill and leader-hang, and half the time a "
+         "second kill 0-20 ms after the fault's detection)")
+      ->check(
+          CLI::IsMember({"kill", "hang", "leader-kill", "leader-hang", "domain-loss", "mixed"}));
   app.add_flag("--hierarchy", c.hierarchy,
                "the domain hierarchy: a store per domain of --tp GPUs, only the domains' "
                "leaders on the global store (the JSON's store figures are then the global "
@@ -209,6 +212,7 @@ int main(int argc, char** argv) {
   c.fault = fault == "hang"          ? Fault::kHang
             : fault == "leader-kill" ? Fault::kLeaderKill
             : fault == "leader-hang" ? Fault::kLeaderHang
+            : fault == "domain-loss" ? Fault::kDomainLoss
                                      : Fault::kKill;
   if (second_kill_ms >= 0) {
     c.second_kill_after = std::chrono::nanoseconds(static_cast<long long>(second_kill_ms * 1e6));
@@ -217,12 +221,18 @@ int main(int argc, char** argv) {
     c.pause_leader_after = std::chrono::nanoseconds(static_cast<long long>(pause_leader_ms * 1e6));
     c.pause_for = std::chrono::nanoseconds(static_cast<long long>(pause_for_ms * 1e6));
   }
-  if (!c.hierarchy && (fault.starts_with("leader") || fault == "mixed" || second_kill_ms >= 0 ||
-                       pause_leader_ms >= 0)) {
+  if (!c.hierarchy && (fault.starts_with("leader") || fault == "mixed" || fault == "domain-loss" ||
+                       second_kill_ms >= 0 || pause_leader_ms >= 0)) {
     std::fprintf(stderr,
                  "control_plane_sim: --fault %s, --second-kill-ms and --pause-leader-ms need "
                  "--hierarchy\n",
                  fault.c_str());
+    return 2;
+  }
+  if (fault == "domain-loss" && c.second_in_same_domain) {
+    std::fprintf(stderr,
+                 "control_plane_sim: --second-in-same-domain strikes the lost domain, which has "
+                 "no one left to kill; leave it out with --fault domain-loss\n");
     return 2;
   }
   if (c.second_kill_from_detection && second_kill_ms < 0) {

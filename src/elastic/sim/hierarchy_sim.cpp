@@ -612,10 +612,17 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   };
   const std::vector<std::int64_t> ops_before = ops();
   const std::map<std::string, std::int64_t> kinds_before = w.global.counts().by_kind;
-  const bool on_leader = c.fault == Fault::kLeaderKill || c.fault == Fault::kLeaderHang;
+  const bool on_leader = c.fault == Fault::kLeaderKill || c.fault == Fault::kLeaderHang ||
+                         c.fault == Fault::kDomainLoss;
   const int victim = (w.domains / 2) * c.tp + (on_leader ? 0 : c.tp / 2);
   out.victim = victim;
   std::set<int> victims{victim};
+  std::vector<int> stopped_at_fault{victim};  // the victim, or its whole domain
+  if (c.fault == Fault::kDomainLoss) {
+    NTP_CHECK_MSG(!c.second_in_same_domain, "a domain lost whole has no one left to kill");
+    for (int slot = 1; slot < c.tp; ++slot) stopped_at_fault.push_back(victim + slot);
+    victims.insert(stopped_at_fault.begin(), stopped_at_fault.end());
+  }
   const bool second = c.second_kill_after >= Duration(0);
   bool second_killed = false;
   if (second) {
@@ -672,8 +679,12 @@ SimResult simulate_hierarchy(const SimConfig& c) {
     out.steady_ops_by_kind = kinds_since(kinds_before, w.global.counts().by_kind);  // in 2 s
     global_ops_at_fault = now[0];
     w.global.set_service_rate(c.store.ops_per_s / c.slow_store_factor);
-    members[static_cast<size_t>(victim)]->stop(c.fault == Fault::kKill ||
-                                               c.fault == Fault::kLeaderKill);
+    if (c.fault == Fault::kDomainLoss) {  // the rack's launcher too: no exit notice
+      for (int v : stopped_at_fault) members[static_cast<size_t>(v)]->stop(false);
+    } else {
+      members[static_cast<size_t>(victim)]->stop(c.fault == Fault::kKill ||
+                                                 c.fault == Fault::kLeaderKill);
+    }
   });
   Time last_fault = fault_at;
   if (pausing) last_fault = std::max(last_fault, wake_at + 2 * w.global_hang_detect());
