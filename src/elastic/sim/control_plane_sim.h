@@ -45,7 +45,8 @@ struct SimConfig {
   Duration cpu_per_op{0};
   // More CPU, past cpu_per_op, for the reply to a blocking stream read that carries events: the
   // member's notice or waiter thread woken from its blocked read, the events parsed and acted on
-  // (an abort wakes the training thread). Fitted on a host (bench/elastic/sim_vs_bench.py).
+  // (an abort wakes the training thread). The flat formation charges the same for each thread a
+  // dial or a barrier message wakes. Fitted on a host (bench/elastic/sim_vs_bench.py).
   Duration wake_cpu{0};
   int host_cores = 0;
   std::chrono::milliseconds hang_detect{1000};
