@@ -321,11 +321,13 @@ TEST(ControlPlaneSimTest, AWokenReadsCostIsPaidOnceOnTheNoticesPath) {
 }
 
 TEST(ControlPlaneSimTest, TheFormationsThreePartsAddUpToItAndTheDialsAreSequential) {
-  // SimResult::form_link_s, _barrier_s, _done_s (what control_plane_bench measures too). With a
-  // dial round trip of 20 ms and every other cost of the links 0, the links' part is the
-  // address exchange (polls from 1 ms doubling: under 20 ms for 16 members on an idle store)
-  // plus a whole number of dials, one after another: between 1 and the 14 links of a member of
-  // 15. Tripling the barriers' round trip triples the rounds' time, not the links'.
+  // SimResult::form_link_s, _barrier_s, _done_s (what control_plane_bench measures too). The
+  // links' part is the address exchange, plus the longest chain of one member's dials, one
+  // after another, each a dial round trip and 2 x 50 us of set-up CPU (the default, one per
+  // end). Doubling the dial round trip from 20 to 40 ms leaves the exchange and the CPU as they
+  // were, so the links' part grows by exactly k x 20 ms for a whole number k of dials, between 2
+  // and the 14 links of a member of 15 (measured: k = 11, 2.5 ms left). Tripling the barriers'
+  // round trip moves the barriers' part, not the links'.
   SimConfig c = small(16, Fault::kKill, 2);
   c.dial_round_trip = milliseconds(20);
   const SimResult r = simulate(c);
@@ -333,10 +335,21 @@ TEST(ControlPlaneSimTest, TheFormationsThreePartsAddUpToItAndTheDialsAreSequenti
   // Consecutive spans in whole nanoseconds: the sum differs from form_s by the rounding of four
   // conversions to seconds and two additions, a few ulps of 0.1 s (1.4e-17 each).
   EXPECT_NEAR(r.form_link_s + r.form_barrier_s + r.form_done_s, r.form_s, 1e-16);
-  const double dials = std::floor(r.form_link_s / 20e-3);
-  EXPECT_GE(dials, 1);
-  EXPECT_LE(dials, 14);
-  EXPECT_LT(r.form_link_s - dials * 20e-3, 20e-3);
+  c.dial_round_trip = milliseconds(40);
+  const SimResult doubled = simulate(c);
+  ASSERT_EQ(doubled.invariants, "ok");
+  const double k = (doubled.form_link_s - r.form_link_s) / 20e-3;
+  // Whole nanoseconds converted to seconds: k is a whole number to 1e-6 (1e-9 s of rounding).
+  EXPECT_NEAR(k, std::round(k), 1e-6);
+  EXPECT_GE(std::round(k), 2);  // dials made all at once would give 1
+  EXPECT_LE(std::round(k), 14);
+  // What is left is the exchange and the set-up CPU: a set, then polls 0, 1 and 3 ms after it
+  // find every address of 15 members publishing within a millisecond (measured 1.4 ms), beside
+  // k x 100 us of CPU.
+  const double exchange = r.form_link_s - std::round(k) * (20e-3 + 100e-6);
+  EXPECT_GT(exchange, 0);
+  EXPECT_LT(exchange, 3.5e-3);
+  c.dial_round_trip = milliseconds(20);
   c.link_round_trip = 3 * c.link_round_trip;
   const SimResult slower = simulate(c);
   EXPECT_EQ(slower.form_link_s, r.form_link_s);
