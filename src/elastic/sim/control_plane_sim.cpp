@@ -121,6 +121,7 @@ class Member {
   std::optional<MemberList> agreed_list;
   std::string error;
   Time fault_at = Time::max();
+  const std::string& failure() const { return error; }
 
  private:
   AgreementParams params() {

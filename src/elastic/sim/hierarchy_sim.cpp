@@ -2,7 +2,9 @@
 // domain of `tp` GPUs runs the flat protocol on a store of its own, in its slot ids; the lowest
 // live slot of a domain's list leads it on the global store, where the leaders beat, watch each
 // other and agree in domain ids (elastic/domain_leader.h joins the two levels). Every machine
-// is the runtime's; this file is the driver and the invariants.
+// is the runtime's, the member's own sequence of them included (elastic/hierarchy_member.h);
+// this file is their driver (the stores, the watches, a model of the formation) and the
+// invariants.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -21,6 +23,7 @@
 #include "elastic/agreement.h"
 #include "elastic/agreement_machine.h"
 #include "elastic/domain_leader.h"
+#include "elastic/hierarchy_member.h"
 #include "elastic/sim/address_exchange.h"
 #include "elastic/sim/control_plane_sim.h"
 #include "elastic/sim/sim_run.h"
@@ -161,30 +164,10 @@ struct World {
   }
 };
 
-// A domain's leadership, held by its lowest live slot: the global watch and the round that
-// agrees the global list and hands the full list to the domain.
-struct Leadership {
-  Leadership(World& w, StoreLink global_link, int domain, const Progress* progress,
-             std::shared_ptr<bool> live, std::function<void(const std::string&)> on_fire)
-      : watch(global_link, kGlobal, domain, w.global_hang_detect(), progress, std::move(live),
-              std::move(on_fire)) {}
-  SimWatch watch;
-  MemberList global;                    // the last global list this leader agreed
-  bool domain_round_since_arm = false;  // its domain re-forms since `global` was armed
-};
-
-// A leader's round (a takeover's reading of the global list included): its own slots, so that
-// a dropped round's last reply finds them.
-struct LeaderRound {
-  IoSlot global_io, domain_io;
-  std::unique_ptr<DomainLeader> leader;
-  std::shared_ptr<bool> live = std::make_shared<bool>(true);
-  bool takeover = false;  // its slot took the lead for it (its leader died)
-  bool relayed = false;   // its full list went to the domain
-  int entered() const { return leader ? leader->entered() : -1; }
-};
-
-class Member {
+// One GPU of the simulated job: the runtime's HierarchyMember (elastic/hierarchy_member.h) with
+// this file as its driver: its two store links, its two watches (SimWatch: the domain's, and the
+// leaders' while it leads), the formation's model, and the moments and witnesses the run reports.
+class Member : public HierarchyDriver {
  public:
   Member(World& w, int gid)
       : w_(w),
@@ -193,52 +176,83 @@ class Member {
         gid_(gid),
         dlink_(pausable(w.link(*w.domain_stores[static_cast<size_t>(gid / w.domain_size)]))),
         glink_(pausable(w.link(w.global))),
-        agreement_(domain_params(), agree_io_),
-        done_agreement_(domain_params(), done_io_),
-        watch_(dlink_, domain_group(domain_), slot_, w.config.hang_detect, &progress_, running_,
-               [this](const std::string& reason) { on_domain_fire(reason); }) {
-    progress_.mark(Phase::kStep, 0);
-    in_collectives(true);
-    domain_list_ = initial_list(iota_ids(w.domain_size), w.domain_size);
+        machine_(params(), *this),
+        watch_(dlink_, domain_group(domain_), slot_, w.config.hang_detect, &progress_,
+               machine_.live(), [this](const std::string& reason) { on_domain_fire(reason); }) {
     watch_.on_fenced([this] { leave(); });
     if (gid == w.paused_leader) pause_.arm();
   }
 
   void start(Duration beat_offset) {
+    beat_offset_ = beat_offset;
     watch_.start_beats(beat_offset, gid_);
-    watch_.arm(0, domain_list_.members, w_.slot_incarnations);
-    if (slot_ == 0) {
-      lead(initial_list(iota_ids(w_.domains), w_.domains));
-      lead_->watch.start_beats(beat_offset, gid_);
-    }
+    machine_.start();
   }
   void stop(bool post_exit);
   // SIGSTOP and SIGCONT of the process (ProcessPause; World::paused_leader only).
   void pause() { pause_.pause(); }
   // What it is doing now, as SimResult::paused_in names it.
-  std::string doing() const;
+  std::string doing() const { return machine_.doing(); }
   void resume() { pause_.resume(); }
-  bool leads() const { return lead_ != nullptr; }
-  bool fenced() const { return watch_.fenced() || (lead_ && lead_->watch.fenced()); }
+  bool fenced() const { return watch_.fenced() || (global_watch_ && global_watch_->fenced()); }
+  const std::shared_ptr<const MemberList>& full() const { return machine_.full(); }
+  std::string failure() const { return error.empty() ? machine_.error() : error; }
 
   std::optional<Time> aborted, agreed, formed;
-  std::shared_ptr<const MemberList> full;
   bool fired_early = false;
   bool left = false;  // it read that it was declared dead, and left the job
-  std::string error;
+  std::string error;  // what fired its watch before the fault
   Time fault_at = Time::max();
 
+  // HierarchyDriver.
+  void run(StoreLevel level, IoSlot& io, Task<Status> task, std::shared_ptr<bool> live) override {
+    drive(level == StoreLevel::kDomain ? dlink_ : glink_, io, std::move(task), std::move(live),
+          [](Status) {});
+  }
+  void defer(std::function<void()> fn) override { dlink_.after(Duration(0), std::move(fn)); }
+  void arm_watch(StoreLevel level, const MemberList& list) override {
+    if (level == StoreLevel::kDomain) {
+      watch_.arm(list.epoch, list.members, w_.slot_incarnations);
+    } else {
+      global_watch_->arm(list.epoch, list.members, w_.domain_incarnations);
+    }
+  }
+  void disarm_watch(StoreLevel level) override {
+    (level == StoreLevel::kDomain ? watch_ : *global_watch_).disarm();
+  }
+  void lead(const MemberList& global, bool takeover) override;
+  void reforming() override;
+  void got_full(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live) override;
+  void relayed(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live) override {
+    if (w_.config.form) exchange_across(std::move(full), std::move(live));
+  }
+  void training() override {
+    formed = w_.loop.now();
+    ++w_.formation_changes;
+  }
+  // Declared dead (a watcher recorded it silent, or a list was published without it): the
+  // runtime's member leaves the job, and its launcher posts its exit.
+  void leave() override {
+    if (left) return;
+    left = true;
+    ++w_.formation_changes;  // the run's end is looked for again: one member fewer to wait for
+    stop(true);
+  }
+
  private:
-  AgreementParams domain_params() {
-    AgreementParams p;
-    p.group = domain_group(domain_);
-    p.me = slot_;
-    p.progress = &progress_;
+  HierarchyMemberParams params() {
+    HierarchyMemberParams p;
+    p.global_group = kGlobal;
+    p.domain_group = domain_group(domain_);
+    p.domain = domain_;
+    p.slot = slot_;
+    p.domain_size = w_.domain_size;
+    p.domain_count = w_.domains;
     p.hang_detect = w_.config.hang_detect;
-    p.window = 10 * w_.config.hang_detect;
-    p.incarnation = [](int who, const MemberList& list) {
-      return comm::incarnation(0, list.restarts[static_cast<size_t>(who)]);
-    };
+    p.global_hang_detect = w_.global_hang_detect();
+    p.progress = &progress_;
+    p.decode = w_.decoder();
+    p.encode_layout = [] { return std::string("sim layout"); };
     return p;
   }
   void note_fire(const std::string& reason) {
@@ -246,38 +260,16 @@ class Member {
     fired_early = true;
     error = "fired at " + std::to_string(seconds(w_.loop.now() - Time{})) + " s: " + reason;
   }
-  void lead(MemberList global);
   void on_domain_fire(const std::string& reason);
-  void on_global_fire(const std::string& reason);
-  void reform_domain();
-  void lead_round();
-  void run_round(std::shared_ptr<LeaderRound> round, int fail_in_flight);
-  void relay(std::shared_ptr<LeaderRound> round, FullList composed);
-  void await_full();
-  void form();
+  void on_global_fire(const std::string& reason) {
+    note_fire(reason);
+    machine_.global_failed();
+  }
+  void form(const MemberList& full, std::shared_ptr<bool> live);
   void connect(int links, int size);
   void exchange_across(std::shared_ptr<const MemberList> list, std::shared_ptr<bool> live);
   std::string address_prefix(int epoch) const {
     return domain_group(domain_) + "/e" + std::to_string(epoch) + "/p/";
-  }
-  void fail(const Status& s) {
-    if (error.empty()) error = s.to_string();
-  }
-  // Declared dead (a watcher recorded it silent, or a list was published without it): the
-  // runtime's member leaves the job, and its launcher posts its exit.
-  void leave() {
-    if (left) return;
-    left = true;
-    ++w_.formation_changes;  // the run's end is looked for again: one member fewer to wait for
-    stop(true);
-  }
-  // The training thread in its step's collectives (waiting on its peers, not stuck), or not. The
-  // runtime scopes its waits, so that a wait's start and end pair up: a re-formation that starts
-  // while the last one's formation is still under way (no collective entered) ends no wait.
-  void in_collectives(bool in) {
-    if (in == in_collectives_) return;
-    in_collectives_ = in;
-    progress_.waiting(in);
   }
   StoreLink pausable(StoreLink link) {
     link.pause = &pause_;
@@ -289,40 +281,15 @@ class Member {
   ProcessPause pause_;  // before the links, which point at it
   StoreLink dlink_, glink_;
   Progress progress_;
-  bool in_collectives_ = false;
-  std::shared_ptr<bool> running_ = std::make_shared<bool>(true);
-  // The agreement, and its mark_done on a slot of its own: a re-formation may start while the
-  // last one's done key is on its way.
-  IoSlot agree_io_, done_io_, relay_io_;
-  AgreementMachine agreement_, done_agreement_;
+  HierarchyMember machine_;
   SimWatch watch_;
-  MemberList domain_list_;
-  std::unique_ptr<Leadership> lead_;
-  std::shared_ptr<LeaderRound> round_;  // the last round started; dropped when dead or replaced
-  std::shared_ptr<bool> await_live_ = std::make_shared<bool>(false);
-  std::shared_ptr<IoSlot> await_io_;
-  bool awaiting_full_ = false;  // an await_full under way
-  bool agreeing_ = false;       // a domain agreement under way
+  std::unique_ptr<SimWatch> global_watch_;  // while it leads
+  Duration beat_offset_{0};                 // its beats' phase at the job's start
 };
 
-std::string Member::doing() const {
-  std::vector<std::string> what;
-  if (agreeing_) what.push_back("domain agreement");
-  if (round_ && *round_->live && !round_->relayed) what.push_back("leaders' round");
-  if (awaiting_full_) what.push_back("awaiting the full list");
-  if (what.empty()) what.push_back(full && !formed ? "forming" : "steady");
-  std::string out = what.front();
-  for (size_t i = 1; i < what.size(); ++i) out += ", " + what[i];
-  return out;
-}
-
 void Member::stop(bool post_exit) {
-  if (round_ && *round_->live && round_->takeover && !round_->relayed) {
-    ++w_.takeovers_cut_by_death;
-  }
-  *running_ = false;
-  *await_live_ = false;
-  if (round_) *round_->live = false;
+  if (machine_.taking_over()) ++w_.takeovers_cut_by_death;
+  machine_.stop();
   if (!post_exit) return;
   // The domain's launcher reaps the process and posts its exit notice (comm/exit_notice.h).
   const std::string who = w_.slot_incarnations[static_cast<size_t>(slot_)];
@@ -331,13 +298,13 @@ void Member::stop(bool post_exit) {
               nullptr);
 }
 
-void Member::lead(MemberList global) {
-  lead_ =
-      std::make_unique<Leadership>(w_, glink_, domain_, &progress_, running_,
-                                   [this](const std::string& reason) { on_global_fire(reason); });
-  lead_->watch.on_fenced([this] { leave(); });
-  lead_->global = std::move(global);
-  lead_->watch.arm(lead_->global.epoch, lead_->global.members, w_.domain_incarnations);
+void Member::lead(const MemberList& global, bool takeover) {
+  global_watch_ = std::make_unique<SimWatch>(
+      glink_, kGlobal, domain_, w_.global_hang_detect(), &progress_, machine_.live(),
+      [this](const std::string& reason) { on_global_fire(reason); });
+  global_watch_->on_fenced([this] { leave(); });
+  global_watch_->arm(global.epoch, global.members, w_.domain_incarnations);
+  global_watch_->start_beats(takeover ? Duration(0) : beat_offset_, gid_);
 }
 
 void Member::on_domain_fire(const std::string& reason) {
@@ -347,148 +314,34 @@ void Member::on_domain_fire(const std::string& reason) {
     w_.detected = w_.loop.now();
     if (w_.on_detection) w_.on_detection();
   }
-  if (lead_) lead_->domain_round_since_arm = true;  // its failure is posted by this round
-  dlink_.after(Duration(0), [this] { reform_domain(); });
+  machine_.domain_failed();
 }
 
-// Another domain failed the global epoch: this domain re-forms too (its groups span domains),
-// once per armed global epoch.
-void Member::on_global_fire(const std::string& reason) {
-  note_fire(reason);
-  if (lead_->domain_round_since_arm) return;
-  lead_->domain_round_since_arm = true;
-  drive(dlink_, relay_io_, post_failure(relay_io_, domain_group(domain_), domain_list_.epoch),
-        running_, [](Status) {});
-}
-
-void Member::reform_domain() {
-  if (!*running_) return;
-  if (awaiting_full_ && w_.domain_stores[static_cast<size_t>(domain_)]->value(relayed_full_key(
-                            domain_group(domain_), domain_list_.epoch)) != nullptr) {
+void Member::reforming() {
+  if (machine_.awaiting_full() &&
+      w_.domain_stores[static_cast<size_t>(domain_)]->value(
+          relayed_full_key(domain_group(domain_), machine_.domain_list().epoch)) != nullptr) {
     ++w_.awaits_dropped_after_relay[domain_];  // its list was there, unread
   }
-  awaiting_full_ = false;
-  *await_live_ = false;  // a full list for the old domain list no longer fits
-  agreed.reset();        // the figures run to the last re-formation
+  agreed.reset();  // the figures run to the last re-formation
   formed.reset();
   ++w_.formation_changes;
-  in_collectives(false);
-  agreeing_ = true;
-  drive(dlink_, agree_io_, agreement_.report_failure(domain_list_.epoch), running_, [this](Status) {
-    watch_.disarm();
-    progress_.mark(Phase::kReform, 0);
-    drive(dlink_, agree_io_,
-          agreement_.agree(domain_list_, Announcement{0, 0}, false, {},
-                           [] { return std::string("sim layout"); }, {}),
-          running_, [this](Result<MemberList> list) {
-            agreeing_ = false;
-            if (!list.ok() && list.status().code() == StatusCode::kAborted) leave();  // fenced
-            if (!list.ok()) return fail(list.status());
-            watch_.arm(domain_list_.epoch, domain_list_.members, w_.slot_incarnations);
-            if (domain_list_.members.front() == slot_) lead_round();
-            await_full();
-          });
-  });
 }
 
-// This member leads its domain's list: it takes the lead if it did not hold it (its leader
-// died), and starts a global round for the domain's new list, dropping one in flight.
-void Member::lead_round() {
-  int in_flight = -1;
-  if (round_) {
-    *round_->live = false;
-    in_flight = round_->entered();
+void Member::got_full(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live) {
+  ++w_.formation_changes;
+  agreed = w_.loop.now();
+  if (w_.config.form) {
+    form(*full, std::move(live));
+  } else {
+    machine_.resume_training();
   }
-  auto round = std::make_shared<LeaderRound>();
-  round_ = round;
-  if (lead_) {
-    run_round(std::move(round), in_flight);
-    return;
-  }
-  // A takeover: the global list this domain stood for is that of the last full list it got.
-  round->takeover = true;
-  const int epoch = full ? full->epoch : 0;
-  drive(glink_, round->global_io, read_global_list(round->global_io, kGlobal, epoch, w_.domains),
-        round->live, [this, round](Result<MemberList> global) {
-          if (!global.ok()) return fail(global.status());
-          lead(std::move(*global));
-          lead_->domain_round_since_arm = true;
-          lead_->watch.start_beats(Duration(0), gid_);
-          drive(glink_, round->global_io,
-                fail_open_epochs(round->global_io, kGlobal, lead_->global.epoch), round->live,
-                [this, round](Status s) {
-                  if (!s.ok()) return fail(s);
-                  run_round(round, -1);
-                });
-        });
-}
-
-void Member::run_round(std::shared_ptr<LeaderRound> round, int fail_in_flight) {
-  lead_->watch.disarm();
-  AgreementParams global;
-  global.group = kGlobal;
-  global.me = domain_;
-  global.progress = &progress_;
-  global.hang_detect = w_.global_hang_detect();
-  global.window = 10 * w_.global_hang_detect();
-  round->leader = std::make_unique<DomainLeader>(
-      DomainLeaderParams{kGlobal, domain_, w_.domain_size, w_.domains, w_.config.hang_detect,
-                         w_.decoder()},
-      std::move(global), round->global_io);
-  drive(glink_, round->global_io,
-        round->leader->round(lead_->global, domain_list_, fail_in_flight,
-                             [] { return std::string("sim layout"); }),
-        round->live, [this, round](Result<std::optional<FullList>> composed) {
-          if (!composed.ok()) return fail(composed.status());
-          if (!*composed) return lead_round();  // the global epoch failed first: a new round
-          relay(round, std::move(**composed));
-        });
-}
-
-// The round's end: the leaders' watch on the new global list, the full list handed to the
-// domain, and the leader's part of the formation.
-void Member::relay(std::shared_ptr<LeaderRound> round, FullList composed) {
-  round->relayed = true;
-  lead_->domain_round_since_arm = false;
-  lead_->watch.arm(lead_->global.epoch, lead_->global.members, w_.domain_incarnations);
-  drive(dlink_, round->domain_io,
-        relay_full(round->domain_io, domain_group(domain_), composed.text, composed.list->epoch,
-                   lead_->global.restarts[static_cast<size_t>(domain_)]),
-        round->live, [this](Status s) {
-          if (!s.ok()) fail(s);
-        });
-  if (w_.config.form) exchange_across(composed.list, round->live);
-}
-
-void Member::await_full() {
-  *await_live_ = false;
-  await_live_ = std::make_shared<bool>(true);
-  await_io_ = std::make_shared<IoSlot>();
-  awaiting_full_ = true;
-  drive(
-      dlink_, *await_io_,
-      ntp::elastic::await_full(*await_io_, domain_group(domain_), domain_list_.epoch, w_.decoder()),
-      await_live_, [this, io = await_io_](Result<std::shared_ptr<const MemberList>> got) {
-        awaiting_full_ = false;
-        if (!got.ok()) return fail(got.status());
-        full = *got;
-        ++w_.formation_changes;
-        agreed = w_.loop.now();
-        if (w_.config.form) {
-          form();
-        } else {
-          formed = agreed;
-          progress_.mark(Phase::kStep, 0);
-          in_collectives(true);
-        }
-      });
 }
 
 // The groups' formation, modeled as the flat simulator's, except where the addresses go: a GPU
 // publishes and reads all of them on its domain's store. Those of its links to other domains
 // travel between the two domains' leaders, one batch per pair of domains (exchange_across).
-void Member::form() {
-  const MemberList& m = *full;
+void Member::form(const MemberList& m, std::shared_ptr<bool> live) {
   const World::Links links = w_.links_of(m, gid_);
   const std::string prefix = address_prefix(m.epoch);
   std::vector<std::pair<std::string, std::string>> mine;
@@ -501,7 +354,7 @@ void Member::form() {
   }
   const int count = static_cast<int>(links.local.size() + links.across.size());
   const int size = static_cast<int>(m.members.size());
-  exchange_addresses(dlink_, std::move(mine), std::move(theirs), await_live_,
+  exchange_addresses(dlink_, std::move(mine), std::move(theirs), std::move(live),
                      [this, count, size] { connect(count, size); });
 }
 
@@ -511,16 +364,8 @@ void Member::connect(int links, int size) {
   const double hops = std::ceil(std::log2(std::max(2, size)));
   const Duration barriers = 4 * static_cast<std::int64_t>(2 * hops) * w_.config.link_round_trip;
   w_.host.run(links * w_.config.connect_per_link, dlink_.as_member([this, barriers] {
-    if (!*running_) return;
-    dlink_.after(barriers, [this] {
-      drive(dlink_, done_io_, done_agreement_.mark_done(domain_list_), running_, [this](Status s) {
-        if (!s.ok()) fail(s);
-        formed = w_.loop.now();
-        ++w_.formation_changes;
-        progress_.mark(Phase::kStep, 0);  // training again: in its collectives
-        in_collectives(true);
-      });
-    });
+    if (!*machine_.live()) return;
+    dlink_.after(barriers, [this] { machine_.groups_formed(); });
   }));
 }
 
@@ -576,10 +421,10 @@ std::string check(const World& w, const std::vector<std::unique_ptr<Member>>& me
     const Member& m = *members[i];
     const std::string who = "member " + std::to_string(i);
     if (std::string fault = survivor_fault(m, who); !fault.empty()) return fault;
-    if (!m.full) return who + " received no full list";
+    if (!m.full()) return who + " received no full list";
     if (!m.formed) return who + " did not form its groups";
-    if (first == nullptr) first = m.full.get();
-    if (m.full->epoch != first->epoch || m.full->members != first->members) {
+    if (first == nullptr) first = m.full().get();
+    if (m.full()->epoch != first->epoch || m.full()->members != first->members) {
       return who + " holds another full list than member " + std::to_string(first->members[0]);
     }
   }
@@ -700,7 +545,7 @@ SimResult simulate_hierarchy(const SimConfig& c) {
       const Member& m = *members[i];
       if (out_of_job.count(static_cast<int>(i)) > 0) continue;
       for (int v : out_of_job) {
-        if (m.full->has(v)) return false;
+        if (m.full()->has(v)) return false;
       }
     }
     return true;
@@ -722,8 +567,8 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   if (w.detected) out.detected_at_s = seconds(*w.detected - fault_at);
   set_phases(out, members, out_of_job, fault_at);
   for (size_t i = 0; i < members.size(); ++i) {
-    if (out_of_job.count(static_cast<int>(i)) == 0 && members[i]->full) {
-      out.agreed_epoch = members[i]->full->epoch;
+    if (out_of_job.count(static_cast<int>(i)) == 0 && members[i]->full()) {
+      out.agreed_epoch = members[i]->full()->epoch;
       break;
     }
   }

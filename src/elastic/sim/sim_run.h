@@ -93,9 +93,9 @@ std::optional<Time> last_of(const std::vector<std::unique_ptr<M>>& members,
 // none): its watch fired before the fault, a watcher fenced it, or it failed.
 template <typename M>
 std::string survivor_fault(const M& m, const std::string& who) {
-  if (m.fired_early) return who + "'s watch fired before the fault (" + m.error + ")";
+  if (m.fired_early) return who + "'s watch fired before the fault (" + m.failure() + ")";
   if (m.fenced()) return who + " was fenced while healthy";
-  if (!m.error.empty()) return who + " failed: " + m.error;
+  if (!m.failure().empty()) return who + " failed: " + m.failure();
   return "";
 }
 
