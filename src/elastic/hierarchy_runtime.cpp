@@ -1,0 +1,205 @@
+#include "elastic/hierarchy_runtime.h"
+
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "comm/exit_notice.h"
+#include "elastic/store_driver.h"
+
+namespace ntp::elastic {
+
+HierarchyRuntime::HierarchyRuntime(HierarchyRuntimeSetup setup)
+    : setup_(std::move(setup)),
+      machine_(
+          [this] {
+            HierarchyMemberParams p = setup_.member;
+            p.progress = &progress_;
+            return p;
+          }(),
+          *this) {
+  const HierarchyMemberParams& p = setup_.member;
+  domain_beat_ = std::make_unique<comm::Heartbeat>(setup_.domain_store, p.domain_group, p.slot,
+                                                   liveness_period(p.hang_detect),
+                                                   [this] { return progress_.token(); });
+  domain_watch_ = std::make_unique<FailureWatch>(
+      setup_.domain_store, liveness_period(p.hang_detect), p.hang_detect, &progress_,
+      [this] { defer([this] { leave(); }); });
+  std::lock_guard<std::mutex> lock(mutex_);
+  spawn([this] { event_thread(); });
+}
+
+HierarchyRuntime::~HierarchyRuntime() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  stopping_ = true;
+  machine_.stop();
+  domain_watch_->disarm();
+  if (global_watch_) global_watch_->disarm();
+  {
+    std::lock_guard<std::mutex> queue_lock(queue_mutex_);
+    queue_stop_ = true;
+  }
+  queue_wake_.notify_all();
+  threads_done_.wait(lock, [this] { return threads_ == 0; });
+}
+
+void HierarchyRuntime::start() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  machine_.start();
+}
+
+std::shared_ptr<const MemberList> HierarchyRuntime::training_on() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return training_on_;
+}
+
+int HierarchyRuntime::reformations() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reformations_;
+}
+
+std::string HierarchyRuntime::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return machine_.error().empty() ? form_error_ : machine_.error();
+}
+
+bool HierarchyRuntime::left() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return left_;
+}
+
+// Under mutex_ (from the machine, or the constructor).
+void HierarchyRuntime::spawn(std::function<void()> fn) {
+  ++threads_;
+  std::thread([this, fn = std::move(fn)]() mutable {
+    {
+      std::function<void()> run = std::move(fn);  // gone before the count says so
+      run();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--threads_ == 0) threads_done_.notify_all();
+  }).detach();
+}
+
+void HierarchyRuntime::event_thread() {
+  while (true) {
+    std::function<void()> fn;
+    {
+      std::unique_lock<std::mutex> queue_lock(queue_mutex_);
+      queue_wake_.wait(queue_lock, [this] { return queue_stop_ || !queue_.empty(); });
+      if (queue_stop_) return;
+      fn = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!stopping_ && *machine_.live()) fn();
+  }
+}
+
+// A task's worker: its ops one after another on a driver of its own, each without the lock; the
+// task is resumed, and destroyed, under it.
+void HierarchyRuntime::run(StoreLevel level, IoSlot& io, Task<Status> task,
+                           std::shared_ptr<bool> live) {
+  auto owned = std::make_shared<std::optional<Task<Status>>>(std::move(task));
+  spawn([this, level, &io, owned, live] {
+    StoreDriver driver(*store(level));
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!stopping_ && *live) {
+      io.set_now(Clock::now());
+      (*owned)->start();
+      while (!stopping_ && *live && io.has_pending()) {
+        io::Op op = io.take_pending();
+        lock.unlock();
+        io::Reply reply = driver.perform(std::move(op));
+        lock.lock();
+        if (stopping_ || !*live) break;
+        io.resume(std::move(reply));
+      }
+    }
+    owned->reset();  // a dropped task's frame, under the lock its steps ran under
+  });
+}
+
+// Under mutex_, or on a watch's thread under that watch's lock: queued only.
+void HierarchyRuntime::defer(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> queue_lock(queue_mutex_);
+    queue_.push_back(std::move(fn));
+  }
+  queue_wake_.notify_one();
+}
+
+WatchedEpoch HierarchyRuntime::watched(StoreLevel level, const MemberList& list) {
+  const HierarchyMemberParams& p = setup_.member;
+  const bool domain = level == StoreLevel::kDomain;
+  WatchedEpoch e;
+  e.group = domain ? p.domain_group : p.global_group;
+  e.epoch = list.epoch;
+  e.me = domain ? p.slot : p.domain;
+  e.members = list.members;
+  // The launcher's incarnation of each slot (a domain's launcher posts exits on its store; none
+  // reach the global store, whose ids are domains).
+  e.incarnations.assign(static_cast<size_t>(domain ? p.domain_size : p.domain_count),
+                        comm::incarnation(0, 0));
+  e.abort = [this, domain](const std::string&) {
+    defer([this, domain] { domain ? machine_.domain_failed() : machine_.global_failed(); });
+  };
+  return e;
+}
+
+void HierarchyRuntime::arm_watch(StoreLevel level, const MemberList& list) {
+  (level == StoreLevel::kDomain ? domain_watch_ : global_watch_)->arm(watched(level, list));
+}
+
+void HierarchyRuntime::disarm_watch(StoreLevel level) {
+  (level == StoreLevel::kDomain ? domain_watch_ : global_watch_)->disarm();
+}
+
+// The leaders' heartbeat under the domain's id and their watch, from now (a takeover's at once).
+void HierarchyRuntime::lead(const MemberList& global, bool /*takeover*/) {
+  const HierarchyMemberParams& p = setup_.member;
+  global_beat_ = std::make_unique<comm::Heartbeat>(setup_.global_store, p.global_group, p.domain,
+                                                   liveness_period(p.global_hang_detect),
+                                                   [this] { return progress_.token(); });
+  global_watch_ = std::make_unique<FailureWatch>(
+      setup_.global_store, liveness_period(p.global_hang_detect), p.global_hang_detect, &progress_,
+      [this] { defer([this] { leave(); }); });
+  global_watch_->arm(watched(StoreLevel::kGlobal, global));
+}
+
+void HierarchyRuntime::reforming() { training_on_ = nullptr; }
+
+void HierarchyRuntime::got_full(std::shared_ptr<const MemberList> full,
+                                std::shared_ptr<bool> live) {
+  if (!setup_.form) {
+    machine_.resume_training();
+    return;
+  }
+  spawn([this, full = std::move(full), live = std::move(live)] {
+    const Status formed = setup_.form(*full);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ || !*live || !*machine_.live()) return;  // dead, or the domain re-forms again
+    if (!formed.ok()) {
+      if (form_error_.empty()) form_error_ = formed.to_string();
+      return;
+    }
+    machine_.groups_formed();
+  });
+}
+
+void HierarchyRuntime::training() {
+  training_on_ = machine_.full();
+  ++reformations_;
+}
+
+// Its heartbeats stop, as the process that exits: the owner reads left() and exits.
+void HierarchyRuntime::leave() {
+  if (left_) return;
+  left_ = true;
+  machine_.stop();
+  domain_beat_.reset();
+  global_beat_.reset();
+}
+
+}  // namespace ntp::elastic

@@ -1,0 +1,112 @@
+// The runtime's driver of a HierarchyMember (elastic/hierarchy_member.h): one member process's
+// side of the domain hierarchy over two real stores, its domain's and the global one. The
+// simulator's driver (elastic/sim/hierarchy_sim.cpp) runs the same machine in virtual time.
+//
+// How it runs the machine:
+//   - under one lock, on whatever thread holds it: the member's event thread (the watches'
+//     verdicts, deferred steps) or a task's worker;
+//   - every task on a worker thread of its own, with a StoreDriver (and so a stream reader) of
+//     its own on the level's store: an op is done without the lock (a blocking read waits up to
+//     seconds), and its reply resumes the task under it;
+//   - the watches are the runtime's own: a comm::Heartbeat and an elastic::FailureWatch over the
+//     domain's slots on the domain's store, and while the member leads, another pair over the
+//     domains on the global store, beating under the domain's id. A watch calls back on its
+//     thread under its own lock, and the machine arms and disarms it under the member's lock, so
+//     a verdict is queued for the event thread, never acted on in the callback;
+//   - the formation is the caller's `form`, on a worker; once the groups are up the member marks
+//     its domain epoch done and trains.
+// What the runtime does not have yet (docs/design/control-plane-hierarchy.md, "the steps left"):
+// `ntp launch` serving a domain store per node, the trainer's re-formation on the full list, and
+// the leaders' exchange of the addresses of links across domains (`relayed` does nothing here:
+// a caller's formation reaches its peers through a store of its own choosing).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "comm/store.h"
+#include "comm/survivors.h"
+#include "core/non_copyable.h"
+#include "core/status.h"
+#include "elastic/failure_watch.h"
+#include "elastic/hierarchy_member.h"
+#include "elastic/progress.h"
+
+namespace ntp::elastic {
+
+struct HierarchyRuntimeSetup {
+  HierarchyMemberParams member;  // its `progress` is ignored: the runtime marks its own
+  std::shared_ptr<comm::Store> domain_store, global_store;
+  // The trainer's formation of its groups on `full` (ok: they are up), on a worker thread without
+  // the member's lock. Null: none; the member trains on its full list at once, and marks no done
+  // key.
+  std::function<Status(const MemberList& full)> form;
+};
+
+class HierarchyRuntime : NonCopyable, private HierarchyDriver {
+ public:
+  // Starts its domain heartbeat: every member of a domain should beat before any watch looks (as
+  // every worker of a job is up before its first epoch is armed), so start() comes later.
+  explicit HierarchyRuntime(HierarchyRuntimeSetup setup);
+  // Stops the member, then waits for its threads (a blocking read ends within its block).
+  ~HierarchyRuntime() override;
+
+  // Arms its domain watch on the job's first lists (slot 0 leads its domain): the job runs.
+  void start();
+
+  // The full list it trains on; null while it re-forms, and before its first re-formation.
+  std::shared_ptr<const MemberList> training_on() const;
+  // How many times it trained again after a re-formation.
+  int reformations() const;
+  // The first error of the member's steps or its formation ("": none).
+  std::string error() const;
+  // It read that it was declared dead: the process should exit.
+  bool left() const;
+
+ private:
+  // HierarchyDriver.
+  void run(StoreLevel level, IoSlot& io, Task<Status> task, std::shared_ptr<bool> live) override;
+  void defer(std::function<void()> fn) override;
+  void arm_watch(StoreLevel level, const MemberList& list) override;
+  void disarm_watch(StoreLevel level) override;
+  void lead(const MemberList& global, bool takeover) override;
+  void reforming() override;
+  void got_full(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live) override;
+  void relayed(std::shared_ptr<const MemberList>, std::shared_ptr<bool>) override {}
+  void training() override;
+  void leave() override;
+
+  // Runs `fn` on a thread of its own, counted so that the destructor can wait for it.
+  void spawn(std::function<void()> fn);
+  void event_thread();
+  std::shared_ptr<comm::Store> store(StoreLevel level) const {
+    return level == StoreLevel::kDomain ? setup_.domain_store : setup_.global_store;
+  }
+  WatchedEpoch watched(StoreLevel level, const MemberList& list);
+
+  HierarchyRuntimeSetup setup_;
+  Progress progress_;
+  mutable std::mutex mutex_;  // the machine's, and every field below but the queue's
+  bool stopping_ = false;
+  bool left_ = false;
+  int reformations_ = 0;
+  std::string form_error_;
+  std::shared_ptr<const MemberList> training_on_;
+  // The event thread's queue, under its own lock (a watch's callback takes no other).
+  std::mutex queue_mutex_;
+  std::condition_variable queue_wake_;
+  std::deque<std::function<void()>> queue_;
+  bool queue_stop_ = false;
+  // Threads running (workers and the event thread), under mutex_.
+  int threads_ = 0;
+  std::condition_variable threads_done_;
+  HierarchyMember machine_;
+  std::unique_ptr<comm::Heartbeat> domain_beat_, global_beat_;
+  std::unique_ptr<FailureWatch> domain_watch_, global_watch_;
+};
+
+}  // namespace ntp::elastic
