@@ -1,5 +1,6 @@
 #include "elastic/hierarchy_runtime.h"
 
+#include <chrono>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -9,6 +10,14 @@
 #include "elastic/store_driver.h"
 
 namespace ntp::elastic {
+namespace {
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 HierarchyRuntime::HierarchyRuntime(HierarchyRuntimeSetup setup)
     : setup_(std::move(setup)),
@@ -143,6 +152,7 @@ WatchedEpoch HierarchyRuntime::watched(StoreLevel level, const MemberList& list)
   e.incarnations.assign(static_cast<size_t>(domain ? p.domain_size : p.domain_count),
                         comm::incarnation(0, 0));
   e.abort = [this, domain](const std::string&) {
+    if (domain && moments_.aborted.load() == 0) moments_.aborted.store(now_ns());
     defer([this, domain] { domain ? machine_.domain_failed() : machine_.global_failed(); });
   };
   return e;
@@ -168,10 +178,15 @@ void HierarchyRuntime::lead(const MemberList& global, bool /*takeover*/) {
   global_watch_->arm(watched(StoreLevel::kGlobal, global));
 }
 
-void HierarchyRuntime::reforming() { training_on_ = nullptr; }
+void HierarchyRuntime::reforming() {
+  training_on_ = nullptr;
+  moments_.agreed.store(0);
+  moments_.formed.store(0);
+}
 
 void HierarchyRuntime::got_full(std::shared_ptr<const MemberList> full,
                                 std::shared_ptr<bool> live) {
+  moments_.agreed.store(now_ns());
   if (!setup_.form) {
     machine_.resume_training();
     return;
@@ -189,6 +204,7 @@ void HierarchyRuntime::got_full(std::shared_ptr<const MemberList> full,
 }
 
 void HierarchyRuntime::training() {
+  moments_.formed.store(now_ns());
   training_on_ = machine_.full();
   ++reformations_;
 }

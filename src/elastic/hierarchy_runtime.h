@@ -21,7 +21,9 @@
 // a caller's formation reaches its peers through a store of its own choosing).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -37,6 +39,14 @@
 #include "elastic/progress.h"
 
 namespace ntp::elastic {
+
+// When a member's recovery reached each step, in ns of Clock (0: not yet), as the simulator
+// reports them (SimResult's abort, agreement, formation): its domain watch's first verdict, its
+// last full list taken, and its training again on it (the last re-formation's: an earlier one's
+// moments are cleared when the domain re-forms again).
+struct HierarchyMoments {
+  std::atomic<std::int64_t> aborted{0}, agreed{0}, formed{0};
+};
 
 struct HierarchyRuntimeSetup {
   HierarchyMemberParams member;  // its `progress` is ignored: the runtime marks its own
@@ -66,6 +76,7 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   std::string error() const;
   // It read that it was declared dead: the process should exit.
   bool left() const;
+  const HierarchyMoments& moments() const { return moments_; }
 
  private:
   // HierarchyDriver.
@@ -96,6 +107,7 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   int reformations_ = 0;
   std::string form_error_;
   std::shared_ptr<const MemberList> training_on_;
+  HierarchyMoments moments_;
   // The event thread's queue, under its own lock (a watch's callback takes no other).
   std::mutex queue_mutex_;
   std::condition_variable queue_wake_;
