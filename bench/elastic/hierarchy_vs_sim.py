@@ -8,13 +8,14 @@ process of its own, every repeat going round every count), and control_plane_sim
 (fault -> every survivor's domain watch aborted), the agreement (-> every survivor holding the
 new full list), the global store's steady load and its ops from the fault to the agreement.
 
-Nothing is fitted here. The simulator's host parameters are those sim_vs_bench.py fitted on the
-flat protocol's bench on this host (give them as flags), so every row is a prediction: the
-hierarchy's machines, domain stores and leaders' rounds, checked with parameters that were never
-set on them.
+The simulator's host parameters, a member's CPU per store op and per woken read, are either
+given (--cpu-per-op-us and --wake-cpu-us: e.g. what sim_vs_bench.py fitted on the flat
+protocol's bench on this host, so that every row is a prediction) or, without them, fitted at
+the smallest count on this bench's medians as sim_vs_bench.py fits them (cpu_per_op on the
+agreement, wake_cpu on the abort), so that every larger count is a prediction.
 
   bench/elastic/hierarchy_vs_sim.py --members 16,32,64,128 --tp 8 --repeats 5 \\
-      --store-ops 92000 --rtt-us 53 --cpu-per-op-us 20.2 --wake-cpu-us 58.5
+      --store-ops 92000 --rtt-us 53 [--cpu-per-op-us 20.2 --wake-cpu-us 58.5]
 
 Writes progress to stderr, the table to stdout; exits 1 if a count has no bench figures.
 """
@@ -25,7 +26,7 @@ import statistics
 import subprocess
 import sys
 
-from sim_vs_bench import summary
+from sim_vs_bench import fit_store_cpu, summary
 
 PHASES = ("abort_all_s", "agree_s", "steady_store_ops_per_s", "recovery_store_ops")
 
@@ -47,19 +48,33 @@ def run_bench(a, members):
     return runs
 
 
-def simulate(a, members):
-    """Per count, the sim's runs over seeds 1..--seeds."""
+def simulate(a, members, params, seeds):
+    """Per count, the sim's runs over seeds 1..`seeds` with host `params` (sim_vs_bench's
+    names: cpu-per-op and wake-cpu, microseconds)."""
     out = subprocess.run(
         [os.path.join(a.build, "bin/control_plane_sim"), "--hierarchy", "--no-form",
          "--gpus", ",".join(map(str, members)), "--tp", str(a.tp), "--fault", a.fault,
-         "--seeds", str(a.seeds), "--store-ops", str(a.store_ops), "--rtt-us", str(a.rtt_us),
-         "--host-cores", str(a.host_cores), "--cpu-per-op-us", str(a.cpu_per_op_us),
-         "--wake-cpu-us", str(a.wake_cpu_us)],
+         "--seeds", str(seeds), "--store-ops", str(a.store_ops), "--rtt-us", str(a.rtt_us),
+         "--host-cores", str(a.host_cores), "--cpu-per-op-us", f"{params['cpu-per-op']:.3f}",
+         "--wake-cpu-us", f"{params['wake-cpu']:.3f}"],
         capture_output=True, text=True, timeout=600, check=True)
     runs = {n: [] for n in members}
     for row in map(json.loads, out.stdout.splitlines()):
         runs[row["gpus"]].append(row)
     return runs
+
+
+def fit(a, bench, n):
+    """cpu_per_op and wake_cpu fitted at `n` on the bench's medians (seed 1: a fitted figure
+    varies by well under a percent between seeds)."""
+    agree, abort = summary(bench[n], "agree_s"), summary(bench[n], "abort_all_s")
+    if agree is None or abort is None:
+        sys.exit(f"error: no agreement or abort figures at {n} members to fit on")
+
+    def sim(sizes, params):
+        return {m: rows[0] for m, rows in simulate(a, sizes, params, 1).items()}
+
+    return fit_store_cpu(sim, n, agree[0], abort[0], True)
 
 
 def main():
@@ -76,17 +91,25 @@ def main():
                    help="the store's service rate (redis-benchmark -t set,get -c 50)")
     p.add_argument("--rtt-us", type=float, required=True,
                    help="the store's round trip from one client (redis-benchmark -t get -c 1)")
-    p.add_argument("--cpu-per-op-us", type=float, required=True,
-                   help="as sim_vs_bench.py fitted it on this host")
-    p.add_argument("--wake-cpu-us", type=float, required=True,
-                   help="as sim_vs_bench.py fitted it on this host")
+    p.add_argument("--cpu-per-op-us", type=float,
+                   help="given (e.g. as sim_vs_bench.py fitted it on this host); without it "
+                        "and --wake-cpu-us both are fitted at the smallest count")
+    p.add_argument("--wake-cpu-us", type=float)
     p.add_argument("--host-cores", type=int, default=os.cpu_count())
     a = p.parse_args()
     members = sorted(int(m) for m in a.members.split(","))
+    given = a.cpu_per_op_us is not None
+    if given != (a.wake_cpu_us is not None):
+        sys.exit("error: give both --cpu-per-op-us and --wake-cpu-us, or neither (both fitted)")
     bench = run_bench(a, members)
-    sim = simulate(a, members)
+    if given:
+        params = {"cpu-per-op": a.cpu_per_op_us, "wake-cpu": a.wake_cpu_us}
+    else:
+        params = fit(a, bench, members[0])
+    sim = simulate(a, members, params, a.seeds)
+    how = "given" if given else f"fitted at {members[0]} members"
     print(f"# host: {a.host_cores} cores; store {a.store_ops:.0f} ops/s, round trip {a.rtt_us} us; "
-          f"cpu_per_op {a.cpu_per_op_us} us, wake_cpu {a.wake_cpu_us} us (the flat fit's)")
+          f"cpu_per_op {params['cpu-per-op']:.1f} us, wake_cpu {params['wake-cpu']:.1f} us ({how})")
     print(f"# bench: {a.repeats} runs of hierarchy_bench --members N --tp {a.tp} --fault {a.fault} "
           f"--steady-s {a.steady_s}; sim: control_plane_sim --hierarchy --no-form, seeds 1-{a.seeds}"
           "; medians [min-max] (runs)")
@@ -100,7 +123,8 @@ def main():
                 missing = True
                 print(f"| {n} | {ph} | failed in every run | {s[0]:.4g} | - |")
                 continue
-            ratio = f"{s[0] / b[0]:.2f}" if b[0] > 0 else "-"
+            fitted = not given and n == members[0] and ph in ("abort_all_s", "agree_s")
+            ratio = "fitted" if fitted else (f"{s[0] / b[0]:.2f}" if b[0] > 0 else "-")
             print(f"| {n} | {ph} | {b[0]:.4g} [{b[1]:.4g}-{b[2]:.4g}] ({b[3]}) | "
                   f"{s[0]:.4g} [{s[1]:.4g}-{s[2]:.4g}] ({s[3]}) | {ratio} |")
     sys.exit(1 if missing else 0)

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "comm/exit_notice.h"
-#include "elastic/store_driver.h"
 
 namespace ntp::elastic {
 namespace {
@@ -16,6 +15,10 @@ std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
 }
+
+// Domain tasks that run at once in a recovery: the agreement, the await of the full list, and
+// a leader's relay (or the done key).
+constexpr int kPreparedDomainDrivers = 2;
 
 }  // namespace
 
@@ -36,6 +39,11 @@ HierarchyRuntime::HierarchyRuntime(HierarchyRuntimeSetup setup)
       setup_.domain_store, liveness_period(p.hang_detect), p.hang_detect, &progress_,
       [this] { defer([this] { leave(); }); });
   std::lock_guard<std::mutex> lock(mutex_);
+  for (int i = 0; i < kPreparedDomainDrivers; ++i) {
+    auto driver = std::make_unique<StoreDriver>(*setup_.domain_store);
+    (void)driver->prepare_reader();  // a store away now: the first read connects
+    give_driver(StoreLevel::kDomain, std::move(driver));
+  }
   spawn([this] { event_thread(); });
 }
 
@@ -45,6 +53,8 @@ HierarchyRuntime::~HierarchyRuntime() {
   machine_.stop();
   domain_watch_->disarm();
   if (global_watch_) global_watch_->disarm();
+  jobs_.clear();  // their tasks' frames, under the lock
+  work_.notify_all();
   {
     std::lock_guard<std::mutex> queue_lock(queue_mutex_);
     queue_stop_ = true;
@@ -106,27 +116,60 @@ void HierarchyRuntime::event_thread() {
   }
 }
 
-// A task's worker: its ops one after another on a driver of its own, each without the lock; the
+void HierarchyRuntime::submit(Job job) {
+  jobs_.push_back(std::move(job));
+  if (idle_workers_ >= static_cast<int>(jobs_.size())) {
+    work_.notify_one();
+  } else {
+    spawn([this] { worker_thread(); });
+  }
+}
+
+void HierarchyRuntime::worker_thread() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    ++idle_workers_;
+    work_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    --idle_workers_;
+    if (stopping_) return;
+    Job job = std::move(jobs_.front());
+    jobs_.pop_front();
+    job(lock);
+  }
+}
+
+std::unique_ptr<StoreDriver> HierarchyRuntime::take_driver(StoreLevel level) {
+  std::vector<std::unique_ptr<StoreDriver>>& idle = idle_drivers_[static_cast<int>(level)];
+  if (idle.empty()) return std::make_unique<StoreDriver>(*store(level));
+  std::unique_ptr<StoreDriver> driver = std::move(idle.back());
+  idle.pop_back();
+  return driver;
+}
+
+void HierarchyRuntime::give_driver(StoreLevel level, std::unique_ptr<StoreDriver> driver) {
+  idle_drivers_[static_cast<int>(level)].push_back(std::move(driver));
+}
+
+// A task's job: its ops one after another on a driver of its own, each without the lock; the
 // task is resumed, and destroyed, under it.
 void HierarchyRuntime::run(StoreLevel level, IoSlot& io, Task<Status> task,
                            std::shared_ptr<bool> live) {
   auto owned = std::make_shared<std::optional<Task<Status>>>(std::move(task));
-  spawn([this, level, &io, owned, live] {
-    StoreDriver driver(*store(level));
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!stopping_ && *live) {
-      io.set_now(Clock::now());
-      (*owned)->start();
-      while (!stopping_ && *live && io.has_pending()) {
-        io::Op op = io.take_pending();
-        lock.unlock();
-        io::Reply reply = driver.perform(std::move(op));
-        lock.lock();
-        if (stopping_ || !*live) break;
-        io.resume(std::move(reply));
-      }
+  submit([this, level, &io, owned, live](std::unique_lock<std::mutex>& lock) {
+    if (stopping_ || !*live) return;
+    std::unique_ptr<StoreDriver> driver = take_driver(level);
+    io.set_now(Clock::now());
+    (*owned)->start();
+    while (!stopping_ && *live && io.has_pending()) {
+      io::Op op = io.take_pending();
+      lock.unlock();
+      io::Reply reply = driver->perform(std::move(op));
+      lock.lock();
+      if (stopping_ || !*live) break;
+      io.resume(std::move(reply));
     }
     owned->reset();  // a dropped task's frame, under the lock its steps ran under
+    give_driver(level, std::move(driver));
   });
 }
 
@@ -191,16 +234,18 @@ void HierarchyRuntime::got_full(std::shared_ptr<const MemberList> full,
     machine_.resume_training();
     return;
   }
-  spawn([this, full = std::move(full), live = std::move(live)] {
-    const Status formed = setup_.form(*full);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_ || !*live || !*machine_.live()) return;  // dead, or the domain re-forms again
-    if (!formed.ok()) {
-      if (form_error_.empty()) form_error_ = formed.to_string();
-      return;
-    }
-    machine_.groups_formed();
-  });
+  submit(
+      [this, full = std::move(full), live = std::move(live)](std::unique_lock<std::mutex>& lock) {
+        lock.unlock();
+        const Status formed = setup_.form(*full);
+        lock.lock();
+        if (stopping_ || !*live || !*machine_.live()) return;  // dead, or the domain re-forms again
+        if (!formed.ok()) {
+          if (form_error_.empty()) form_error_ = formed.to_string();
+          return;
+        }
+        machine_.groups_formed();
+      });
 }
 
 void HierarchyRuntime::training() {

@@ -5,9 +5,12 @@
 // How it runs the machine:
 //   - under one lock, on whatever thread holds it: the member's event thread (the watches'
 //     verdicts, deferred steps) or a task's worker;
-//   - every task on a worker thread of its own, with a StoreDriver (and so a stream reader) of
-//     its own on the level's store: an op is done without the lock (a blocking read waits up to
-//     seconds), and its reply resumes the task under it;
+//   - every task on a worker of the member's pool, with a StoreDriver (and so a stream reader)
+//     of its own on the level's store while it runs: an op is done without the lock (a blocking
+//     read waits up to seconds), and its reply resumes the task under it. Workers and drivers are
+//     kept for the next task: a recovery starts no thread and opens no connection while the
+//     pool has them (two domain drivers are connected at the start, as the flat trainer
+//     prepares its agreement's reader before any fault);
 //   - the watches are the runtime's own: a comm::Heartbeat and an elastic::FailureWatch over the
 //     domain's slots on the domain's store, and while the member leads, another pair over the
 //     domains on the global store, beating under the domain's id. A watch calls back on its
@@ -29,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "comm/store.h"
 #include "comm/survivors.h"
@@ -37,6 +41,7 @@
 #include "elastic/failure_watch.h"
 #include "elastic/hierarchy_member.h"
 #include "elastic/progress.h"
+#include "elastic/store_driver.h"
 
 namespace ntp::elastic {
 
@@ -91,6 +96,14 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   void training() override;
   void leave() override;
 
+  // A worker's job: run with mutex_ held, which it may release and take again.
+  using Job = std::function<void(std::unique_lock<std::mutex>&)>;
+  // Under mutex_: `job` goes to an idle worker, or a new one.
+  void submit(Job job);
+  void worker_thread();
+  // Under mutex_: a driver on `level`'s store from the pool (or a new one), and back.
+  std::unique_ptr<StoreDriver> take_driver(StoreLevel level);
+  void give_driver(StoreLevel level, std::unique_ptr<StoreDriver> driver);
   // Runs `fn` on a thread of its own, counted so that the destructor can wait for it.
   void spawn(std::function<void()> fn);
   void event_thread();
@@ -116,6 +129,11 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   // Threads running (workers and the event thread), under mutex_.
   int threads_ = 0;
   std::condition_variable threads_done_;
+  // The worker pool, under mutex_: jobs not yet taken, and workers waiting for one.
+  std::deque<Job> jobs_;
+  int idle_workers_ = 0;
+  std::condition_variable work_;
+  std::vector<std::unique_ptr<StoreDriver>> idle_drivers_[2];  // [StoreLevel]
   HierarchyMember machine_;
   std::unique_ptr<comm::Heartbeat> domain_beat_, global_beat_;
   std::unique_ptr<FailureWatch> domain_watch_, global_watch_;
