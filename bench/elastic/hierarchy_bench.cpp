@@ -197,6 +197,26 @@ std::int64_t wait_all(const std::vector<Member>& members, int victim,
   }
 }
 
+// The agreement's parts, as control_plane_sim prints them (SimResult::agree_domain_s): from the
+// last abort to the last survivor's domain list agreed, to the last leader's relay, to the last
+// survivor holding its full list; null when they do not follow in that order.
+nlohmann::ordered_json agree_parts(const std::vector<Member>& members, int victim,
+                                   std::int64_t aborted, std::int64_t agreed) {
+  const std::int64_t domain = all_reached(members, victim, &HierarchyMoments::domain_agreed);
+  std::int64_t relayed = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (static_cast<int>(i) != victim) {
+      relayed = std::max(relayed, members[i].runtime->moments().relayed.load());
+    }
+  }
+  if (!(aborted <= domain && domain <= relayed && relayed <= agreed)) return nullptr;
+  nlohmann::ordered_json parts;
+  parts["domain_s"] = span_s(aborted, domain);
+  parts["round_s"] = span_s(domain, relayed);
+  parts["take_s"] = span_s(relayed, agreed);
+  return parts;
+}
+
 // The global epoch every survivor's full list is of, and its size; nulls when they differ.
 void agreed_list(const std::vector<Member>& members, int victim, nlohmann::ordered_json& line) {
   int lowest = 1 << 30, highest = -1, smallest = 1 << 30, largest = -1;
@@ -276,6 +296,7 @@ std::vector<ServerCounts> all_counts(const Servers& servers) {
   if (tg != 0) {
     line["recovery_store_ops"] = servers.counts(0).commands - global_at_fault.commands;
     agreed_list(members, victim, line);
+    line["hierarchy_agree_parts"] = agree_parts(members, victim, ta, tg);
   }
   if (!failure.empty()) line["failed"] = failure;
   std::printf("%s\n", line.dump().c_str());

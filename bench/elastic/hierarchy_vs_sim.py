@@ -29,6 +29,10 @@ import sys
 from sim_vs_bench import fit_store_cpu, summary
 
 PHASES = ("abort_all_s", "agree_s", "steady_store_ops_per_s", "recovery_store_ops")
+# The agreement's parts, in both tools' JSON under "hierarchy_agree_parts": from the last abort
+# to the last domain list agreed, to the last relay of a full list, to the last member holding
+# it.
+AGREE_PARTS = ("domain_s", "round_s", "take_s")
 
 
 def run_bench(a, members):
@@ -126,6 +130,19 @@ def main():
             fitted = not given and n == members[0] and ph in ("abort_all_s", "agree_s")
             ratio = "fitted" if fitted else (f"{s[0] / b[0]:.2f}" if b[0] > 0 else "-")
             print(f"| {n} | {ph} | {b[0]:.4g} [{b[1]:.4g}-{b[2]:.4g}] ({b[3]}) | "
+                  f"{s[0]:.4g} [{s[1]:.4g}-{s[2]:.4g}] ({s[3]}) | {ratio} |")
+    print()
+    print("| N | part of agree_s | bench | sim | sim/bench |")
+    print("|---|---|---|---|---|")
+    for n in members:
+        for part in AGREE_PARTS:
+            b, s = (summary(runs[n], None, part, "hierarchy_agree_parts") for runs in (bench, sim))
+            if b is None or s is None:
+                print(f"| {n} | {part} | {'-' if b is None else f'{b[0]:.4g}'} | "
+                      f"{'-' if s is None else f'{s[0]:.4g}'} | - |")
+                continue
+            ratio = f"{s[0] / b[0]:.2f}" if b[0] > 0 else "-"
+            print(f"| {n} | {part} | {b[0]:.4g} [{b[1]:.4g}-{b[2]:.4g}] ({b[3]}) | "
                   f"{s[0]:.4g} [{s[1]:.4g}-{s[2]:.4g}] ({s[3]}) | {ratio} |")
     sys.exit(1 if missing else 0)
 

@@ -202,6 +202,7 @@ WatchedEpoch HierarchyRuntime::watched(StoreLevel level, const MemberList& list)
 }
 
 void HierarchyRuntime::arm_watch(StoreLevel level, const MemberList& list) {
+  if (level == StoreLevel::kDomain && list.epoch > 0) moments_.domain_agreed.store(now_ns());
   (level == StoreLevel::kDomain ? domain_watch_ : global_watch_)->arm(watched(level, list));
 }
 
@@ -219,6 +220,12 @@ void HierarchyRuntime::lead(const MemberList& global, bool /*takeover*/) {
       setup_.global_store, liveness_period(p.global_hang_detect), p.global_hang_detect, &progress_,
       [this] { defer([this] { leave(); }); });
   global_watch_->arm(watched(StoreLevel::kGlobal, global));
+}
+
+// The leaders' exchange of addresses across domains is not built: a caller's formation reaches
+// its peers through a store of its own choosing.
+void HierarchyRuntime::relayed(std::shared_ptr<const MemberList>, std::shared_ptr<bool>) {
+  moments_.relayed.store(now_ns());
 }
 
 void HierarchyRuntime::reforming() {

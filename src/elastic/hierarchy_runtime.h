@@ -51,6 +51,9 @@ namespace ntp::elastic {
 // moments are cleared when the domain re-forms again).
 struct HierarchyMoments {
   std::atomic<std::int64_t> aborted{0}, agreed{0}, formed{0};
+  // Within the agreement: its last domain list agreed (its domain watch armed on it), and as a
+  // leader its last full list relayed into its domain.
+  std::atomic<std::int64_t> domain_agreed{0}, relayed{0};
 };
 
 struct HierarchyRuntimeSetup {
@@ -92,7 +95,7 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   void lead(const MemberList& global, bool takeover) override;
   void reforming() override;
   void got_full(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live) override;
-  void relayed(std::shared_ptr<const MemberList>, std::shared_ptr<bool>) override {}
+  void relayed(std::shared_ptr<const MemberList>, std::shared_ptr<bool>) override;
   void training() override;
   void leave() override;
 

@@ -117,6 +117,11 @@ struct SimResult {
   // up (its addresses exchanged and its links set up), to the last one past its four groups'
   // barriers, to the last one done. -1 with the hierarchy, or without formation.
   double form_link_s = -1, form_barrier_s = -1, form_done_s = -1;
+  // The hierarchy's agreement in three parts that add up to agree_s (hierarchy_bench measures
+  // the same): from the last abort to the last survivor's domain list agreed (its domain watch
+  // armed on it), to the last relay of a full list by a leader, to the last survivor holding its
+  // full list. -1 without the hierarchy, or when they do not follow in that order.
+  double agree_domain_s = -1, agree_round_s = -1, agree_relay_take_s = -1;
   // With the hierarchy, witnesses that a run met two rare interleavings (a test of one asserts
   // its run did): members of a domain no fault struck (so its list did not change) whose domain
   // re-formed while they awaited a full list already relayed to them: only the domain epoch

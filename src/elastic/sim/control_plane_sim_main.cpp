@@ -293,6 +293,11 @@ int main(int argc, char** argv) {
                                {"decide_s", seconds_or_null(r.agree_decide_s)},
                                {"take_s", seconds_or_null(r.agree_take_s)}};
       }
+      if (r.agree_domain_s >= 0) {
+        line["hierarchy_agree_parts"] = {{"domain_s", seconds_or_null(r.agree_domain_s)},
+                                         {"round_s", seconds_or_null(r.agree_round_s)},
+                                         {"take_s", seconds_or_null(r.agree_relay_take_s)}};
+      }
       if (r.form_link_s >= 0) {
         line["form_parts"] = {{"link_s", seconds_or_null(r.form_link_s)},
                               {"barrier_s", seconds_or_null(r.form_barrier_s)},

@@ -199,6 +199,9 @@ class Member : public HierarchyDriver {
   std::string failure() const { return error.empty() ? machine_.error() : error; }
 
   std::optional<Time> aborted, agreed, formed;
+  // Its last domain list agreed, and as a leader its last full list relayed (the agreement's
+  // parts: SimResult::agree_domain_s).
+  std::optional<Time> domain_agreed, relayed_at;
   bool fired_early = false;
   bool left = false;  // it read that it was declared dead, and left the job
   std::string error;  // what fired its watch before the fault
@@ -212,6 +215,7 @@ class Member : public HierarchyDriver {
   void defer(std::function<void()> fn) override { dlink_.after(Duration(0), std::move(fn)); }
   void arm_watch(StoreLevel level, const MemberList& list) override {
     if (level == StoreLevel::kDomain) {
+      if (list.epoch > 0) domain_agreed = w_.loop.now();  // armed on its new list
       watch_.arm(list.epoch, list.members, w_.slot_incarnations);
     } else {
       global_watch_->arm(list.epoch, list.members, w_.domain_incarnations);
@@ -224,6 +228,7 @@ class Member : public HierarchyDriver {
   void reforming() override;
   void got_full(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live) override;
   void relayed(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live) override {
+    relayed_at = w_.loop.now();
     if (w_.config.form) exchange_across(std::move(full), std::move(live));
   }
   void training() override {
@@ -412,6 +417,26 @@ void Member::exchange_across(std::shared_ptr<const MemberList> list, std::shared
             });
 }
 
+// SimResult's parts of the agreement (agree_domain_s, ...), when they follow in their order.
+void set_agree_parts(SimResult& out, const std::vector<std::unique_ptr<Member>>& members,
+                     const std::set<int>& out_of_job) {
+  const std::optional<Time> aborted = last_of(members, out_of_job, &Member::aborted),
+                            domain = last_of(members, out_of_job, &Member::domain_agreed),
+                            agreed = last_of(members, out_of_job, &Member::agreed);
+  std::optional<Time> relayed;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const std::optional<Time>& t = members[i]->relayed_at;
+    if (out_of_job.count(static_cast<int>(i)) == 0 && t && (!relayed || *t > *relayed)) {
+      relayed = t;
+    }
+  }
+  if (!aborted || !domain || !relayed || !agreed) return;
+  if (!(*aborted <= *domain && *domain <= *relayed && *relayed <= *agreed)) return;
+  out.agree_domain_s = seconds(*domain - *aborted);
+  out.agree_round_s = seconds(*relayed - *domain);
+  out.agree_relay_take_s = seconds(*agreed - *relayed);
+}
+
 // The invariants of one run; "ok" or the first violation.
 std::string check(const World& w, const std::vector<std::unique_ptr<Member>>& members,
                   const std::set<int>& victims) {
@@ -566,6 +591,7 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   out.takeovers_cut_by_death = w.takeovers_cut_by_death;
   if (w.detected) out.detected_at_s = seconds(*w.detected - fault_at);
   set_phases(out, members, out_of_job, fault_at);
+  set_agree_parts(out, members, out_of_job);
   for (size_t i = 0; i < members.size(); ++i) {
     if (out_of_job.count(static_cast<int>(i)) == 0 && members[i]->full()) {
       out.agreed_epoch = members[i]->full()->epoch;
