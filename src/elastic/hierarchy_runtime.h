@@ -16,15 +16,16 @@
 //     domains on the global store, beating under the domain's id. A watch calls back on its
 //     thread under its own lock, and the machine arms and disarms it under the member's lock, so
 //     a verdict is queued for the event thread, never acted on in the callback;
-//   - the formation is the caller's `form`, on a worker; once the groups are up the member marks
-//     its domain epoch done and trains.
+//   - the formation is the caller's `form`, on a worker, over its domain's store; once the groups
+//     are up the member marks its domain epoch done and trains. A leader relays the addresses of
+//     its members' links to other domains (elastic/address_relay.h) as it relays a full list.
 // What the runtime does not have yet (docs/design/control-plane-hierarchy.md, "the steps left"):
-// `ntp launch` serving a domain store per node, the trainer's re-formation on the full list, and
-// the leaders' exchange of the addresses of links across domains (`relayed` does nothing here:
-// a caller's formation reaches its peers through a store of its own choosing).
+// `ntp launch` serving a domain store per node, and the trainer's re-formation on the full
+// list.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -38,6 +39,7 @@
 #include "comm/survivors.h"
 #include "core/non_copyable.h"
 #include "core/status.h"
+#include "elastic/address_relay.h"
 #include "elastic/failure_watch.h"
 #include "elastic/hierarchy_member.h"
 #include "elastic/progress.h"
@@ -63,6 +65,13 @@ struct HierarchyRuntimeSetup {
   // the member's lock. Null: none; the member trains on its full list at once, and marks no done
   // key.
   std::function<Status(const MemberList& full)> form;
+  // Where `form` connects its world: the prefix of its address keys on the domain's store
+  // (comm::GlooOptions::prefix) for `full`, and its groups' shape. Set, a leader relays the
+  // addresses of links across domains (elastic/address_relay.h) for each full list it relays;
+  // null, it relays none (a formation over a store every member shares needs none).
+  std::function<std::string(const MemberList& full)> mesh_prefix;
+  GroupShape shape;
+  std::chrono::milliseconds relay_timeout{30000};  // comm::GlooOptions::timeout's default
 };
 
 class HierarchyRuntime : NonCopyable, private HierarchyDriver {
@@ -114,6 +123,12 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
     return level == StoreLevel::kDomain ? setup_.domain_store : setup_.global_store;
   }
   WatchedEpoch watched(StoreLevel level, const MemberList& list);
+  // The leaders' relay of addresses across domains: its three steps, each on one store, each
+  // starting the next (under mutex_, from a worker).
+  struct AddressRelayRun;
+  Task<Status> collect_outgoing(std::shared_ptr<AddressRelayRun> relay);
+  Task<Status> trade(std::shared_ptr<AddressRelayRun> relay, std::vector<std::string> addresses);
+  void relay_failed(const Status& s);
 
   HierarchyRuntimeSetup setup_;
   Progress progress_;

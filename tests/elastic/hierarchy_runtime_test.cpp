@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -27,7 +28,9 @@
 #include <thread>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "comm/exit_notice.h"
+#include "comm/gloo_communicator.h"
 #include "comm/store.h"
 #include "core/check.h"
 #include "elastic/hierarchy_runtime.h"
@@ -87,6 +90,55 @@ struct Expect {
   std::optional<int> reformations;  // each survivor's, where one fault fixes it
 };
 
+std::string mesh_prefix(const MemberList& full) {
+  return "train/a0/e" + std::to_string(full.epoch);
+}
+
+// The trainer's groups on `full` (train/job.cpp's shape) over its domain's store: the world, its
+// TP group (its domain), its DP group (its slot in every listed domain), each with a barrier; then
+// an all-reduce of the members' ids over the world, which crosses every domain. Its peers in other
+// domains' addresses reach it only through the leaders' relay (elastic/address_relay.h).
+Status form_groups(const std::shared_ptr<comm::Store>& store, const MemberList& full, int gid,
+                   int mesh_max, std::vector<std::unique_ptr<comm::Communicator>>& groups) {
+  groups.clear();
+  const auto ranks_where = [&full](auto pick) {
+    std::vector<int> out;
+    for (size_t r = 0; r < full.members.size(); ++r) {
+      if (pick(full.members[r])) out.push_back(static_cast<int>(r));
+    }
+    return out;
+  };
+  const std::vector<int> tp = ranks_where([gid](int id) { return id / kTp == gid / kTp; });
+  const std::vector<int> dp = ranks_where([gid](int id) { return id % kTp == gid % kTp; });
+  comm::GlooOptions gloo;
+  gloo.store = store;
+  gloo.rank = static_cast<int>(std::find(full.members.begin(), full.members.end(), gid) -
+                               full.members.begin());
+  gloo.size = static_cast<int>(full.members.size());
+  gloo.prefix = mesh_prefix(full);
+  gloo.timeout = milliseconds(20000);
+  gloo.full_mesh_max_size = mesh_max;
+  gloo.planned_subgroups = {tp, dp};
+  NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::connect_gloo(gloo));
+  NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> tp_group, world->subgroup(tp, "tp"));
+  NTP_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> dp_group, world->subgroup(dp, "dp"));
+  for (comm::Communicator* group : {world.get(), tp_group.get(), dp_group.get()}) {
+    NTP_RETURN_IF_ERROR(group->barrier());
+  }
+  std::vector<double> sum{static_cast<double>(gid)};
+  NTP_RETURN_IF_ERROR(world->allreduce(comm::view(sum)));
+  double expected = 0;
+  for (int id : full.members) expected += id;
+  if (sum[0] != expected) {
+    return internal_error("the world's all-reduce of the ids gave " + std::to_string(sum[0]) +
+                          ", not " + std::to_string(expected));
+  }
+  groups.push_back(std::move(world));
+  groups.push_back(std::move(tp_group));
+  groups.push_back(std::move(dp_group));
+  return Status();
+}
+
 class HierarchyRuntimeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -111,7 +163,18 @@ class HierarchyRuntimeTest : public ::testing::Test {
     setup.member.encode_layout = [] { return std::string("test layout"); };
     setup.domain_store = open(*domains_[static_cast<size_t>(domain)]);
     setup.global_store = global;
-    setup.form = [](const MemberList&) { return Status(); };  // the groups: up at once
+    std::vector<std::unique_ptr<comm::Communicator>> groups;
+    if (mesh_max_ > 0) {  // real groups, over the domain's store
+      setup.form = [&groups, store = setup.domain_store, gid,
+                    max = mesh_max_](const MemberList& full) {
+        return form_groups(store, full, gid, max, groups);
+      };
+      setup.mesh_prefix = mesh_prefix;
+      setup.shape = {kTp, mesh_max_};
+      setup.relay_timeout = milliseconds(20000);
+    } else {
+      setup.form = [](const MemberList&) { return Status(); };  // the groups: up at once
+    }
     HierarchyRuntime runtime(setup);
     NTP_CHECK(global->set("ready/" + std::to_string(gid), "1").ok());
     if (!wait_for([&] { return has(*global, "go"); }, milliseconds(30000))) {
@@ -242,6 +305,8 @@ class HierarchyRuntimeTest : public ::testing::Test {
 
   std::unique_ptr<RedisServer> global_;
   std::vector<std::unique_ptr<RedisServer>> domains_;
+  // > 0: members form real Gloo groups with this full-mesh bound (comm::GlooOptions); 0: none.
+  int mesh_max_ = 0;
 };
 
 TEST_F(HierarchyRuntimeTest, AKilledMemberIsDroppedAndEverySurvivorTrainsOnOneFullList) {
@@ -258,6 +323,22 @@ TEST_F(HierarchyRuntimeTest, AHungMemberIsSeenByItsDomainAndDropped) {
 
 TEST_F(HierarchyRuntimeTest, AHungLeaderIsTakenOverByTheNextSlot) {
   strike(/*victim=*/2 * kTp, SIGSTOP, /*epoch=*/2);
+}
+
+TEST_F(HierarchyRuntimeTest, SurvivorsFormRealGroupsAcrossDomainsOverTheirDomainStoresOnly) {
+  // Every survivor forms its world, TP and DP groups with Gloo over its own domain's store, and
+  // all-reduces the members' ids over the world: the addresses of its 8 peers in the other two
+  // domains reach it through the leaders' relay. A full mesh (11 members, under 32).
+  mesh_max_ = 32;
+  strike(/*victim=*/kTp + 2, SIGKILL, /*epoch=*/1);
+}
+
+TEST_F(HierarchyRuntimeTest, SurvivorsFormSparseGroupsAcrossDomainsAfterALeadersDeath) {
+  // The same with a full-mesh bound of 4: the world of 11 connects its ring and tree links only
+  // (comm/gloo_tree.h), which the relay must name exactly, and the leader of domain 1 is the
+  // one killed, so its successor relays.
+  mesh_max_ = 4;
+  strike(/*victim=*/kTp, SIGKILL, /*epoch=*/2);
 }
 
 TEST_F(HierarchyRuntimeTest, TheSlotTakingOverKilledAtAnyMomentIsReplacedByTheNext) {

@@ -20,6 +20,7 @@
 #include "comm/gloo_communicator.h"
 #include "comm/survivors.h"
 #include "core/check.h"
+#include "elastic/address_relay.h"
 #include "elastic/agreement.h"
 #include "elastic/agreement_machine.h"
 #include "elastic/domain_leader.h"
@@ -104,48 +105,36 @@ struct World {
     return StoreLink{&loop, &store, &host, config.cpu_per_op, nullptr, config.wake_cpu};
   }
 
-  // The links a GPU sets up when it forms its groups on `full` (comm/pair_mesh.h: the world's,
-  // its TP group's, its DP group's), split by whether the peer is in its domain.
+  // The links a GPU sets up when it forms its groups on `full` (elastic/address_relay.h's
+  // formation_links_of), as gids, split by whether the peer is in its domain.
   struct Links {
     std::set<int> local, across;  // gids
   };
   Links links_of(const MemberList& full, int gid) {
+    const int rank = static_cast<int>(
+        std::lower_bound(full.members.begin(), full.members.end(), gid) - full.members.begin());
+    const GroupShape shape{domain_size, kFullMeshMaxSize};
+    const RankLinks ranks = formation_links_of(
+        full, rank, shape, dp_groups(full)[static_cast<size_t>(gid % domain_size)]);
     Links out;
-    const int domain = gid / domain_size, slot = gid % domain_size;
-    const auto at = std::lower_bound(full.members.begin(), full.members.end(), gid);
-    const int me = static_cast<int>(at - full.members.begin());
-    const int size = static_cast<int>(full.members.size());
-    for (int r : comm::formation_links({}, me, size, kFullMeshMaxSize)) {
-      const int peer = full.members[static_cast<size_t>(r)];
-      (peer / domain_size == domain ? out.local : out.across).insert(peer);
-    }
-    for (int peer : ids_in(full.members, domain * domain_size, (domain + 1) * domain_size)) {
-      out.local.insert(peer);  // its TP group: the domain
-    }
-    const std::vector<int>& dp = dp_groups(full)[static_cast<size_t>(slot)];
-    const int dp_index = static_cast<int>(std::find(dp.begin(), dp.end(), gid) - dp.begin());
-    for (int peer :
-         comm::formation_links(dp, dp_index, static_cast<int>(dp.size()), kFullMeshMaxSize)) {
-      out.across.insert(peer);  // (with a member list, formation_links names members)
-    }
-    out.local.erase(gid);
-    out.across.erase(gid);
+    for (int r : ranks.local) out.local.insert(full.members[static_cast<size_t>(r)]);
+    for (int r : ranks.across) out.across.insert(full.members[static_cast<size_t>(r)]);
     return out;
   }
 
  private:
-  // Per slot, its DP group on `full` (that slot in every listed domain): computed once per list.
+  // Per slot, its DP group's mesh ranks on `full`: computed once per list (dp_group_ranks scans
+  // the list; at 102,384 GPUs once per member would be 10^10 steps).
   const std::vector<std::vector<int>>& dp_groups(const MemberList& full) {
     auto [it, fresh] = dp_cache.try_emplace(&full);
     if (fresh) {
       it->second.resize(static_cast<size_t>(domain_size));
-      for (int id : full.members) it->second[static_cast<size_t>(id % domain_size)].push_back(id);
+      for (size_t r = 0; r < full.members.size(); ++r) {
+        it->second[static_cast<size_t>(full.members[r] % domain_size)].push_back(
+            static_cast<int>(r));
+      }
     }
     return it->second;
-  }
-  static std::vector<int> ids_in(const std::vector<int>& list, int from, int to) {
-    return {std::lower_bound(list.begin(), list.end(), from),
-            std::lower_bound(list.begin(), list.end(), to)};
   }
   std::map<const MemberList*, std::vector<std::vector<int>>> dp_cache;
 
