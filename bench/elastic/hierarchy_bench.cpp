@@ -5,17 +5,19 @@
 // domain of --tp members and one for the leaders. One member dies as a SIGKILLed worker does (its
 // connections are cut at once, then its domain's launcher posts its exit notice); a member in the
 // middle domain, or with --fault leader-kill that domain's leader. The bench times fault -> every
-// survivor's domain watch aborted, -> every survivor holding the new full list, and reads the
-// stores' load from the servers' own INFO counters. Group formation is not run (the runtime's
-// formation across domains is not there yet): the figures are control_plane_sim --hierarchy
-// --no-form's, which bench/elastic/sim_vs_bench.py --hierarchy compares them with.
+// survivor's domain watch aborted, -> every survivor holding the new full list (-> with --form,
+// every survivor's groups formed: the trainer's world, TP and DP groups with Gloo over its
+// domain's store, the addresses of links to other domains carried by the leaders' relay,
+// elastic/address_relay.h), and reads the stores' load from the servers' own INFO counters.
+// bench/elastic/hierarchy_vs_sim.py compares its figures with control_plane_sim --hierarchy's.
 //
 // One JSON line per N on stdout, progress on stderr; each N runs in a child process of its own
 // (fresh servers and threads; one past --max-s is killed and reported).
 //
 //   build/bench/elastic/hierarchy_bench --members 32,64,128 [--tp 8]
-//       [--fault kill|leader-kill] [--steady-s S] [--max-s S] [--redis-server PATH]
+//       [--fault kill|leader-kill] [--form] [--steady-s S] [--max-s S] [--redis-server PATH]
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,7 +32,9 @@
 #include <vector>
 
 #include "bench_flags.h"
+#include "comm/communicator.h"
 #include "comm/exit_notice.h"
+#include "comm/gloo_communicator.h"
 #include "elastic/hierarchy_runtime.h"
 #include "killable_store.h"
 #include "machine_info.h"
@@ -50,6 +54,7 @@ struct Options {
   std::vector<int> members;
   int tp = 8;
   bool leader = false;  // --fault leader-kill
+  bool form = false;    // --form: the new groups formed after the agreement
   double steady_s = 2.0;
   double max_s = 300.0;
   std::string redis_server = "redis-server";
@@ -81,6 +86,9 @@ Options parse(int argc, char** argv) {
             bad("--fault '" + value + "': give kill or leader-kill");
           }
           o.leader = value == "leader-kill";
+        } else if (flag == "--form") {
+          if (value != "yes" && value != "no") bad("--form '" + value + "': give yes or no");
+          o.form = value == "yes";
         } else if (flag == "--steady-s") {
           o.steady_s = seconds_flag(flag, value, 0.5, 600);
         } else if (flag == "--max-s") {
@@ -90,7 +98,8 @@ Options parse(int argc, char** argv) {
           o.redis_server = value;
         } else {
           bad("unknown flag '" + flag +
-              "': use --members N[,N...], --tp, --fault, --steady-s, --max-s, --redis-server");
+              "': use --members N[,N...], --tp, --fault, --form, --steady-s, --max-s, "
+              "--redis-server");
         }
       });
   if (o.members.empty()) bad("no --members given: e.g. --members 32,64,128");
@@ -132,9 +141,46 @@ struct Servers {
   }
 };
 
-// One member: its runtime over connections the bench can cut.
+std::string mesh_prefix(const ntp::elastic::MemberList& full) {
+  return "train/a0/e" + std::to_string(full.epoch);
+}
+
+// The trainer's groups on `full` (train/job.cpp's shape, as control_plane_bench's members build
+// them) over the member's domain store: the world, its TP group (its domain) and its DP group
+// (its slot in every listed domain), in one batch, and a barrier over each.
+ntp::Status form_groups(const std::shared_ptr<ntp::comm::Store>& store,
+                        const ntp::elastic::MemberList& full, int gid, int tp,
+                        std::vector<std::unique_ptr<ntp::comm::Communicator>>& groups) {
+  groups.clear();
+  std::vector<int> tp_ranks, dp_ranks;
+  for (size_t r = 0; r < full.members.size(); ++r) {
+    if (full.members[r] / tp == gid / tp) tp_ranks.push_back(static_cast<int>(r));
+    if (full.members[r] % tp == gid % tp) dp_ranks.push_back(static_cast<int>(r));
+  }
+  ntp::comm::GlooOptions gloo;
+  gloo.store = store;
+  gloo.rank = static_cast<int>(std::lower_bound(full.members.begin(), full.members.end(), gid) -
+                               full.members.begin());
+  gloo.size = static_cast<int>(full.members.size());
+  gloo.prefix = mesh_prefix(full);
+  gloo.planned_subgroups = {tp_ranks, dp_ranks};
+  NTP_ASSIGN_OR_RETURN(auto world, ntp::comm::connect_gloo(gloo));
+  NTP_ASSIGN_OR_RETURN(auto tp_group, world->subgroup(tp_ranks, "tp"));
+  NTP_ASSIGN_OR_RETURN(auto dp_group, world->subgroup(dp_ranks, "dp"));
+  for (ntp::comm::Communicator* group : {world.get(), tp_group.get(), dp_group.get()}) {
+    NTP_RETURN_IF_ERROR(group->barrier());
+  }
+  groups.push_back(std::move(world));
+  groups.push_back(std::move(tp_group));
+  groups.push_back(std::move(dp_group));
+  return ntp::Status();
+}
+
+// One member: its runtime over connections the bench can cut, and its groups.
 struct Member {
   std::shared_ptr<ntp::bench::KillableStore> domain_store, global_store;
+  std::shared_ptr<std::vector<std::unique_ptr<ntp::comm::Communicator>>> groups =
+      std::make_shared<std::vector<std::unique_ptr<ntp::comm::Communicator>>>();
   std::unique_ptr<HierarchyRuntime> runtime;
 };
 
@@ -159,6 +205,14 @@ Member make_member(const Options& o, int n, int gid, const Servers& servers) {
   setup.member.encode_layout = [] { return std::string("bench layout"); };
   setup.domain_store = m.domain_store;
   setup.global_store = m.global_store;
+  if (o.form) {
+    setup.form = [groups = m.groups, store = m.domain_store, gid,
+                  tp = o.tp](const ntp::elastic::MemberList& full) {
+      return form_groups(store, full, gid, tp, *groups);
+    };
+    setup.mesh_prefix = mesh_prefix;
+    setup.shape = {o.tp, ntp::comm::GlooOptions{}.full_mesh_max_size};
+  }
   m.runtime = std::make_unique<HierarchyRuntime>(std::move(setup));
   return m;
 }
@@ -293,6 +347,12 @@ std::vector<ServerCounts> all_counts(const Servers& servers) {
       ta == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(span_s(tf, ta));
   line["agree_s"] =
       tg == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(span_s(ta, tg));
+  if (o.form) {
+    const std::int64_t tm =
+        tg == 0 ? 0 : wait_all(members, victim, &HierarchyMoments::formed, deadline, &failure);
+    line["form_s"] =
+        tm == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(span_s(tg, tm));
+  }
   if (tg != 0) {
     line["recovery_store_ops"] = servers.counts(0).commands - global_at_fault.commands;
     agreed_list(members, victim, line);
@@ -301,8 +361,9 @@ std::vector<ServerCounts> all_counts(const Servers& servers) {
   if (!failure.empty()) line["failed"] = failure;
   std::printf("%s\n", line.dump().c_str());
   std::fflush(stdout);
-  std::fprintf(stderr, "N=%d: abort %s, agreement %s\n", n, line["abort_all_s"].dump().c_str(),
-               line["agree_s"].dump().c_str());
+  std::fprintf(stderr, "N=%d: abort %s, agreement %s, formation %s\n", n,
+               line["abort_all_s"].dump().c_str(), line["agree_s"].dump().c_str(),
+               o.form ? line["form_s"].dump().c_str() : "not run");
   std::fflush(stderr);
   _exit(failure.empty() ? 0 : 1);
 }
@@ -340,6 +401,11 @@ bool run_one(const Options& o, int n) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  rlimit limit{};  // as many descriptors as allowed: every member's links are in this process
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
   std::fprintf(stderr, "# %s\n# machine: %s\n# tp %d; steady %.1f s\n",
                ntp::bench::command_line(kProgram, argc, argv).c_str(),
                ntp::bench::machine_description().c_str(), o.tp, o.steady_s);

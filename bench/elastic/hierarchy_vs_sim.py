@@ -4,9 +4,11 @@ the hierarchy).
 
 Runs bench/elastic/hierarchy_bench --repeats times over the given member counts (each count in a
 process of its own, every repeat going round every count), and control_plane_sim --hierarchy
---no-form with --seeds seeds per count, and prints each phase's median side by side: the abort
-(fault -> every survivor's domain watch aborted), the agreement (-> every survivor holding the
-new full list), the global store's steady load and its ops from the fault to the agreement.
+with --seeds seeds per count, and prints each phase's median side by side: the abort (fault ->
+every survivor's domain watch aborted), the agreement (-> every survivor holding the new full
+list), with --form the formation (-> every survivor's groups formed: Gloo over its domain's
+store, the leaders relaying the addresses across domains; without it the simulator runs
+--no-form), the global store's steady load and its ops from the fault to the agreement.
 
 The simulator's host parameters, a member's CPU per store op and per woken read, are either
 given (--cpu-per-op-us and --wake-cpu-us: e.g. what sim_vs_bench.py fitted on the flat
@@ -28,7 +30,7 @@ import sys
 
 from sim_vs_bench import fit_store_cpu, summary
 
-PHASES = ("abort_all_s", "agree_s", "steady_store_ops_per_s", "recovery_store_ops")
+PHASES = ("abort_all_s", "agree_s", "form_s", "steady_store_ops_per_s", "recovery_store_ops")
 # The agreement's parts, in both tools' JSON under "hierarchy_agree_parts": from the last abort
 # to the last domain list agreed, to the last relay of a full list, to the last member holding
 # it.
@@ -43,7 +45,7 @@ def run_bench(a, members):
             out = subprocess.run(
                 [os.path.join(a.build, "bench/elastic/hierarchy_bench"), "--members", str(n),
                  "--tp", str(a.tp), "--fault", a.fault, "--steady-s", str(a.steady_s),
-                 "--max-s", "120"],
+                 "--form", "yes" if a.form else "no", "--max-s", "120"],
                 capture_output=True, text=True, timeout=600)
             for line in out.stdout.splitlines():
                 if line.startswith("{"):
@@ -55,8 +57,10 @@ def run_bench(a, members):
 def simulate(a, members, params, seeds):
     """Per count, the sim's runs over seeds 1..`seeds` with host `params` (sim_vs_bench's
     names: cpu-per-op and wake-cpu, microseconds)."""
+    form = ["--link-rtt-us", str(a.link_rtt_us), "--connect-us", str(a.connect_us)] if a.form \
+        else ["--no-form"]
     out = subprocess.run(
-        [os.path.join(a.build, "bin/control_plane_sim"), "--hierarchy", "--no-form",
+        [os.path.join(a.build, "bin/control_plane_sim"), "--hierarchy", *form,
          "--gpus", ",".join(map(str, members)), "--tp", str(a.tp), "--fault", a.fault,
          "--seeds", str(seeds), "--store-ops", str(a.store_ops), "--rtt-us", str(a.rtt_us),
          "--host-cores", str(a.host_cores), "--cpu-per-op-us", f"{params['cpu-per-op']:.3f}",
@@ -100,6 +104,13 @@ def main():
                         "and --wake-cpu-us both are fitted at the smallest count")
     p.add_argument("--wake-cpu-us", type=float)
     p.add_argument("--host-cores", type=int, default=os.cpu_count())
+    p.add_argument("--form", action="store_true",
+                   help="the bench's members form their groups (hierarchy_bench --form yes) and "
+                        "the simulator models it, with --link-rtt-us and --connect-us")
+    p.add_argument("--link-rtt-us", type=float, default=2200.0,
+                   help="a barrier message's round trip (default: the flat fit's on AMD EPYC)")
+    p.add_argument("--connect-us", type=float, default=0.0,
+                   help="a member's CPU per link set up (default 0, as the flat fit gives it)")
     a = p.parse_args()
     members = sorted(int(m) for m in a.members.split(","))
     given = a.cpu_per_op_us is not None
@@ -114,14 +125,18 @@ def main():
     how = "given" if given else f"fitted at {members[0]} members"
     print(f"# host: {a.host_cores} cores; store {a.store_ops:.0f} ops/s, round trip {a.rtt_us} us; "
           f"cpu_per_op {params['cpu-per-op']:.1f} us, wake_cpu {params['wake-cpu']:.1f} us ({how})")
+    sim_form = (f"--link-rtt-us {a.link_rtt_us:g} --connect-us {a.connect_us:g}" if a.form
+                else "--no-form")
     print(f"# bench: {a.repeats} runs of hierarchy_bench --members N --tp {a.tp} --fault {a.fault} "
-          f"--steady-s {a.steady_s}; sim: control_plane_sim --hierarchy --no-form, seeds 1-{a.seeds}"
-          "; medians [min-max] (runs)")
+          f"--steady-s {a.steady_s} --form {'yes' if a.form else 'no'}; sim: control_plane_sim "
+          f"--hierarchy {sim_form}, seeds 1-{a.seeds}; medians [min-max] (runs)")
     print("| N | figure | bench | sim | sim/bench |")
     print("|---|---|---|---|---|")
     missing = False
     for n in members:
         for ph in PHASES:
+            if ph == "form_s" and not a.form:
+                continue
             b, s = summary(bench[n], ph), summary(sim[n], ph)
             if b is None:
                 missing = True
