@@ -33,6 +33,17 @@ long whole_number(const std::string& program, const std::string& flag, const std
   return v;
 }
 
+double seconds_number(const std::string& program, const std::string& flag, const std::string& text,
+                      double low, double high) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v >= low && v <= high)) {
+    flag_error(program, flag + " '" + text + "': give seconds in [" + std::to_string(low) + ", " +
+                            std::to_string(high) + "]");
+  }
+  return v;
+}
+
 std::vector<int> number_list(const std::string& program, const std::string& flag,
                              const std::string& text, long low, long high) {
   std::vector<int> out;

@@ -23,6 +23,10 @@ std::string command_line(const std::string& program, int argc, char** argv);
 long whole_number(const std::string& program, const std::string& flag, const std::string& text,
                   long low, long high);
 
+// Seconds (a decimal number) in [low, high].
+double seconds_number(const std::string& program, const std::string& flag, const std::string& text,
+                      double low, double high);
+
 // Comma-separated whole numbers, each in [low, high].
 std::vector<int> number_list(const std::string& program, const std::string& flag,
                              const std::string& text, long low, long high);

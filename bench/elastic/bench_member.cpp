@@ -55,12 +55,6 @@ std::vector<int> ranks_where(const std::vector<int>& members, Pick pick) {
 
 }  // namespace
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 BenchMember::BenchMember(std::shared_ptr<comm::Store> store, int id, const MemberSetup& setup)
     : store_(std::make_shared<KillableStore>(std::move(store))),
       id_(id),

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_timing.h"
 #include "comm/communicator.h"
 #include "comm/store.h"
 #include "comm/survivors.h"
@@ -102,7 +103,5 @@ class BenchMember : NonCopyable {
   std::shared_ptr<std::atomic<bool>> cancel_;
   std::thread thread_;  // last: starts once everything above is built
 };
-
-std::int64_t now_ns();
 
 }  // namespace ntp::bench

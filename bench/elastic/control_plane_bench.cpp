@@ -23,9 +23,7 @@
 // (prepared, the default: what the trainer does, elastic::Agreement::prepare) or at its first
 // read in the agreement (lazy: the code before), "agreement_reader" in each line.
 #include <pthread.h>
-#include <signal.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +39,8 @@
 
 #include "bench_flags.h"
 #include "bench_member.h"
+#include "bench_timing.h"
+#include "child_run.h"
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
 #include "machine_info.h"
@@ -51,6 +51,7 @@ namespace {
 using ntp::bench::BenchMember;
 using ntp::bench::now_ns;
 using ntp::bench::ServerCounts;
+using ntp::bench::span_s;
 
 struct Options {
   std::vector<int> members;
@@ -76,13 +77,7 @@ long number(const std::string& flag, const std::string& text, long low, long hig
 }
 
 double seconds(const std::string& flag, const std::string& text, double low, double high) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v >= low && v <= high)) {
-    bad(flag + " '" + text + "': give seconds in [" + std::to_string(low) + ", " +
-        std::to_string(high) + "]");
-  }
-  return v;
+  return ntp::bench::seconds_number(kProgram, flag, text, low, high);
 }
 
 Options parse(int argc, char** argv) {
@@ -159,11 +154,6 @@ long descriptor_limit() {
   rlimit limit{};
   getrlimit(RLIMIT_NOFILE, &limit);
   return static_cast<long>(limit.rlim_cur);
-}
-
-// Seconds to 0.1 ms (what these figures can resolve).
-double span_s(std::int64_t from, std::int64_t to) {
-  return std::round(1e-5 * static_cast<double>(to - from)) / 1e4;
 }
 
 // The latest moment every survivor reached, or 0 when one of them has not (yet) or failed.
@@ -430,24 +420,15 @@ bool run_one(const Options& o, int n, bool one_batch) {
     std::fprintf(stderr, "control_plane_bench: %s\n", server.status().to_string().c_str());
     return false;
   }
-  std::fflush(stdout);
-  const pid_t child = fork();
-  if (child == 0) measure(o, n, one_batch, **server);
-  const auto start = std::chrono::steady_clock::now();
-  int status = 0;
-  while (waitpid(child, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() - start > std::chrono::duration<double>(o.max_s)) {
-      kill(child, SIGKILL);
-      waitpid(child, &status, 0);
-      std::printf(
-          "{\"members\":%d,\"formation\":\"%s\",\"failed\":\"killed after --max-s %.0f s\"}\n", n,
-          one_batch ? "one-batch" : "per-group", o.max_s);
-      std::fflush(stdout);
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const ntp::bench::ChildEnd end =
+      ntp::bench::run_child(o.max_s, [&] { measure(o, n, one_batch, **server); });
+  if (end == ntp::bench::ChildEnd::kKilled) {
+    std::printf(
+        "{\"members\":%d,\"formation\":\"%s\",\"failed\":\"killed after --max-s %.0f s\"}\n", n,
+        one_batch ? "one-batch" : "per-group", o.max_s);
+    std::fflush(stdout);
   }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return end == ntp::bench::ChildEnd::kOk;
 }
 
 }  // namespace

@@ -16,9 +16,7 @@
 //
 //   build/bench/elastic/hierarchy_bench --members 32,64,128 [--tp 8]
 //       [--fault kill|leader-kill] [--form] [--steady-s S] [--max-s S] [--redis-server PATH]
-#include <signal.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +30,8 @@
 #include <vector>
 
 #include "bench_flags.h"
+#include "bench_timing.h"
+#include "child_run.h"
 #include "comm/communicator.h"
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
@@ -42,8 +42,10 @@
 
 namespace {
 
+using ntp::bench::now_ns;
 using ntp::bench::RedisProcess;
 using ntp::bench::ServerCounts;
+using ntp::bench::span_s;
 using ntp::elastic::HierarchyMoments;
 using ntp::elastic::HierarchyRuntime;
 
@@ -63,13 +65,7 @@ struct Options {
 [[noreturn]] void bad(const std::string& message) { ntp::bench::flag_error(kProgram, message); }
 
 double seconds_flag(const std::string& flag, const std::string& text, double low, double high) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v >= low && v <= high)) {
-    bad(flag + " '" + text + "': give seconds in [" + std::to_string(low) + ", " +
-        std::to_string(high) + "]");
-  }
-  return v;
+  return ntp::bench::seconds_number(kProgram, flag, text, low, high);
 }
 
 Options parse(int argc, char** argv) {
@@ -110,17 +106,6 @@ Options parse(int argc, char** argv) {
     }
   }
   return o;
-}
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// Seconds to 0.1 ms (what these figures can resolve).
-double span_s(std::int64_t from, std::int64_t to) {
-  return std::round(1e-5 * static_cast<double>(to - from)) / 1e4;
 }
 
 [[noreturn]] void die(const std::string& why) {
@@ -379,22 +364,12 @@ bool run_one(const Options& o, int n) {
     }
     servers.all.push_back(std::move(*server));
   }
-  std::fflush(stdout);
-  const pid_t child = fork();
-  if (child == 0) measure(o, n, servers);
-  const auto start = std::chrono::steady_clock::now();
-  int status = 0;
-  while (waitpid(child, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() - start > std::chrono::duration<double>(o.max_s)) {
-      kill(child, SIGKILL);
-      waitpid(child, &status, 0);
-      std::printf("{\"gpus\":%d,\"failed\":\"killed after --max-s %.0f s\"}\n", n, o.max_s);
-      std::fflush(stdout);
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const ntp::bench::ChildEnd end = ntp::bench::run_child(o.max_s, [&] { measure(o, n, servers); });
+  if (end == ntp::bench::ChildEnd::kKilled) {
+    std::printf("{\"gpus\":%d,\"failed\":\"killed after --max-s %.0f s\"}\n", n, o.max_s);
+    std::fflush(stdout);
   }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return end == ntp::bench::ChildEnd::kOk;
 }
 
 }  // namespace

@@ -46,8 +46,8 @@ void HierarchyMember::run(StoreLevel level, IoSlot& io, std::shared_ptr<bool> li
 HierarchyMember::HierarchyMember(HierarchyMemberParams params, HierarchyDriver& driver)
     : p_(std::move(params)),
       driver_(driver),
-      agreement_(domain_params(), agree_io_),
-      done_agreement_(domain_params(), done_io_) {
+      agreement_(params_at(StoreLevel::kDomain), agree_io_),
+      done_agreement_(params_at(StoreLevel::kDomain), done_io_) {
   if (p_.progress != nullptr) p_.progress->mark(Phase::kStep, 0);
   in_collectives(true);
   std::vector<int> slots(static_cast<size_t>(p_.domain_size));
@@ -57,26 +57,21 @@ HierarchyMember::HierarchyMember(HierarchyMemberParams params, HierarchyDriver& 
 
 HierarchyMember::~HierarchyMember() = default;
 
-AgreementParams HierarchyMember::domain_params() const {
+// The agreement's parameters at one level: the domain's (slot ids; exit notices of the
+// domain's launcher, named by the list's restarts) or the leaders' (domain ids; none).
+AgreementParams HierarchyMember::params_at(StoreLevel level) const {
+  const bool domain = level == StoreLevel::kDomain;
   AgreementParams a;
-  a.group = p_.domain_group;
-  a.me = p_.slot;
+  a.group = domain ? p_.domain_group : p_.global_group;
+  a.me = domain ? p_.slot : p_.domain;
   a.progress = p_.progress;
-  a.hang_detect = p_.hang_detect;
-  a.window = 10 * p_.hang_detect;
-  a.incarnation = [](int who, const MemberList& list) {
-    return comm::incarnation(0, list.restarts[static_cast<size_t>(who)]);
-  };
-  return a;
-}
-
-AgreementParams HierarchyMember::global_params() const {
-  AgreementParams a;
-  a.group = p_.global_group;
-  a.me = p_.domain;
-  a.progress = p_.progress;
-  a.hang_detect = p_.global_hang_detect;
-  a.window = 10 * p_.global_hang_detect;
+  a.hang_detect = domain ? p_.hang_detect : p_.global_hang_detect;
+  a.window = 10 * a.hang_detect;
+  if (domain) {
+    a.incarnation = [](int who, const MemberList& list) {
+      return comm::incarnation(0, list.restarts[static_cast<size_t>(who)]);
+    };
+  }
   return a;
 }
 
@@ -180,7 +175,7 @@ void HierarchyMember::run_round(std::shared_ptr<Round> round, int fail_in_flight
   round->leader =
       std::make_unique<DomainLeader>(DomainLeaderParams{p_.global_group, p_.domain, p_.domain_size,
                                                         p_.domain_count, p_.hang_detect, p_.decode},
-                                     global_params(), round->global_io);
+                                     params_at(StoreLevel::kGlobal), round->global_io);
   run(StoreLevel::kGlobal, round->global_io, round->live,
       round->leader->round(lead_->global, domain_list_, fail_in_flight, p_.encode_layout),
       [this, round](Result<std::optional<FullList>> composed) {

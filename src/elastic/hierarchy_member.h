@@ -130,8 +130,7 @@ class HierarchyMember : NonCopyable {
   struct Leadership;
   struct Round;
 
-  AgreementParams domain_params() const;
-  AgreementParams global_params() const;
+  AgreementParams params_at(StoreLevel level) const;
   void lead(MemberList global, bool takeover);
   void reform_domain();
   void agree_domain();
