@@ -240,7 +240,8 @@ void HierarchyRuntime::relayed(std::shared_ptr<const MemberList> full, std::shar
   run(StoreLevel::kDomain, relay->collect_io, collect_outgoing(relay), relay->live);
 }
 
-// Step 1, on the domain's store; starts step 2.
+// Step 1, on the domain's store; starts step 2. Each step's frame holds the relay: the slot its
+// awaits go through lives as long as the step.
 Task<Status> HierarchyRuntime::collect_outgoing(std::shared_ptr<AddressRelayRun> relay) {
   Task<Result<std::vector<std::string>>> collect =
       collect_keys(relay->collect_io, relay->plan.outgoing, setup_.relay_timeout);
@@ -264,9 +265,17 @@ Task<Status> HierarchyRuntime::trade(std::shared_ptr<AddressRelayRun> relay,
     relay_failed(incoming.status());
     co_return incoming.status();
   }
-  run(StoreLevel::kDomain, relay->put_io, put_entries(relay->put_io, std::move(*incoming)),
-      relay->live);
+  run(StoreLevel::kDomain, relay->put_io, put(relay, std::move(*incoming)), relay->live);
   co_return Status();
+}
+
+// Step 3, on the domain's store. Its frame holds the relay, whose slot its awaits go through.
+Task<Status> HierarchyRuntime::put(std::shared_ptr<AddressRelayRun> relay,
+                                   std::vector<std::pair<std::string, std::string>> entries) {
+  Task<Status> write = put_entries(relay->put_io, std::move(entries));
+  Status written = co_await write;
+  if (!written.ok()) relay_failed(written);
+  co_return written;
 }
 
 // Its members' formation then fails at its own timeout; the relay's error says why.

@@ -33,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/store.h"
@@ -128,6 +129,8 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   struct AddressRelayRun;
   Task<Status> collect_outgoing(std::shared_ptr<AddressRelayRun> relay);
   Task<Status> trade(std::shared_ptr<AddressRelayRun> relay, std::vector<std::string> addresses);
+  Task<Status> put(std::shared_ptr<AddressRelayRun> relay,
+                   std::vector<std::pair<std::string, std::string>> entries);
   void relay_failed(const Status& s);
 
   HierarchyRuntimeSetup setup_;

@@ -1,18 +1,24 @@
-// HierarchyRuntime's teardown (elastic/hierarchy_runtime.h) with its tasks in flight: members
-// of one process (threads) against real redis-servers, destroyed in the middle of a re-formation.
-// The destructor stops the machine, then waits for every worker; a worker blocked in a store
-// read ends within that read's block, so the teardown is bounded by the longest block a machine
-// asks for: kNoticeBlock (2 s), the await's and the watch's. Run under ASan/UBSan in CI (label
-// unit): a frame or an IoSlot freed under a worker that still resumes it would show there.
+// HierarchyRuntime (elastic/hierarchy_runtime.h) with its members as threads of one process
+// against real redis-servers, so that ASan/UBSan see every frame, slot and relay it hands between
+// threads (run under them in CI: label unit; the multi-process cases are
+// hierarchy_runtime_test.cpp's):
+//   - a teardown in the middle of a re-formation. The destructor stops the machine, then waits
+//     for every worker; a worker blocked in a store read ends within that read's block, so the
+//     teardown is bounded by the longest block a machine asks for: kNoticeBlock (2 s);
+//   - a re-formation whose members form real Gloo groups over their domain stores, the addresses
+//     across domains carried by the leaders' relay.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "comm/exit_notice.h"
+#include "comm/gloo_communicator.h"
 #include "comm/store.h"
 #include "core/check.h"
 #include "elastic/hierarchy_runtime.h"
@@ -25,52 +31,138 @@ namespace {
 using comm::testing::RedisServer;
 using std::chrono::milliseconds;
 
+constexpr int kTp = 2, kDomains = 2;
+
 std::shared_ptr<comm::Store> open(const RedisServer& server) {
   Result<std::shared_ptr<comm::Store>> store = comm::open_store(server.spec(), "stop");
   NTP_CHECK_MSG(store.ok(), store.status().to_string());
   return *store;
 }
 
-TEST(HierarchyRuntimeStopTest, MembersDestroyedInTheMiddleOfAReformationStopWithinABlock) {
-  NTP_REQUIRE_REDIS();
-  constexpr int kTp = 2, kDomains = 2;
-  RedisServer global;
-  std::vector<std::unique_ptr<RedisServer>> domains;
-  for (int d = 0; d < kDomains; ++d) domains.push_back(std::make_unique<RedisServer>());
-  std::vector<std::unique_ptr<HierarchyRuntime>> members;
-  for (int gid = 0; gid < kTp * kDomains; ++gid) {
-    HierarchyRuntimeSetup setup;
-    setup.member.global_group = "train/a0/g";
-    setup.member.domain_group = "train/a0/d" + std::to_string(gid / kTp);
-    setup.member.domain = gid / kTp;
-    setup.member.slot = gid % kTp;
-    setup.member.domain_size = kTp;
-    setup.member.domain_count = kDomains;
-    setup.member.encode_layout = [] { return std::string("test layout"); };
-    setup.domain_store = open(*domains[static_cast<size_t>(gid / kTp)]);
-    setup.global_store = open(global);
-    // A formation that takes a while: a member is destroyed inside it too.
-    setup.form = [](const MemberList&) {
-      std::this_thread::sleep_for(milliseconds(50));
-      return Status();
-    };
-    members.push_back(std::make_unique<HierarchyRuntime>(std::move(setup)));
+// The world over `full` on `store`, and an all-reduce of the members' ids over it (it crosses
+// both domains).
+Status form_world(const std::shared_ptr<comm::Store>& store, const MemberList& full, int gid,
+                  std::unique_ptr<comm::Communicator>& world) {
+  comm::GlooOptions gloo;
+  gloo.store = store;
+  gloo.rank = static_cast<int>(std::find(full.members.begin(), full.members.end(), gid) -
+                               full.members.begin());
+  gloo.size = static_cast<int>(full.members.size());
+  gloo.prefix = "train/a0/e" + std::to_string(full.epoch);
+  gloo.timeout = milliseconds(20000);
+  NTP_ASSIGN_OR_RETURN(world, comm::connect_gloo(gloo));
+  std::vector<double> sum{static_cast<double>(gid)};
+  NTP_RETURN_IF_ERROR(world->allreduce(comm::view(sum)));
+  double expected = 0;
+  for (int id : full.members) expected += id;
+  if (sum[0] != expected) return internal_error("the ids summed to " + std::to_string(sum[0]));
+  return Status();
+}
+
+class HierarchyRuntimeInProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    NTP_REQUIRE_REDIS();
+    global_ = std::make_unique<RedisServer>();
+    for (int d = 0; d < kDomains; ++d) domains_.push_back(std::make_unique<RedisServer>());
   }
-  for (auto& m : members) m->start();
-  std::this_thread::sleep_for(milliseconds(300));  // beats and first looks
-  // Domain 1's launcher reports slot 1 gone (the process lives on: the re-formation drops it,
-  // and it reads so): every domain re-forms.
-  std::shared_ptr<comm::Store> launcher = open(*domains[1]);
-  ASSERT_TRUE(comm::post_exit_notice(*launcher, 1, comm::incarnation(0, 0)).ok());
+
+  // Members 0..3 in two domains of two, started; with `gloo`, each forms its world over its
+  // domain's store (the relay carries the other domain's addresses), else its formation takes
+  // 50 ms of nothing (a member is destroyed inside it too).
+  void start(bool gloo) {
+    worlds_.resize(kTp * kDomains);
+    for (int gid = 0; gid < kTp * kDomains; ++gid) {
+      HierarchyRuntimeSetup setup;
+      setup.member.global_group = "train/a0/g";
+      setup.member.domain_group = "train/a0/d" + std::to_string(gid / kTp);
+      setup.member.domain = gid / kTp;
+      setup.member.slot = gid % kTp;
+      setup.member.domain_size = kTp;
+      setup.member.domain_count = kDomains;
+      setup.member.encode_layout = [] { return std::string("test layout"); };
+      setup.domain_store = open(*domains_[static_cast<size_t>(gid / kTp)]);
+      setup.global_store = open(*global_);
+      if (gloo) {
+        setup.form = [this, store = setup.domain_store, gid](const MemberList& full) {
+          return form_world(store, full, gid, worlds_[static_cast<size_t>(gid)]);
+        };
+        setup.mesh_prefix = [](const MemberList& full) {
+          return "train/a0/e" + std::to_string(full.epoch);
+        };
+        setup.shape = {kTp, comm::GlooOptions{}.full_mesh_max_size};
+      } else {
+        setup.form = [](const MemberList&) {
+          std::this_thread::sleep_for(milliseconds(50));
+          return Status();
+        };
+      }
+      members_.push_back(std::make_unique<HierarchyRuntime>(std::move(setup)));
+    }
+    for (auto& m : members_) m->start();
+    std::this_thread::sleep_for(milliseconds(300));  // beats and first looks
+  }
+
+  // Domain 1's launcher reports slot 1 gone (the process lives on: the re-formation drops it, and
+  // it reads so): every domain re-forms.
+  void report_gone() {
+    std::shared_ptr<comm::Store> launcher = open(*domains_[1]);
+    ASSERT_TRUE(comm::post_exit_notice(*launcher, 1, comm::incarnation(0, 0)).ok());
+  }
+
+  // Destroys every member at once, as the processes of a job end; how long it took.
+  std::chrono::steady_clock::duration tear_down() {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> teardowns;
+    for (auto& m : members_) teardowns.emplace_back([&m] { m.reset(); });  // (null: no-op)
+    for (std::thread& t : teardowns) t.join();
+    worlds_.clear();
+    return std::chrono::steady_clock::now() - start;
+  }
+
+  std::unique_ptr<RedisServer> global_;
+  std::vector<std::unique_ptr<RedisServer>> domains_;
+  std::vector<std::unique_ptr<HierarchyRuntime>> members_;
+  std::vector<std::unique_ptr<comm::Communicator>> worlds_;  // [gid], with gloo
+};
+
+TEST_F(HierarchyRuntimeInProcessTest, MembersDestroyedInTheMiddleOfAReformationStopWithinABlock) {
+  start(/*gloo=*/false);
+  report_gone();
   std::this_thread::sleep_for(milliseconds(5));  // the domains' agreements and rounds under way
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<std::thread> teardowns;  // all at once, as the processes of a job end
-  for (auto& m : members) teardowns.emplace_back([&m] { m.reset(); });
-  for (std::thread& t : teardowns) t.join();
-  const auto took = std::chrono::steady_clock::now() - start;
   // Each teardown waits for its workers, and a worker for the op it is in: at most one block
   // (2 s) from the stop. 500 ms over it for the store's round trips on a loaded host.
-  EXPECT_LT(took, kNoticeBlock + milliseconds(500));
+  EXPECT_LT(tear_down(), kNoticeBlock + milliseconds(500));
+}
+
+TEST_F(HierarchyRuntimeInProcessTest, SurvivorsFormAWorldAcrossDomainsThroughTheRelay) {
+  start(/*gloo=*/true);
+  members_[3].reset();  // killed: its threads and connections gone
+  report_gone();
+  // Members 0, 1 and 2 train on the full list of epoch 1 once their world is up and its
+  // all-reduce summed 0 + 1 + 2. 20 s is the formation's own timeout: far past a formation of
+  // three (a few ms here).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto done = [this] {
+    for (int gid = 0; gid < 3; ++gid) {
+      const std::shared_ptr<const MemberList> list =
+          members_[static_cast<size_t>(gid)]->training_on();
+      if (!list || list->members != std::vector<int>{0, 1, 2}) return false;
+    }
+    return true;
+  };
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  for (int gid = 0; gid < 3; ++gid) {
+    EXPECT_EQ(members_[static_cast<size_t>(gid)]->error(), "") << "member " << gid;
+  }
+  ASSERT_TRUE(done()) << "not every survivor trained on a world across the domains";
+  for (int gid = 0; gid < 3; ++gid) {
+    EXPECT_EQ(members_[static_cast<size_t>(gid)]->training_on()->epoch, 1) << "member " << gid;
+    EXPECT_EQ(members_[static_cast<size_t>(gid)]->reformations(), 1) << "member " << gid;
+  }
+  tear_down();
 }
 
 }  // namespace
