@@ -195,8 +195,8 @@ Member make_member(const Options& o, int n, int gid, const Servers& servers) {
                   tp = o.tp](const ntp::elastic::MemberList& full) {
       return form_groups(store, full, gid, tp, *groups);
     };
-    setup.mesh_prefix = mesh_prefix;
-    setup.shape = {o.tp, ntp::comm::GlooOptions{}.full_mesh_max_size};
+    setup.member.mesh_prefix = mesh_prefix;
+    setup.member.shape = {o.tp, ntp::comm::GlooOptions{}.full_mesh_max_size};
   }
   m.runtime = std::make_unique<HierarchyRuntime>(std::move(setup));
   return m;

@@ -78,8 +78,12 @@ PairMesh::PairMesh(Options options, std::shared_ptr<gloo::transport::Device> dev
 
 PairMesh::~PairMesh() = default;
 
+std::string pair_address_key(const std::string& prefix, int from, int to) {
+  return prefix + "/p/" + std::to_string(from) + "/" + std::to_string(to);
+}
+
 std::string PairMesh::address_key(int from, int to) const {
-  return options_.prefix + "/p/" + std::to_string(from) + "/" + std::to_string(to);
+  return pair_address_key(options_.prefix, from, to);
 }
 
 Status PairMesh::claim_group(std::uint32_t id, const std::string& name) {

@@ -39,6 +39,11 @@
 
 namespace ntp::comm {
 
+// The key under which mesh rank `from` publishes its address for its link to `to`, in a mesh
+// whose keys start with `prefix` (GlooOptions::prefix). Its one reader is `to`, which erases it;
+// the domain hierarchy's leaders relay such keys across domains (elastic/address_relay.h).
+std::string pair_address_key(const std::string& prefix, int from, int to);
+
 class PairMesh final : public gloo::Context, public std::enable_shared_from_this<PairMesh> {
  public:
   struct Options {

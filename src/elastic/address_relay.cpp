@@ -3,16 +3,13 @@
 #include <algorithm>
 
 #include "comm/gloo_communicator.h"
+#include "comm/pair_mesh.h"
 
 namespace ntp::elastic {
 namespace {
 
 constexpr std::chrono::milliseconds kFirstPoll{1};
 constexpr std::chrono::milliseconds kMaxPoll{100};
-
-std::string address_key(const std::string& mesh_prefix, int from, int to) {
-  return mesh_prefix + "/p/" + std::to_string(from) + "/" + std::to_string(to);
-}
 
 // Mesh ranks from..to-1 in order.
 std::vector<int> rank_range(int from, int to) {
@@ -27,6 +24,14 @@ std::vector<int> dp_group_ranks(const MemberList& full, int slot, const GroupSha
   std::vector<int> out;
   for (size_t r = 0; r < full.members.size(); ++r) {
     if (full.members[r] % shape.domain_size == slot) out.push_back(static_cast<int>(r));
+  }
+  return out;
+}
+
+std::vector<std::vector<int>> dp_groups(const MemberList& full, const GroupShape& shape) {
+  std::vector<std::vector<int>> out(static_cast<size_t>(shape.domain_size));
+  for (size_t r = 0; r < full.members.size(); ++r) {
+    out[static_cast<size_t>(full.members[r] % shape.domain_size)].push_back(static_cast<int>(r));
   }
   return out;
 }
@@ -63,10 +68,7 @@ RelayPlan plan_relay(const MemberList& full, int domain, const GroupShape& shape
                      const std::string& mesh_prefix) {
   RelayPlan plan;
   std::set<int> domains;
-  std::vector<std::vector<int>> dp(static_cast<size_t>(shape.domain_size));
-  for (int slot = 0; slot < shape.domain_size; ++slot) {
-    dp[static_cast<size_t>(slot)] = dp_group_ranks(full, slot, shape);
-  }
+  const std::vector<std::vector<int>> dp = dp_groups(full, shape);
   for (size_t r = 0; r < full.members.size(); ++r) {
     const int id = full.members[r];
     if (id / shape.domain_size != domain) continue;
@@ -74,7 +76,7 @@ RelayPlan plan_relay(const MemberList& full, int domain, const GroupShape& shape
     const std::vector<int>& its_dp = dp[static_cast<size_t>(id % shape.domain_size)];
     for (int peer : formation_links_of(full, rank, shape, its_dp).across) {
       const int to = full.members[static_cast<size_t>(peer)] / shape.domain_size;
-      plan.outgoing.push_back(address_key(mesh_prefix, rank, peer));
+      plan.outgoing.push_back(comm::pair_address_key(mesh_prefix, rank, peer));
       plan.outgoing_domain.push_back(to);
       domains.insert(to);
     }
@@ -140,19 +142,12 @@ Task<Result<std::vector<std::string>>> collect_keys(IoSlot& io, std::vector<std:
     io::Op look = ask;
     io::Reply got = co_await io.perform(std::move(look));
     std::vector<size_t> still;
-    io::Erase read;
     for (size_t k = 0; k < missing.size(); ++k) {
       if (!got.status.ok() || !got.values[k]) {
         still.push_back(missing[k]);
         continue;
       }
       values[missing[k]] = *got.values[k];
-      read.keys.push_back(ask.keys[k]);
-    }
-    if (!read.keys.empty()) {
-      io::Op erase = std::move(read);
-      io::Reply erased = co_await io.perform(std::move(erase));
-      (void)erased;  // best effort: a key left behind is garbage, read by no one
     }
     missing = std::move(still);
     if (missing.empty()) break;
@@ -169,6 +164,20 @@ Task<Result<std::vector<std::string>>> collect_keys(IoSlot& io, std::vector<std:
   co_return values;
 }
 
+Task<Status> erase_keys(IoSlot& io, std::vector<std::string> keys) {
+  if (keys.empty()) co_return Status();
+  io::Op erase = io::Erase{std::move(keys)};
+  io::Reply erased = co_await io.perform(std::move(erase));
+  co_return erased.status;
+}
+
+std::vector<std::string> incoming_batch_keys(const std::string& global_group, int epoch, int domain,
+                                             const RelayPlan& plan) {
+  std::vector<std::string> keys;
+  for (int d : plan.peer_domains) keys.push_back(relay_batch_key(global_group, epoch, d, domain));
+  return keys;
+}
+
 Task<Result<std::vector<std::pair<std::string, std::string>>>> trade_batches(
     IoSlot& global_io, std::string global_group, int epoch, int domain, RelayPlan plan,
     std::vector<std::string> addresses, std::chrono::milliseconds timeout) {
@@ -179,12 +188,11 @@ Task<Result<std::vector<std::pair<std::string, std::string>>>> trade_batches(
     outgoing[plan.outgoing_domain[i]].emplace_back(plan.outgoing[i], addresses[i]);
   }
   io::SetMany batches;
-  std::vector<std::string> theirs;
   for (int d : plan.peer_domains) {
     batches.entries.emplace_back(relay_batch_key(global_group, epoch, domain, d),
                                  encode_entries(outgoing[d]));
-    theirs.push_back(relay_batch_key(global_group, epoch, d, domain));
   }
+  std::vector<std::string> theirs = incoming_batch_keys(global_group, epoch, domain, plan);
   io::Op publish = std::move(batches);
   io::Reply published = co_await global_io.perform(std::move(publish));
   if (!published.status.ok()) co_return published.status;

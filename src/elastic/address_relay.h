@@ -13,7 +13,8 @@
 // the domains a leader sends to are those it receives from, and each batch is one key: the
 // global store sees O(domain pairs with a link) keys per formation, not O(links).
 //
-// Each step is a machine (elastic/task.h) on one store; the driver chains them.
+// Each step is a machine (elastic/task.h) on one store; HierarchyMember chains them, so the
+// runtime and the simulator run the same relay.
 #pragma once
 
 #include <chrono>
@@ -40,6 +41,8 @@ struct GroupShape {
 // The mesh ranks (indices into full.members) of the DP group of slot position `slot` on `full`:
 // that slot in every listed domain, increasing.
 std::vector<int> dp_group_ranks(const MemberList& full, int slot, const GroupShape& shape);
+// dp_group_ranks of every slot position, [slot], in one pass over the list.
+std::vector<std::vector<int>> dp_groups(const MemberList& full, const GroupShape& shape);
 
 // The mesh ranks that the GPU at mesh rank `rank` sets up links to when it forms its world, TP
 // and DP groups (comm::formation_links of each), split by whether the peer is in its domain.
@@ -70,13 +73,22 @@ std::string relay_batch_key(const std::string& global_group, int epoch, int from
 std::string encode_entries(const std::vector<std::pair<std::string, std::string>>& entries);
 Result<std::vector<std::pair<std::string, std::string>>> decode_entries(const std::string& text);
 
-// Polls `keys` (from 1 ms, doubling to 100 ms, as comm::PairMesh does) until each was read, and
-// erases what it read; their values, in order. kDeadlineExceeded past `timeout`.
+// Polls `keys` (from 1 ms, doubling to 100 ms, as comm::PairMesh does) until each was read;
+// their values, in order. kDeadlineExceeded past `timeout`. It erases nothing: its caller, their
+// one reader, erases them with erase_keys beside its next step, off the relay's path (an erase
+// awaited after each poll cost the relay at 102,384 GPUs a queue wait on the global store per
+// poll: control_plane_sim's formation 0.106 -> 0.138 s).
 Task<Result<std::vector<std::string>>> collect_keys(IoSlot& io, std::vector<std::string> keys,
                                                     std::chrono::milliseconds timeout);
+// Erases `keys`: best effort (a key left behind is garbage, read by no one).
+Task<Status> erase_keys(IoSlot& io, std::vector<std::string> keys);
+
+// The batch keys `domain` reads in step 2 (its caller erases them once read).
+std::vector<std::string> incoming_batch_keys(const std::string& global_group, int epoch, int domain,
+                                             const RelayPlan& plan);
 
 // Step 2 for `plan` (with step 1's `addresses`, in plan.outgoing's order): the batches out, the
-// batches in; the entries to write into the domain's store.
+// batches in (not erased: incoming_batch_keys); the entries to write into the domain's store.
 Task<Result<std::vector<std::pair<std::string, std::string>>>> trade_batches(
     IoSlot& global_io, std::string global_group, int epoch, int domain, RelayPlan plan,
     std::vector<std::string> addresses, std::chrono::milliseconds timeout);

@@ -24,6 +24,15 @@ struct HierarchyMember::Round {
   int entered() const { return leader ? leader->entered() : -1; }
 };
 
+// One leader's relay of addresses for one full list: its plan, and a slot per step.
+struct HierarchyMember::AddressRelay {
+  std::shared_ptr<const MemberList> full;
+  std::shared_ptr<bool> live;  // its round's: dropped when the domain re-forms again
+  RelayPlan plan;
+  IoSlot collect_io, trade_io, put_io;
+  IoSlot erase_domain_io, erase_global_io;  // the keys it read, erased beside its next step
+};
+
 namespace {
 
 // `task`, whose result goes to `done` as it ends: the driver runs a Task<Status> whatever the
@@ -198,6 +207,74 @@ void HierarchyMember::relay(std::shared_ptr<Round> round, FullList composed) {
         if (!s.ok()) fail(s);
       });
   driver_.relayed(composed.list, round->live);
+  relay_addresses(round, composed.list);
+}
+
+void HierarchyMember::relay_addresses(std::shared_ptr<Round> round,
+                                      std::shared_ptr<const MemberList> full) {
+  if (!p_.mesh_prefix) return;
+  auto relay = std::make_shared<AddressRelay>();
+  relay->plan = plan_relay(*full, p_.domain, p_.shape, p_.mesh_prefix(*full));
+  relay->full = std::move(full);
+  relay->live = round->live;
+  driver_.run(StoreLevel::kDomain, relay->collect_io, collect_outgoing(relay), relay->live);
+}
+
+// Step 1, on the domain's store: the members' addresses for peers in other domains.
+Task<Status> HierarchyMember::collect_outgoing(std::shared_ptr<AddressRelay> relay) {
+  Task<Result<std::vector<std::string>>> collect =
+      collect_keys(relay->collect_io, relay->plan.outgoing, p_.relay_timeout);
+  Result<std::vector<std::string>> addresses = co_await collect;
+  if (!addresses.ok()) {
+    relay_failed(addresses.status());
+    co_return addresses.status();
+  }
+  driver_.run(StoreLevel::kGlobal, relay->trade_io, trade(relay, std::move(*addresses)),
+              relay->live);
+  driver_.run(StoreLevel::kDomain, relay->erase_domain_io,
+              erasing(relay, relay->erase_domain_io, relay->plan.outgoing), relay->live);
+  co_return Status();
+}
+
+// Step 2, on the global store: the batches out, and in.
+Task<Status> HierarchyMember::trade(std::shared_ptr<AddressRelay> relay,
+                                    std::vector<std::string> addresses) {
+  Task<Result<std::vector<std::pair<std::string, std::string>>>> batches =
+      trade_batches(relay->trade_io, p_.global_group, relay->full->epoch, p_.domain, relay->plan,
+                    std::move(addresses), p_.relay_timeout);
+  Result<std::vector<std::pair<std::string, std::string>>> incoming = co_await batches;
+  if (!incoming.ok()) {
+    relay_failed(incoming.status());
+    co_return incoming.status();
+  }
+  driver_.run(StoreLevel::kDomain, relay->put_io, put(relay, std::move(*incoming)), relay->live);
+  driver_.run(
+      StoreLevel::kGlobal, relay->erase_global_io,
+      erasing(relay, relay->erase_global_io,
+              incoming_batch_keys(p_.global_group, relay->full->epoch, p_.domain, relay->plan)),
+      relay->live);
+  co_return Status();
+}
+
+// Step 3, on the domain's store: the incoming addresses where the members read them.
+Task<Status> HierarchyMember::put(std::shared_ptr<AddressRelay> relay,
+                                  std::vector<std::pair<std::string, std::string>> entries) {
+  Task<Status> write = put_entries(relay->put_io, std::move(entries));
+  Status written = co_await write;
+  if (!written.ok()) relay_failed(written);
+  co_return written;
+}
+
+// The keys a step read, erased (their one reader); its frame holds the relay, whose slot it uses.
+Task<Status> HierarchyMember::erasing([[maybe_unused]] std::shared_ptr<AddressRelay> relay,
+                                      IoSlot& io, std::vector<std::string> keys) {
+  Task<Status> erase = erase_keys(io, std::move(keys));
+  co_return co_await erase;  // best effort: a key left behind is garbage, read by no one
+}
+
+// Its members' formation then fails at its own timeout; the error says why.
+void HierarchyMember::relay_failed(const Status& s) {
+  fail(Status(s.code(), "the relay of addresses across domains: " + s.message()));
 }
 
 void HierarchyMember::await_full() {

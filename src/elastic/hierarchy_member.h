@@ -29,9 +29,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/non_copyable.h"
 #include "core/status.h"
+#include "elastic/address_relay.h"
 #include "elastic/agreement_machine.h"
 #include "elastic/domain_leader.h"
 #include "elastic/member_list.h"
@@ -89,6 +92,13 @@ struct HierarchyMemberParams {
   Progress* progress = nullptr;                        // marked at every wait; must outlive it
   FullListDecoder decode = plain_decoder();
   std::function<std::string()> encode_layout;  // the layout a leader announces
+  // Where the groups' formation on `full` publishes its links' addresses: the prefix of its
+  // address keys on the domain's store (comm::GlooOptions::prefix), and the groups' shape. Set,
+  // a leader relays the addresses of links across domains (elastic/address_relay.h) for each
+  // full list it relays; null, none (a formation over a store every member shares needs none).
+  std::function<std::string(const MemberList& full)> mesh_prefix;
+  GroupShape shape;
+  std::chrono::milliseconds relay_timeout{30000};  // comm::GlooOptions::timeout's default
 };
 
 class HierarchyMember : NonCopyable {
@@ -129,6 +139,7 @@ class HierarchyMember : NonCopyable {
  private:
   struct Leadership;
   struct Round;
+  struct AddressRelay;
 
   AgreementParams params_at(StoreLevel level) const;
   void lead(MemberList global, bool takeover);
@@ -138,6 +149,17 @@ class HierarchyMember : NonCopyable {
   void take_over(std::shared_ptr<Round> round);
   void run_round(std::shared_ptr<Round> round, int fail_in_flight);
   void relay(std::shared_ptr<Round> round, FullList composed);
+  // The leader's relay of its members' link addresses across domains for `full`: three steps, on
+  // the domain's store, the global one, the domain's again; each step's task holds the relay
+  // (whose slots its awaits go through) and starts the next, and the erase of the keys it read.
+  void relay_addresses(std::shared_ptr<Round> round, std::shared_ptr<const MemberList> full);
+  Task<Status> collect_outgoing(std::shared_ptr<AddressRelay> relay);
+  Task<Status> trade(std::shared_ptr<AddressRelay> relay, std::vector<std::string> addresses);
+  Task<Status> put(std::shared_ptr<AddressRelay> relay,
+                   std::vector<std::pair<std::string, std::string>> entries);
+  Task<Status> erasing(std::shared_ptr<AddressRelay> relay, IoSlot& io,
+                       std::vector<std::string> keys);
+  void relay_failed(const Status& s);
   void await_full();
   void fail(const Status& s);
   // The training thread in its step's collectives (waiting on its peers, not stuck), or not.

@@ -222,65 +222,8 @@ void HierarchyRuntime::lead(const MemberList& global, bool /*takeover*/) {
   global_watch_->arm(watched(StoreLevel::kGlobal, global));
 }
 
-// One leader's relay of addresses for one full list: its plan, and a slot per step.
-struct HierarchyRuntime::AddressRelayRun {
-  std::shared_ptr<const MemberList> full;
-  std::shared_ptr<bool> live;  // the relay's round: dropped when the domain re-forms again
-  RelayPlan plan;
-  IoSlot collect_io, trade_io, put_io;
-};
-
-void HierarchyRuntime::relayed(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live) {
+void HierarchyRuntime::relayed(std::shared_ptr<const MemberList>, std::shared_ptr<bool>) {
   moments_.relayed.store(now_ns());
-  if (!setup_.mesh_prefix) return;
-  auto relay = std::make_shared<AddressRelayRun>();
-  relay->plan = plan_relay(*full, setup_.member.domain, setup_.shape, setup_.mesh_prefix(*full));
-  relay->full = std::move(full);
-  relay->live = std::move(live);
-  run(StoreLevel::kDomain, relay->collect_io, collect_outgoing(relay), relay->live);
-}
-
-// Step 1, on the domain's store; starts step 2. Each step's frame holds the relay: the slot its
-// awaits go through lives as long as the step.
-Task<Status> HierarchyRuntime::collect_outgoing(std::shared_ptr<AddressRelayRun> relay) {
-  Task<Result<std::vector<std::string>>> collect =
-      collect_keys(relay->collect_io, relay->plan.outgoing, setup_.relay_timeout);
-  Result<std::vector<std::string>> addresses = co_await collect;
-  if (!addresses.ok()) {
-    relay_failed(addresses.status());
-    co_return addresses.status();
-  }
-  run(StoreLevel::kGlobal, relay->trade_io, trade(relay, std::move(*addresses)), relay->live);
-  co_return Status();
-}
-
-// Step 2, on the global store; starts step 3.
-Task<Status> HierarchyRuntime::trade(std::shared_ptr<AddressRelayRun> relay,
-                                     std::vector<std::string> addresses) {
-  Task<Result<std::vector<std::pair<std::string, std::string>>>> batches =
-      trade_batches(relay->trade_io, setup_.member.global_group, relay->full->epoch,
-                    setup_.member.domain, relay->plan, std::move(addresses), setup_.relay_timeout);
-  Result<std::vector<std::pair<std::string, std::string>>> incoming = co_await batches;
-  if (!incoming.ok()) {
-    relay_failed(incoming.status());
-    co_return incoming.status();
-  }
-  run(StoreLevel::kDomain, relay->put_io, put(relay, std::move(*incoming)), relay->live);
-  co_return Status();
-}
-
-// Step 3, on the domain's store. Its frame holds the relay, whose slot its awaits go through.
-Task<Status> HierarchyRuntime::put(std::shared_ptr<AddressRelayRun> relay,
-                                   std::vector<std::pair<std::string, std::string>> entries) {
-  Task<Status> write = put_entries(relay->put_io, std::move(entries));
-  Status written = co_await write;
-  if (!written.ok()) relay_failed(written);
-  co_return written;
-}
-
-// Its members' formation then fails at its own timeout; the relay's error says why.
-void HierarchyRuntime::relay_failed(const Status& s) {
-  if (form_error_.empty()) form_error_ = "the relay of addresses across domains: " + s.to_string();
 }
 
 void HierarchyRuntime::reforming() {

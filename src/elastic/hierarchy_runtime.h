@@ -17,8 +17,9 @@
 //     thread under its own lock, and the machine arms and disarms it under the member's lock, so
 //     a verdict is queued for the event thread, never acted on in the callback;
 //   - the formation is the caller's `form`, on a worker, over its domain's store; once the groups
-//     are up the member marks its domain epoch done and trains. A leader relays the addresses of
-//     its members' links to other domains (elastic/address_relay.h) as it relays a full list.
+//     are up the member marks its domain epoch done and trains. The machine's leader relays the
+//     addresses of its members' links to other domains (elastic/address_relay.h) where the
+//     member's params name the formation's mesh prefix.
 // What the runtime does not have yet (docs/design/control-plane-hierarchy.md, "the steps left"):
 // `ntp launch` serving a domain store per node, and the trainer's re-formation on the full
 // list.
@@ -40,7 +41,6 @@
 #include "comm/survivors.h"
 #include "core/non_copyable.h"
 #include "core/status.h"
-#include "elastic/address_relay.h"
 #include "elastic/failure_watch.h"
 #include "elastic/hierarchy_member.h"
 #include "elastic/progress.h"
@@ -64,15 +64,9 @@ struct HierarchyRuntimeSetup {
   std::shared_ptr<comm::Store> domain_store, global_store;
   // The trainer's formation of its groups on `full` (ok: they are up), on a worker thread without
   // the member's lock. Null: none; the member trains on its full list at once, and marks no done
-  // key.
+  // key. Where it publishes its links' addresses is the member's `mesh_prefix`: set, the
+  // member's leader relays those of links across domains.
   std::function<Status(const MemberList& full)> form;
-  // Where `form` connects its world: the prefix of its address keys on the domain's store
-  // (comm::GlooOptions::prefix) for `full`, and its groups' shape. Set, a leader relays the
-  // addresses of links across domains (elastic/address_relay.h) for each full list it relays;
-  // null, it relays none (a formation over a store every member shares needs none).
-  std::function<std::string(const MemberList& full)> mesh_prefix;
-  GroupShape shape;
-  std::chrono::milliseconds relay_timeout{30000};  // comm::GlooOptions::timeout's default
 };
 
 class HierarchyRuntime : NonCopyable, private HierarchyDriver {
@@ -124,14 +118,6 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
     return level == StoreLevel::kDomain ? setup_.domain_store : setup_.global_store;
   }
   WatchedEpoch watched(StoreLevel level, const MemberList& list);
-  // The leaders' relay of addresses across domains: its three steps, each on one store, each
-  // starting the next (under mutex_, from a worker).
-  struct AddressRelayRun;
-  Task<Status> collect_outgoing(std::shared_ptr<AddressRelayRun> relay);
-  Task<Status> trade(std::shared_ptr<AddressRelayRun> relay, std::vector<std::string> addresses);
-  Task<Status> put(std::shared_ptr<AddressRelayRun> relay,
-                   std::vector<std::pair<std::string, std::string>> entries);
-  void relay_failed(const Status& s);
 
   HierarchyRuntimeSetup setup_;
   Progress progress_;

@@ -6,7 +6,7 @@
 //     for every worker; a worker blocked in a store read ends within that read's block, so the
 //     teardown is bounded by the longest block a machine asks for: kNoticeBlock (2 s);
 //   - a re-formation whose members form real Gloo groups over their domain stores, the addresses
-//     across domains carried by the leaders' relay.
+//     across domains carried by the leaders' relay, which leaves no address key behind.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,8 +19,10 @@
 #include "comm/communicator.h"
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
+#include "comm/pair_mesh.h"
 #include "comm/store.h"
 #include "core/check.h"
+#include "elastic/address_relay.h"
 #include "elastic/hierarchy_runtime.h"
 #include "elastic/watch_machine.h"
 #include "redis_server.h"
@@ -87,10 +89,10 @@ class HierarchyRuntimeInProcessTest : public ::testing::Test {
         setup.form = [this, store = setup.domain_store, gid](const MemberList& full) {
           return form_world(store, full, gid, worlds_[static_cast<size_t>(gid)]);
         };
-        setup.mesh_prefix = [](const MemberList& full) {
+        setup.member.mesh_prefix = [](const MemberList& full) {
           return "train/a0/e" + std::to_string(full.epoch);
         };
-        setup.shape = {kTp, comm::GlooOptions{}.full_mesh_max_size};
+        setup.member.shape = {kTp, comm::GlooOptions{}.full_mesh_max_size};
       } else {
         setup.form = [](const MemberList&) {
           std::this_thread::sleep_for(milliseconds(50));
@@ -162,6 +164,36 @@ TEST_F(HierarchyRuntimeInProcessTest, SurvivorsFormAWorldAcrossDomainsThroughThe
     EXPECT_EQ(members_[static_cast<size_t>(gid)]->training_on()->epoch, 1) << "member " << gid;
     EXPECT_EQ(members_[static_cast<size_t>(gid)]->reformations(), 1) << "member " << gid;
   }
+  // Every address key had one reader, which erased it: the members theirs, the leaders the
+  // members' keys they collected and the batches they traded (beside their next step, so 2 s
+  // for those last ops to land: each is one op, sent before its members' formation ended).
+  std::vector<std::string> domain_keys, global_keys;
+  for (int from = 0; from < 3; ++from) {
+    for (int to = 0; to < 3; ++to) {
+      if (from != to) domain_keys.push_back(comm::pair_address_key("train/a0/e1", from, to));
+    }
+  }
+  for (int from = 0; from < kDomains; ++from) {
+    global_keys.push_back(relay_batch_key("train/a0/g", 1, from, 1 - from));
+  }
+  auto left = [&] {
+    std::vector<std::string> out;
+    const auto look = [&out](comm::Store& store, const std::vector<std::string>& keys) {
+      Result<std::vector<std::optional<std::string>>> values = store.get_many(keys);
+      NTP_CHECK_MSG(values.ok(), values.status().to_string());
+      for (size_t k = 0; k < keys.size(); ++k) {
+        if ((*values)[k]) out.push_back(store.describe() + " " + keys[k]);
+      }
+    };
+    for (const auto& domain : domains_) look(*open(*domain), domain_keys);
+    look(*open(*global_), global_keys);
+    return out;
+  };
+  const auto erase_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!left().empty() && std::chrono::steady_clock::now() < erase_deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(left(), std::vector<std::string>{});
   tear_down();
 }
 

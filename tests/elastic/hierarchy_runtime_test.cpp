@@ -169,9 +169,9 @@ class HierarchyRuntimeTest : public ::testing::Test {
                     max = mesh_max_](const MemberList& full) {
         return form_groups(store, full, gid, max, groups);
       };
-      setup.mesh_prefix = mesh_prefix;
-      setup.shape = {kTp, mesh_max_};
-      setup.relay_timeout = milliseconds(20000);
+      setup.member.mesh_prefix = mesh_prefix;
+      setup.member.shape = {kTp, mesh_max_};
+      setup.member.relay_timeout = milliseconds(20000);
     } else {
       setup.form = [](const MemberList&) { return Status(); };  // the groups: up at once
     }

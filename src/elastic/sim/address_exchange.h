@@ -41,13 +41,6 @@ inline void poll_addresses(StoreLink link, std::shared_ptr<std::vector<std::stri
 }
 }  // namespace detail
 
-// Polls `keys` until every one was read (erasing what it read); `done` runs then.
-inline void poll_keys(StoreLink link, std::vector<std::string> keys, std::shared_ptr<bool> live,
-                      std::function<void()> done) {
-  detail::poll_addresses(link, std::make_shared<std::vector<std::string>>(std::move(keys)),
-                         kFirstAddressPoll, std::move(live), std::move(done));
-}
-
 // Publishes `mine` (one key per link: this member's address for that peer), then polls the
 // peers' `theirs` until every one was read; `done` runs then, unless `*live` turned false.
 inline void exchange_addresses(StoreLink link,

@@ -18,6 +18,7 @@
 
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
+#include "comm/pair_mesh.h"
 #include "comm/survivors.h"
 #include "core/check.h"
 #include "elastic/address_relay.h"
@@ -105,21 +106,12 @@ struct World {
     return StoreLink{&loop, &store, &host, config.cpu_per_op, nullptr, config.wake_cpu};
   }
 
-  // The links a GPU sets up when it forms its groups on `full` (elastic/address_relay.h's
-  // formation_links_of), as gids, split by whether the peer is in its domain.
-  struct Links {
-    std::set<int> local, across;  // gids
-  };
-  Links links_of(const MemberList& full, int gid) {
-    const int rank = static_cast<int>(
-        std::lower_bound(full.members.begin(), full.members.end(), gid) - full.members.begin());
-    const GroupShape shape{domain_size, kFullMeshMaxSize};
-    const RankLinks ranks = formation_links_of(
-        full, rank, shape, dp_groups(full)[static_cast<size_t>(gid % domain_size)]);
-    Links out;
-    for (int r : ranks.local) out.local.insert(full.members[static_cast<size_t>(r)]);
-    for (int r : ranks.across) out.across.insert(full.members[static_cast<size_t>(r)]);
-    return out;
+  GroupShape shape() const { return GroupShape{domain_size, kFullMeshMaxSize}; }
+  // The links the GPU at mesh rank `rank` sets up when it forms its groups on `full`
+  // (elastic/address_relay.h's formation_links_of), in mesh ranks.
+  RankLinks links_of(const MemberList& full, int rank) {
+    const int slot = full.members[static_cast<size_t>(rank)] % domain_size;
+    return formation_links_of(full, rank, shape(), dp_groups(full)[static_cast<size_t>(slot)]);
   }
 
  private:
@@ -127,13 +119,7 @@ struct World {
   // the list; at 102,384 GPUs once per member would be 10^10 steps).
   const std::vector<std::vector<int>>& dp_groups(const MemberList& full) {
     auto [it, fresh] = dp_cache.try_emplace(&full);
-    if (fresh) {
-      it->second.resize(static_cast<size_t>(domain_size));
-      for (size_t r = 0; r < full.members.size(); ++r) {
-        it->second[static_cast<size_t>(full.members[r] % domain_size)].push_back(
-            static_cast<int>(r));
-      }
-    }
+    if (fresh) it->second = elastic::dp_groups(full, shape());
     return it->second;
   }
   std::map<const MemberList*, std::vector<std::vector<int>>> dp_cache;
@@ -216,9 +202,8 @@ class Member : public HierarchyDriver {
   void lead(const MemberList& global, bool takeover) override;
   void reforming() override;
   void got_full(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live) override;
-  void relayed(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live) override {
+  void relayed(std::shared_ptr<const MemberList>, std::shared_ptr<bool>) override {
     relayed_at = w_.loop.now();
-    if (w_.config.form) exchange_across(std::move(full), std::move(live));
   }
   void training() override {
     formed = w_.loop.now();
@@ -247,6 +232,10 @@ class Member : public HierarchyDriver {
     p.progress = &progress_;
     p.decode = w_.decoder();
     p.encode_layout = [] { return std::string("sim layout"); };
+    if (w_.config.form) {  // its leader relays the addresses of links across domains
+      p.mesh_prefix = [](const MemberList& full) { return mesh_prefix(full.epoch); };
+      p.shape = w_.shape();
+    }
     return p;
   }
   void note_fire(const std::string& reason) {
@@ -261,10 +250,9 @@ class Member : public HierarchyDriver {
   }
   void form(const MemberList& full, std::shared_ptr<bool> live);
   void connect(int links, int size);
-  void exchange_across(std::shared_ptr<const MemberList> list, std::shared_ptr<bool> live);
-  std::string address_prefix(int epoch) const {
-    return domain_group(domain_) + "/e" + std::to_string(epoch) + "/p/";
-  }
+  // The world communicator's prefix on `full`'s epoch (comm::GlooOptions::prefix): the same in
+  // every domain's store, as the relay needs.
+  static std::string mesh_prefix(int epoch) { return "train/w" + std::to_string(epoch); }
   StoreLink pausable(StoreLink link) {
     link.pause = &pause_;
     return link;
@@ -333,17 +321,20 @@ void Member::got_full(std::shared_ptr<const MemberList> full, std::shared_ptr<bo
 }
 
 // The groups' formation, modeled as the flat simulator's, except where the addresses go: a GPU
-// publishes and reads all of them on its domain's store. Those of its links to other domains
-// travel between the two domains' leaders, one batch per pair of domains (exchange_across).
+// publishes and reads all of them on its domain's store, under comm's keys. Those of its links
+// to other domains travel between the two domains' leaders, one batch per pair of domains (the
+// machine's relay, elastic/address_relay.h).
 void Member::form(const MemberList& m, std::shared_ptr<bool> live) {
-  const World::Links links = w_.links_of(m, gid_);
-  const std::string prefix = address_prefix(m.epoch);
+  const int rank = static_cast<int>(std::lower_bound(m.members.begin(), m.members.end(), gid_) -
+                                    m.members.begin());
+  const RankLinks links = w_.links_of(m, rank);
+  const std::string prefix = mesh_prefix(m.epoch);
   std::vector<std::pair<std::string, std::string>> mine;
   std::vector<std::string> theirs;
   for (const std::set<int>* peers : {&links.local, &links.across}) {
     for (int peer : *peers) {
-      mine.emplace_back(prefix + std::to_string(gid_) + "/" + std::to_string(peer), "addr");
-      theirs.push_back(prefix + std::to_string(peer) + "/" + std::to_string(gid_));
+      mine.emplace_back(comm::pair_address_key(prefix, rank, peer), "addr");
+      theirs.push_back(comm::pair_address_key(prefix, peer, rank));
     }
   }
   const int count = static_cast<int>(links.local.size() + links.across.size());
@@ -361,49 +352,6 @@ void Member::connect(int links, int size) {
     if (!*machine_.live()) return;
     dlink_.after(barriers, [this] { machine_.groups_formed(); });
   }));
-}
-
-// The leader's part of the formation on `full`: it reads its members' addresses for links to
-// other domains from the domain's store, publishes them on the global store as one batch per
-// destination domain, reads the batches for its domain, and writes their addresses into the
-// domain's store, where its members read them. The links are symmetric, so the domains it sends
-// to are those it receives from.
-void Member::exchange_across(std::shared_ptr<const MemberList> list, std::shared_ptr<bool> live) {
-  const MemberList& m = *list;
-  const std::string local_prefix = address_prefix(m.epoch);
-  const std::string batch_prefix = kGlobal + "/e" + std::to_string(m.epoch) + "/x/";
-  std::vector<std::string> outgoing;                          // domain store keys
-  std::vector<std::pair<std::string, std::string>> incoming;  // domain store entries
-  std::set<int> peer_domains;
-  const auto begin = std::lower_bound(m.members.begin(), m.members.end(), domain_ * w_.domain_size);
-  const auto end =
-      std::lower_bound(m.members.begin(), m.members.end(), (domain_ + 1) * w_.domain_size);
-  for (auto it = begin; it != end; ++it) {
-    for (int peer : w_.links_of(m, *it).across) {
-      outgoing.push_back(local_prefix + std::to_string(*it) + "/" + std::to_string(peer));
-      incoming.emplace_back(local_prefix + std::to_string(peer) + "/" + std::to_string(*it),
-                            "addr");
-      peer_domains.insert(peer / w_.domain_size);
-    }
-  }
-  std::vector<std::pair<std::string, std::string>> batches;
-  std::vector<std::string> theirs;
-  for (int d : peer_domains) {
-    batches.emplace_back(batch_prefix + std::to_string(domain_) + "/" + std::to_string(d), "batch");
-    theirs.push_back(batch_prefix + std::to_string(d) + "/" + std::to_string(domain_));
-  }
-  // Read the members' outgoing addresses (published as the members form: polled as they do),
-  // then trade batches with the other leaders on the global store, then hand the incoming
-  // addresses to the members.
-  const StoreLink dlink = dlink_, glink = glink_;
-  poll_keys(dlink, std::move(outgoing), live,
-            [dlink, glink, batches = std::move(batches), theirs = std::move(theirs),
-             incoming = std::move(incoming), live]() mutable {
-              exchange_addresses(glink, std::move(batches), std::move(theirs), live,
-                                 [dlink, incoming = std::move(incoming)]() mutable {
-                                   dlink.send(io::SetMany{std::move(incoming)}, nullptr);
-                                 });
-            });
 }
 
 // SimResult's parts of the agreement (agree_domain_s, ...), when they follow in their order.
