@@ -131,8 +131,9 @@ std::string mesh_prefix(const ntp::elastic::MemberList& full) {
 }
 
 // The trainer's groups on `full` (train/job.cpp's shape, as control_plane_bench's members build
-// them) over the member's domain store: the world, its TP group (its domain) and its DP group
-// (its slot in every listed domain), in one batch, and a barrier over each.
+// them) over the member's domain store: the world, its TP and sync groups (its domain) and its DP
+// group (its slot in every listed domain), in one batch, and a barrier over each, in that order
+// (as sim/sim_formation.h models them).
 ntp::Status form_groups(const std::shared_ptr<ntp::comm::Store>& store,
                         const ntp::elastic::MemberList& full, int gid, int tp,
                         std::vector<std::unique_ptr<ntp::comm::Communicator>>& groups) {
@@ -151,12 +152,15 @@ ntp::Status form_groups(const std::shared_ptr<ntp::comm::Store>& store,
   gloo.planned_subgroups = {tp_ranks, dp_ranks};
   NTP_ASSIGN_OR_RETURN(auto world, ntp::comm::connect_gloo(gloo));
   NTP_ASSIGN_OR_RETURN(auto tp_group, world->subgroup(tp_ranks, "tp"));
+  NTP_ASSIGN_OR_RETURN(auto sync_group, world->subgroup(tp_ranks, "sync"));
   NTP_ASSIGN_OR_RETURN(auto dp_group, world->subgroup(dp_ranks, "dp"));
-  for (ntp::comm::Communicator* group : {world.get(), tp_group.get(), dp_group.get()}) {
+  for (ntp::comm::Communicator* group :
+       {world.get(), tp_group.get(), sync_group.get(), dp_group.get()}) {
     NTP_RETURN_IF_ERROR(group->barrier());
   }
   groups.push_back(std::move(world));
   groups.push_back(std::move(tp_group));
+  groups.push_back(std::move(sync_group));
   groups.push_back(std::move(dp_group));
   return ntp::Status();
 }

@@ -57,8 +57,8 @@ def run_bench(a, members):
 def simulate(a, members, params, seeds):
     """Per count, the sim's runs over seeds 1..`seeds` with host `params` (sim_vs_bench's
     names: cpu-per-op and wake-cpu, microseconds)."""
-    form = ["--link-rtt-us", str(a.link_rtt_us), "--connect-us", str(a.connect_us)] if a.form \
-        else ["--no-form"]
+    form = ["--link-rtt-us", str(a.link_rtt_us), "--dial-rtt-us", str(a.dial_rtt_us),
+            "--connect-us", str(a.connect_us)] if a.form else ["--no-form"]
     out = subprocess.run(
         [os.path.join(a.build, "bin/control_plane_sim"), "--hierarchy", *form,
          "--gpus", ",".join(map(str, members)), "--tp", str(a.tp), "--fault", a.fault,
@@ -106,9 +106,12 @@ def main():
     p.add_argument("--host-cores", type=int, default=os.cpu_count())
     p.add_argument("--form", action="store_true",
                    help="the bench's members form their groups (hierarchy_bench --form yes) and "
-                        "the simulator models it, with --link-rtt-us and --connect-us")
+                        "the simulator models it (sim/sim_formation.h, as the flat simulator's), "
+                        "with --link-rtt-us, --dial-rtt-us and --connect-us")
     p.add_argument("--link-rtt-us", type=float, default=2200.0,
                    help="a barrier message's round trip (default: the flat fit's on AMD EPYC)")
+    p.add_argument("--dial-rtt-us", type=float, default=8420.0,
+                   help="a dial's round trip (default: the flat fit's on AMD EPYC)")
     p.add_argument("--connect-us", type=float, default=0.0,
                    help="a member's CPU per link set up (default 0, as the flat fit gives it)")
     a = p.parse_args()
@@ -125,8 +128,8 @@ def main():
     how = "given" if given else f"fitted at {members[0]} members"
     print(f"# host: {a.host_cores} cores; store {a.store_ops:.0f} ops/s, round trip {a.rtt_us} us; "
           f"cpu_per_op {params['cpu-per-op']:.1f} us, wake_cpu {params['wake-cpu']:.1f} us ({how})")
-    sim_form = (f"--link-rtt-us {a.link_rtt_us:g} --connect-us {a.connect_us:g}" if a.form
-                else "--no-form")
+    sim_form = (f"--link-rtt-us {a.link_rtt_us:g} --dial-rtt-us {a.dial_rtt_us:g} "
+                f"--connect-us {a.connect_us:g}" if a.form else "--no-form")
     print(f"# bench: {a.repeats} runs of hierarchy_bench --members N --tp {a.tp} --fault {a.fault} "
           f"--steady-s {a.steady_s} --form {'yes' if a.form else 'no'}; sim: control_plane_sim "
           f"--hierarchy {sim_form}, seeds 1-{a.seeds}; medians [min-max] (runs)")

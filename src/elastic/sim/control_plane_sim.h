@@ -37,8 +37,8 @@ struct SimConfig {
   StoreModel store;
   Duration link_round_trip = std::chrono::microseconds(50);
   Duration connect_per_link = std::chrono::microseconds(50);  // a member's CPU per link set up
-  // A dial's round trip: from a member's connect to the link up at both ends (the flat protocol's
-  // formation; the hierarchy's charges its links' CPU only).
+  // A dial's round trip: from a member's connect to the link up at both ends (both protocols'
+  // formation, sim/sim_formation.h).
   Duration dial_round_trip = std::chrono::microseconds(50);
   // The members' own CPU: per store op sent and per reply taken in (syscalls, parsing, waking a
   // thread), on a host of `host_cores` cores shared by every member (0: a CPU each).

@@ -131,8 +131,8 @@ int main(int argc, char** argv) {
                  "a member's CPU to set one link up (each end of it), microseconds")
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--dial-rtt-us", dial_rtt_us,
-                 "a dial's round trip, from the connect to the link up at both ends (the flat "
-                 "protocol's formation dials a member's links one after another), microseconds")
+                 "a dial's round trip, from the connect to the link up at both ends (a "
+                 "member's formation dials its links one after another), microseconds")
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--cpu-per-op-us", cpu_per_op_us,
                  "a member's CPU per store op sent and per reply taken in, microseconds")

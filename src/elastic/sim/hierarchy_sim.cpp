@@ -26,8 +26,8 @@
 #include "elastic/agreement_machine.h"
 #include "elastic/domain_leader.h"
 #include "elastic/hierarchy_member.h"
-#include "elastic/sim/address_exchange.h"
 #include "elastic/sim/control_plane_sim.h"
+#include "elastic/sim/sim_formation.h"
 #include "elastic/sim/sim_run.h"
 #include "elastic/sim/sim_watch.h"
 
@@ -87,6 +87,8 @@ struct World {
   std::optional<Time> detected;
   std::function<void()> on_detection;
 
+  FormationWorld formation;
+
   explicit World(const SimConfig& c)
       : config(c),
         domain_size(c.tp),
@@ -94,7 +96,13 @@ struct World {
         host(loop, c.host_cores),
         global(loop, c.store),
         slot_incarnations(static_cast<size_t>(c.tp), comm::incarnation(0, 0)),
-        domain_incarnations(static_cast<size_t>(c.gpus / c.tp), comm::incarnation(0, 0)) {
+        domain_incarnations(static_cast<size_t>(c.gpus / c.tp), comm::incarnation(0, 0)),
+        formation(loop, host) {
+    formation.connect_per_link = c.connect_per_link;
+    formation.dial_round_trip = c.dial_round_trip;
+    formation.link_round_trip = c.link_round_trip;
+    formation.woken_cpu = c.cpu_per_op + c.wake_cpu;  // as the flat simulator's
+    formation.seed = c.seed;
     if (c.pause_leader_after >= Duration(0)) paused_leader = ((domains / 2 + 1) % domains) * c.tp;
     writes.watch(global);
     for (int d = 0; d < domains; ++d) {
@@ -123,8 +131,16 @@ struct World {
     return it->second;
   }
   std::map<const MemberList*, std::vector<std::vector<int>>> dp_cache;
+  std::map<const MemberList*, ListGroups> groups_cache;
 
  public:
+  // The groups a member forms on `full` (its decoded copy, shared by every member), built once.
+  const ListGroups& groups_of(const MemberList& full) {
+    auto it = groups_cache.find(&full);
+    if (it == groups_cache.end())
+      it = groups_cache.emplace(&full, ListGroups(full, domain_size)).first;
+    return it->second;
+  }
   std::chrono::milliseconds global_hang_detect() const {
     return config.global_hang_factor * config.hang_detect;
   }
@@ -152,6 +168,7 @@ class Member : public HierarchyDriver {
         dlink_(pausable(w.link(*w.domain_stores[static_cast<size_t>(gid / w.domain_size)]))),
         glink_(pausable(w.link(w.global))),
         machine_(params(), *this),
+        formation_(w.formation, gid, dlink_, machine_.live()),
         watch_(dlink_, domain_group(domain_), slot_, w.config.hang_detect, &progress_,
                machine_.live(), [this](const std::string& reason) { on_domain_fire(reason); }) {
     watch_.on_fenced([this] { leave(); });
@@ -172,6 +189,7 @@ class Member : public HierarchyDriver {
   bool fenced() const { return watch_.fenced() || (global_watch_ && global_watch_->fenced()); }
   const std::shared_ptr<const MemberList>& full() const { return machine_.full(); }
   std::string failure() const { return error.empty() ? machine_.error() : error; }
+  SimFormation& formation() { return formation_; }
 
   std::optional<Time> aborted, agreed, formed;
   // Its last domain list agreed, and as a leader its last full list relayed (the agreement's
@@ -248,8 +266,7 @@ class Member : public HierarchyDriver {
     note_fire(reason);
     machine_.global_failed();
   }
-  void form(const MemberList& full, std::shared_ptr<bool> live);
-  void connect(int links, int size);
+  void form(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live);
   // The world communicator's prefix on `full`'s epoch (comm::GlooOptions::prefix): the same in
   // every domain's store, as the relay needs.
   static std::string mesh_prefix(int epoch) { return "train/w" + std::to_string(epoch); }
@@ -264,6 +281,7 @@ class Member : public HierarchyDriver {
   StoreLink dlink_, glink_;
   Progress progress_;
   HierarchyMember machine_;
+  SimFormation formation_;
   SimWatch watch_;
   std::unique_ptr<SimWatch> global_watch_;  // while it leads
   Duration beat_offset_{0};                 // its beats' phase at the job's start
@@ -314,44 +332,27 @@ void Member::got_full(std::shared_ptr<const MemberList> full, std::shared_ptr<bo
   ++w_.formation_changes;
   agreed = w_.loop.now();
   if (w_.config.form) {
-    form(*full, std::move(live));
+    form(std::move(full), std::move(live));
   } else {
     machine_.resume_training();
   }
 }
 
-// The groups' formation, modeled as the flat simulator's, except where the addresses go: a GPU
-// publishes and reads all of them on its domain's store, under comm's keys. Those of its links
-// to other domains travel between the two domains' leaders, one batch per pair of domains (the
-// machine's relay, elastic/address_relay.h).
-void Member::form(const MemberList& m, std::shared_ptr<bool> live) {
+// The groups' formation (sim/sim_formation.h), as the flat simulator's except where the
+// addresses go: a GPU publishes and reads all of them on its domain's store, under comm's keys.
+// Those of its links to other domains travel between the two domains' leaders, one batch per
+// pair of domains (the machine's relay, elastic/address_relay.h). Past its groups' barriers the
+// machine marks its domain epoch done and trains.
+void Member::form(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live) {
+  const MemberList& m = *full;
   const int rank = static_cast<int>(std::lower_bound(m.members.begin(), m.members.end(), gid_) -
                                     m.members.begin());
   const RankLinks links = w_.links_of(m, rank);
-  const std::string prefix = mesh_prefix(m.epoch);
-  std::vector<std::pair<std::string, std::string>> mine;
-  std::vector<std::string> theirs;
-  for (const std::set<int>* peers : {&links.local, &links.across}) {
-    for (int peer : *peers) {
-      mine.emplace_back(comm::pair_address_key(prefix, rank, peer), "addr");
-      theirs.push_back(comm::pair_address_key(prefix, peer, rank));
-    }
-  }
-  const int count = static_cast<int>(links.local.size() + links.across.size());
-  const int size = static_cast<int>(m.members.size());
-  exchange_addresses(dlink_, std::move(mine), std::move(theirs), std::move(live),
-                     [this, count, size] { connect(count, size); });
-}
-
-// The links' set-up on the host's CPU, then a barrier in each of the four groups, then the
-// domain epoch's done key; the member trains again.
-void Member::connect(int links, int size) {
-  const double hops = std::ceil(std::log2(std::max(2, size)));
-  const Duration barriers = 4 * static_cast<std::int64_t>(2 * hops) * w_.config.link_round_trip;
-  w_.host.run(links * w_.config.connect_per_link, dlink_.as_member([this, barriers] {
-    if (!*machine_.live()) return;
-    dlink_.after(barriers, [this] { machine_.groups_formed(); });
-  }));
+  std::set<int> peers = links.local;
+  peers.insert(links.across.begin(), links.across.end());
+  std::vector<FormedGroup> groups = w_.groups_of(m).of(gid_);
+  formation_.form(std::move(full), std::move(groups), peers, mesh_prefix(m.epoch), std::move(live),
+                  [this] { machine_.groups_formed(); });
 }
 
 // SimResult's parts of the agreement (agree_domain_s, ...), when they follow in their order.
@@ -412,6 +413,7 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   const Time fault_at = window.fault_at;
   const double steady_s = window.seconds;
   const std::vector<std::unique_ptr<Member>> members = start_members<Member>(w, c, window, out);
+  for (const auto& m : members) w.formation.members.push_back(&m->formation());
   auto ops = [&w] {
     std::vector<std::int64_t> counts{w.global.counts().ops};
     for (const auto& s : w.domain_stores) counts.push_back(s->counts().ops);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -75,14 +76,14 @@ inline std::map<std::string, std::int64_t> kinds_since(
   return out;
 }
 
-// The last survivor's `moment` (nullopt while a survivor has none).
-template <typename M>
+// The last survivor's moment `moment(member)` (nullopt while a survivor has none).
+template <typename M, typename Moment>
 std::optional<Time> last_of(const std::vector<std::unique_ptr<M>>& members,
-                            const std::set<int>& victims, std::optional<Time> M::*moment) {
+                            const std::set<int>& victims, Moment moment) {
   Time last{};
   for (size_t i = 0; i < members.size(); ++i) {
     if (victims.count(static_cast<int>(i)) > 0) continue;
-    const std::optional<Time>& t = (*members[i]).*moment;
+    const std::optional<Time>& t = std::invoke(moment, *members[i]);
     if (!t) return std::nullopt;
     last = std::max(last, *t);
   }
