@@ -87,31 +87,53 @@ std::string relayed_full_key(const std::string& domain_group, int domain_epoch) 
 }
 
 MemberList compose_full_list(const MemberList& global, const std::map<int, MemberList>& domains,
-                             int domain_size, int domain_count) {
+                             const std::vector<int>& base_gpus, int domain_size, int domain_count) {
   MemberList full;
   full.epoch = global.epoch;
   full.step = global.step;
   full.base_epoch = global.base_epoch;
+  full.base_members = base_gpus;
   full.decider = global.decider;
   full.restarts.assign(static_cast<size_t>(domain_size) * static_cast<size_t>(domain_count), 0);
-  auto globalize = [domain_size](int d, const std::vector<int>& slots, std::vector<int>& out) {
-    for (int slot : slots) out.push_back(d * domain_size + slot);
-  };
   for (int d : global.members) {
     const MemberList& domain = domains.at(d);
-    globalize(d, domain.members, full.members);
-    if (global.holds(d)) globalize(d, domain.holders, full.holders);
-    globalize(d, domain.parked, full.parked);
     for (int slot : domain.members) {
-      full.restarts[static_cast<size_t>(d * domain_size + slot)] =
-          domain.restarts[static_cast<size_t>(slot)];
+      const int id = d * domain_size + slot;
+      full.members.push_back(id);
+      if (std::binary_search(base_gpus.begin(), base_gpus.end(), id)) full.holders.push_back(id);
+      full.restarts[static_cast<size_t>(id)] = domain.restarts[static_cast<size_t>(slot)];
     }
-  }
-  for (int d : global.base_members) {
-    for (int slot = 0; slot < domain_size; ++slot)
-      full.base_members.push_back(d * domain_size + slot);
+    for (int slot : domain.parked) full.parked.push_back(d * domain_size + slot);
   }
   return full;
+}
+
+std::vector<int> all_gpus(int domain_size, int domain_count) {
+  std::vector<int> out(static_cast<size_t>(domain_size) * static_cast<size_t>(domain_count));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int>(i);
+  return out;
+}
+
+Task<Status> await_done(IoSlot& io, std::string group, MemberList list) {
+  constexpr std::chrono::milliseconds kFirstPoll{1}, kMaxPoll{100};
+  std::vector<std::string> missing;
+  for (int id : list.members) missing.push_back(done_key(group, list.epoch, id));
+  std::chrono::milliseconds pause = kFirstPoll;
+  for (;;) {
+    io::Op look = io::GetMany{missing};
+    io::Reply done = co_await io.perform(std::move(look));
+    if (!done.status.ok()) co_return done.status;
+    std::vector<std::string> still;
+    for (size_t k = 0; k < missing.size(); ++k) {
+      if (!done.values[k]) still.push_back(missing[k]);
+    }
+    if (still.empty()) co_return Status();
+    missing = std::move(still);
+    io::Op wait = io::Sleep{pause};
+    io::Reply waited = co_await io.perform(std::move(wait));
+    (void)waited;
+    pause = std::min(2 * pause, kMaxPoll);
+  }
 }
 
 FullListDecoder plain_decoder() {
@@ -151,12 +173,21 @@ Result<FullList> DomainLeader::decoded(std::string text) const {
   return FullList{std::move(text), std::move(*list)};
 }
 
+Task<Status> mark_domain_done(IoSlot& global_io, std::string global_group, int epoch, int domain) {
+  io::Op mark = io::set(done_key(global_group, epoch, domain), "1");
+  io::Reply marked = co_await global_io.perform(std::move(mark));
+  co_return marked.status;
+}
+
+// The domain lists `global` names and its base epoch's full list, in one read.
 Task<Result<FullList>> DomainLeader::compose(const MemberList& global) {
   io::GetMany ask;
   for (int d : global.members) {
     ask.keys.push_back(
         domain_list_key(p_.global_group, d, global.restarts[static_cast<size_t>(d)]));
   }
+  const bool read_base = global.base_epoch > 0;  // epoch 0's is every GPU
+  if (read_base) ask.keys.push_back(full_list_key(p_.global_group, global.base_epoch));
   io::Op read = std::move(ask);
   io::Reply lists = co_await io_.perform(std::move(read));
   if (!lists.status.ok()) co_return lists.status;
@@ -169,8 +200,19 @@ Task<Result<FullList>> DomainLeader::compose(const MemberList& global) {
     }
     NTP_CO_ASSIGN_OR_RETURN(domains[d], decode_member_list(*lists.values[i]));
   }
+  std::vector<int> base_gpus;
+  if (!read_base) {
+    base_gpus = all_gpus(p_.domain_size, p_.domain_count);
+  } else if (!lists.values.back()) {
+    co_return Status(StatusCode::kInternal, "the full list of base epoch " +
+                                                std::to_string(global.base_epoch) + " is gone");
+  } else {
+    NTP_CO_ASSIGN_OR_RETURN(std::shared_ptr<const MemberList> base,
+                            p_.decode(*lists.values.back()));
+    base_gpus = base->members;
+  }
   const std::string text =
-      encode_full(compose_full_list(global, domains, p_.domain_size, p_.domain_count));
+      encode_full(compose_full_list(global, domains, base_gpus, p_.domain_size, p_.domain_count));
   io::Op publish = io::set(full_list_key(p_.global_group, global.epoch), text);
   io::Reply published = co_await io_.perform(std::move(publish));
   if (!published.status.ok()) co_return published.status;

@@ -49,13 +49,25 @@ std::string full_list_key(const std::string& global_group, int global_epoch);
 std::string relayed_full_key(const std::string& domain_group, int domain_epoch);
 
 // The full list of `global` from the domain lists it names (`domains[d]` for each d it lists, in
-// the domain's slot ids). Members and holders are global ids; the step, the base epoch and the
-// decider (a domain) are the global list's; restarts[id] are the domains'.
-// Not settled yet (the simulator does not read them; the runtime's re-formation will): the base
-// across the two levels. base_members names every slot of the global base's domains, not the
-// GPUs that were members then, and holders are each domain's own, relative to its domain base.
+// the domain's slot ids) and the GPUs of its base epoch, `base_gpus` (the members of the full
+// list of global.base_epoch). Members are global ids; the step, the base epoch and the decider
+// (a domain) are the global list's; restarts[id] are the domains'. The base is the flat rule's
+// one level up (docs/design/control-plane-hierarchy.md, "the steps left", 3): base_members are
+// `base_gpus`, and the holders the members among them. A leader marks a global epoch done for
+// its domain only once every GPU of its domain is done on it, and before its own first step on
+// it (HierarchyMember::groups_formed), so a global epoch is complete, and the next list's base,
+// only when every GPU of it formed its groups on it.
 MemberList compose_full_list(const MemberList& global, const std::map<int, MemberList>& domains,
-                             int domain_size, int domain_count);
+                             const std::vector<int>& base_gpus, int domain_size, int domain_count);
+// The GPUs of every slot of every domain: the full list of global epoch 0 (the job's start).
+std::vector<int> all_gpus(int domain_size, int domain_count);
+
+// Polls `list`'s done keys in `group` (from 1 ms, doubling to 100 ms) until every member of it
+// marked its epoch done (AgreementMachine::mark_done). A leader's wait for its domain before it
+// marks the global epoch done for it.
+Task<Status> await_done(IoSlot& io, std::string group, MemberList list);
+// Marks global epoch `epoch` done for `domain` (the key the global decider's completeness reads).
+Task<Status> mark_domain_done(IoSlot& global_io, std::string global_group, int epoch, int domain);
 
 // Decodes a full list; the simulator shares one decoded copy among its members.
 using FullListDecoder =

@@ -296,7 +296,27 @@ void HierarchyMember::groups_formed() {
   run(StoreLevel::kDomain, done_io_, running_, done_agreement_.mark_done(domain_list_),
       [this](Status s) {
         if (!s.ok()) fail(s);
+        if (lead_) return mark_global_done();
         resume_training();
+      });
+}
+
+// Once every GPU of its domain is done on the full list, the leader marks the global epoch done
+// for its domain, and only then trains: the first step on a global epoch needs every leader,
+// so a step on it implies every domain marked it done, and the global decider's completeness
+// (the next list's base, compose_full_list) never calls an epoch with updates on it incomplete.
+void HierarchyMember::mark_global_done() {
+  const std::shared_ptr<bool> live = await_live_;  // false once the domain re-forms again
+  const int epoch = full_->epoch;
+  run(StoreLevel::kDomain, done_io_, live, await_done(done_io_, p_.domain_group, domain_list_),
+      [this, live, epoch](Status domain_done) {
+        if (!domain_done.ok()) return fail(domain_done);
+        run(StoreLevel::kGlobal, global_done_io_, live,
+            mark_domain_done(global_done_io_, p_.global_group, epoch, p_.domain),
+            [this](Status marked) {
+              if (!marked.ok()) return fail(marked);
+              resume_training();
+            });
       });
 }
 

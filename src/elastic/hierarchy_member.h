@@ -20,7 +20,9 @@
 //                                 list into the domain;
 //   every member                  awaits the full list agreed for its domain epoch, has its
 //                                 driver form the groups on it (got_full), and once they are up
-//                                 (groups_formed) marks the domain epoch done and trains.
+//                                 (groups_formed) marks the domain epoch done and trains; the
+//                                 leader first waits for its whole domain to be done and marks
+//                                 the global epoch done for it (the next full list's base).
 // A second fault during any of it starts the domain's re-formation again; the round in flight is
 // dropped, and the next round fails the global epoch that round had entered.
 #pragma once
@@ -114,7 +116,8 @@ class HierarchyMember : NonCopyable {
   // Its leaders' watch took the global epoch as failed (another domain changed): its domain
   // re-forms too, for its groups span domains; once per armed global epoch.
   void global_failed();
-  // The driver formed the groups on full(): the domain epoch is marked done, then it trains.
+  // The driver formed the groups on full(): the domain epoch is marked done, then it trains (a
+  // leader once its whole domain is done and it marked the global epoch done for it).
   void groups_formed();
   // It trains again on full() (no done key: the driver does not model the formation).
   void resume_training();
@@ -161,6 +164,7 @@ class HierarchyMember : NonCopyable {
                        std::vector<std::string> keys);
   void relay_failed(const Status& s);
   void await_full();
+  void mark_global_done();
   void fail(const Status& s);
   // The training thread in its step's collectives (waiting on its peers, not stuck), or not.
   void in_collectives(bool in);
@@ -175,7 +179,7 @@ class HierarchyMember : NonCopyable {
   std::shared_ptr<bool> running_ = std::make_shared<bool>(true);
   // The agreement, and its mark_done on a slot of its own: a re-formation may start while the
   // last one's done key is on its way.
-  IoSlot agree_io_, done_io_, relay_io_;
+  IoSlot agree_io_, done_io_, relay_io_, global_done_io_;
   AgreementMachine agreement_, done_agreement_;
   MemberList domain_list_;
   std::shared_ptr<const MemberList> full_;

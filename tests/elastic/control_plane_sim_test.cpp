@@ -454,6 +454,33 @@ TEST(ControlPlaneHierarchyTest, ASecondKillAtAnyMomentOfTheRecoveryKeepsTheInvar
   }
 }
 
+TEST(ControlPlaneHierarchyTest, ARecoveryAfterAFormedOneStartsFromItsFullList) {
+  // A second kill 1.05 s after the first fault's (a kill's recovery ends within ~10 ms at 8
+  // domains of 8): every GPU trained on the first recovery's full list, and its leaders marked
+  // it done before their first step on it, so the second recovery's base is that list (epoch 1
+  // after a member's kill, 2 after a leader's), and every holder of the last list trained on it
+  // (the invariants' base check). Without the leaders' marks the base stays at epoch 0, which
+  // the trainer would reject (a holder of epoch 0's state is at a later step). After a
+  // leader's kill the second victim in its domain is the slot that took over, now its leader:
+  // a takeover again, which gives up one more epoch.
+  for (Fault fault : {Fault::kKill, Fault::kLeaderKill}) {
+    for (bool same : {false, true}) {
+      SimConfig c = domains_of_8(fault, 1);
+      c.second_kill_after = std::chrono::milliseconds(1050);
+      c.second_in_same_domain = same;
+      const SimResult r = simulate(c);
+      const bool leader = fault == Fault::kLeaderKill;
+      const int first = leader ? 2 : 1;
+      const std::string where =
+          std::string(leader ? "leader-kill" : "kill") + (same ? " same" : "");
+      ASSERT_EQ(r.invariants, "ok") << where;
+      EXPECT_EQ(r.second_killed_in, "steady") << where;
+      EXPECT_EQ(r.base_epoch, first) << where;
+      EXPECT_EQ(r.agreed_epoch, first + (leader && same ? 2 : 1)) << where;
+    }
+  }
+}
+
 TEST(ControlPlaneHierarchyTest, ASecondKillCountedFromDetectionStrikesEveryFaultsRecovery) {
   // --fault mixed draws its second kill 0-20 ms after the fault's detection: counted from the
   // fault, a hang's second kill landed in the steady state, a second before its detection. The

@@ -1,7 +1,6 @@
 #include "elastic/sim/control_plane_sim.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>

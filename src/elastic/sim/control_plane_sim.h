@@ -7,10 +7,10 @@
 // neighbours, one member dies (or hangs) and every survivor aborts, agrees on the next epoch's
 // list, forms its new groups and marks the epoch done.
 //
-// What is modeled rather than run: the group formation (comm/pair_mesh.h's address exchange as
-// store ops: one batch of its links' addresses, polls of its peers' doubling from 1 ms to 100 ms,
-// an erase of what it read; then a connect cost per link and a barrier per group over the links'
-// round trip) and the heartbeat's writes (one set every liveness period).
+// What is modeled rather than run: the group formation (sim/sim_formation.h: comm/pair_mesh.h's
+// address exchange as store ops, one batch of its links' addresses, polls of its peers' doubling
+// from 1 ms to 100 ms, an erase of what it read; then its dials one after another and a barrier
+// per group, message by message) and the heartbeat's writes (one set every liveness period).
 //
 // Checked on every run: one list per epoch (its key written once), every survivor in the agreed
 // list and no one else, every survivor on the same epoch, no watch fired before the fault, every
@@ -96,6 +96,7 @@ struct SimResult {
   std::int64_t peak_domain_store_queue = 0;
   std::int64_t recovery_store_ops = 0;  // from the fault to the last member formed
   int agreed_epoch = -1;
+  int base_epoch = -1;  // with the hierarchy: the base epoch of the last full list
   int victim = -1;
   int second_victim = -1;
   int paused_leader = -1;           // pause_leader_after's member

@@ -313,6 +313,7 @@ int main(int argc, char** argv) {
         line["peak_domain_store_queue"] = r.peak_domain_store_queue;
       }
       line["agreed_epoch"] = r.agreed_epoch;
+      if (c.hierarchy) line["base_epoch"] = r.base_epoch;
       line["invariants"] = r.invariants;
       line["events"] = r.events;
       line["wall_s"] = std::round(wall * 100) / 100;

@@ -6,7 +6,6 @@
 // this file is their driver (the stores, the watches, a model of the formation) and the
 // invariants.
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -18,7 +17,6 @@
 
 #include "comm/exit_notice.h"
 #include "comm/gloo_communicator.h"
-#include "comm/pair_mesh.h"
 #include "comm/survivors.h"
 #include "core/check.h"
 #include "elastic/address_relay.h"
@@ -192,6 +190,10 @@ class Member : public HierarchyDriver {
   SimFormation& formation() { return formation_; }
 
   std::optional<Time> aborted, agreed, formed;
+  // The full lists it formed its groups on (the trainer's state moved into that job: it is the
+  // member's current one), and those it trained on (took its first step), since the job's
+  // start (epoch 0's, implied, in neither).
+  std::vector<std::shared_ptr<const MemberList>> formed_on, trained_on;
   // Its last domain list agreed, and as a leader its last full list relayed (the agreement's
   // parts: SimResult::agree_domain_s).
   std::optional<Time> domain_agreed, relayed_at;
@@ -226,6 +228,7 @@ class Member : public HierarchyDriver {
   void training() override {
     formed = w_.loop.now();
     ++w_.formation_changes;
+    trained_on.push_back(machine_.full());
   }
   // Declared dead (a watcher recorded it silent, or a list was published without it): the
   // runtime's member leaves the job, and its launcher posts its exit.
@@ -351,8 +354,11 @@ void Member::form(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> 
   std::set<int> peers = links.local;
   peers.insert(links.across.begin(), links.across.end());
   std::vector<FormedGroup> groups = w_.groups_of(m).of(gid_);
-  formation_.form(std::move(full), std::move(groups), peers, mesh_prefix(m.epoch), std::move(live),
-                  [this] { machine_.groups_formed(); });
+  formation_.form(full, std::move(groups), peers, mesh_prefix(m.epoch), std::move(live),
+                  [this, full] {
+                    formed_on.push_back(full);
+                    machine_.groups_formed();
+                  });
 }
 
 // SimResult's parts of the agreement (agree_domain_s, ...), when they follow in their order.
@@ -376,6 +382,8 @@ void set_agree_parts(SimResult& out, const std::vector<std::unique_ptr<Member>>&
 }
 
 // The invariants of one run; "ok" or the first violation.
+std::string check_base(const std::vector<std::unique_ptr<Member>>& members, const MemberList& last);
+
 std::string check(const World& w, const std::vector<std::unique_ptr<Member>>& members,
                   const std::set<int>& victims) {
   const MemberList* first = nullptr;
@@ -398,7 +406,52 @@ std::string check(const World& w, const std::vector<std::unique_ptr<Member>>& me
   if (first->members.size() + victims.size() != members.size()) {
     return "a survivor is missing from the list";
   }
+  if (std::string base = check_base(members, *first); !base.empty()) return base;
   return w.writes.check();
+}
+
+// The base of the last full list `last`, against the trainer's rules:
+//   - no update lost: an epoch on which every GPU of its list trained may have had steps (the
+//     first step needs every GPU), so `last`'s base is no older than any such epoch;
+//   - a re-formation's source (elastic::plan_reform): each holder of `last` holds its base
+//     epoch's state, as the job it formed before `last` (its state moved in) or as the base it
+//     kept from that job's re-formation (the earlier list's base).
+std::string check_base(const std::vector<std::unique_ptr<Member>>& members,
+                       const MemberList& last) {
+  std::map<int, std::pair<const MemberList*, std::set<int>>> trained_by;  // by epoch
+  for (size_t i = 0; i < members.size(); ++i) {
+    for (const auto& list : members[i]->trained_on) {
+      auto& [epoch_list, who] = trained_by[list->epoch];
+      epoch_list = list.get();
+      who.insert(static_cast<int>(i));
+    }
+  }
+  for (const auto& [epoch, trained] : trained_by) {
+    const auto& [epoch_list, who] = trained;
+    const bool everyone = std::all_of(epoch_list->members.begin(), epoch_list->members.end(),
+                                      [&who](int id) { return who.count(id) > 0; });
+    if (epoch < last.epoch && everyone && last.base_epoch < epoch) {
+      return "every GPU trained on epoch " + std::to_string(epoch) + " but epoch " +
+             std::to_string(last.epoch) + " re-forms from base epoch " +
+             std::to_string(last.base_epoch);
+    }
+  }
+  for (int h : last.holders) {
+    const std::vector<std::shared_ptr<const MemberList>>& formed =
+        members[static_cast<size_t>(h)]->formed_on;
+    int current = 0, kept = 0;  // epoch 0's job, built from drawn state
+    for (const auto& list : formed) {
+      if (list->epoch >= last.epoch) break;
+      current = list->epoch;
+      kept = list->base_epoch;
+    }
+    if (last.base_epoch != current && last.base_epoch != kept) {
+      return "member " + std::to_string(h) + " is a holder of base epoch " +
+             std::to_string(last.base_epoch) + " in epoch " + std::to_string(last.epoch) +
+             " but holds epochs " + std::to_string(current) + " and " + std::to_string(kept);
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -534,6 +587,7 @@ SimResult simulate_hierarchy(const SimConfig& c) {
   for (size_t i = 0; i < members.size(); ++i) {
     if (out_of_job.count(static_cast<int>(i)) == 0 && members[i]->full()) {
       out.agreed_epoch = members[i]->full()->epoch;
+      out.base_epoch = members[i]->full()->base_epoch;
       break;
     }
   }
