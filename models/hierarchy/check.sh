@@ -7,6 +7,9 @@
 #   relay-one-key, take-any-list
 #                the two mends undone (RELAY_ONE_KEY, TAKE_ANY_LIST), two faults: each must give a
 #                counterexample
+#   leader-no-wait
+#                a leader that marks the global epoch done before its whole domain is done on it
+#                (LEADER_NO_WAIT), two faults: must give a counterexample (property 5)
 #
 # One line per run. Exits non-zero on any error, or when a mutation finds none. About 90 s of CPU
 # and 0.3 GB on a 2-core machine. Needs spin and a C compiler; without spin it skips (exit 77),
@@ -60,6 +63,7 @@ run() {
 run one-fault clean "-DF=1" "-DSAFETY" "-m400000"
 run relay-one-key counterexample "-DF=2 -DRELAY_ONE_KEY" "-DSAFETY -DBITSTATE" "-m400000 -w27"
 run take-any-list counterexample "-DF=2 -DTAKE_ANY_LIST" "-DSAFETY -DBITSTATE" "-m400000 -w27"
+run leader-no-wait counterexample "-DF=2 -DLEADER_NO_WAIT" "-DSAFETY -DBITSTATE" "-m400000 -w27"
 run two-faults clean "-DF=2" "-DSAFETY -DBITSTATE" "-m400000 -w27"
 echo "hierarchy model: $(spin -V | head -1)"
 if [ $status -ne 0 ]; then echo "hierarchy model: FAILED"; else echo "hierarchy model: all checks passed"; fi

@@ -30,6 +30,15 @@
  *      global epoch, which is published, not failed, and lists every domain at its current
  *      domain epoch. A slot still waiting at rest is a violation too (a lost wake-up).
  *   3. no invalid end state.
+ *   4. (assert, at a decision) no update lost: when every slot of the decider's last list took
+ *      a step on it (an update needs every slot), that list is complete (every domain's leader
+ *      marked it done), so the new list's base is it.
+ *   5. (assert, at a formation) the trainer's source rule (elastic::plan_reform): a slot of the
+ *      new list's base list holds the base's state, as the job it formed last or as the base
+ *      it kept from that job's re-formation.
+ *   A leader marks a global epoch done for its domain once every slot of its domain list marked
+ *   its domain epoch done, and only then takes its step (HierarchyMember::mark_global_done);
+ *   LEADER_NO_WAIT marks at once, and check.sh asserts that spin then finds a counterexample.
  *
  * The model is the protocol as built (DomainLeader, domain_leader.cpp), with crashes and pauses
  * that end. The pauses found three gaps, all from a leader that wakes after its successor took
@@ -97,6 +106,13 @@ byte ann[GMAX * D];    /* the domain epoch domain d announced in global epoch g 
 byte dec[GMAX];        /* the decider of g: a domain (NONE) */
 bool gpub[GMAX];
 byte lst[GMAX * D];    /* g's published list: each domain's domain epoch */
+
+/* ---- the base of each list (the trainer's re-formation source, elastic::plan_reform) ---- */
+byte ddone[D * EMAX];  /* the slots of domain d done in its epoch e (bitmask): mark_done */
+bool gdone[GMAX * D];  /* global epoch g marked done for domain d by its leader */
+byte gbase[GMAX];      /* the base epoch of g's list */
+byte trained[GMAX];    /* the slots that took a step on g (bitmask, N <= 8) */
+byte kept[N];          /* the base a slot kept from its last re-formation */
 
 /* ---- the relay into each domain ---- */
 #ifdef RELAY_ONE_KEY
@@ -224,6 +240,26 @@ agree:
             :: k < D -> lst[g * D + k] = ann[g * D + k]; k++
             :: else -> break
             od;
+            /* the base (decide): the decider's last list if every domain marked it done (its
+             * complete()), else that list's base */
+            was_pub = 1;
+            k = 0;
+            do
+            :: k < D -> was_pub = was_pub && (armed == 0 || gdone[armed * D + k]); k++
+            :: else -> break
+            od;
+            /* property 4: no update lost. A step on `armed` needs every slot of its list; if
+             * every one took it, the epoch must be complete. */
+            k = 0;
+            do
+            :: k < D -> if
+                        :: (LIST(k, lst[armed * D + k]) << (k * S)) & ~trained[armed] -> break
+                        :: else -> k++
+                        fi
+            :: else -> break
+            od;
+            assert(k < D || was_pub);
+            gbase[g] = (was_pub -> armed : gbase[armed]);
             gpub[g] = 1
           }
           CHECK
@@ -259,13 +295,34 @@ member:
     do
     :: atomic {
          RELAYED(d, e) != NONE ->
-         formed[ME] = RELAYED(d, e);
+         g = RELAYED(d, e);
+         /* property 5 (plan_reform): a holder (a slot of the base's list) holds the base's
+          * state, as the job it formed last or as the base it kept from it */
+         k = gbase[g];
+         assert((LIST(d, lst[k * D + d]) & BIT(s)) == 0 || k == formed[ME] || k == kept[ME]);
+         kept[ME] = k;
+         formed[ME] = g;
          formed_e[ME] = e;
          assert(gpub[formed[ME]] && lst[formed[ME] * D + d] == e)  /* property 1 */
        };
        break
     :: de[d] != e -> goto start
     od;
+    atomic { ddone[d * EMAX + e] = ddone[d * EMAX + e] | BIT(s) };  /* mark_done */
+    CHECK;
+    if
+    :: leader ->  /* HierarchyMember::mark_global_done: its whole domain done, then its mark */
+#ifndef LEADER_NO_WAIT
+       do
+       :: (ddone[d * EMAX + e] & LIST(d, e)) == LIST(d, e) -> break
+       :: de[d] != e -> goto start
+       od;
+#endif
+       gdone[g * D + d] = 1;
+       CHECK
+    :: else -> skip
+    fi;
+    atomic { trained[g] = trained[g] | BIT(ME) };  /* its first step on g */
 
 formed_wait:
 end_formed:
@@ -390,6 +447,7 @@ init {
     :: else -> break
     od;
     gpub[0] = 1;
+    trained[0] = (1 << N) - 1;  /* epoch 0's job, built from drawn state: every slot in it */
     i = 0;
     do
     :: i < GMAX * D -> ann[i] = NONE; i++
