@@ -66,8 +66,8 @@
  *
  * Checked (check.sh): one fault (a crash or a pause), exhaustive; two faults (a crash, and a
  * pause that ends, in different domains), a bitstate search, which is partial (hash factor
- * about 3 at -w27: many states may be missed); and the two mends' mutations, each of which
- * must give a counterexample.
+ * about 3 at -w27: many states may be missed); and the two mends' mutations and
+ * LEADER_NO_WAIT, each of which must give a counterexample.
  */
 
 #ifndef D
