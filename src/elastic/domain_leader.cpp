@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "elastic/address_relay.h"
 #include "elastic/agreement.h"
 #include "elastic/agreement_machine.h"
 
@@ -115,25 +116,14 @@ std::vector<int> all_gpus(int domain_size, int domain_count) {
 }
 
 Task<Status> await_done(IoSlot& io, std::string group, MemberList list) {
-  constexpr std::chrono::milliseconds kFirstPoll{1}, kMaxPoll{100};
-  std::vector<std::string> missing;
-  for (int id : list.members) missing.push_back(done_key(group, list.epoch, id));
-  std::chrono::milliseconds pause = kFirstPoll;
-  for (;;) {
-    io::Op look = io::GetMany{missing};
-    io::Reply done = co_await io.perform(std::move(look));
-    if (!done.status.ok()) co_return done.status;
-    std::vector<std::string> still;
-    for (size_t k = 0; k < missing.size(); ++k) {
-      if (!done.values[k]) still.push_back(missing[k]);
-    }
-    if (still.empty()) co_return Status();
-    missing = std::move(still);
-    io::Op wait = io::Sleep{pause};
-    io::Reply waited = co_await io.perform(std::move(wait));
-    (void)waited;
-    pause = std::min(2 * pause, kMaxPoll);
-  }
+  std::vector<std::string> keys;
+  for (int id : list.members) keys.push_back(done_key(group, list.epoch, id));
+  // No deadline of its own: a member that never marks is dropped by its domain's watch, and the
+  // re-formation drops this wait (a day bounds it for collect_keys).
+  Task<Result<std::vector<std::string>>> collect =
+      collect_keys(io, std::move(keys), std::chrono::hours(24));
+  Result<std::vector<std::string>> done = co_await collect;
+  co_return done.status();
 }
 
 FullListDecoder plain_decoder() {

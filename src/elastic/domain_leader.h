@@ -62,9 +62,9 @@ MemberList compose_full_list(const MemberList& global, const std::map<int, Membe
 // The GPUs of every slot of every domain: the full list of global epoch 0 (the job's start).
 std::vector<int> all_gpus(int domain_size, int domain_count);
 
-// Polls `list`'s done keys in `group` (from 1 ms, doubling to 100 ms) until every member of it
-// marked its epoch done (AgreementMachine::mark_done). A leader's wait for its domain before it
-// marks the global epoch done for it.
+// Polls `list`'s done keys in `group` (collect_keys, elastic/address_relay.h) until every member
+// of it marked its epoch done (AgreementMachine::mark_done). A leader's wait for its domain
+// before it marks the global epoch done for it.
 Task<Status> await_done(IoSlot& io, std::string group, MemberList list);
 // Marks global epoch `epoch` done for `domain` (the key the global decider's completeness reads).
 Task<Status> mark_domain_done(IoSlot& global_io, std::string global_group, int epoch, int domain);

@@ -115,20 +115,14 @@ struct World {
   GroupShape shape() const { return GroupShape{domain_size, kFullMeshMaxSize}; }
   // The links the GPU at mesh rank `rank` sets up when it forms its groups on `full`
   // (elastic/address_relay.h's formation_links_of), in mesh ranks.
+  // Its DP group is the list's groups' (built once per list: dp_group_ranks scans the list, and
+  // at 102,384 GPUs once per member would be 10^10 steps).
   RankLinks links_of(const MemberList& full, int rank) {
     const int slot = full.members[static_cast<size_t>(rank)] % domain_size;
-    return formation_links_of(full, rank, shape(), dp_groups(full)[static_cast<size_t>(slot)]);
+    return formation_links_of(full, rank, shape(), groups_of(full).dp(slot));
   }
 
  private:
-  // Per slot, its DP group's mesh ranks on `full`: computed once per list (dp_group_ranks scans
-  // the list; at 102,384 GPUs once per member would be 10^10 steps).
-  const std::vector<std::vector<int>>& dp_groups(const MemberList& full) {
-    auto [it, fresh] = dp_cache.try_emplace(&full);
-    if (fresh) it->second = elastic::dp_groups(full, shape());
-    return it->second;
-  }
-  std::map<const MemberList*, std::vector<std::vector<int>>> dp_cache;
   std::map<const MemberList*, ListGroups> groups_cache;
 
  public:

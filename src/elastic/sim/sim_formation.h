@@ -45,6 +45,8 @@ class ListGroups {
   // Member `id`'s groups, in the order it forms them: the world, the TP and sync groups (both its
   // replica: ids id / tp * tp ...), the DP group (its slot in every replica).
   std::vector<FormedGroup> of(int id) const;
+  // The DP group of slot position `slot` (elastic::dp_group_ranks).
+  const std::vector<int>& dp(int slot) const { return *slots_.at(slot); }
 
  private:
   int tp_;
