@@ -162,6 +162,7 @@ Result<PlanResult> compute_plan(PlanRequest opt) {
   result.shape = opt.shape;
   NTP_ASSIGN_OR_RETURN(result.healthy, shard::plan_cluster(spec, strategy));
   spec.failed = failed;
+  shard::leave_domains_without_slots(spec);
   NTP_ASSIGN_OR_RETURN(result.degraded, shard::plan_cluster(spec, strategy, &result.healthy));
   NTP_ASSIGN_OR_RETURN(result.on_failure, shard::plan_reshard(result.healthy, result.degraded));
   if (!repair.empty()) {
@@ -175,6 +176,8 @@ Result<PlanResult> compute_plan(PlanRequest opt) {
       }
       repaired.failed.erase(it);
     }
+    repaired.left.clear();  // a domain with a repaired slot is back in the job
+    shard::leave_domains_without_slots(repaired);
     NTP_ASSIGN_OR_RETURN(result.repaired,
                          shard::plan_cluster(repaired, strategy, &result.degraded));
     NTP_ASSIGN_OR_RETURN(result.on_repair, shard::plan_reshard(result.degraded, *result.repaired));

@@ -36,7 +36,9 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--domains", opt->request.domains, "Scale-up domains (= DP replicas)")
       ->required();
   cmd->add_option("--tp", opt->request.tp, "Full TP degree = device slots per domain")->required();
-  cmd->add_option("--failed", opt->request.failed, "Failed slots, DOMAIN:SLOT[,DOMAIN:SLOT...]");
+  cmd->add_option("--failed", opt->request.failed,
+                  "Failed slots, DOMAIN:SLOT[,DOMAIN:SLOT...] (every slot of a domain: its "
+                  "replica left the job)");
   cmd->add_option("--repair", opt->request.repair,
                   "Failed slots that come back, DOMAIN:SLOT[,...]: adds the repair reshard plan");
   cmd->add_option("--min-tp", opt->request.min_tp, "Lowest TP degree a replica may run at")

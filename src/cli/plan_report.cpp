@@ -68,6 +68,10 @@ void render_replicas(std::string& out, const ClusterLayout& layout, bool details
     if (r.degree() == spec.domain_size && !details) healthy.push_back(r.domain);
   }
   auto row = [&](const std::string& domains, const ReplicaLayout& r) {
+    if (r.degree() == 0) {  // all its slots failed: the other replicas take its samples
+      appendf(out, "  %-22s %4d  left the job: every slot failed\n", domains.c_str(), 0);
+      return;
+    }
     appendf(out, "  %-22s %4d  %-24s", domains.c_str(), r.degree(),
             r.degree() == spec.domain_size ? "all" : ints_to_ranges(r.slots).c_str());
     for (std::size_t sp = 0; sp < spec.spaces.size(); ++sp) {
@@ -120,7 +124,12 @@ void render_sync(std::string& out, const ClusterLayout& layout, bool details) {
   }
   // One line per degree: all replicas of a degree have the same costs.
   std::map<int, std::vector<int>, std::greater<>> by_degree;
-  for (const ReplicaLayout& r : layout.replicas) by_degree[r.degree()].push_back(r.domain);
+  int active = 0;  // replicas in the job (a domain that left has no rank in any group)
+  for (const ReplicaLayout& r : layout.replicas) {
+    if (r.degree() == 0) continue;
+    by_degree[r.degree()].push_back(r.domain);
+    ++active;
+  }
   appendf(out, "  %4s %9s %6s %16s %18s %18s\n", "TP", "replicas", "folds", "fold/replica",
           "max fold/rank", "max DP/rank");
   std::int64_t max_dp = 0;
@@ -151,7 +160,7 @@ void render_sync(std::string& out, const ClusterLayout& layout, bool details) {
           format_bytes(static_cast<double>(uniform_dp)).c_str(), spec.domain_size,
           100.0 * (static_cast<double>(max_dp) / static_cast<double>(uniform_dp) - 1.0));
   appendf(out, "  %zu DP groups of %d members, %zu fold transfers per step\n", sync.groups.size(),
-          spec.domains, sync.folds.size());
+          active, sync.folds.size());
   if (!details) return;
   for (const auto& f : sync.folds) {
     appendf(out, "    fold %s domain %d: rank %d -> rank %d units %s\n",

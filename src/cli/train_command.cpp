@@ -217,7 +217,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->group(cluster);
   cmd->add_option("--failed", args->failed,
                   "Failed slots DOMAIN:SLOT[,...]; their replicas run at a lower degree and "
-                  "their workers exit 0 at once")
+                  "their workers exit 0 at once (every slot of a domain: its replica left the "
+                  "job, the others take its samples)")
       ->group(cluster);
   cmd->add_option("--min-tp", c.min_tp, "No replica may run below this degree")->group(cluster);
   cmd->add_option("--strategy", c.strategy,

@@ -113,6 +113,24 @@ bool ClusterSpec::is_failed(SlotRef slot) const {
   return std::binary_search(failed.begin(), failed.end(), slot);
 }
 
+void leave_domains_without_slots(ClusterSpec& spec) {
+  std::vector<std::vector<bool>> lost(static_cast<std::size_t>(std::max(spec.domains, 0)),
+                                      std::vector<bool>(std::max(spec.domain_size, 0)));
+  for (const SlotRef& s : spec.failed) {
+    if (s.domain < 0 || s.domain >= spec.domains || s.slot < 0 || s.slot >= spec.domain_size) {
+      continue;
+    }
+    lost[static_cast<std::size_t>(s.domain)][static_cast<std::size_t>(s.slot)] = true;
+  }
+  for (int d = 0; d < spec.domains; ++d) {
+    const std::vector<bool>& slots = lost[static_cast<std::size_t>(d)];
+    if (spec.domain_size > 0 && std::all_of(slots.begin(), slots.end(), [](bool l) { return l; }) &&
+        !spec.has_left(d)) {
+      spec.left.insert(std::upper_bound(spec.left.begin(), spec.left.end(), d), d);
+    }
+  }
+}
+
 bool ClusterSpec::has_left(int domain) const {
   return std::binary_search(left.begin(), left.end(), domain);
 }

@@ -62,6 +62,14 @@ struct ClusterSpec {
   bool has_loads(int space) const;
 };
 
+// Adds to `left` every domain all of whose slots are in `failed` (sorted, unique): its replica left
+// the job and the others take its samples. A live re-formation's rule for a domain without
+// members (train/job.cpp's next_layout), so that `ntp train --failed` and `ntp plan --failed`
+// can name every layout a live run reaches (a replay or a resume of one where a whole domain was
+// lost), instead of rejecting a domain with no healthy slot. Slots out of range are not counted
+// (validate_cluster_spec names them).
+void leave_domains_without_slots(ClusterSpec& spec);
+
 // Checks sizes, slot ranges, duplicates, the left domains, degrees against min_tp (a domain that
 // left is exempt), that every space has at least
 // as many units as the largest degree, and the speeds' shape and values (finite, > 0). Sorts

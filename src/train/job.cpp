@@ -60,10 +60,7 @@ Result<shard::ClusterLayout> next_layout(const TrainConfig& c, const shard::Sync
   }
   // A domain without members left the job (all its devices lost, or its survivors parked below
   // --min-tp): the other replicas take its samples.
-  for (int d = 0; d < c.domains; ++d) {
-    const auto first = std::lower_bound(members.begin(), members.end(), d * c.tp);
-    if (first == members.end() || *first >= (d + 1) * c.tp) spec.left.push_back(d);
-  }
+  shard::leave_domains_without_slots(spec);
   Result<shard::ClusterLayout> layout = shard::plan_cluster(spec, strategy, &previous);
   if (!layout.ok()) {
     return failed_precondition("the job cannot go on: " + layout.status().message() +

@@ -42,6 +42,7 @@ shard::ClusterSpec cluster_spec(const TrainConfig& config) {
   spec.domain_size = config.tp;
   spec.min_tp = config.min_tp;
   spec.failed = config.failed;
+  shard::leave_domains_without_slots(spec);  // --failed naming a whole domain: it left the job
   spec.spaces = shard::model_unit_spaces(model_shape(config.model));
   return spec;
 }

@@ -52,7 +52,8 @@ TEST(NtpPlan, BadInputIsOneLineOnStderrAndExitCode2) {
   };
   const std::vector<Case> cases = {
       {{"--failed", "0:1,0:2,0:3", "--min-tp", "6"}, "below --min-tp 6"},
-      {{"--failed", "1:0,1:1,1:2,1:3,1:4,1:5,1:6,1:7"}, "domain 1 has every one"},
+      {{"--domains", "1", "--failed", "0:0,0:1,0:2,0:3,0:4,0:5,0:6,0:7"},
+       "every one of the 1 domains left the job"},
       {{"--failed", "0:8"}, "slot 8 is out of range"},
       {{"--failed", "5:0"}, "domain 5 is out of range"},
       {{"--failed", "0-1"}, "'0-1' has no ':'"},
@@ -128,6 +129,16 @@ TEST(NtpPlan, TextReportNamesEveryDegradedReplica) {
   EXPECT_NE(r.out.find("sync degree 6"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("0-1,3-4,6-7"), std::string::npos) << "active slots of domain 1\n" << r.out;
   EXPECT_NE(r.out.find("reshard on failure (2 GPUs lost)"), std::string::npos) << r.out;
+}
+
+// Every slot of domain 1 failed: its replica left the job (as ntp train has it), the two others
+// form the DP groups, and repairing one slot brings it back at TP 1.
+TEST(NtpPlan, ADomainWhoseEverySlotFailedLeftTheJob) {
+  auto r = ntp(plan_args({"--failed", "1:0,1:1,1:2,1:3,1:4,1:5,1:6,1:7", "--repair", "1:4"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("left the job: every slot failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("DP groups of 2 members"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reshard on repair (1 GPUs back)"), std::string::npos) << r.out;
 }
 
 // A MoE (--experts with --kv-heads): the experts are a unit space dealt whole over each

@@ -68,6 +68,30 @@ TEST(ValidateClusterSpec, NamesTheBadValue) {
   EXPECT_NE(error_of(spec).find("--min-tp 9"), std::string::npos);
 }
 
+TEST(LeaveDomainsWithoutSlots, ADomainWhoseEverySlotFailedLeftTheJob) {
+  ClusterSpec spec = base_spec();
+  spec.min_tp = 1;
+  for (int l = 0; l < 8; ++l) spec.failed.push_back({3, l});
+  spec.failed.push_back({1, 2});
+  spec.failed.push_back({9, 0});  // out of range: not counted, validation names it
+  leave_domains_without_slots(spec);
+  EXPECT_EQ(spec.left, std::vector<int>{3});
+  leave_domains_without_slots(spec);  // once only
+  EXPECT_EQ(spec.left, std::vector<int>{3});
+  spec.failed.pop_back();
+  ASSERT_TRUE(validate_cluster_spec(spec).ok()) << validate_cluster_spec(spec).message();
+  EXPECT_EQ(spec.degree(3), 0);
+  EXPECT_EQ(spec.degree(1), 7);
+  // Every domain lost: no replica would run.
+  spec = base_spec();
+  spec.min_tp = 1;
+  for (int d = 0; d < spec.domains; ++d) {
+    for (int l = 0; l < 8; ++l) spec.failed.push_back({d, l});
+  }
+  leave_domains_without_slots(spec);
+  EXPECT_NE(error_of(spec).find("at least one replica must run"), std::string::npos);
+}
+
 TEST(ValidateModelShape, RejectsIndivisibleShapes) {
   EXPECT_TRUE(validate_model_shape({.heads = 4, .hidden = 64, .ffn = 256, .ffn_block = 4}).ok());
   EXPECT_NE(

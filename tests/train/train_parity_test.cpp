@@ -7,6 +7,7 @@
 //   tensor, the loss within 1e-4 relative at every one of 20 steps, and each tensor's total
 //   weight change within 1e-3 relative L2 of the uniform job's (the AdamW tolerance of
 //   tp_parity_test). Clipping is active (norms start near 4, the clip is 1).
+//   {4,0,4} (every slot of domain 1 failed: that replica left the job) against 3 x 4 uniform.
 //   {4,3,2} with batch policy scale: the step's gradient equals a single process's on the same
 //   global batch within 1e-5.
 // Every worker dumps its logical gradients and weights (--dump-dir); the test also checks that
@@ -104,6 +105,20 @@ TEST(TrainParityTest, MixedDegreesMatchUniformUnderEveryStrategyAndOptimizer) {
                   strategy, optimizer, w.grad, w.loss, w.update);
     }
   }
+}
+
+// --failed naming every slot of a domain: that replica left the job (as a live re-formation has
+// it for a domain that lost all its members, which a replay of such a run names this way), and
+// the two others take its samples: the same global batch, so the same model as 3 x 4 uniform
+// within the mixed degrees' tolerances.
+TEST(TrainParityTest, AWholeDomainFailedLeavesTheJobAndTheOthersTrainTheSameModel) {
+  const JobResult uniform = run_job({3, 4, "", "fold", "replicated", "keep"}, "uniform3x4-left");
+  const JobSpec spec{3, 4, "1:0,1:1,1:2,1:3", "fold", "replicated", "keep"};
+  const JobResult left = run_job(spec, "domain1-left");
+  EXPECT_EQ(left.mismatches, 0) << describe(spec) << ": replicas disagree";
+  const Worst w = compare(left, uniform, describe(spec), true);
+  std::printf("{4,0,4} vs 3x4: worst gradient %.2e, loss %.2e, update %.2e\n", w.grad, w.loss,
+              w.update);
 }
 
 TEST(TrainParityTest, EightAndFiveMatchTwoTimesEight) {
