@@ -26,6 +26,8 @@ struct LaunchArgs {
   int replace_failed = 0;
   std::string ranks;
   std::string local_addr;
+  int domain_size = 0;
+  std::string domain_store;
   std::vector<std::string> command;
 };
 
@@ -82,6 +84,8 @@ Result<launch::LaunchOptions> to_options(const LaunchArgs& args) {
     NTP_ASSIGN_OR_RETURN(options.ranks, parse_ranks(args.ranks));
   }
   options.local_addr = args.local_addr;
+  options.domain_size = args.domain_size;
+  options.domain_store = args.domain_store;
   options.command = args.command;
   return options;
 }
@@ -154,6 +158,14 @@ void add_launch_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--local-addr", args->local_addr,
                   "Address of this machine the workers listen on for collectives, reachable from "
                   "the other nodes (NTP_LOCAL_ADDR; default 127.0.0.1)");
+  cmd->add_option("--domain-size", args->domain_size,
+                  "Slots per scale-up domain (the job's --tp): each worker gets its domain's "
+                  "store (NTP_DOMAIN_STORE, NTP_DOMAIN_SIZE) and its exit notice goes there too, "
+                  "for the domain hierarchy's watch (docs/launch.md); 0: none");
+  cmd->add_option("--domain-store", args->domain_store,
+                  "The domains' store, \"{domain}\" replaced by the domain's index for one store "
+                  "per domain (file:DIR/{domain}, redis://rack{domain}-store:6379); default: "
+                  "--store, a namespace per domain");
   cmd->add_option("command", args->command, "Worker command after --, e.g. -- ntp comm-worker")
       ->required();
   cmd->callback([&exit_code, args] {

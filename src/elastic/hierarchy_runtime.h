@@ -20,9 +20,10 @@
 //     are up the member marks its domain epoch done and trains. The machine's leader relays the
 //     addresses of its members' links to other domains (elastic/address_relay.h) where the
 //     member's params name the formation's mesh prefix.
-// What the runtime does not have yet (docs/design/control-plane-hierarchy.md, "the steps left"):
-// `ntp launch` serving a domain store per node, and the trainer's re-formation on the full
-// list.
+// Its stores are the launcher's: `ntp launch --domain-size` gives each worker its domain's
+// (launch::open_domain_store) and posts exit notices there. What the runtime does not have yet
+// (docs/design/control-plane-hierarchy.md, "the steps left"): the trainer's re-formation on the
+// full list.
 #pragma once
 
 #include <atomic>

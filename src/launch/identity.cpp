@@ -18,6 +18,27 @@ std::optional<int> to_int(const std::optional<std::string>& text) {
   }
 }
 
+// NTP_DOMAIN_SIZE and NTP_DOMAIN_STORE: both or neither; the size divides the world.
+Status read_domain(const EnvLookup& env, WorkerIdentity& id) {
+  const std::optional<std::string> size = env("NTP_DOMAIN_SIZE");
+  const std::optional<std::string> store = env("NTP_DOMAIN_STORE");
+  if (!size && !store) return ok_status();
+  if (!size || !store || store->empty()) {
+    return failed_precondition(
+        "NTP_DOMAIN_SIZE and NTP_DOMAIN_STORE come together (`ntp launch --domain-size`); one is "
+        "missing");
+  }
+  const std::optional<int> value = to_int(size);
+  if (!value || *value < 1 || id.world_size % *value != 0) {
+    return failed_precondition("NTP_DOMAIN_SIZE '" + *size +
+                               "' is not a count >= 1 that divides NTP_WORLD_SIZE " +
+                               std::to_string(id.world_size));
+  }
+  id.domain_size = *value;
+  id.domain_store = *store;
+  return ok_status();
+}
+
 }  // namespace
 
 EnvLookup process_env() {
@@ -88,6 +109,10 @@ std::vector<std::string> worker_env_entries(const WorkerIdentity& id) {
       "NTP_LOST_RANKS=" + join_ranks(id.lost_ranks),
   };
   if (!id.local_addr.empty()) entries.push_back("NTP_LOCAL_ADDR=" + id.local_addr);
+  if (id.domain_size > 0) {
+    entries.push_back("NTP_DOMAIN_SIZE=" + std::to_string(id.domain_size));
+    entries.push_back("NTP_DOMAIN_STORE=" + id.domain_store);
+  }
   return entries;
 }
 
@@ -148,7 +173,29 @@ Result<WorkerIdentity> worker_identity_from_env(const EnvLookup& env) {
     return failed_precondition("NTP_RANK " + std::to_string(id.rank) +
                                " is outside NTP_WORLD_SIZE " + std::to_string(id.world_size));
   }
+  NTP_RETURN_IF_ERROR(read_domain(env, id));
   return id;
+}
+
+std::string domain_store_spec(const std::string& spec, int domain) {
+  static const std::string kField = "{domain}";
+  std::string out = spec;
+  for (std::size_t at = out.find(kField); at != std::string::npos; at = out.find(kField, at + 1)) {
+    out.replace(at, kField.size(), std::to_string(domain));
+  }
+  return out;
+}
+
+std::string domain_namespace(const std::string& run_id, int domain) {
+  return run_id + ".domain" + std::to_string(domain);
+}
+
+Result<std::shared_ptr<comm::Store>> open_domain_store(const WorkerIdentity& id) {
+  if (id.domain_size <= 0) {
+    return failed_precondition(
+        "this worker has no domain store: start it with `ntp launch --domain-size N`");
+  }
+  return comm::open_store(id.domain_store, domain_namespace(id.run_id, id.domain()));
 }
 
 }  // namespace ntp::launch

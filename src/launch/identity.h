@@ -16,13 +16,20 @@
 //   NTP_LOST_RANKS     comma-separated global ranks whose slots failed so far (empty at attempt 0)
 //   NTP_LOCAL_ADDR     the address this node's workers listen on for collectives (`ntp launch
 //                      --local-addr`); absent when not given (workers then use 127.0.0.1)
+//   NTP_DOMAIN_SIZE    slots per scale-up domain (`ntp launch --domain-size`): the worker's domain
+//                      is NTP_RANK / NTP_DOMAIN_SIZE, its slot there NTP_RANK % NTP_DOMAIN_SIZE;
+//                      absent when not given (no domain stores)
+//   NTP_DOMAIN_STORE   its domain's store spec (`--domain-store`, "{domain}" replaced), its keys
+//                      under "<NTP_RUN_ID>.domain<D>" (open_domain_store); set with the size
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/store.h"
 #include "core/status.h"
 
 namespace ntp::launch {
@@ -57,7 +64,23 @@ struct WorkerIdentity {
   int attempt = 0;              // NTP_ATTEMPT; 0 when missing (older launchers)
   std::vector<int> lost_ranks;  // NTP_LOST_RANKS, ascending; empty when missing
   std::string local_addr;       // NTP_LOCAL_ADDR; empty when missing (listen on 127.0.0.1)
+  int domain_size = 0;          // NTP_DOMAIN_SIZE; 0 when missing (no domain stores)
+  std::string domain_store;     // NTP_DOMAIN_STORE, this worker's domain's (no password)
+
+  int domain() const { return domain_size > 0 ? rank / domain_size : 0; }
+  int domain_slot() const { return domain_size > 0 ? rank % domain_size : rank; }
 };
+
+// The hierarchy's domain stores (docs/design/control-plane-hierarchy.md): every scale-up domain's
+// members, and the launchers of their nodes, share a store of the domain's, apart from the job's.
+// `spec` with each "{domain}" replaced by `domain` (one store per domain: file:/x/{domain},
+// redis://rack{domain}-store:6379); a spec without it serves every domain of the job.
+std::string domain_store_spec(const std::string& spec, int domain);
+// The namespace of `domain`'s keys on its store, "<run_id>.domain<D>": domains that share a
+// store do not share keys (each has its own exit notices, "launch/exit/<slot>").
+std::string domain_namespace(const std::string& run_id, int domain);
+// The worker's domain store (kFailedPrecondition when the launcher gave it none).
+Result<std::shared_ptr<comm::Store>> open_domain_store(const WorkerIdentity& id);
 
 // "0,6": ranks as NTP_LOST_RANKS lists them.
 std::string join_ranks(const std::vector<int>& ranks);

@@ -31,15 +31,6 @@ constexpr std::chrono::seconds kGroupWait{10};
 // The cause of a lost worker that a signal not the launcher's stopped.
 constexpr const char* kStoppedCause = "stopped by a signal";
 
-std::vector<int> local_ranks(const LaunchOptions& options, const NodeIdentity& node) {
-  std::vector<int> ranks;
-  for (int local = 0; local < options.nproc_per_node; ++local) {
-    ranks.push_back(options.ranks.empty() ? node.node_rank * options.nproc_per_node + local
-                                          : options.ranks[static_cast<std::size_t>(local)]);
-  }
-  return ranks;
-}
-
 std::vector<FaultSpec> local_faults(const std::vector<FaultSpec>& faults,
                                     const std::vector<int>& ranks) {
   std::vector<FaultSpec> mine;
@@ -66,6 +57,12 @@ class LaunchJob {
         injector_(local_faults(options_.faults, ranks_), options_.chaos, setup_.node.node_rank,
                   options_.nproc_per_node),
         restarts_(options_.max_restarts) {
+    for (const auto& [domain, store] : setup_.domain_stores) {
+      domain_channels_.emplace(
+          domain, std::make_unique<StoreChannel>(store.store, store.spec,
+                                                 domain_namespace(setup_.run_id, domain),
+                                                 std::vector<int>{}));
+    }
     if (!options_.command.empty() && options_.command[0] == "ntp") options_.command[0] = self_exe();
     const int n = options_.nproc_per_node;
     slots_.resize(static_cast<std::size_t>(n));
@@ -80,6 +77,10 @@ class LaunchJob {
       id.store = setup_.worker_store;
       id.run_id = setup_.run_id;
       id.local_addr = options_.local_addr;
+      if (options_.domain_size > 0) {
+        id.domain_size = options_.domain_size;
+        id.domain_store = domain_store_spec(setup_.worker_domain_store, id.domain());
+      }
     }
   }
 
@@ -266,6 +267,12 @@ class LaunchJob {
       const int rank = slot.id.rank;
       const std::string who = comm::incarnation(slot.id.attempt, slot.id.restart_count);
       store_.post([rank, who](comm::Store& s) { (void)comm::post_exit_notice(s, rank, who); });
+      if (options_.domain_size > 0) {  // where its domain's watch reads it, under its slot there
+        const int slot_in_domain = slot.id.domain_slot();
+        domain_channels_.at(slot.id.domain())->post([slot_in_domain, who](comm::Store& s) {
+          (void)comm::post_exit_notice(s, slot_in_domain, who);
+        });
+      }
     }
     if (slot.exit_code != 0 && slot.injected.empty()) {
       say("rank " + std::to_string(slot.id.rank) + " exited with code " +
@@ -559,6 +566,7 @@ class LaunchJob {
   const volatile std::sig_atomic_t& stop_signal_;
   std::vector<int> ranks_;
   StoreChannel store_;
+  std::map<int, std::unique_ptr<StoreChannel>> domain_channels_;  // by domain (domain_size > 0)
   OutputRelay relay_;
   FaultInjector injector_;
   JobRestarts restarts_;
@@ -572,6 +580,15 @@ class LaunchJob {
 };
 
 }  // namespace
+
+std::vector<int> local_ranks(const LaunchOptions& options, const NodeIdentity& node) {
+  std::vector<int> ranks;
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    ranks.push_back(options.ranks.empty() ? node.node_rank * options.nproc_per_node + local
+                                          : options.ranks[static_cast<std::size_t>(local)]);
+  }
+  return ranks;
+}
 
 int run_job(LaunchSetup setup, const volatile std::sig_atomic_t& stop_signal) {
   LaunchJob job(std::move(setup), stop_signal);

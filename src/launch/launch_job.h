@@ -6,8 +6,10 @@
 #pragma once
 
 #include <csignal>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/store.h"
 #include "launch/identity.h"
@@ -23,7 +25,19 @@ struct LaunchSetup {
   std::string worker_store;  // the store spec workers see (no password)
   std::string password;
   std::string run_id;
+  // The domains of this node's workers (options.domain_size > 0): each one's store, opened under
+  // domain_namespace, and its spec as given (opened again after outages).
+  struct DomainStore {
+    std::shared_ptr<comm::Store> store;
+    std::string spec;
+  };
+  std::map<int, DomainStore> domain_stores;
+  std::string worker_domain_store;  // the spec workers see (no password, "{domain}" kept)
 };
+
+// Global ranks of this node's workers in local order (LaunchOptions::ranks, or node_rank *
+// nproc_per_node + local).
+std::vector<int> local_ranks(const LaunchOptions& options, const NodeIdentity& node);
 
 // Runs the job to its end and returns the launcher's exit code. `stop_signal` is set (to the
 // signal number) by the launcher's SIGINT/SIGTERM handler.

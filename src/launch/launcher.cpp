@@ -64,6 +64,50 @@ std::string strip_password(const std::string& spec, std::string* password) {
   return "redis://" + rest.substr(at + 1);
 }
 
+// --domain-size and --domain-store against the job (before any store is opened). `password`: the
+// job store's, which the workers get.
+Status check_domain_options(const LaunchOptions& options, int world, const std::string& job_spec,
+                            const std::string& password) {
+  if (options.domain_size == 0) {
+    if (options.domain_store.empty()) return ok_status();
+    return invalid_argument("--domain-store " + options.domain_store +
+                            " needs --domain-size (the slots of a scale-up domain): add it");
+  }
+  if (options.domain_size < 0 || world % options.domain_size != 0) {
+    return invalid_argument("--domain-size " + std::to_string(options.domain_size) +
+                            " must be at least 1 and divide the job's " + std::to_string(world) +
+                            " ranks (--nnodes x --nproc-per-node) into whole domains");
+  }
+  std::string domain_password;
+  (void)strip_password(options.domain_store.empty() ? job_spec : options.domain_store,
+                       &domain_password);
+  if (!domain_password.empty() && domain_password != password) {
+    return invalid_argument(
+        "--domain-store has a password other than --store's: workers get one "
+        "(NTP_REDIS_PASSWORD); give the domain stores the job store's password, or none");
+  }
+  return ok_status();
+}
+
+// Opens the store of every domain of this node's workers into `setup` (checked options): a store
+// that does not answer is an error before any worker starts, as the job's own is.
+Status open_domain_stores(const LaunchOptions& options, const std::string& job_spec,
+                          LaunchSetup& setup) {
+  if (options.domain_size == 0) return ok_status();
+  const std::string spec = options.domain_store.empty() ? job_spec : options.domain_store;
+  std::string password;
+  setup.worker_domain_store = strip_password(spec, &password);
+  for (int rank : local_ranks(options, setup.node)) {
+    const int domain = rank / options.domain_size;
+    if (setup.domain_stores.count(domain) > 0) continue;
+    const std::string domain_spec = domain_store_spec(spec, domain);
+    NTP_ASSIGN_OR_RETURN(std::shared_ptr<comm::Store> store,
+                         comm::open_store(domain_spec, domain_namespace(setup.run_id, domain)));
+    setup.domain_stores[domain] = {std::move(store), domain_spec};
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<int> run_launch(const LaunchOptions& options) {
@@ -140,9 +184,12 @@ Result<int> run_launch(const LaunchOptions& options) {
     const char* tmp = std::getenv("TMPDIR");
     spec = std::string("file:") + (tmp != nullptr ? tmp : "/tmp") + "/ntp-store";
   }
-  NTP_ASSIGN_OR_RETURN(std::shared_ptr<comm::Store> store, comm::open_store(spec, run_id));
   std::string password;
   const std::string worker_store = strip_password(spec, &password);
+  NTP_RETURN_IF_ERROR(check_domain_options(options, world, spec, password));
+  NTP_ASSIGN_OR_RETURN(std::shared_ptr<comm::Store> store, comm::open_store(spec, run_id));
+  LaunchSetup setup{options, node, store, spec, worker_store, password, run_id, {}, {}};
+  NTP_RETURN_IF_ERROR(open_domain_stores(options, spec, setup));
 
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
@@ -158,13 +205,19 @@ Result<int> run_launch(const LaunchOptions& options) {
   int old_subreaper = 0;
   ::prctl(PR_GET_CHILD_SUBREAPER, &old_subreaper);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  const int code = run_job(LaunchSetup{options, node, store, spec, worker_store, password, run_id},
-                           g_stop_signal);
+  std::vector<int> domains;
+  for (const auto& entry : setup.domain_stores) domains.push_back(entry.first);
+  const int code = run_job(std::move(setup), g_stop_signal);
   ::prctl(PR_SET_CHILD_SUBREAPER, old_subreaper);
   if (options.store.empty()) {
-    // The default store is private to this launch: leave nothing behind in $TMPDIR.
+    // The default store is private to this launch: leave nothing behind in $TMPDIR (the domains'
+    // namespaces on it included, when they are there).
     std::error_code ec;
     std::filesystem::remove_all(spec.substr(5) + "/" + run_id, ec);
+    if (options.domain_store.empty()) {
+      for (int d : domains)
+        std::filesystem::remove_all(spec.substr(5) + "/" + domain_namespace(run_id, d), ec);
+    }
   }
 
   ::sigaction(SIGINT, &old_int, nullptr);

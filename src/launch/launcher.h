@@ -33,6 +33,9 @@
 //   by a network partition) the replacement is held and the store retried every second, for at
 //   most 10 minutes; a replacement needs the store to ask to join. Only the last worker of a slot
 //   counts for the exit code.
+// * With domain_size > 0 a worker's exit notice (comm/exit_notice.h) goes to the job's store
+//   under its rank and to its domain's store under its slot in the domain, through a store
+//   channel of the domain's own (an outage of one store holds no other's notices).
 #pragma once
 
 #include <chrono>
@@ -70,6 +73,13 @@ struct LaunchOptions {
   // The address this node's workers listen on for collectives, passed as NTP_LOCAL_ADDR; must be
   // an address of this machine that the other nodes reach. Empty: not set (127.0.0.1).
   std::string local_addr;
+  // The hierarchy's domain stores (launch/identity.h): with domain_size > 0 the job's ranks form
+  // scale-up domains of that many slots; each worker gets its domain's store (NTP_DOMAIN_STORE,
+  // NTP_DOMAIN_SIZE), and the launcher posts a worker's exit notice there as well (under its
+  // slot in the domain), where its domain's failure watch reads it. domain_store: a spec with
+  // "{domain}" for one store per domain; empty: the job's store (a namespace per domain).
+  int domain_size = 0;
+  std::string domain_store;
   std::vector<std::string> command;  // argv; "ntp" means this very binary
 };
 

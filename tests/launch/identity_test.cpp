@@ -57,6 +57,15 @@ TEST(IdentityTest, RejectsANodeRankOutsideTheNodes) {
   EXPECT_NE(slurm.status().message().find("slurm"), std::string::npos);
 }
 
+TEST(IdentityTest, DomainStoreSpecsAndNamespaces) {
+  EXPECT_EQ(domain_store_spec("file:/x/{domain}", 3), "file:/x/3");
+  EXPECT_EQ(domain_store_spec("redis://r{domain}:6379/{domain}", 12), "redis://r12:6379/12");
+  EXPECT_EQ(domain_store_spec("redis://shared:6379", 5), "redis://shared:6379");
+  EXPECT_EQ(domain_namespace("run-1", 2), "run-1.domain2");
+  WorkerIdentity none;
+  EXPECT_EQ(open_domain_store(none).status().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST(IdentityTest, WorkerEnvironmentRoundTrips) {
   WorkerIdentity id;
   id.rank = 5;
@@ -110,6 +119,35 @@ TEST(IdentityTest, WorkerEnvironmentRoundTrips) {
     EXPECT_EQ(parsed.status().code(), StatusCode::kFailedPrecondition) << name << "=" << value;
     EXPECT_NE(parsed.status().message().find(name), std::string::npos) << name;
   }
+
+  // A domain (ntp launch --domain-size): its size and store come together, the size divides the
+  // world; the domain and slot follow from the rank.
+  id.domain_size = 4;
+  id.domain_store = "redis://rack1-store:6379";
+  std::map<std::string, std::string> with_domain;
+  for (const std::string& entry : worker_env_entries(id)) {
+    const auto eq = entry.find('=');
+    with_domain[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  EXPECT_EQ(with_domain.size(), 13U);
+  Result<WorkerIdentity> in_domain = worker_identity_from_env(fake_env(with_domain));
+  ASSERT_TRUE(in_domain.ok()) << in_domain.status().to_string();
+  EXPECT_EQ(in_domain->domain_size, 4);
+  EXPECT_EQ(in_domain->domain_store, "redis://rack1-store:6379");
+  EXPECT_EQ(in_domain->domain(), 1);
+  EXPECT_EQ(in_domain->domain_slot(), 1);
+  EXPECT_EQ(old->domain_size, 0);  // no domain stores from a launcher without --domain-size
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"NTP_DOMAIN_SIZE", "3"}, {"NTP_DOMAIN_SIZE", "0"}, {"NTP_DOMAIN_STORE", ""}}) {
+    std::map<std::string, std::string> bad = with_domain;
+    bad[name] = value;
+    Result<WorkerIdentity> parsed = worker_identity_from_env(fake_env(bad));
+    EXPECT_EQ(parsed.status().code(), StatusCode::kFailedPrecondition) << name << "=" << value;
+    EXPECT_NE(parsed.status().message().find("NTP_DOMAIN_"), std::string::npos) << name;
+  }
+  with_domain.erase("NTP_DOMAIN_STORE");
+  EXPECT_EQ(worker_identity_from_env(fake_env(with_domain)).status().code(),
+            StatusCode::kFailedPrecondition);
 
   vars.erase("NTP_RANK");
   Result<WorkerIdentity> missing = worker_identity_from_env(fake_env(vars));

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -19,7 +21,11 @@
 
 #include "../comm/redis_server.h"
 #include "child_process.h"
+#include "comm/exit_notice.h"
+#include "comm/store.h"
+#include "comm/stream.h"
 #include "dependency.h"
+#include "launch/identity.h"
 #include "text_files.h"
 
 namespace {
@@ -144,6 +150,13 @@ TEST(LaunchTest, BadInputIsOneLineAndExitCodeTwo) {
        "until=6 must be after at=6"},
       {{"--store", store, "--inject", "slow:rank=1,factor=0.5,at=3,by=2"}, "unknown field 'by'"},
       {{"--store", store, "--inject", "stall:rank=1,at=2.5s"}, "use at=STEP"},
+      {{"--store", store, "--domain-size", "3"}, "--domain-size 3 must be at least 1 and divide"},
+      {{"--store", store, "--domain-size", "-2"}, "--domain-size -2"},
+      {{"--store", store, "--domain-store", store}, "needs --domain-size"},
+      {{"--store", store, "--domain-size", "1", "--domain-store", "bogus:{domain}"}, "bogus:0"},
+      {{"--store", "redis://:a@127.0.0.1:1", "--domain-size", "1", "--domain-store",
+        "redis://:b@127.0.0.1:1"},
+       "a password other than --store's"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"launch", "--nproc-per-node", "2"};
@@ -369,6 +382,57 @@ TEST(LaunchTest, RanksAndLocalAddressReachTheWorkers) {
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(count(run.out, "[rank 3] rank=3 local=0 addr=127.0.0.1\n"), 1) << run.out;
   EXPECT_EQ(count(run.out, "[rank 0] rank=0 local=1 addr=127.0.0.1\n"), 1) << run.out;
+}
+
+// --domain-size 2 over 4 workers: domains 0 and 1, each with a store of its own ("{domain}"). Each
+// worker sees its domain's store; rank 3's failure is noticed on the job's store under its rank,
+// and on domain 1's under its slot there (1), once, as its domain's failure watch reads it;
+// domain 0's store has no notice.
+TEST(LaunchTest, ADomainsStoreGetsItsWorkersExitNotices) {
+  TempDir dir;
+  const std::string domains = "file:" + dir.path() + "/domain{domain}";
+  LaunchRun run =
+      ntp({"launch", "--nproc-per-node", "4", "--store", "file:" + dir.path() + "/job", "--run-id",
+           "dom", "--domain-size", "2", "--domain-store", domains, "--", "sh", "-c",
+           "echo size=$NTP_DOMAIN_SIZE store=$NTP_DOMAIN_STORE; [ $NTP_RANK -ne 3 ]"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(count(run.out, "[rank " + std::to_string(rank) + "] size=2 store=file:" + dir.path() +
+                                 "/domain" + std::to_string(rank / 2) + "\n"),
+              1)
+        << run.out;
+  }
+  auto open = [](const std::string& spec, const std::string& run_id) {
+    ntp::Result<std::shared_ptr<ntp::comm::Store>> store = ntp::comm::open_store(spec, run_id);
+    EXPECT_TRUE(store.ok()) << store.status().to_string();
+    return *store;
+  };
+  const auto job = open("file:" + dir.path() + "/job", "dom");
+  const auto domain0 =
+      open("file:" + dir.path() + "/domain0", ntp::launch::domain_namespace("dom", 0));
+  const auto domain1 =
+      open("file:" + dir.path() + "/domain1", ntp::launch::domain_namespace("dom", 1));
+  const auto notice = [](ntp::comm::Store& store, int rank) {
+    ntp::Result<std::string> who = store.get(ntp::comm::exit_notice_key(rank));
+    return who.ok() ? *who : "(none: " + who.status().message() + ")";
+  };
+  EXPECT_EQ(notice(*job, 3), "0.0");
+  EXPECT_EQ(notice(*domain1, 1), "0.0");
+  for (int slot = 0; slot < 2; ++slot) {
+    EXPECT_FALSE(*domain0->exists(ntp::comm::exit_notice_key(slot))) << slot;
+  }
+  EXPECT_FALSE(*domain1->exists(ntp::comm::exit_notice_key(0)));
+  // One event on domain 1's stream: the exit of its slot 1.
+  std::unique_ptr<ntp::comm::StreamReader> reader = domain1->open_reader();
+  std::vector<ntp::comm::StreamCursor> cursors{{ntp::comm::kLaunchEvents, ""}};
+  ntp::Result<std::vector<ntp::comm::StreamEvent>> events =
+      reader->read(cursors, std::chrono::milliseconds(100));
+  ASSERT_TRUE(events.ok()) << events.status().to_string();
+  ASSERT_EQ(events->size(), 1U);
+  const std::optional<ntp::comm::ExitEvent> exit = ntp::comm::parse_exit_event(events->at(0).value);
+  ASSERT_TRUE(exit.has_value()) << events->at(0).value;
+  EXPECT_EQ(exit->rank, 1);
+  EXPECT_EQ(exit->who, "0.0");
 }
 
 // Rank 1 fails twice (restart counts 0 and 1) and then succeeds; rank 0 succeeds at once.
