@@ -1,10 +1,12 @@
-// RedisStore's stream reader: XREAD BLOCK on a connection of its own. wake() shuts that socket
-// down, which ends a blocked XREAD at once; the next read connects again.
+// RedisStore's stream reader: XREAD BLOCK on a connection of its own. wake() during a read shuts
+// that socket down, which ends a blocked XREAD at once; the next read connects again. A wake
+// between reads makes the next read return at once and leaves the connection as it is.
 #include <hiredis/hiredis.h>
 #include <sys/socket.h>
 
 #include <atomic>
 #include <mutex>
+#include <utility>
 
 #include "comm/redis_store.h"
 #include "comm/redis_wire.h"
@@ -62,7 +64,8 @@ class RedisStreamReader final : public StreamReader {
     const ScopedWait observed;  // as RedisStore::command: blocked on the store, not stuck
     if (woken_.exchange(false)) return std::vector<StreamEvent>();
     if (context_ == nullptr) NTP_RETURN_IF_ERROR(connect());
-    if (woken_.exchange(false)) return std::vector<StreamEvent>();  // a wake before fd_ was set
+    const Reading reading(*this);  // from here a wake shuts the socket down
+    if (woken_.exchange(false)) return std::vector<StreamEvent>();  // one before it may shut it
     std::vector<std::string> args{"XREAD"};
     if (block.count() > 0) args.insert(args.end(), {"BLOCK", std::to_string(block.count())});
     args.push_back("STREAMS");
@@ -94,13 +97,42 @@ class RedisStreamReader final : public StreamReader {
     return connect();
   }
 
+  // Ends a read in progress by shutting its socket down; a wake while none is (between two reads)
+  // only marks the next read to return at once, and the connection stays usable: a socket shut
+  // while idle would fail the read after that one ("connection lost"), and a failure watch backs
+  // off a poll period on a failed read, after every arm, which wakes its reader.
   void wake() override {
     woken_.store(true);
     std::lock_guard lock(fd_mutex_);
-    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+    if (reading_ && fd_ >= 0) {
+      ::shutdown(fd_, SHUT_RDWR);
+      shut_ = true;
+    }
   }
 
  private:
+  // Marks a read in progress (for wake()) while it lives: set before the read's last look at
+  // woken_, so that a wake after that look finds it set and shuts the socket down. A socket shut
+  // by a wake is closed when the read ends, even one whose XREAD had its answer first.
+  class Reading {
+   public:
+    explicit Reading(RedisStreamReader& reader) : reader_(reader) { set(true); }
+    ~Reading() {
+      if (set(false)) reader_.disconnect();
+    }
+    Reading(const Reading&) = delete;
+    Reading& operator=(const Reading&) = delete;
+
+   private:
+    // Returns whether a wake shut the socket down since the read began.
+    bool set(bool on) {
+      std::lock_guard lock(reader_.fd_mutex_);
+      reader_.reading_ = on;
+      return std::exchange(reader_.shut_, false);
+    }
+    RedisStreamReader& reader_;
+  };
+
   Status connect() {
     std::string server_run_id;
     NTP_ASSIGN_OR_RETURN(
@@ -128,6 +160,8 @@ class RedisStreamReader final : public StreamReader {
   std::atomic<bool> woken_{false};
   std::mutex fd_mutex_;
   int fd_ = -1;
+  bool reading_ = false;  // under fd_mutex_: a read is past its last look at woken_
+  bool shut_ = false;     // under fd_mutex_: wake() shut the socket down during a read
 };
 
 std::unique_ptr<StreamReader> RedisStore::open_reader() {

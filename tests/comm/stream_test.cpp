@@ -150,6 +150,21 @@ void check_blocking(const Opener& open) {
   std::vector<StreamEvent> after = read_until(*reader, cursors, 1);
   ASSERT_EQ(after.size(), 1u);
   EXPECT_EQ(after[0].value, "y");
+  // A wake while no read is in progress: the next read returns at once, and the one after reads
+  // on, without an error (a redis reader once shut its idle connection on such a wake, and the
+  // read after failed: its caller, a failure watch, then backed off for a poll period, after
+  // every arm).
+  reader->wake();
+  const auto idle_woken = Clock::now();
+  Result<std::vector<StreamEvent>> at_once = reader->read(cursors, milliseconds(10000));
+  ASSERT_TRUE(at_once.ok()) << at_once.status().to_string();
+  EXPECT_TRUE(at_once->empty());
+  EXPECT_LT(Clock::now() - idle_woken, milliseconds(2000));
+  ASSERT_TRUE(store->append("b", "z").ok());
+  Result<std::vector<StreamEvent>> next = reader->read(cursors, milliseconds(2000));
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  ASSERT_EQ(next->size(), 1u);
+  EXPECT_EQ((*next)[0].value, "z");
 }
 
 void check_erase_streams(const Opener& open) {
