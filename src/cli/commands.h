@@ -16,5 +16,7 @@ void add_train_command(CLI::App& app, int& exit_code);   // train/
 void add_demo_command(CLI::App& app, int& exit_code);    // runs ntp launch + ntp train
 void add_ckpt_command(CLI::App& app, int& exit_code);    // checkpoint/
 void add_eval_command(CLI::App& app, int& exit_code);    // train/ (weights, windows)
+// Hidden: a member of the domain hierarchy's control plane only (elastic/, launch/).
+void add_hierarchy_worker_command(CLI::App& app, int& exit_code);
 
 }  // namespace ntp::cli

@@ -83,6 +83,11 @@ std::string HierarchyRuntime::error() const {
   return machine_.error().empty() ? form_error_ : machine_.error();
 }
 
+std::string HierarchyRuntime::first_domain_verdict() const {
+  const std::lock_guard<std::mutex> lock(queue_mutex_);
+  return first_domain_verdict_;
+}
+
 bool HierarchyRuntime::left() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return left_;
@@ -194,8 +199,14 @@ WatchedEpoch HierarchyRuntime::watched(StoreLevel level, const MemberList& list)
   // reach the global store, whose ids are domains).
   e.incarnations.assign(static_cast<size_t>(domain ? p.domain_size : p.domain_count),
                         comm::incarnation(0, 0));
-  e.abort = [this, domain](const std::string&) {
-    if (domain && moments_.aborted.load() == 0) moments_.aborted.store(now_ns());
+  e.abort = [this, domain](const std::string& reason) {
+    if (domain) {
+      const std::lock_guard<std::mutex> lock(queue_mutex_);  // the one a callback may take
+      if (first_domain_verdict_.empty()) {
+        first_domain_verdict_ = reason;
+        moments_.aborted.store(now_ns());
+      }
+    }
     defer([this, domain] { domain ? machine_.domain_failed() : machine_.global_failed(); });
   };
   return e;

@@ -90,6 +90,9 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   // It read that it was declared dead: the process should exit.
   bool left() const;
   const HierarchyMoments& moments() const { return moments_; }
+  // Why its domain watch first took the domain's epoch as failed ("": it never did): the
+  // launcher's exit notice, a member's posted failure, or a member that made no progress.
+  std::string first_domain_verdict() const;
 
  private:
   // HierarchyDriver.
@@ -130,10 +133,11 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   std::shared_ptr<const MemberList> training_on_;
   HierarchyMoments moments_;
   // The event thread's queue, under its own lock (a watch's callback takes no other).
-  std::mutex queue_mutex_;
+  mutable std::mutex queue_mutex_;
   std::condition_variable queue_wake_;
   std::deque<std::function<void()>> queue_;
   bool queue_stop_ = false;
+  std::string first_domain_verdict_;  // under queue_mutex_ (set in a watch's callback)
   // Threads running (workers and the event thread), under mutex_.
   int threads_ = 0;
   std::condition_variable threads_done_;
