@@ -129,7 +129,8 @@ void HierarchyMember::reform_domain() {
 
 void HierarchyMember::agree_domain() {
   run(StoreLevel::kDomain, agree_io_, running_,
-      agreement_.agree(domain_list_, Announcement{0, 0}, false, {}, p_.encode_layout, {}),
+      agreement_.agree(domain_list_, p_.announce ? p_.announce() : Announcement{0, 0}, false, {},
+                       p_.encode_layout, {}),
       [this](Result<MemberList> list) {
         agreeing_ = false;
         if (!list.ok() && list.status().code() == StatusCode::kAborted) {

@@ -94,6 +94,12 @@ struct HierarchyMemberParams {
   Progress* progress = nullptr;                        // marked at every wait; must outlive it
   FullListDecoder decode = plain_decoder();
   std::function<std::string()> encode_layout;  // the layout a leader announces
+  // What the member announces in its domain's agreement: the step its held state is at and its
+  // incarnation (the trainer's; null: {0, 0}). A domain list's step is the least of its holders'
+  // (elastic::decide), a leader announces its domain list's step in the global round, and the
+  // full list's step is the global one's: the least committed step of every holder, as the flat
+  // protocol's list has it (plan_reform takes a member one step ahead back).
+  std::function<Announcement()> announce;
   // Where the groups' formation on `full` publishes its links' addresses: the prefix of its
   // address keys on the domain's store (comm::GlooOptions::prefix), and the groups' shape. Set,
   // a leader relays the addresses of links across domains (elastic/address_relay.h) for each

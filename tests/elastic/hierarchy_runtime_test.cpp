@@ -9,7 +9,9 @@
 //   - every survivor trains again on one full list, of the global epoch the protocol's rules give
 //     (a member's fault: epoch 1; a leader's: 2, for the slot that takes over gives up the epoch
 //     its predecessor may have died in), that names every survivor and not the victim;
-//   - every survivor re-forms exactly once for the one fault, and none is fenced or fails.
+//   - every survivor re-forms exactly once for the one fault, and none is fenced or fails;
+//   - the list's step is its holders' least committed step (members announce 40 or 41), as the
+//     trainer's plan_reform needs it.
 // The children write what they train on into the global store (a key each, the parent's only
 // window on them); none uses GoogleTest. Beside single faults: a second kill at moments that
 // cross the takeover, and a leader stopped and continued, shorter and longer than the hang bound.
@@ -90,6 +92,10 @@ struct Expect {
   std::optional<int> reformations;  // each survivor's, where one fault fixes it
 };
 
+// The step member `gid`'s state is at (announced in its domain's agreement): 40, or 41 for every
+// third GPU, whose update went through before the fault (GPUs differ by at most one step).
+std::int64_t committed_of(int gid) { return gid % 3 == 1 ? 41 : 40; }
+
 std::string mesh_prefix(const MemberList& full) {
   return "train/a0/e" + std::to_string(full.epoch);
 }
@@ -161,6 +167,7 @@ class HierarchyRuntimeTest : public ::testing::Test {
     setup.member.domain_size = kTp;
     setup.member.domain_count = kDomains;
     setup.member.encode_layout = [] { return std::string("test layout"); };
+    setup.member.announce = [gid] { return Announcement{committed_of(gid), 0}; };
     setup.domain_store = open(*domains_[static_cast<size_t>(domain)]);
     setup.global_store = global;
     std::vector<std::unique_ptr<comm::Communicator>> groups;
@@ -272,6 +279,10 @@ class HierarchyRuntimeTest : public ::testing::Test {
         EXPECT_EQ(list.epoch, *expect.epoch) << "member " << gid;
       }
       EXPECT_EQ(list.epoch, ends.at(survivors.front()).second.epoch) << "member " << gid;
+      // The trainer's step: the least committed step of the list's holders (every survivor
+      // holds state here: the base is epoch 0, whose list was every GPU).
+      EXPECT_EQ(list.holders, survivors) << "member " << gid;
+      EXPECT_EQ(list.step, 40) << "member " << gid;
     }
   }
 

@@ -19,6 +19,7 @@
 #include "comm/gloo_communicator.h"
 #include "comm/survivors.h"
 #include "core/check.h"
+#include "core/rng.h"
 #include "elastic/address_relay.h"
 #include "elastic/agreement.h"
 #include "elastic/agreement_machine.h"
@@ -86,6 +87,15 @@ struct World {
   std::function<void()> on_detection;
 
   FormationWorld formation;
+
+  // The step GPU `gid`'s state is at when a fault strikes: the job's step, or one past it for a
+  // GPU whose update of the step went through before the fault (every update needs the world's
+  // all-reduce, so the GPUs differ by at most one). Drawn once per GPU from the seed.
+  std::int64_t committed(int gid) const {
+    constexpr std::int64_t kJobStep = 1000;
+    return kJobStep + static_cast<std::int64_t>(
+                          splitmix64(config.seed ^ (static_cast<std::uint64_t>(gid) << 20)) & 1);
+  }
 
   explicit World(const SimConfig& c)
       : config(c),
@@ -247,6 +257,7 @@ class Member : public HierarchyDriver {
     p.progress = &progress_;
     p.decode = w_.decoder();
     p.encode_layout = [] { return std::string("sim layout"); };
+    p.announce = [this] { return Announcement{w_.committed(domain_ * w_.domain_size + slot_), 0}; };
     if (w_.config.form) {  // its leader relays the addresses of links across domains
       p.mesh_prefix = [](const MemberList& full) { return mesh_prefix(full.epoch); };
       p.shape = w_.shape();
@@ -378,6 +389,20 @@ void set_agree_parts(SimResult& out, const std::vector<std::unique_ptr<Member>>&
 // The invariants of one run; "ok" or the first violation.
 std::string check_base(const std::vector<std::unique_ptr<Member>>& members, const MemberList& last);
 
+// The step of the last full list, against the trainer's rule (elastic::plan_reform): the least
+// committed step of its holders, each of which is at it or one past it (the flat list's rule, one
+// level up: domains' least steps, then the least of the domains').
+std::string check_step(const World& w, const MemberList& last) {
+  if (last.holders.empty()) return "";
+  std::int64_t least = w.committed(last.holders.front());
+  for (int h : last.holders) least = std::min(least, w.committed(h));
+  if (last.step != least) {
+    return "epoch " + std::to_string(last.epoch) + " agreed on step " + std::to_string(last.step) +
+           " but its holders' least committed step is " + std::to_string(least);
+  }
+  return "";
+}
+
 std::string check(const World& w, const std::vector<std::unique_ptr<Member>>& members,
                   const std::set<int>& victims) {
   const MemberList* first = nullptr;
@@ -401,6 +426,7 @@ std::string check(const World& w, const std::vector<std::unique_ptr<Member>>& me
     return "a survivor is missing from the list";
   }
   if (std::string base = check_base(members, *first); !base.empty()) return base;
+  if (std::string step = check_step(w, *first); !step.empty()) return step;
   return w.writes.check();
 }
 
