@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -14,7 +16,8 @@
 
 namespace ntp::train::test_jobs {
 
-// $TMPDIR/ntp-<name>-<pid>, removed by the test binary's global tear-down.
+// $TMPDIR/ntp-<name>-<pid>, removed by the test binary's global tear-down unless NTP_KEEP_SCRATCH
+// is set (the jobs' logs and event logs, for a failure's post-mortem; the path is printed).
 inline std::filesystem::path scratch_dir() {
   static const std::filesystem::path dir = [] {
     const std::filesystem::path d =
@@ -22,7 +25,13 @@ inline std::filesystem::path scratch_dir() {
     class Cleanup : public ::testing::Environment {
      public:
       explicit Cleanup(std::filesystem::path p) : path_(std::move(p)) {}
-      void TearDown() override { std::filesystem::remove_all(path_); }
+      void TearDown() override {
+        if (std::getenv("NTP_KEEP_SCRATCH") != nullptr) {
+          std::printf("NTP_KEEP_SCRATCH: the jobs' files are kept in %s\n", path_.c_str());
+          return;
+        }
+        std::filesystem::remove_all(path_);
+      }
 
      private:
       std::filesystem::path path_;
