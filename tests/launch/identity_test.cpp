@@ -57,6 +57,28 @@ TEST(IdentityTest, RejectsANodeRankOutsideTheNodes) {
   EXPECT_NE(slurm.status().message().find("slurm"), std::string::npos);
 }
 
+// The environment `ntp launch` gives the worker `id`, as a map.
+std::map<std::string, std::string> env_of(const WorkerIdentity& id) {
+  std::map<std::string, std::string> vars;
+  for (const std::string& entry : worker_env_entries(id)) {
+    const auto eq = entry.find('=');
+    vars[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return vars;
+}
+
+// `vars` with each of `bad` (a variable, its value) is an error that names the variable.
+void expect_rejected(const std::map<std::string, std::string>& vars,
+                     const std::vector<std::pair<std::string, std::string>>& bad) {
+  for (const auto& [name, value] : bad) {
+    std::map<std::string, std::string> with = vars;
+    with[name] = value;
+    Result<WorkerIdentity> parsed = worker_identity_from_env(fake_env(with));
+    EXPECT_EQ(parsed.status().code(), StatusCode::kFailedPrecondition) << name << "=" << value;
+    EXPECT_NE(parsed.status().message().find(name), std::string::npos) << name << "=" << value;
+  }
+}
+
 TEST(IdentityTest, DomainStoreSpecsAndNamespaces) {
   EXPECT_EQ(domain_store_spec("file:/x/{domain}", 3), "file:/x/3");
   EXPECT_EQ(domain_store_spec("redis://r{domain}:6379/{domain}", 12), "redis://r12:6379/12");
@@ -79,11 +101,7 @@ TEST(IdentityTest, WorkerEnvironmentRoundTrips) {
   id.restart_count = 2;
   id.attempt = 3;
   id.lost_ranks = {0, 6};
-  std::map<std::string, std::string> vars;
-  for (const std::string& entry : worker_env_entries(id)) {
-    const auto eq = entry.find('=');
-    vars[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
+  std::map<std::string, std::string> vars = env_of(id);
   EXPECT_EQ(vars.size(), 11U);
   EXPECT_EQ(vars["NTP_LOST_RANKS"], "0,6");
   Result<WorkerIdentity> back = worker_identity_from_env(fake_env(vars));
@@ -111,48 +129,40 @@ TEST(IdentityTest, WorkerEnvironmentRoundTrips) {
   old_vars["NTP_LOST_RANKS"] = "";
   EXPECT_TRUE(worker_identity_from_env(fake_env(old_vars))->lost_ranks.empty());
   // Malformed values are errors naming the variable.
-  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
-           {"NTP_LOST_RANKS", "1,,2"}, {"NTP_LOST_RANKS", "8"}, {"NTP_ATTEMPT", "-1"}}) {
-    std::map<std::string, std::string> bad = vars;
-    bad[name] = value;
-    Result<WorkerIdentity> parsed = worker_identity_from_env(fake_env(bad));
-    EXPECT_EQ(parsed.status().code(), StatusCode::kFailedPrecondition) << name << "=" << value;
-    EXPECT_NE(parsed.status().message().find(name), std::string::npos) << name;
-  }
-
-  // A domain (ntp launch --domain-size): its size and store come together, the size divides the
-  // world; the domain and slot follow from the rank.
-  id.domain_size = 4;
-  id.domain_store = "redis://rack1-store:6379";
-  std::map<std::string, std::string> with_domain;
-  for (const std::string& entry : worker_env_entries(id)) {
-    const auto eq = entry.find('=');
-    with_domain[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  EXPECT_EQ(with_domain.size(), 13U);
-  Result<WorkerIdentity> in_domain = worker_identity_from_env(fake_env(with_domain));
-  ASSERT_TRUE(in_domain.ok()) << in_domain.status().to_string();
-  EXPECT_EQ(in_domain->domain_size, 4);
-  EXPECT_EQ(in_domain->domain_store, "redis://rack1-store:6379");
-  EXPECT_EQ(in_domain->domain(), 1);
-  EXPECT_EQ(in_domain->domain_slot(), 1);
-  EXPECT_EQ(old->domain_size, 0);  // no domain stores from a launcher without --domain-size
-  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
-           {"NTP_DOMAIN_SIZE", "3"}, {"NTP_DOMAIN_SIZE", "0"}, {"NTP_DOMAIN_STORE", ""}}) {
-    std::map<std::string, std::string> bad = with_domain;
-    bad[name] = value;
-    Result<WorkerIdentity> parsed = worker_identity_from_env(fake_env(bad));
-    EXPECT_EQ(parsed.status().code(), StatusCode::kFailedPrecondition) << name << "=" << value;
-    EXPECT_NE(parsed.status().message().find("NTP_DOMAIN_"), std::string::npos) << name;
-  }
-  with_domain.erase("NTP_DOMAIN_STORE");
-  EXPECT_EQ(worker_identity_from_env(fake_env(with_domain)).status().code(),
-            StatusCode::kFailedPrecondition);
+  expect_rejected(vars,
+                  {{"NTP_LOST_RANKS", "1,,2"}, {"NTP_LOST_RANKS", "8"}, {"NTP_ATTEMPT", "-1"}});
 
   vars.erase("NTP_RANK");
   Result<WorkerIdentity> missing = worker_identity_from_env(fake_env(vars));
   EXPECT_EQ(missing.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(missing.status().message().find("NTP_RANK"), std::string::npos);
+}
+
+// A domain (ntp launch --domain-size): its size and store come together, the size divides the
+// world; the domain and slot follow from the rank. A launcher without it gives neither.
+TEST(IdentityTest, ADomainsSizeAndStoreComeTogether) {
+  WorkerIdentity id;
+  id.rank = 5;
+  id.world_size = 8;
+  id.store = "file:/tmp/x";
+  id.run_id = "job-1";
+  std::map<std::string, std::string> vars = env_of(id);
+  EXPECT_EQ(worker_identity_from_env(fake_env(vars))->domain_size, 0);
+  id.domain_size = 4;
+  id.domain_store = "redis://rack1-store:6379";
+  vars = env_of(id);
+  EXPECT_EQ(vars.size(), 13U);
+  Result<WorkerIdentity> in_domain = worker_identity_from_env(fake_env(vars));
+  ASSERT_TRUE(in_domain.ok()) << in_domain.status().to_string();
+  EXPECT_EQ(in_domain->domain_size, 4);
+  EXPECT_EQ(in_domain->domain_store, "redis://rack1-store:6379");
+  EXPECT_EQ(in_domain->domain(), 1);
+  EXPECT_EQ(in_domain->domain_slot(), 1);
+  expect_rejected(vars,
+                  {{"NTP_DOMAIN_SIZE", "3"}, {"NTP_DOMAIN_SIZE", "0"}, {"NTP_DOMAIN_STORE", ""}});
+  vars.erase("NTP_DOMAIN_STORE");
+  EXPECT_EQ(worker_identity_from_env(fake_env(vars)).status().code(),
+            StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
