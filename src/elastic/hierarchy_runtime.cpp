@@ -73,6 +73,11 @@ std::shared_ptr<const MemberList> HierarchyRuntime::training_on() const {
   return training_on_;
 }
 
+int HierarchyRuntime::formation_failures() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return formation_failures_;
+}
+
 int HierarchyRuntime::reformations() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return reformations_;
@@ -256,6 +261,13 @@ void HierarchyRuntime::got_full(std::shared_ptr<const MemberList> full,
         const Status formed = setup_.form(*full);
         lock.lock();
         if (stopping_ || !*live || !*machine_.live()) return;  // dead, or the domain re-forms again
+        if (formed.code() == StatusCode::kUnavailable) {
+          // A peer went before any watch saw it (the formation's timeout or a refused link): the
+          // epoch failed, as the flat trainer's re-formation reports it; the domain re-forms.
+          ++formation_failures_;
+          machine_.domain_failed();
+          return;
+        }
         if (!formed.ok()) {
           if (form_error_.empty()) form_error_ = formed.to_string();
           return;

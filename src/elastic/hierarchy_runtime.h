@@ -63,10 +63,11 @@ struct HierarchyMoments {
 struct HierarchyRuntimeSetup {
   HierarchyMemberParams member;  // its `progress` is ignored: the runtime marks its own
   std::shared_ptr<comm::Store> domain_store, global_store;
-  // The trainer's formation of its groups on `full` (ok: they are up), on a worker thread without
-  // the member's lock. Null: none; the member trains on its full list at once, and marks no done
-  // key. Where it publishes its links' addresses is the member's `mesh_prefix`: set, the
-  // member's leader relays those of links across domains.
+  // The trainer's formation of its groups on `full` (ok: they are up; kUnavailable: a peer is
+  // gone, and the member fails its domain's epoch, which re-forms; any other error stops the
+  // member, error()), on a worker thread without the member's lock. Null: none; the member trains
+  // on its full list at once, and marks no done key. Where it publishes its links' addresses is the
+  // member's `mesh_prefix`: set, the member's leader relays those of links across domains.
   std::function<Status(const MemberList& full)> form;
 };
 
@@ -85,6 +86,9 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   std::shared_ptr<const MemberList> training_on() const;
   // How many times it trained again after a re-formation.
   int reformations() const;
+  // How many of its formations failed with kUnavailable (a peer gone): each failed its domain's
+  // epoch, and the domain re-formed.
+  int formation_failures() const;
   // The first error of the member's steps or its formation ("": none).
   std::string error() const;
   // It read that it was declared dead: the process should exit.
@@ -129,6 +133,7 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   bool stopping_ = false;
   bool left_ = false;
   int reformations_ = 0;
+  int formation_failures_ = 0;
   std::string form_error_;
   std::shared_ptr<const MemberList> training_on_;
   HierarchyMoments moments_;

@@ -179,11 +179,23 @@ class HierarchyRuntimeTest : public ::testing::Test {
       setup.member.mesh_prefix = mesh_prefix;
       setup.member.shape = {kTp, mesh_max_};
       setup.member.relay_timeout = milliseconds(20000);
+    } else if (gid == fail_first_formation_of_) {  // its first formation meets a peer gone
+      setup.form = [failed = false](const MemberList&) mutable {
+        if (failed) return Status();
+        failed = true;
+        return unavailable("injected: a peer refused the link");
+      };
     } else {
       setup.form = [](const MemberList&) { return Status(); };  // the groups: up at once
     }
     HierarchyRuntime runtime(setup);
     NTP_CHECK(global->set("ready/" + std::to_string(gid), "1").ok());
+    const auto formation_failures = [&runtime, gid, global] {
+      const int failures = runtime.formation_failures();
+      if (failures > 0) {
+        NTP_CHECK(global->set("form_failed/" + std::to_string(gid), std::to_string(failures)).ok());
+      }
+    };
     if (!wait_for([&] { return has(*global, "go"); }, milliseconds(30000))) {
       return 4;
     }
@@ -202,7 +214,10 @@ class HierarchyRuntimeTest : public ::testing::Test {
         const std::string value = std::to_string(reported) + " " + encode(*list);
         NTP_CHECK(global->set(result_key(gid), value).ok());
       }
-      if (has(*global, "release")) return 0;
+      if (has(*global, "release")) {
+        formation_failures();
+        return 0;
+      }
       std::this_thread::sleep_for(milliseconds(20));
     }
     return 4;
@@ -318,6 +333,8 @@ class HierarchyRuntimeTest : public ::testing::Test {
   std::vector<std::unique_ptr<RedisServer>> domains_;
   // > 0: members form real Gloo groups with this full-mesh bound (comm::GlooOptions); 0: none.
   int mesh_max_ = 0;
+  // A member whose first formation fails with kUnavailable (-1: none).
+  int fail_first_formation_of_ = -1;
 };
 
 TEST_F(HierarchyRuntimeTest, AKilledMemberIsDroppedAndEverySurvivorTrainsOnOneFullList) {
@@ -342,6 +359,22 @@ TEST_F(HierarchyRuntimeTest, SurvivorsFormRealGroupsAcrossDomainsOverTheirDomain
   // domains reach it through the leaders' relay. A full mesh (11 members, under 32).
   mesh_max_ = 32;
   strike(/*victim=*/kTp + 2, SIGKILL, /*epoch=*/1);
+}
+
+// A formation that meets a peer gone before any watch saw it (the trainer's Gloo connect timing
+// out, a link refused) fails its domain's epoch, as the flat trainer's re-formation reports such a
+// failure: the domain re-forms, its leader enters a new global round, and every survivor trains on
+// one full list of global epoch 2, the member whose formation failed included, once re-formed.
+// (Before, the runtime kept the formation's error and the member stopped: exit 2.)
+TEST_F(HierarchyRuntimeTest, AFormationThatMeetsAPeerGoneReformsTheDomain) {
+  fail_first_formation_of_ = 2 * kTp + 1;  // domain 2, not the victim's
+  run_job({{kTp + 2, SIGKILL, milliseconds(0)}}, {{kTp + 2}, {}, 2, std::nullopt});
+  std::shared_ptr<comm::Store> global = open(*global_);
+  for (int gid = 0; gid < kGpus; ++gid) {
+    const bool failed = gid == fail_first_formation_of_;
+    Result<std::string> failures = global->get("form_failed/" + std::to_string(gid));
+    EXPECT_EQ(failures.ok() ? *failures : "0", failed ? "1" : "0") << "member " << gid;
+  }
 }
 
 TEST_F(HierarchyRuntimeTest, SurvivorsFormSparseGroupsAcrossDomainsAfterALeadersDeath) {
