@@ -28,10 +28,31 @@ struct TrainArgs {
   std::string optimizer = "replicated";
   std::string dtype = "fp32";
   std::string expert_dispatch = "allreduce";
+  std::string control_plane = "flat";
   int64_t bucket_kb = 128;
   // The model flags, to tell which the user set (--init-from takes the model from its source).
   std::vector<CLI::Option*> model_options;
 };
+
+// --control-plane hierarchy needs the launcher's domain stores, one domain per replica, and (as
+// yet) no worker that joins a running job.
+Status check_hierarchy_launch(const train::TrainConfig& config, const launch::WorkerIdentity& id) {
+  if (id.domain_size != config.tp) {
+    return invalid_argument(
+        "--control-plane hierarchy needs `ntp launch --domain-size " + std::to_string(config.tp) +
+        "` (the --tp), which gives each worker "
+        "its domain's store; this worker's launcher gave " +
+        (id.domain_size == 0 ? std::string("none")
+                             : "--domain-size " + std::to_string(id.domain_size)));
+  }
+  if (id.restart_count > 0) {  // this worker's own situation, said by it (not world rank 0's)
+    return failed_precondition(
+        "a replacement worker cannot join a --control-plane hierarchy job yet (joiners through "
+        "the domain agreement are to come): run without --replace-failed or repair: faults, or "
+        "with --control-plane flat");
+  }
+  return ok_status();
+}
 
 // --init-from: the model comes from the source's config; explicit model flags must agree with
 // it, and --vocab-multiple must not pad its vocabulary.
@@ -109,6 +130,10 @@ Result<train::WorkerContext> worker_context(train::TrainConfig& config,
   }
   NTP_ASSIGN_OR_RETURN(ctx.store, comm::open_store(id.store, id.run_id));
   NTP_ASSIGN_OR_RETURN(ctx.beat_store, comm::open_store(id.store, id.run_id));
+  if (config.control_plane == train::ControlPlane::kHierarchy) {
+    NTP_RETURN_IF_ERROR(check_hierarchy_launch(config, id));
+    NTP_ASSIGN_OR_RETURN(ctx.domain_store, launch::open_domain_store(id));
+  }
   comm::Store* store = ctx.store.get();
   const int rank = id.rank;
   // The step report first, so that `ntp launch` sees the step at which an injected stall blocks
@@ -144,6 +169,9 @@ int run(TrainArgs& args) {
   Result<train::OptimizerSharding> sharding = train::parse_optimizer_sharding(args.optimizer);
   if (!sharding.ok()) return bad(sharding.status());
   config.optimizer = *sharding;
+  Result<train::ControlPlane> plane = train::parse_control_plane(args.control_plane);
+  if (!plane.ok()) return bad(plane.status());
+  config.control_plane = *plane;
   Result<kernels::cpu::MatmulDtype> dtype = train::parse_matmul_dtype(args.dtype);
   if (!dtype.ok()) return bad(dtype.status());
   config.dtype = *dtype;
@@ -363,6 +391,12 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "with --save-dir a checkpoint is written at the stop")
       ->group(ckpt);
 
+  cmd->add_option("--control-plane", args->control_plane,
+                  "Recovery protocol: flat (every worker in one agreement on the job's store) or "
+                  "hierarchy (each domain agrees on its own store, its leader in the global "
+                  "round; needs ntp launch --domain-size TP; experimental: kills and hangs only, "
+                  "no repairs, --min-tp 1, rebalancing off; docs/recovery.md)")
+      ->group(ckpt);
   cmd->add_flag("!--no-live-recovery", c.live_recovery,
                 "A failure ends the job instead of re-forming it in the same processes (the "
                 "checkpoint-restart baseline with ntp launch --restart-on-failure)")

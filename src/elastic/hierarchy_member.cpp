@@ -104,6 +104,15 @@ void HierarchyMember::domain_failed() {
   driver_.defer([this] { reform_domain(); });
 }
 
+void HierarchyMember::report_failure() {
+  if (!*running_ || agreeing_ || reported_epoch_ == domain_list_.epoch) return;
+  reported_epoch_ = domain_list_.epoch;
+  report_io_ = std::make_shared<IoSlot>();  // a slot per report: the last one's may be in flight
+  run(StoreLevel::kDomain, *report_io_, running_,
+      post_failure(*report_io_, p_.domain_group, domain_list_.epoch),
+      [io = report_io_](Status) {});
+}
+
 void HierarchyMember::global_failed() {
   if (lead_->domain_round_since_arm) return;
   lead_->domain_round_since_arm = true;

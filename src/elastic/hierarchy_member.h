@@ -127,6 +127,11 @@ class HierarchyMember : NonCopyable {
   void groups_formed();
   // It trains again on full() (no done key: the driver does not model the formation).
   void resume_training();
+  // Its groups on the domain epoch failed (a peer gone, seen by a collective or the formation
+  // before any watch): posts the epoch's failure on the domain's store, where every member's
+  // domain watch reads it, its own too, which re-forms the domain. Once per domain epoch; nothing
+  // while its domain agrees (the epoch is failed already).
+  void report_failure();
   // The member is dead (killed, or it left): its tasks are dropped.
   void stop();
 
@@ -196,6 +201,8 @@ class HierarchyMember : NonCopyable {
   bool awaiting_full_ = false;  // an await_full under way
   bool agreeing_ = false;       // a domain agreement under way
   bool trained_ = false;        // it trains on full_: resume_training ran since it re-formed
+  int reported_epoch_ = -1;     // the domain epoch whose failure report_failure posted
+  std::shared_ptr<IoSlot> report_io_;
   std::string error_;
 };
 

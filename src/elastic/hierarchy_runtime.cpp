@@ -65,7 +65,14 @@ HierarchyRuntime::~HierarchyRuntime() {
 
 void HierarchyRuntime::start() {
   std::lock_guard<std::mutex> lock(mutex_);
+  training_epoch_ = 0;  // the job's first lists
   machine_.start();
+}
+
+void HierarchyRuntime::report_failure(int epoch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopping_ || epoch != training_epoch_) return;
+  machine_.report_failure();
 }
 
 std::shared_ptr<const MemberList> HierarchyRuntime::training_on() const {
@@ -244,6 +251,8 @@ void HierarchyRuntime::relayed(std::shared_ptr<const MemberList>, std::shared_pt
 
 void HierarchyRuntime::reforming() {
   training_on_ = nullptr;
+  training_epoch_ = -1;
+  if (setup_.on_reforming) setup_.on_reforming();
   moments_.agreed.store(0);
   moments_.formed.store(0);
 }
@@ -263,9 +272,10 @@ void HierarchyRuntime::got_full(std::shared_ptr<const MemberList> full,
         if (stopping_ || !*live || !*machine_.live()) return;  // dead, or the domain re-forms again
         if (formed.code() == StatusCode::kUnavailable) {
           // A peer went before any watch saw it (the formation's timeout or a refused link): the
-          // epoch failed, as the flat trainer's re-formation reports it; the domain re-forms.
+          // epoch failed, as the flat trainer's re-formation reports it; the domain re-forms once
+          // its watch reads the failure.
           ++formation_failures_;
-          machine_.domain_failed();
+          machine_.report_failure();
           return;
         }
         if (!formed.ok()) {
@@ -279,6 +289,7 @@ void HierarchyRuntime::got_full(std::shared_ptr<const MemberList> full,
 void HierarchyRuntime::training() {
   moments_.formed.store(now_ns());
   training_on_ = machine_.full();
+  training_epoch_ = training_on_->epoch;
   ++reformations_;
 }
 

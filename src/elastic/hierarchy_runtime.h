@@ -21,9 +21,9 @@
 //     addresses of its members' links to other domains (elastic/address_relay.h) where the
 //     member's params name the formation's mesh prefix.
 // Its stores are the launcher's: `ntp launch --domain-size` gives each worker its domain's
-// (launch::open_domain_store) and posts exit notices there. What the runtime does not have yet
-// (docs/design/control-plane-hierarchy.md, "the steps left"): the trainer's re-formation on the
-// full list.
+// (launch::open_domain_store) and posts exit notices there. `ntp train --control-plane hierarchy`
+// drives it (train/hierarchy_plane.h). What it does not have yet (docs/design/
+// control-plane-hierarchy.md, "the steps left"): joiners and drops.
 #pragma once
 
 #include <atomic>
@@ -69,6 +69,11 @@ struct HierarchyRuntimeSetup {
   // on its full list at once, and marks no done key. Where it publishes its links' addresses is the
   // member's `mesh_prefix`: set, the member's leader relays those of links across domains.
   std::function<Status(const MemberList& full)> form;
+  // Called when its domain starts to re-form (its domain's watch fired, or the leaders' did, or a
+  // failure was reported): the groups it trains on are stale, and the owner aborts what runs on
+  // them (the flat watch's abort). Under the runtime's lock, on one of its threads: it must not
+  // block or call the runtime. Null: nothing.
+  std::function<void()> on_reforming;
 };
 
 class HierarchyRuntime : NonCopyable, private HierarchyDriver {
@@ -81,6 +86,11 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
 
   // Arms its domain watch on the job's first lists (slot 0 leads its domain): the job runs.
   void start();
+
+  // The owner's step on the groups of global epoch `epoch` failed (a peer gone, before any watch
+  // said so): while it trains on that epoch, its domain's epoch fails and the domain re-forms
+  // (HierarchyMember::report_failure); a stale epoch's report is dropped.
+  void report_failure(int epoch);
 
   // The full list it trains on; null while it re-forms, and before its first re-formation.
   std::shared_ptr<const MemberList> training_on() const;
@@ -136,6 +146,7 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   int formation_failures_ = 0;
   std::string form_error_;
   std::shared_ptr<const MemberList> training_on_;
+  int training_epoch_ = -1;  // the global epoch it trains on (0 from start()), -1 while re-forming
   HierarchyMoments moments_;
   // The event thread's queue, under its own lock (a watch's callback takes no other).
   mutable std::mutex queue_mutex_;

@@ -72,6 +72,9 @@ LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, data::
             std::_Exit(1);
           }),
       agreement(agreement_config(config, context, group, &progress)),
+      plane(config.control_plane == ControlPlane::kHierarchy
+                ? std::make_unique<HierarchyPlane>(config, context)
+                : nullptr),
       boost(config.batch_policy == BatchPolicy::kBoost),
       saver(config.save_dir, config.keep_last,
             "d" + std::to_string(slot.domain) + "s" + std::to_string(slot.slot)),
@@ -83,6 +86,10 @@ LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, data::
 // From here on, a fault anywhere in the job aborts this worker's pending operations at once, and
 // the re-formation that follows finds the agreement's stream connection already open.
 void LiveRun::watch_job(Job& j, const elastic::MemberList& list) {
+  if (plane) {  // the runtime watches; a re-formation of its domain aborts this job
+    plane->watch(&j);
+    return;
+  }
   agreement.prepare();
   watch.arm({group, j.epoch, ctx.slot_rank, list.members, incarnations(ctx.attempt, list),
              [&j, this](const std::string& reason) {
@@ -227,7 +234,7 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
       return std::optional<TrainSummary>(left_job(joined.status()));
     }
     NTP_ASSIGN_OR_RETURN(first_step, std::move(joined));
-    committed = first_step;
+    set_committed(first_step);
     last_step = c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
     events.log("joined", {{"step", first_step}, {"epoch", job->epoch}});
     std::printf("slot %s: repaired, joined at step %lld (epoch %d)\n", slot_name(slot).c_str(),
@@ -245,6 +252,7 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
   watch_job(*job, last);
   const Clock::time_point build_start = Clock::now();
   NTP_RETURN_IF_ERROR(build_job(*job, c, ctx, std::move(layout), slot, 0, InitialState::kDrawn));
+  if (plane) plane->start();  // every worker beats: the first job's rendezvous needed them all
   // A re-formation rebuilds the same and reshards what moves: until one is measured, what a
   // rebalance costs is taken as this build's time.
   reform_cost_s = seconds_since(build_start);
@@ -284,7 +292,7 @@ Result<std::optional<TrainSummary>> LiveRun::start() {
     if (report) report->resumed(first_step, reader->step_dir().string());
   }
   if (job->sharded && c.live_recovery) NTP_RETURN_IF_ERROR(mirror_moments(*job));
-  committed = first_step;
+  set_committed(first_step);
   last_step = c.stop_after > 0 ? std::min(c.steps, first_step + c.stop_after) : c.steps;
   NTP_RETURN_IF_ERROR(start_rebalancer(false));
   return std::optional<TrainSummary>();
@@ -308,7 +316,7 @@ TrainSummary LiveRun::left_job(const Status& why) {
     summary.speaks = stop_speaks;
     events.log("stopped", {{"reason", summary.stopped}});
   }
-  watch.disarm();
+  unwatch();
   return summary;
 }
 
@@ -336,7 +344,7 @@ Result<TrainSummary> LiveRun::run() {
       progress.mark(elastic::Phase::kReform, committed);
       events.log("step_failed",
                  {{"step", step}, {"epoch", job->epoch}, {"error", status.message()}});
-      agreement.report_failure(job->epoch);  // the members whose operations do not touch ours
+      report_failure(job->epoch);  // the members whose operations do not touch ours
       std::printf("slot %s: step %lld failed (%s); re-forming the job\n", slot_name(slot).c_str(),
                   static_cast<long long>(step + 1), status.message().c_str());
       std::fflush(stdout);
@@ -356,14 +364,14 @@ Result<TrainSummary> LiveRun::run() {
     if (saved.ok()) break;
     if (!peer_failure(saved) || !c.live_recovery) return saved;
     progress.mark(elastic::Phase::kReform, committed);
-    agreement.report_failure(job->epoch);
+    report_failure(job->epoch);
     Result<int64_t> next = reform(saved, {}, 0.0);
     if (!next.ok() && ends_job(next.status())) return left_job(next.status());
     NTP_RETURN_IF_ERROR(next.status());
   }
   progress.mark(elastic::Phase::kFinished, committed);
   events.log("finished", {{"step", committed}, {"epoch", job->epoch}});
-  watch.disarm();
+  unwatch();
   if (job->role.world_rank == 0) (void)ctx.store->set(group + "/finished", "1");
   if (!c.dump_dir.empty()) {
     NTP_RETURN_IF_ERROR(dump_logical(

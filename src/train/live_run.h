@@ -20,6 +20,7 @@
 #include "elastic/progress.h"
 #include "power/power_control.h"
 #include "train/event_log.h"
+#include "train/hierarchy_plane.h"
 #include "train/job.h"
 #include "train/rebalancer.h"
 #include "train/train_checkpoint.h"
@@ -38,6 +39,9 @@ inline constexpr int kAgreementStoreRetries = 5;
 // --min-tp) for its domain's repair: the parked one leaves when the job ends, not before.
 inline constexpr std::chrono::seconds kRepairPatience{600};
 inline constexpr std::chrono::seconds kParkedPatience{30 * 24 * 3600};
+// How long a worker of --control-plane hierarchy waits for its runtime's next list (a re-formation
+// that takes longer has lost its quorum: the worker gives up with an error).
+inline constexpr std::chrono::seconds kHierarchyListPatience{300};
 
 // The whole job's reshard (every member calls it, joiners too): bytes moved between slots, and
 // the slowest rank's time.
@@ -122,6 +126,13 @@ struct LiveRun : NonCopyable {
   Result<int64_t> reform(const Status& cause, const std::vector<int>& joiners, double detect_s,
                          const std::vector<std::vector<double>>* speeds = nullptr);
   Result<elastic::MemberList> agree_epoch(const std::vector<int>& joiners, int& store_errors);
+  // The control plane's verbs, flat or hierarchy: no watch on any job; a failed step on `epoch`;
+  // the re-formation on `list` ended with `status` (ok: marks it done; the hierarchy's runtime
+  // also takes a failure, the flat protocol's is reported by the caller).
+  void unwatch();
+  void report_failure(int epoch);
+  Status formed(const elastic::MemberList& list, const Status& status);
+  void set_committed(int64_t step);
   Result<shard::ClusterLayout> base_layout(const elastic::MemberList& list,
                                            const Job* source) const;
   struct MovedState {
@@ -159,6 +170,10 @@ struct LiveRun : NonCopyable {
   std::unique_ptr<Job> job, base;
   elastic::FailureWatch watch;
   elastic::Agreement agreement;
+  // --control-plane hierarchy: the domain hierarchy's runtime, which then watches, agrees and
+  // marks done in place of `watch` and `agreement` (never armed or asked); null: the flat protocol.
+  // After the jobs: it aborts them, so it goes first.
+  std::unique_ptr<HierarchyPlane> plane;
   elastic::MemberList last;  // the newest member list this worker received
   std::optional<TrainReport> report;
   // CPU: records what the planner asks for (nothing, unless --power-limit emulates a control).

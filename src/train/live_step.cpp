@@ -52,7 +52,7 @@ Status LiveRun::train_step(int64_t step) {
 
   // ---- commit: this worker applied step `step` ----
   fault_point("commit");
-  committed = step + 1;
+  set_committed(step + 1);
   state_ahead = false;
   events.log("applied", {{"step", step}, {"epoch", job->epoch}});
   progress.mark(phase, step);

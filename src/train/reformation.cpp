@@ -44,7 +44,7 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
   RecoveryEvent event;
   event.detect_s = detect_s;
   event.cause = !cause.ok() ? cause.message() : speeds ? "rebalance" : job ? "repair" : "join";
-  watch.disarm();
+  unwatch();
   boundary_announced = false;  // the new epoch's members start without the old one's totals
   if (job) job->abort_all(cause.ok() ? "re-forming to admit repaired slots" : cause.message());
   if (state_ahead) {  // a ZeRO-1 update that did not complete: the state goes back to the claim
@@ -87,7 +87,7 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
                                                            : base.get();
     if (plan.roll_back) {
       undo.restore(*source);
-      committed = list.step;
+      set_committed(list.step);
       event.rolled_back = true;
       events.log("rolled_back", {{"step", list.step}, {"epoch", list.epoch}});
     }
@@ -116,12 +116,12 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
     Result<MovedState> state = moved.ok() ? move_state(list, source, from_layout, *next, event)
                                           : Result<MovedState>(moved);
     moved = state.status();
-    if (moved.ok()) moved = agreement.mark_done(list);
+    moved = formed(list, moved);
     if (!moved.ok()) {
-      watch.disarm();  // before `next` goes
+      unwatch();  // before `next` goes
       if (moved.code() != StatusCode::kUnavailable) return moved;
       events.log("step_failed", {{"epoch", list.epoch}, {"error", moved.message()}});
-      agreement.report_failure(list.epoch);
+      if (!plane) agreement.report_failure(list.epoch);  // the runtime's formed() reported it
       std::printf("slot %s: re-formation of epoch %d failed (%s); re-forming again\n",
                   slot_name(slot).c_str(), list.epoch, moved.message().c_str());
       std::fflush(stdout);
@@ -150,9 +150,17 @@ Result<int64_t> LiveRun::reform(const Status& cause, const std::vector<int>& joi
 
 // The agreement on the next epoch's list. Store errors (an outage, a lock held by a stopped
 // process) start it again, up to kAgreementStoreRetries per re-formation (`store_errors`).
-// kAborted when this worker was declared dead (fenced).
+// kAborted when this worker was declared dead (fenced). With the hierarchy, the list its runtime
+// agreed (its domain's agreement and the leaders' round run on their own).
 Result<elastic::MemberList> LiveRun::agree_epoch(const std::vector<int>& joiners,
                                                  int& store_errors) {
+  if (plane) {
+    NTP_CHECK(joiners.empty() && dropped.empty());  // not with the hierarchy yet (train_config)
+    Result<elastic::MemberList> full = plane->next_list(kHierarchyListPatience);
+    if (full.ok() || full.status().code() != StatusCode::kAborted) return full;
+    return Status(StatusCode::kAborted, "slot " + slot_name(slot) + " was declared dead (" +
+                                            full.status().message() + "); it leaves the job");
+  }
   for (;;) {
     Result<elastic::MemberList> agreed = agreement.agree(
         last, {committed, ctx.restart_count}, job == nullptr, joiners,
@@ -174,6 +182,35 @@ Result<elastic::MemberList> LiveRun::agree_epoch(const std::vector<int>& joiners
     }
     return agreed.status();
   }
+}
+
+void LiveRun::unwatch() {
+  watch.disarm();
+  if (plane) plane->watch(nullptr);
+}
+
+void LiveRun::report_failure(int epoch) {
+  if (plane) {
+    plane->report_failure(epoch);
+  } else {
+    agreement.report_failure(epoch);
+  }
+}
+
+// The re-formation on `list` ended with `status`: marks it done when its groups are up and its
+// state moved (the flat done key; the runtime's, which also fails its domain's epoch when
+// `status` is kUnavailable). Returns the re-formation's outcome.
+Status LiveRun::formed(const elastic::MemberList& list, const Status& status) {
+  if (plane) {
+    plane->formed(list, status);
+    return status;
+  }
+  return status.ok() ? agreement.mark_done(list) : status;
+}
+
+void LiveRun::set_committed(int64_t step) {
+  committed = step;
+  if (plane) plane->set_committed(step);
 }
 
 // The layout of the epoch `list` re-forms from: the source job's, or (a member that holds no
@@ -304,7 +341,7 @@ Status LiveRun::report_reformed(const elastic::MemberList& list, const MovedStat
   event.epoch = list.epoch;
   if (event.old_degrees.empty()) event.old_degrees = job->role.replica_degrees;
   event.degrees = job->role.replica_degrees;
-  committed = state.step;
+  set_committed(state.step);
   if (job->role.world_rank != 0) report.reset();  // one leader writes the metrics
   NTP_RETURN_IF_ERROR(open_report(true));
   if (report && event.cause == "rebalance") {
@@ -331,7 +368,7 @@ Status LiveRun::sit_out(const elastic::MemberList& list) {
               slot_name(slot).c_str(), parked_why.c_str(), static_cast<long long>(committed + 1),
               list.epoch);
   std::fflush(stdout);
-  watch.disarm();
+  unwatch();
   job.reset();
   base.reset();
   report.reset();

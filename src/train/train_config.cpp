@@ -32,6 +32,13 @@ Result<kernels::cpu::MatmulDtype> parse_matmul_dtype(const std::string& text) {
   return parse_named(kernels::cpu::kMatmulDtypeNames, "--dtype", text);
 }
 
+constexpr NamedValue<ControlPlane> kControlPlaneNames[] = {{ControlPlane::kFlat, "flat"},
+                                                           {ControlPlane::kHierarchy, "hierarchy"}};
+
+Result<ControlPlane> parse_control_plane(const std::string& text) {
+  return parse_named(kControlPlaneNames, "--control-plane", text);
+}
+
 const char* optimizer_sharding_name(OptimizerSharding sharding) {
   return name_of(kOptimizerShardingNames, sharding);
 }
@@ -46,6 +53,33 @@ shard::ClusterSpec cluster_spec(const TrainConfig& config) {
   spec.spaces = shard::model_unit_spaces(model_shape(config.model));
   return spec;
 }
+
+namespace {
+
+// --control-plane hierarchy's first cut: kills and hangs of a job of whole domains; what it does
+// not have yet is refused, or (rebalancing, on by default) turned off.
+Status validate_hierarchy(TrainConfig& c) {
+  if (c.control_plane != ControlPlane::kHierarchy) return ok_status();
+  if (c.domains < 2 || c.tp < 2) {
+    return invalid_argument(
+        "--control-plane hierarchy needs at least 2 domains of at least 2 "
+        "slots (got --domains " +
+        std::to_string(c.domains) + " --tp " + std::to_string(c.tp) +
+        "); use --control-plane flat");
+  }
+  if (c.min_tp > 1) {
+    return invalid_argument("--control-plane hierarchy parks no replica yet: use --min-tp 1 (got " +
+                            std::to_string(c.min_tp) + ") or --control-plane flat");
+  }
+  if (!c.live_recovery) {
+    return invalid_argument(
+        "--control-plane hierarchy is live recovery's: drop --no-live-recovery");
+  }
+  c.rebalance = false;  // re-forming without a fault goes through the flat protocol only, so far
+  return ok_status();
+}
+
+}  // namespace
 
 Status validate_train_config(TrainConfig& c) {
   auto at_least = [](const char* flag, int64_t value, int64_t min) -> Status {
@@ -139,7 +173,7 @@ Status validate_train_config(TrainConfig& c) {
     return invalid_argument("--resume auto resumes from --save-dir, which is not given");
   }
   if (c.metrics_file.empty()) c.metrics_file = c.out_dir + "/metrics.jsonl";
-  return ok_status();
+  return validate_hierarchy(c);
 }
 
 }  // namespace ntp::train

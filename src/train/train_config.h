@@ -15,6 +15,8 @@
 
 namespace ntp::train {
 
+enum class ControlPlane { kFlat, kHierarchy };
+
 struct TrainConfig {
   // Cluster: `domains` replicas of `tp` device slots; failed slots take no part.
   int domains = 1;
@@ -81,6 +83,11 @@ struct TrainConfig {
   int64_t stop_after = 0;  // stop after this many steps of this run (0: run to --steps)
 
   bool live_recovery = true;  // false: a failure ends the job (for --restart-on-failure baselines)
+  // The recovery protocol: the flat one (every worker a member of one agreement on the job's
+  // store), or the domain hierarchy (docs/design/control-plane-hierarchy.md: each domain agrees on
+  // its own store, its leader in the global round), experimental: kills and hangs only (no
+  // joiners, drops, parking or rebalancing yet), under `ntp launch --domain-size <tp>`.
+  ControlPlane control_plane = ControlPlane::kFlat;
   // Re-form with speed-weighted layouts when measured speeds show a slow rank (train/rebalancer.h).
   // On by default: a slowed device is the common case the job must absorb, not an option.
   bool rebalance = true;
@@ -125,6 +132,8 @@ Result<OptimizerSharding> parse_optimizer_sharding(const std::string& text);
 // Parses --dtype: "fp32" or "bf16" (the error names the value and the choices).
 Result<kernels::cpu::MatmulDtype> parse_matmul_dtype(const std::string& text);
 const char* optimizer_sharding_name(OptimizerSharding sharding);
+// Parses --control-plane: "flat" or "hierarchy".
+Result<ControlPlane> parse_control_plane(const std::string& text);
 
 // The cluster spec (failed slots, unit spaces of the model) the layout is planned from.
 shard::ClusterSpec cluster_spec(const TrainConfig& config);

@@ -28,6 +28,9 @@ struct WorkerContext {
   // so that no other thread's store traffic queues a beat behind it: on a loaded host each of
   // those operations may take a scheduler period, and a beat that waits for them looks stopped.
   std::shared_ptr<comm::Store> beat_store;
+  // Its scale-up domain's store (`ntp launch --domain-size`, launch::open_domain_store), for
+  // --control-plane hierarchy; null: none (the flat protocol needs only `store`).
+  std::shared_ptr<comm::Store> domain_store;
   int attempt = 0;        // NTP_ATTEMPT: restarts of the job so far (namespaces its store keys)
   int restart_count = 0;  // NTP_RESTART_COUNT: > 0 for a repair that joins a running job
   // The address this worker listens on for collectives (NTP_LOCAL_ADDR); empty: 127.0.0.1.

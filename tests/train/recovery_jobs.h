@@ -54,13 +54,14 @@ inline std::vector<nlohmann::json> lines_of(const JobRun& run, const std::string
 // One job: 3 x 4 workers, `steps` steps, `faults` as `ntp launch --inject` specs, `extra` more
 // `ntp train` flags (a --save-dir, --timeout-ms or --batch there replaces the default <out>/ckpt,
 // 2000, or --batch 12 --micro-batch 2),
-// `model` the model's flags (test_jobs::small_model()).
+// `model` the model's flags (test_jobs::small_model()), `launch_flags` more `ntp launch` flags.
 inline JobRun train(const std::string& name, int steps, const std::vector<std::string>& faults,
                     const std::vector<std::string>& env = {},
                     const std::vector<std::string>& extra = {},
-                    const std::vector<std::string>& model = test_jobs::small_model()) {
+                    const std::vector<std::string>& model = test_jobs::small_model(),
+                    const std::vector<std::string>& launch_flags = {}) {
   const std::filesystem::path out = test_jobs::scratch_dir() / name;
-  std::vector<std::string> launch;
+  std::vector<std::string> launch = launch_flags;
   for (const std::string& f : faults) {
     launch.push_back("--inject");
     launch.push_back(f);

@@ -55,5 +55,31 @@ TEST(TrainConfigTest, GptRefusesLlamaOnlyFieldsAndKeepsItsFlags) {
   EXPECT_NE(error_of(c).find("n_kv_head = 2 is for Llama"), std::string::npos);
 }
 
+// --control-plane hierarchy: what its first cut does not do is refused naming the flag, and
+// rebalancing (on by default) is turned off rather than refused.
+TEST(TrainConfigTest, TheHierarchyRefusesWhatItCannotDoYet) {
+  EXPECT_EQ(parse_control_plane("hierarchy").value(), ControlPlane::kHierarchy);
+  EXPECT_NE(parse_control_plane("tree").status().message().find("--control-plane"),
+            std::string::npos);
+  TrainConfig c;
+  c.model.n_head = 8;
+  c.model.n_embd = 32;
+  c.domains = 3;
+  c.tp = 4;
+  c.control_plane = ControlPlane::kHierarchy;
+  EXPECT_EQ(error_of(c), "");
+  TrainConfig checked = c;
+  ASSERT_TRUE(validate_train_config(checked).ok());
+  EXPECT_FALSE(checked.rebalance);
+  c.min_tp = 2;
+  EXPECT_NE(error_of(c).find("--min-tp 1"), std::string::npos);
+  c.min_tp = 1;
+  c.domains = 1;
+  EXPECT_NE(error_of(c).find("at least 2 domains"), std::string::npos);
+  c.domains = 3;
+  c.live_recovery = false;
+  EXPECT_NE(error_of(c).find("--no-live-recovery"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ntp::train
