@@ -109,8 +109,7 @@ void HierarchyMember::report_failure() {
   reported_epoch_ = domain_list_.epoch;
   report_io_ = std::make_shared<IoSlot>();  // a slot per report: the last one's may be in flight
   run(StoreLevel::kDomain, *report_io_, running_,
-      post_failure(*report_io_, p_.domain_group, domain_list_.epoch),
-      [io = report_io_](Status) {});
+      post_failure(*report_io_, p_.domain_group, domain_list_.epoch), [io = report_io_](Status) {});
 }
 
 void HierarchyMember::global_failed() {
