@@ -40,35 +40,31 @@ class HierarchyRecoveryTest : public ::testing::Test {
     EXPECT_EQ(run.degrees_at_end, degrees) << run.log;
   }
 
+  // One fault of domain 1: one re-formation, onto global `epoch`, without slot `failed`.
+  static void expect_one_recovery(const JobRun& run, const std::string& failed, int epoch) {
+    expect_recovered(run, 1, {4, 3, 4});
+    ASSERT_EQ(run.recoveries.size(), 1U);
+    EXPECT_EQ(run.recoveries[0]["failed"], failed);
+    EXPECT_EQ(run.recoveries[0]["epoch"], epoch);
+  }
+
   static JobRun* clean_;
 };
 
 JobRun* HierarchyRecoveryTest::clean_ = nullptr;
 
 TEST_F(HierarchyRecoveryTest, AKilledMemberIsDroppedAndTheJobGoesOnAtTpThree) {
-  const JobRun run = hierarchy_job("hier-kill", {"kill:rank=5,at=8"});
-  expect_recovered(run, 1, {4, 3, 4});
-  ASSERT_EQ(run.recoveries.size(), 1U);
-  EXPECT_EQ(run.recoveries[0]["failed"], "1:1");
-  EXPECT_EQ(run.recoveries[0]["epoch"], 1);
+  expect_one_recovery(hierarchy_job("hier-kill", {"kill:rank=5,at=8"}), "1:1", 1);
 }
 
+// On the hierarchy's global epoch 2, not the flat protocol's 1: the slot that takes the lead over
+// gives up the epoch its predecessor may have died in (HierarchyRuntimeTest's rule).
 TEST_F(HierarchyRecoveryTest, AKilledLeaderIsTakenOverAndItsSlotDropped) {
-  const JobRun run = hierarchy_job("hier-leader", {"kill:rank=4,at=8"});
-  expect_recovered(run, 1, {4, 3, 4});
-  ASSERT_EQ(run.recoveries.size(), 1U);
-  EXPECT_EQ(run.recoveries[0]["failed"], "1:0");
-  // The hierarchy's global epoch, not the flat protocol's 1: the slot that takes the lead over
-  // gives up the epoch its predecessor may have died in (HierarchyRuntimeTest's rule).
-  EXPECT_EQ(run.recoveries[0]["epoch"], 2);
+  expect_one_recovery(hierarchy_job("hier-leader", {"kill:rank=4,at=8"}), "1:0", 2);
 }
 
 TEST_F(HierarchyRecoveryTest, AHungMemberIsSeenByItsDomainsBeatAndDropped) {
-  const JobRun run = hierarchy_job("hier-hang", {"hang:rank=6,at=8"});
-  expect_recovered(run, 1, {4, 3, 4});
-  ASSERT_EQ(run.recoveries.size(), 1U);
-  EXPECT_EQ(run.recoveries[0]["failed"], "1:2");
-  EXPECT_EQ(run.recoveries[0]["epoch"], 1);
+  expect_one_recovery(hierarchy_job("hier-hang", {"hang:rank=6,at=8"}), "1:2", 1);
 }
 
 // Rank 9 (slot 1 of domain 2) dies when the re-formation after rank 5's kill builds its job:
