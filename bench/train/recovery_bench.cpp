@@ -1,7 +1,9 @@
 // Live recovery against checkpoint-restart, side by side in one run (docs/perf.md, "Recovery"):
 // the same 3 x 4 job, the same fault (worker 6 SIGKILLs itself in the backward pass of step K,
-// NTP_FAULT_POINT), once recovering live and once under `ntp launch --restart-on-failure` from
-// its latest checkpoint (--no-live-recovery --resume auto), for each checkpoint interval given
+// NTP_FAULT_POINT), recovering live with the flat protocol, live with the domain hierarchy
+// (`--control-plane hierarchy` under `ntp launch --domain-size 4`), and under `ntp launch
+// --restart-on-failure` from its latest checkpoint (--no-live-recovery --resume auto), for each
+// checkpoint interval given
 // (the fault lands in the middle of an interval: the expected case). For each it reports the time
 // from the fault to the moment step K is committed, broken down:
 //   live:    detection (fault -> the leader's re-formation starts), agreement, communicator
@@ -39,6 +41,13 @@ struct Options {
   int width = 256, layers = 4, steps = 0, fault_step = 0, save_every = 0;
 };
 
+// How the job recovers: live under either control plane, or by a restart from the checkpoint.
+enum class Mode { kLive, kHierarchy, kRestart };
+
+const char* mode_name(Mode mode) {
+  return mode == Mode::kLive ? "live" : mode == Mode::kHierarchy ? "hierarchy" : "restart";
+}
+
 struct Run {
   bool ok = false;
   double fault_time = 0;                              // Unix seconds, from the fault point's line
@@ -62,20 +71,24 @@ std::optional<double> fault_time(const fs::path& log) {
   return std::nullopt;
 }
 
-Run run_job(const Options& o, bool live, const fs::path& dir) {
-  const std::string name = live ? "live" : "restart";
+Run run_job(const Options& o, Mode mode, const fs::path& dir) {
+  const bool live = mode != Mode::kRestart;
+  const std::string name = mode_name(mode);
+  const bool hierarchy = mode == Mode::kHierarchy;
   const fs::path out = dir / name;
   fs::create_directories(dir);
   const std::string data = std::string(NTP_SOURCE_DIR) + "/data/";
   const std::string command =
       "NTP_FAULT_POINT=backward:" + std::to_string(o.fault_step) + ":6 " + NTP_BINARY +
-      " launch --nproc-per-node 12 " + (live ? "" : "--restart-on-failure ") + "-- " + NTP_BINARY +
+      " launch --nproc-per-node 12 " + (live ? "" : "--restart-on-failure ") +
+      (hierarchy ? "--domain-size 4 " : "") + "-- " + NTP_BINARY +
       " train --domains 3 --tp 4 --layers " + std::to_string(o.layers) + " --heads 8 --width " +
       std::to_string(o.width) + " --context 64 --ffn-unit 8 --batch 12 --micro-batch 4 --steps " +
       std::to_string(o.steps) + " --eval-every 0 --timeout-ms 5000 --train-data " + data +
       "fortunes_train.bin --val-data " + data + "fortunes_val.bin --save-dir " +
       (out / "ckpt").string() + " --save-every " + std::to_string(o.save_every) +
-      (live ? "" : " --no-live-recovery --resume auto") + " --quiet --out " + out.string() + " > " +
+      (live ? "" : " --no-live-recovery --resume auto") +
+      (hierarchy ? " --control-plane hierarchy" : "") + " --quiet --out " + out.string() + " > " +
       (dir / (name + ".log")).string() + " 2>&1";
   Run r;
   // The launcher's exit code reports the killed worker; the job's own summary says whether it
@@ -253,18 +266,25 @@ int main(int argc, char** argv) {
     o.steps = o.fault_step + 5;
     std::printf("\n== checkpoint every %d steps, fault in step %d of %d ==\n", interval,
                 o.fault_step + 1, o.steps);
-    const Run live = run_job(o, true, dir / ("s" + std::to_string(interval)));
-    const Run restart = run_job(o, false, dir / ("s" + std::to_string(interval)));
-    if (!live.ok || !restart.ok) {
+    const fs::path at = dir / ("s" + std::to_string(interval));
+    const Run live = run_job(o, Mode::kLive, at);
+    const Run hierarchy = run_job(o, Mode::kHierarchy, at);
+    const Run restart = run_job(o, Mode::kRestart, at);
+    if (!live.ok || !hierarchy.ok || !restart.ok) {
       std::printf("a job failed; logs in %s\n", dir.c_str());
       return 1;
     }
-    std::printf("mean step before the fault: %.3f s (live run), %.3f s (restart run)\n",
-                live.step_s, restart.step_s);
+    std::printf(
+        "mean step before the fault: %.3f s (live run), %.3f s (hierarchy run), %.3f s (restart "
+        "run)\n",
+        live.step_s, hierarchy.step_s, restart.step_s);
     print_run("live", live);
+    print_run("live, --control-plane hierarchy", hierarchy);
     print_run("restart", restart);
     std::printf("live vs restart, fault to step committed: %.1fx faster\n",
                 restart.fault_to_commit_s / live.fault_to_commit_s);
+    std::printf("hierarchy vs flat, fault to step committed: %.2f of the flat protocol's time\n",
+                hierarchy.fault_to_commit_s / live.fault_to_commit_s);
     if (first) {
       first = false;
       const double link = link_bandwidth(
