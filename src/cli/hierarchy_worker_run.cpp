@@ -4,7 +4,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "comm/exit_notice.h"
 #include "comm/store.h"
@@ -22,12 +21,6 @@ constexpr const char* kReadyKey = "hierarchy/ready";
 constexpr const char* kFinishedKey = "hierarchy/finished";
 constexpr std::chrono::seconds kStartWait{60};
 constexpr std::chrono::seconds kEndWait{10};
-
-std::string joined(const std::vector<int>& ids) {
-  std::string text;
-  for (int id : ids) text += (text.empty() ? "" : ",") + std::to_string(id);
-  return text;
-}
 
 // Counts this worker in under `key` and waits until `target` did (false: not within `limit`).
 bool count_in_and_wait(comm::Store& store, const char* key, long long target,
@@ -100,7 +93,7 @@ int run_hierarchy_worker(const HierarchyWorkerOptions& options) {
     if (list && runtime.reformations() != reported) {
       reported = runtime.reformations();
       std::printf("%s: reformed %d: epoch %d, members [%s], verdict: %s\n", me.c_str(), reported,
-                  list->epoch, joined(list->members).c_str(),
+                  list->epoch, launch::join_ranks(list->members).c_str(),
                   runtime.first_domain_verdict().c_str());
       std::fflush(stdout);
     }
@@ -112,7 +105,7 @@ int run_hierarchy_worker(const HierarchyWorkerOptions& options) {
   (void)launch::report_finished(**global, id->rank,
                                 comm::incarnation(id->attempt, id->restart_count), options.steps);
   std::printf("%s: finished %lld steps, epoch %d, members [%s]\n", me.c_str(), options.steps,
-              list ? list->epoch : 0, list ? joined(list->members).c_str() : "all");
+              list ? list->epoch : 0, list ? launch::join_ranks(list->members).c_str() : "all");
   std::fflush(stdout);
   return 0;
 }
