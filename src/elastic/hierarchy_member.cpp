@@ -131,7 +131,9 @@ void HierarchyMember::reform_domain() {
       [this](Status) {
         driver_.disarm_watch(StoreLevel::kDomain);
         if (p_.progress != nullptr) p_.progress->mark(Phase::kReform, 0);
-        agree_domain();
+        *ready_live_ = false;  // a wait of an earlier re-formation's is superseded
+        ready_live_ = std::make_shared<bool>(true);
+        driver_.when_ready(ready_live_, [this] { agree_domain(); });
       });
 }
 
@@ -339,6 +341,7 @@ void HierarchyMember::resume_training() {
 void HierarchyMember::stop() {
   *running_ = false;
   *await_live_ = false;
+  *ready_live_ = false;
   if (round_) *round_->live = false;
 }
 

@@ -70,6 +70,13 @@ class HierarchyDriver {
 
   // A domain re-formation starts: the groups and any full list it held or awaited are stale.
   virtual void reforming() = 0;
+  // The member is about to announce itself in its domain's agreement: `go` once its owner is
+  // ready to re-form, as the member, unless `*live` turned false first. In the flat protocol the
+  // training thread announces itself, so a stuck one never does and the decider finds it still;
+  // a runtime that announces for a training thread waits for that thread to leave its job (and
+  // fences the member if it was recorded silent meanwhile). Default: at once (the simulator's
+  // members have no training thread).
+  virtual void when_ready(std::shared_ptr<bool> /*live*/, std::function<void()> go) { go(); }
   // The full list agreed for the member's domain epoch: the driver forms the groups on it while
   // `*live` (false once the domain re-forms again, or the member dies) and calls groups_formed()
   // (or resume_training() where the formation is not modelled).
@@ -197,6 +204,8 @@ class HierarchyMember : NonCopyable {
   std::unique_ptr<Leadership> lead_;
   std::shared_ptr<Round> round_;  // the last round started; dropped when dead or replaced
   std::shared_ptr<bool> await_live_ = std::make_shared<bool>(false);
+  // The domain agreement's wait for its owner (when_ready): false once superseded or dead.
+  std::shared_ptr<bool> ready_live_ = std::make_shared<bool>(false);
   std::shared_ptr<IoSlot> await_io_;
   bool awaiting_full_ = false;  // an await_full under way
   bool agreeing_ = false;       // a domain agreement under way

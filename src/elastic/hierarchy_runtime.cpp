@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "comm/exit_notice.h"
+#include "elastic/agreement.h"
 
 namespace ntp::elastic {
 namespace {
@@ -24,6 +25,7 @@ constexpr int kPreparedDomainDrivers = 2;
 
 HierarchyRuntime::HierarchyRuntime(HierarchyRuntimeSetup setup)
     : setup_(std::move(setup)),
+      carried_(setup_.progress != nullptr ? setup_.progress : &progress_),
       machine_(
           [this] {
             HierarchyMemberParams p = setup_.member;
@@ -34,10 +36,10 @@ HierarchyRuntime::HierarchyRuntime(HierarchyRuntimeSetup setup)
   const HierarchyMemberParams& p = setup_.member;
   domain_beat_ = std::make_unique<comm::Heartbeat>(setup_.domain_store, p.domain_group, p.slot,
                                                    liveness_period(p.hang_detect),
-                                                   [this] { return progress_.token(); });
-  domain_watch_ = std::make_unique<FailureWatch>(
-      setup_.domain_store, liveness_period(p.hang_detect), p.hang_detect, &progress_,
-      [this] { defer([this] { leave(); }); });
+                                                   [this] { return carried_->token(); });
+  domain_watch_ =
+      std::make_unique<FailureWatch>(setup_.domain_store, liveness_period(p.hang_detect),
+                                     p.hang_detect, carried_, [this] { fenced(); });
   std::lock_guard<std::mutex> lock(mutex_);
   for (int i = 0; i < kPreparedDomainDrivers; ++i) {
     auto driver = std::make_unique<StoreDriver>(*setup_.domain_store);
@@ -68,6 +70,8 @@ void HierarchyRuntime::start() {
   training_epoch_ = 0;  // the job's first lists
   machine_.start();
 }
+
+void HierarchyRuntime::beat_now() { domain_beat_->beat_now(); }
 
 void HierarchyRuntime::report_failure(int epoch) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -234,6 +238,9 @@ void HierarchyRuntime::disarm_watch(StoreLevel level) {
 }
 
 // The leaders' heartbeat under the domain's id and their watch, from now (a takeover's at once).
+// The beat carries the runtime's own progress, not the trainer's: the leaders judge whether a
+// domain's speaker lives; a stalled training thread is its domain's watch's to see (sooner: its
+// bound is a third of theirs), and the domain re-forms and takes the lead over.
 void HierarchyRuntime::lead(const MemberList& global, bool /*takeover*/) {
   const HierarchyMemberParams& p = setup_.member;
   global_beat_ = std::make_unique<comm::Heartbeat>(setup_.global_store, p.global_group, p.domain,
@@ -243,6 +250,32 @@ void HierarchyRuntime::lead(const MemberList& global, bool /*takeover*/) {
       setup_.global_store, liveness_period(p.global_hang_detect), p.global_hang_detect, &progress_,
       [this] { defer([this] { leave(); }); });
   global_watch_->arm(watched(StoreLevel::kGlobal, global));
+}
+
+void HierarchyRuntime::fenced() {
+  if (setup_.on_fenced) setup_.on_fenced();
+  defer([this] { leave(); });
+}
+
+// A worker waits for the owner, a liveness period at a time, and looks at the member's silent
+// record between waits (the domain watch, which would, is disarmed while the domain agrees).
+void HierarchyRuntime::when_ready(std::shared_ptr<bool> live, std::function<void()> go) {
+  if (!setup_.owner_ready) return go();
+  submit([this, live = std::move(live), go = std::move(go)](std::unique_lock<std::mutex>& lock) {
+    const HierarchyMemberParams& p = setup_.member;
+    while (*live && !stopping_) {
+      lock.unlock();
+      const bool ready = setup_.owner_ready(liveness_period(p.hang_detect));
+      const bool stuck = !ready && still_silent(*setup_.domain_store, p.domain_group, p.slot);
+      if (stuck) fenced();
+      lock.lock();
+      if (stuck) return;
+      if (ready) {
+        if (*live && !stopping_) go();
+        return;
+      }
+    }
+  });
 }
 
 void HierarchyRuntime::relayed(std::shared_ptr<const MemberList>, std::shared_ptr<bool>) {
@@ -300,6 +333,7 @@ void HierarchyRuntime::leave() {
   machine_.stop();
   domain_beat_.reset();
   global_beat_.reset();
+  if (setup_.on_left) setup_.on_left();
 }
 
 }  // namespace ntp::elastic

@@ -74,6 +74,26 @@ struct HierarchyRuntimeSetup {
   // them (the flat watch's abort). Under the runtime's lock, on one of its threads: it must not
   // block or call the runtime. Null: nothing.
   std::function<void()> on_reforming;
+  // Called once when the member leaves the job (it read that it was declared dead, or a list was
+  // agreed without it), under the runtime's lock on one of its threads: it must not block or call
+  // the runtime. The owner's thread, stuck or not, may not look at left() for a while. Null:
+  // nothing.
+  std::function<void()> on_left;
+  // Whether the owner is ready to re-form (its training thread left its job and waits for the
+  // list), waiting up to the given time for it; on a worker thread without the runtime's lock.
+  // The member announces itself in its domain's agreement only once it is (when_ready). Null:
+  // always ready.
+  std::function<bool(std::chrono::milliseconds)> owner_ready;
+  // Called when the member is fenced: a watcher recorded its carried progress silent and it has
+  // not moved since (its domain's watch found so, or the wait for owner_ready did), so the others
+  // go on without it while its owner's thread is stuck and will never look at left(). The
+  // trainer exits. On one of the runtime's threads, without its lock. Null: it just leaves.
+  std::function<void()> on_fenced;
+  // The owner's training thread's progress (the trainer's, marked at every phase): carried in the
+  // runtime's beats and judged by its watches, so that a training thread that stalls while the
+  // process lives is taken as hung, and it is the process's one heartbeat. Null: the runtime's
+  // own, which only its machine marks (a member that runs no training thread). Must outlive it.
+  Progress* progress = nullptr;
 };
 
 class HierarchyRuntime : NonCopyable, private HierarchyDriver {
@@ -107,6 +127,9 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   // Why its domain watch first took the domain's epoch as failed ("": it never did): the
   // launcher's exit notice, a member's posted failure, or a member that made no progress.
   std::string first_domain_verdict() const;
+  // Its domain beat goes out now, not at the next period (the trainer's first step: see
+  // elastic/progress.h's setup allowance).
+  void beat_now();
 
  private:
   // HierarchyDriver.
@@ -116,6 +139,7 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   void disarm_watch(StoreLevel level) override;
   void lead(const MemberList& global, bool takeover) override;
   void reforming() override;
+  void when_ready(std::shared_ptr<bool> live, std::function<void()> go) override;
   void got_full(std::shared_ptr<const MemberList> full, std::shared_ptr<bool> live) override;
   void relayed(std::shared_ptr<const MemberList>, std::shared_ptr<bool>) override;
   void training() override;
@@ -132,13 +156,16 @@ class HierarchyRuntime : NonCopyable, private HierarchyDriver {
   // Runs `fn` on a thread of its own, counted so that the destructor can wait for it.
   void spawn(std::function<void()> fn);
   void event_thread();
+  // Recorded silent while stuck: the owner's on_fenced, then the member leaves.
+  void fenced();
   std::shared_ptr<comm::Store> store(StoreLevel level) const {
     return level == StoreLevel::kDomain ? setup_.domain_store : setup_.global_store;
   }
   WatchedEpoch watched(StoreLevel level, const MemberList& list);
 
   HierarchyRuntimeSetup setup_;
-  Progress progress_;
+  Progress progress_;  // the machine's marks; its beats carry it unless the setup names another
+  Progress* const carried_;   // what its beats carry and its watches judge
   mutable std::mutex mutex_;  // the machine's, and every field below but the queue's
   bool stopping_ = false;
   bool left_ = false;

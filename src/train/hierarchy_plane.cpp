@@ -3,6 +3,8 @@
 #include <chrono>
 #include <utility>
 
+#include "comm/wait_observer.h"
+
 namespace ntp::train {
 namespace {
 
@@ -30,8 +32,13 @@ elastic::HierarchyRuntimeSetup runtime_setup(const TrainConfig& c, const WorkerC
 
 }  // namespace
 
-HierarchyPlane::HierarchyPlane(const TrainConfig& c, const WorkerContext& ctx) {
+HierarchyPlane::HierarchyPlane(const TrainConfig& c, const WorkerContext& ctx,
+                               elastic::Progress* progress, std::function<void()> on_fenced) {
   elastic::HierarchyRuntimeSetup setup = runtime_setup(c, ctx);
+  setup.progress = progress;
+  setup.on_fenced = std::move(on_fenced);
+  setup.owner_ready = [this](std::chrono::milliseconds wait) { return ready(wait); };
+  setup.on_left = [this] { left(); };
   setup.member.announce = [this, restart = ctx.restart_count] {
     return elastic::Announcement{committed_.load(), restart};
   };
@@ -60,6 +67,7 @@ void HierarchyPlane::watch(Job* job) {
   watched_ = job;
   // Its list went stale while the training thread took it (the domain re-forms): abort at once
   // rather than wait for the rendezvous's timeout.
+  if (job != nullptr && left_) job->abort_all("the other members declared this worker dead");
   if (job != nullptr && stale_) job->abort_all("its domain re-forms again");
 }
 
@@ -67,10 +75,23 @@ void HierarchyPlane::report_failure(int epoch) { runtime_->report_failure(epoch)
 
 Result<elastic::MemberList> HierarchyPlane::next_list(std::chrono::milliseconds patience) {
   const Clock::time_point end = Clock::now() + patience;
+  comm::ScopedWait wait;  // on its peers' agreement: waiting, not stuck (its progress stands)
+  struct Waiting {        // in_next_list_ while this thread is in here
+    HierarchyPlane& plane;
+    explicit Waiting(HierarchyPlane& p) : plane(p) { set(true); }
+    ~Waiting() { set(false); }
+    void set(bool in) {
+      {
+        std::lock_guard<std::mutex> lock(plane.mutex_);
+        plane.in_next_list_ = in;
+      }
+      plane.changed_.notify_all();
+    }
+  } waiting(*this);
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait_for(lock, kLook, [this] { return offered_.has_value() || stopping_; });
+      changed_.wait_for(lock, kLook, [this] { return offered_.has_value() || left_ || stopping_; });
       if (offered_) {
         elastic::MemberList list = std::move(*offered_);
         offered_.reset();
@@ -78,10 +99,9 @@ Result<elastic::MemberList> HierarchyPlane::next_list(std::chrono::milliseconds 
         stale_ = false;
         return list;
       }
+      if (left_) return Status(StatusCode::kAborted, "the other members declared this worker dead");
     }
     // Without mutex_: the runtime calls reforming() under its lock, which takes mutex_.
-    if (runtime_->left())
-      return Status(StatusCode::kAborted, "the other members declared this worker dead");
     if (const std::string error = runtime_->error(); !error.empty()) {
       return internal_error("the control plane failed: " + error);
     }
@@ -128,6 +148,22 @@ void HierarchyPlane::reforming() {
     if (taken_epoch_) stale_ = true;
   }
   changed_.notify_all();
+}
+
+void HierarchyPlane::left() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    left_ = true;
+    if (watched_ != nullptr) watched_->abort_all("the other members declared this worker dead");
+    offered_.reset();
+    withdrawn_ = true;
+  }
+  changed_.notify_all();
+}
+
+bool HierarchyPlane::ready(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return changed_.wait_for(lock, wait, [this] { return in_next_list_ || stopping_; });
 }
 
 }  // namespace ntp::train

@@ -8,9 +8,10 @@
 //   formed(list, s)     the re-formation on it ended (the flat done key, or its failure).
 // The runtime hands each full list to its `form`, on one of its threads, which gives it to the
 // training thread and waits for formed(); a domain that re-forms again meanwhile aborts the job
-// being built and drops a list not yet taken. What it does not do yet: joiners and drops (step 4),
-// rebalancing, the relay of link addresses (the trainer's groups form over the job's store), and
-// stall detection by the training thread's progress (the runtime's beat carries its own).
+// being built and drops a list not yet taken. The domain's beat carries the training thread's
+// progress, so a stalled training thread is taken as hung, as the flat watch takes it, and the
+// worker beats on no other store. What it does not do yet: joiners and drops (step 4),
+// rebalancing, and the relay of link addresses (the trainer's groups form over the job's store).
 #pragma once
 
 #include <atomic>
@@ -34,8 +35,14 @@ namespace ntp::train {
 
 class HierarchyPlane : NonCopyable {
  public:
-  // Its domain's agreement hears the member's committed step (set_committed) and incarnation.
-  HierarchyPlane(const TrainConfig& c, const WorkerContext& ctx);
+  // Its domain's agreement hears the member's committed step (set_committed) and incarnation;
+  // its domain's beat carries `progress` (the training thread's, which must outlive it): the
+  // worker's one heartbeat, by which a stalled training thread is seen. The member announces
+  // itself in a domain agreement only once the training thread waits in next_list (as the flat
+  // protocol's training thread announces itself), and if the others record it silent first, it
+  // is fenced: `on_fenced` (the trainer exits) on one of the runtime's threads.
+  HierarchyPlane(const TrainConfig& c, const WorkerContext& ctx, elastic::Progress* progress,
+                 std::function<void()> on_fenced);
   // Stops the runtime first: a form waiting for the training thread is released.
   ~HierarchyPlane();
 
@@ -45,6 +52,8 @@ class HierarchyPlane : NonCopyable {
   // The job a re-formation aborts from now (null: none); cleared before that job goes.
   void watch(Job* job);
   void report_failure(int epoch);
+  // The beat goes out now (the first step: elastic/progress.h's setup allowance ends).
+  void beat_now() { runtime_->beat_now(); }
   // The step its state is at, announced in its domain's next agreement (read on a runtime
   // thread: a member's step moves on while its domain may start to agree).
   void set_committed(std::int64_t step) { committed_.store(step); }
@@ -59,6 +68,10 @@ class HierarchyPlane : NonCopyable {
   Status form(const elastic::MemberList& full);
   // The runtime's domain re-forms: abort the watched job, drop a list not yet taken.
   void reforming();
+  // The runtime left the job: abort the watched job, wake next_list.
+  void left();
+  // The runtime's owner_ready: whether the training thread waits in next_list, within `wait`.
+  bool ready(std::chrono::milliseconds wait);
 
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -69,6 +82,8 @@ class HierarchyPlane : NonCopyable {
   bool withdrawn_ = false;  // the domain re-formed since form's offer: form returns
   bool stale_ = false;      // the domain re-formed since the training thread took its list
   bool stopping_ = false;
+  bool left_ = false;          // the runtime left the job
+  bool in_next_list_ = false;  // the training thread waits for its next list
   std::atomic<std::int64_t> committed_{0};
   std::unique_ptr<elastic::HierarchyRuntime> runtime_;  // last: its threads call the above
 };

@@ -58,22 +58,19 @@ LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, data::
       hang_detect(config.hang_detect_ms),
       // Constructed on the training thread, which runs the job: its CPU clock is that thread's.
       progress(context.restart_count, elastic::Progress::Thread::current()),
-      heartbeat(context.beat_store ? context.beat_store : context.store, group, context.slot_rank,
-                elastic::liveness_period(hang_detect), [this] { return progress.token(); }),
+      heartbeat(config.control_plane == ControlPlane::kHierarchy
+                    ? nullptr
+                    : std::make_unique<comm::Heartbeat>(
+                          context.beat_store ? context.beat_store : context.store, group,
+                          context.slot_rank, elastic::liveness_period(hang_detect),
+                          [this] { return progress.token(); })),
       events(config.out_dir, context.slot_rank),
-      watch(
-          context.store, elastic::liveness_period(hang_detect), hang_detect, &progress,
-          [this] {
-            events.log("fenced", {{"reason", "declared dead while its training thread was stuck"}});
-            std::printf(
-                "slot %s: declared dead while its training thread was stuck; it leaves the job\n",
-                slot_name(slot).c_str());
-            std::fflush(stdout);
-            std::_Exit(1);
-          }),
+      watch(context.store, elastic::liveness_period(hang_detect), hang_detect, &progress,
+            [this] { fenced_while_stuck(); }),
       agreement(agreement_config(config, context, group, &progress)),
       plane(config.control_plane == ControlPlane::kHierarchy
-                ? std::make_unique<HierarchyPlane>(config, context)
+                ? std::make_unique<HierarchyPlane>(config, context, &progress,
+                                                   [this] { fenced_while_stuck(); })
                 : nullptr),
       boost(config.batch_policy == BatchPolicy::kBoost),
       saver(config.save_dir, config.keep_last,
@@ -81,6 +78,14 @@ LiveRun::LiveRun(const TrainConfig& config, const WorkerContext& context, data::
       global_batch(config.global_batch()) {
   progress.mark(elastic::Phase::kSetup, -1);
   comm::observe_waits(&progress);  // this thread's waits on its peers are not stuck work
+}
+
+void LiveRun::fenced_while_stuck() {
+  events.log("fenced", {{"reason", "declared dead while its training thread was stuck"}});
+  std::printf("slot %s: declared dead while its training thread was stuck; it leaves the job\n",
+              slot_name(slot).c_str());
+  std::fflush(stdout);
+  std::_Exit(1);
 }
 
 // From here on, a fault anywhere in the job aborts this worker's pending operations at once, and

@@ -148,6 +148,9 @@ struct LiveRun : NonCopyable {
   Status sit_out(const elastic::MemberList& list);
   Status await_recovery();
   TrainSummary left_job(const Status& why);
+  // The others went on without this worker while its training thread was stuck: it says so and
+  // exits at once (on a watch's thread; the stuck training thread would never return).
+  [[noreturn]] void fenced_while_stuck();
   static bool ends_job(const Status& s) {
     return s.code() == StatusCode::kAborted || s.code() == StatusCode::kFailedPrecondition;
   }
@@ -163,7 +166,9 @@ struct LiveRun : NonCopyable {
   const std::string group;
   const std::chrono::milliseconds hang_detect;
   elastic::Progress progress;  // the training thread's, carried in the heartbeat
-  comm::Heartbeat heartbeat;
+  // The flat protocol's beat on the job's store; null under --control-plane hierarchy, whose
+  // runtime beats on the domain's store with the same progress (one beat per worker).
+  std::unique_ptr<comm::Heartbeat> heartbeat;
   EventLog events;  // this worker's detections and decisions
   // The job of the last epoch this worker completed, and the state a re-formation started from
   // (kept until the new epoch is proven complete by its first world all-reduce).

@@ -20,7 +20,10 @@ Status LiveRun::train_step(int64_t step) {
   // Watchers give a worker still setting up the setup allowance (elastic/progress.h): its first
   // step is announced at once, so that a worker stopped before its next beat is judged as one
   // that trains.
-  if (step == first_step) heartbeat.beat_now();
+  if (step == first_step) {
+    if (heartbeat) heartbeat->beat_now();
+    if (plane) plane->beat_now();
+  }
   set_fault_step(step);
   fault_point("forward");
   StepTimes times;

@@ -1,11 +1,12 @@
 // `ntp train --control-plane hierarchy` under `ntp launch --domain-size 4`: the domain hierarchy's
 // runtime (elastic/hierarchy_runtime.h, driven by train/hierarchy_plane.h) in place of the flat
 // protocol, on real 3 x 4 jobs with the launcher's faults: a member killed, its domain's leader
-// killed (the next slot takes the lead over), a member hung (SIGSTOP, seen by its beat), and a
-// second worker killed inside the first one's re-formation (a fault point). Each job must do what
-// the flat protocol's LiveRecoveryTest asserts: exit 0 after every step, each step's update
-// applied exactly once on every worker that finished, every loss on the failure-free run's
-// trajectory within kDegradedTolerance, and the layouts the faults leave.
+// killed (the next slot takes the lead over), a member hung (SIGSTOP, seen by its beat), a member's
+// training thread stalled (seen by its progress, carried in its beat), and a second worker killed
+// inside the first one's re-formation (a fault point). Each job must do what the flat protocol's
+// LiveRecoveryTest asserts: exit 0 after every step, each step's update applied exactly once on
+// every worker that finished, every loss on the failure-free run's trajectory within
+// kDegradedTolerance, and the layouts the faults leave.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -65,6 +66,20 @@ TEST_F(HierarchyRecoveryTest, AKilledLeaderIsTakenOverAndItsSlotDropped) {
 
 TEST_F(HierarchyRecoveryTest, AHungMemberIsSeenByItsDomainsBeatAndDropped) {
   expect_one_recovery(hierarchy_job("hier-hang", {"hang:rank=6,at=8"}), "1:2", 1);
+}
+
+// A training thread that stalls while its process and its runtime live (`--inject stall:`, the
+// usual "NCCL hang"): the domain's beat carries the training thread's progress, so the domain
+// takes it as hung and re-forms without it, and the stalled process, declared dead while its
+// progress stands, leaves as the flat watch's fence has it (once). Before the beat carried it,
+// the runtime's own progress moved and the job waited for rank 6 until its collectives' timeout.
+TEST_F(HierarchyRecoveryTest, AStalledTrainingThreadIsSeenByItsProgressAndFenced) {
+  const JobRun run = hierarchy_job("hier-stall", {"stall:rank=6,at=8"});
+  expect_one_recovery(run, "1:2", 1);
+  const std::string fenced = "[rank 6] slot 1:2: declared dead while its training thread was stuck";
+  const size_t at = run.log.find(fenced);
+  ASSERT_NE(at, std::string::npos) << run.log;
+  EXPECT_EQ(run.log.find(fenced, at + 1), std::string::npos) << run.log;
 }
 
 // Rank 9 (slot 1 of domain 2) dies when the re-formation after rank 5's kill builds its job:
