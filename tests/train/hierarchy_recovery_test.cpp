@@ -82,6 +82,18 @@ TEST_F(HierarchyRecoveryTest, AStalledTrainingThreadIsSeenByItsProgressAndFenced
   EXPECT_EQ(run.log.find(fenced, at + 1), std::string::npos) << run.log;
 }
 
+// The same stall in a domain's leader: its domain re-forms without it and the next slot takes the
+// lead over (global epoch 2, as for a killed leader), although the stalled leader's process,
+// runtime and beat on the global store live on until it is fenced.
+TEST_F(HierarchyRecoveryTest, AStalledLeaderIsFencedAndItsLeadTakenOver) {
+  const JobRun run = hierarchy_job("hier-stall-leader", {"stall:rank=4,at=8"});
+  expect_one_recovery(run, "1:0", 2);
+  const std::string fenced = "[rank 4] slot 1:0: declared dead while its training thread was stuck";
+  const size_t at = run.log.find(fenced);
+  ASSERT_NE(at, std::string::npos) << run.log;
+  EXPECT_EQ(run.log.find(fenced, at + 1), std::string::npos) << run.log;
+}
+
 // Rank 9 (slot 1 of domain 2) dies when the re-formation after rank 5's kill builds its job:
 // that re-formation fails and the next one drops both.
 TEST_F(HierarchyRecoveryTest, ASecondKillInsideTheReformationIsDroppedToo) {
