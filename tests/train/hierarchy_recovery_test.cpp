@@ -49,6 +49,14 @@ class HierarchyRecoveryTest : public ::testing::Test {
     EXPECT_EQ(run.recoveries[0]["epoch"], epoch);
   }
 
+  // The stalled worker `who` ("[rank R] slot D:S") said once that it was fenced.
+  static void expect_fenced_once(const JobRun& run, const std::string& who) {
+    const std::string fenced = who + ": declared dead while its training thread was stuck";
+    const size_t at = run.log.find(fenced);
+    ASSERT_NE(at, std::string::npos) << run.log;
+    EXPECT_EQ(run.log.find(fenced, at + 1), std::string::npos) << run.log;
+  }
+
   static JobRun* clean_;
 };
 
@@ -76,10 +84,7 @@ TEST_F(HierarchyRecoveryTest, AHungMemberIsSeenByItsDomainsBeatAndDropped) {
 TEST_F(HierarchyRecoveryTest, AStalledTrainingThreadIsSeenByItsProgressAndFenced) {
   const JobRun run = hierarchy_job("hier-stall", {"stall:rank=6,at=8"});
   expect_one_recovery(run, "1:2", 1);
-  const std::string fenced = "[rank 6] slot 1:2: declared dead while its training thread was stuck";
-  const size_t at = run.log.find(fenced);
-  ASSERT_NE(at, std::string::npos) << run.log;
-  EXPECT_EQ(run.log.find(fenced, at + 1), std::string::npos) << run.log;
+  expect_fenced_once(run, "[rank 6] slot 1:2");
 }
 
 // The same stall in a domain's leader: its domain re-forms without it and the next slot takes the
@@ -88,10 +93,7 @@ TEST_F(HierarchyRecoveryTest, AStalledTrainingThreadIsSeenByItsProgressAndFenced
 TEST_F(HierarchyRecoveryTest, AStalledLeaderIsFencedAndItsLeadTakenOver) {
   const JobRun run = hierarchy_job("hier-stall-leader", {"stall:rank=4,at=8"});
   expect_one_recovery(run, "1:0", 2);
-  const std::string fenced = "[rank 4] slot 1:0: declared dead while its training thread was stuck";
-  const size_t at = run.log.find(fenced);
-  ASSERT_NE(at, std::string::npos) << run.log;
-  EXPECT_EQ(run.log.find(fenced, at + 1), std::string::npos) << run.log;
+  expect_fenced_once(run, "[rank 4] slot 1:0");
 }
 
 // Rank 9 (slot 1 of domain 2) dies when the re-formation after rank 5's kill builds its job:
