@@ -6,9 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
-
-#include <unistd.h>
 
 #include "child_process.h"
 #include "kernels/cpu/gemm.h"
@@ -56,20 +55,14 @@ TEST(BlasSelectTest, CoreChoiceFollowsFeatureFlags) {
   EXPECT_EQ(openblas_core_level("SomethingNew"), 0);
 }
 
-std::string this_executable() {
-  char path[4096];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string();
-}
-
 // The test that fails when the GEMM kernel is below what the host's flags allow. Where the user
 // set OPENBLAS_CORETYPE, their core wins in this process (UserCoreTypeWins), so the check runs
 // in a child started without it: a skip here would hide the check on such machines (and CI).
 TEST(BlasSelectTest, ThisProcessRunsTheBestCoreTheFlagsAllow) {
   const std::string best = best_openblas_core(cpu::host_cpu_features());
   if (cpu::blas_core_source() == cpu::BlasCoreSource::kUserSet) {
-    const std::string exe = this_executable();
-    ASSERT_FALSE(exe.empty());
+    // The path itself: under env, /proc/self/exe would name env.
+    const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
     const testing::CommandOutput out = testing::run_command(
         {"/usr/bin/env", "-u", "OPENBLAS_CORETYPE", "-u", "NTP_BLAS_FORCED_FROM", exe,
          "--gtest_filter=BlasSelectTest.ThisProcessRunsTheBestCoreTheFlagsAllow"});
