@@ -17,12 +17,13 @@
 // printed last is the step's own (bench/model/compare_torch.sh compares it with PyTorch's).
 // Model FLOPs per step = GptModel::training_flops (6 per matmul parameter per token + 12 L T C
 // per token for attention); the step is forward + backward + grad norm + AdamW. The sgemm
-// reference is the model's largest product shape (B*T x C) * (C x 4C) and a 1024^3 square, each
-// as one OpenBLAS call on OpenBLAS's threads and (above one thread) through ntp's gemm, which
-// splits it over ntp's threads; the ratio is taken against the fastest of them. Each figure is the
-// best of R rounds, by wall clock and (second line) by process CPU time, which on a shared host
-// excludes the time other jobs held the core (the 1-thread CPU-time ratio moves by ~0.01 where the
-// wall one moves by 0.1).
+// reference is the model's largest product shape (B*T x C) * (C x 4C) and a 1024^3 square: at one
+// thread each as one call of every library ntp can use (OpenBLAS, BLIS, oneDNN: the host's best
+// sgemm, whichever ntp picked), above one thread as one OpenBLAS call on OpenBLAS's threads and
+// through ntp's gemm, which splits it over ntp's threads; the ratio is taken against the fastest.
+// Each figure is the best of R rounds, by wall clock and (second line) by process CPU time, which
+// on a shared host excludes the time other jobs held the core (the 1-thread CPU-time ratio moves by
+// ~0.01 where the wall one moves by 0.1).
 #include <cblas.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
@@ -45,6 +46,7 @@
 #include "kernels/cpu/blas_select.h"
 #include "kernels/cpu/clip.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_backend.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/matmul.h"
 #include "machine_info.h"
@@ -109,18 +111,38 @@ void warm_then_time(int reps, Best& best, Product&& product) {
   for (int r = 0; r < reps; ++r) time_into(best, product);
 }
 
-// Who runs the reference product: OpenBLAS with its own threads (one cblas_sgemm call), or ntp's
-// gemm, which splits it over ntp's threads with single-threaded OpenBLAS parts
-// (kernels/cpu/gemm.h).
-enum class Via { kOpenBlasThreads, kNtpSplit };
+// Who runs the reference product: OpenBLAS with its own threads (one cblas_sgemm call), ntp's
+// gemm, which splits it over ntp's threads with single-threaded parts (kernels/cpu/gemm.h), or
+// (at one thread) one single-threaded call of each library ntp can choose among
+// (gemm_backend.h), so that "best sgemm" is the host's best library, not the one in use.
+enum class Via { kOpenBlasThreads, kNtpSplit, kBackend };
 
-// Best-of-`reps` seconds (wall and CPU) of C[m,n] = A[m,k] B[k,n], into best.
-void time_sgemm(int64_t m, int64_t n, int64_t k, int reps, Via via, Best& best) {
+// A reference product and its best time.
+struct Reference {
+  int64_t m, n, k;
+  int reps;  // per round
+  Via via;
+  ntp::kernels::cpu::GemmBackend backend = ntp::kernels::cpu::GemmBackend::kOpenBlas;  // kBackend
+  Best time;
+  double flops() const { return 2.0 * static_cast<double>(m * n * k); }
+  std::string who() const {
+    if (via == Via::kNtpSplit) return "ntp's split over its threads";
+    if (via == Via::kOpenBlasThreads) return "one OpenBLAS call, OpenBLAS's threads";
+    return ntp::kernels::cpu::gemm_backend_library(backend) + ", one call";
+  }
+};
+
+// Best-of-`reps` seconds (wall and CPU) of C[m,n] = A[m,k] B[k,n], into ref.time.
+void time_sgemm(Reference& ref) {
+  const int64_t m = ref.m, n = ref.n, k = ref.k;
   Operands o(m, n, k);
   auto product = [&] {
-    if (via == Via::kNtpSplit) {
+    if (ref.via == Via::kNtpSplit) {
       ntp::kernels::cpu::gemm(false, false, m, n, k, 1.0f, o.a.data(), k, o.b.data(), n, 0.0f,
                               o.c.data(), n);
+    } else if (ref.via == Via::kBackend) {
+      ntp::kernels::cpu::backend_sgemm(ref.backend, false, false, m, n, k, 1.0f, o.a.data(), k,
+                                       o.b.data(), n, 0.0f, o.c.data(), n);
     } else {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m),
                   static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, o.a.data(),
@@ -128,7 +150,7 @@ void time_sgemm(int64_t m, int64_t n, int64_t k, int reps, Via via, Best& best) 
                   static_cast<blasint>(n));
     }
   };
-  warm_then_time(reps, best, product);
+  warm_then_time(ref.reps, ref.time, product);
 }
 
 // Best-of-`reps` seconds of the same product through gemm_bf16 (its default path on this host).
@@ -253,18 +275,17 @@ int main(int argc, char** argv) {
   const int64_t fc_m = batch * t, fc_n = 4 * config.n_embd, fc_k = config.n_embd;
   const ntp::bench::CorePeak peak = ntp::bench::measure_core_peak();
   const double fma_peak = peak.measured_flops;
-  struct Reference {
-    int64_t m, n, k;
-    int reps;  // per round
-    Via via;
-    Best time;
-    double flops() const { return 2.0 * static_cast<double>(m * n * k); }
-  };
   std::vector<Reference> refs;
-  for (const Via via : {Via::kOpenBlasThreads, Via::kNtpSplit}) {
-    if (via == Via::kNtpSplit && used_threads == 1) continue;
-    refs.push_back({fc_m, fc_n, fc_k, 3, via, {}});
-    refs.push_back({1024, 1024, 1024, 2, via, {}});
+  auto add_shapes = [&](Via via, ntp::kernels::cpu::GemmBackend backend) {
+    refs.push_back({fc_m, fc_n, fc_k, 3, via, backend, {}});
+    refs.push_back({1024, 1024, 1024, 2, via, backend, {}});
+  };
+  if (used_threads == 1) {
+    for (const auto backend : ntp::kernels::cpu::kAllGemmBackends)
+      add_shapes(Via::kBackend, backend);
+  } else {
+    add_shapes(Via::kOpenBlasThreads, ntp::kernels::cpu::GemmBackend::kOpenBlas);
+    add_shapes(Via::kNtpSplit, ntp::kernels::cpu::GemmBackend::kOpenBlas);
   }
   // The bf16 product at the largest shape, when a bf16 model is timed (not a reference).
   const bool any_bf16 = std::any_of(entries.begin(), entries.end(), [](const Entry& e) {
@@ -274,7 +295,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; ++r) {
     // Interleaved so that all see the same machine load.
     if (with_sgemm) {
-      for (Reference& ref : refs) time_sgemm(ref.m, ref.n, ref.k, ref.reps, ref.via, ref.time);
+      for (Reference& ref : refs) time_sgemm(ref);
       if (any_bf16) time_gemm_bf16(fc_m, fc_n, fc_k, 3, bf16_gemm);
     }
     for (Entry& e : entries) time_into(e.time, [&] { step(e); });
@@ -320,9 +341,7 @@ int main(int argc, char** argv) {
                   static_cast<long long>(fc_m), static_cast<long long>(fc_k),
                   static_cast<long long>(fc_k), static_cast<long long>(fc_n),
                   refs[i].flops() / refs[i].time.wall / 1e9,
-                  refs[i + 1].flops() / refs[i + 1].time.wall / 1e9,
-                  refs[i].via == Via::kNtpSplit ? "ntp's split over its threads"
-                                                : "one OpenBLAS call, OpenBLAS's threads");
+                  refs[i + 1].flops() / refs[i + 1].time.wall / 1e9, refs[i].who().c_str());
     }
     if (any_bf16) {
       const double flops = 2.0 * static_cast<double>(fc_m * fc_n * fc_k);

@@ -409,13 +409,22 @@ Result<double> LlamaModel::grad_norm() {
       replicated_sq += k::sum_of_squares(p.grad.data(), p.grad.numel());
       continue;
     }
-    // Sum unit slab by unit slab, skipping the copies of KV groups another rank owns.
+    if (p.unit_copy.empty()) {  // every local unit is this rank's own: one pass
+      sharded_sq += k::sum_of_squares(p.grad.data(), p.grad.numel());
+      continue;
+    }
+    // Skip the copies of KV groups another rank owns: each run of owned units is one call (a
+    // call per unit would be one per element of a down_proj with ffn_unit 1).
     const int64_t units = p.local_units();
     for (int64_t o = 0; o < p.unit_outer; ++o) {
-      for (int64_t u = 0; u < units; ++u) {
-        if (!p.unit_copy.empty() && p.unit_copy[static_cast<size_t>(u)] != 0) continue;
-        sharded_sq +=
-            k::sum_of_squares(p.grad.data() + (o * units + u) * p.unit_inner, p.unit_inner);
+      for (int64_t u = 0; u < units;) {
+        int64_t end = u;
+        while (end < units && p.unit_copy[static_cast<size_t>(end)] == 0) ++end;
+        if (end > u) {
+          sharded_sq += k::sum_of_squares(p.grad.data() + (o * units + u) * p.unit_inner,
+                                          (end - u) * p.unit_inner);
+        }
+        u = end + 1;  // past the run and the copy that ended it (or past the end)
       }
     }
   }
