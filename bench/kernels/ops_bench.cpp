@@ -1,6 +1,7 @@
 // Where the time of a GPT-2 block goes on CPU: each kernel's forward + backward time at the
 // shapes of a width-512, context-256, 8-head model with batch 4, side by side in one run, as a
 // share of their sum, and for the matrix products their GFLOP/s next to a plain 1024^3 sgemm.
+// Llama's own kernels (SwiGLU, RMSNorm, RoPE) at the same shapes follow GPT-2's.
 //
 //   build/bench/kernels/kernels_ops_bench [--threads N] [--reps R]
 #include <algorithm>
@@ -21,6 +22,9 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
 
 namespace {
 
@@ -117,6 +121,25 @@ int main(int argc, char** argv) {
     k::gemm(false, true, n, v, c, 1.0f, x.data(), c, wte.data(), c, 0.0f, logits.data(), v);
     k::cross_entropy_forward_backward(logits.data(), n, v, targets.data(),
                                       1.0f / static_cast<float>(n), dlogits.data());
+  });
+  // Llama: SwiGLU over the fused gate|up row [1024 x 2 x 2048], RMSNorm, RoPE on q|k|v rows.
+  std::vector<float> gu = random(n * 2 * f, 11, 1.0), dgu(gu.size()), rope_cos(t * d / 2),
+                     rope_sin(rope_cos.size());
+  k::rope_tables(t, d, 10000.0, rope_cos.data(), rope_sin.data());
+  add("SwiGLU fwd+bwd [1024x2048]", 0.0, [&] {
+    k::swiglu_forward(gu.data(), n, f, g.data());
+    k::swiglu_backward(gu.data(), g.data(), n, f, dgu.data());
+  });
+  add("RMSNorm fwd+bwd [1024x512]", 0.0, [&] {
+    k::rmsnorm_forward(x.data(), gamma.data(), n, c, 1e-5f, y.data(), rstd.data());
+    k::rmsnorm_backward(x.data(), gamma.data(), rstd.data(), y.data(), n, c, dx.data(),
+                        dgamma.data());
+  });
+  add("RoPE fwd+bwd on q, k [1024x8x64]", 0.0, [&] {
+    for (int part = 0; part < 2; ++part) {
+      k::rope_forward(qkv.data() + part * c, b, t, h, d, 3 * c, rope_cos.data(), rope_sin.data());
+      k::rope_backward(qkv.data() + part * c, b, t, h, d, 3 * c, rope_cos.data(), rope_sin.data());
+    }
   });
   add("AdamW over 1M params", 0.0, [&] {
     k::adamw_step(w_fc.data(), dw_fc.data(), m.data(), vv.data(), c * f, 1, {.lr = 1e-9f});

@@ -302,20 +302,24 @@ Status LlamaModel::backward_attention(size_t l, const Dims& m) {
   matmul_tn(m.dtype, qd, c, n, dqkv.data(), row, a.h1.data(), c, 1.0f, dw(p.q), c);
   // K/V weight gradients: straight into Param::grad for groups only this rank holds; into the
   // reduction buffer (this call's part only, so accumulation over calls stays exact) for shared
-  // ones.
+  // ones. A run of consecutive groups only this rank holds is one product per part (their rows
+  // are adjacent in both dkv and the gradient): with no shared group, one product for all of K.
   std::fill(red.begin() + n * c, red.end(), 0.0f);
-  for (int64_t gi = 0; gi < m.gl; ++gi) {
+  for (int64_t gi = 0; gi < m.gl;) {
     const int64_t slot = shared_slot_[static_cast<size_t>(gi)];
+    int64_t end = gi + 1;
+    while (slot < 0 && end < m.gl && shared_slot_[static_cast<size_t>(end)] < 0) ++end;
     for (int part = 0; part < 2; ++part) {  // K, V
       const float* dy = dkv.data() + part * kd + gi * d;
       if (slot < 0) {
         float* g = dw(part == 0 ? p.k : p.v) + gi * d * c;
-        matmul_tn(m.dtype, d, c, n, dy, 2 * kd, a.h1.data(), c, 1.0f, g, c);
+        matmul_tn(m.dtype, (end - gi) * d, c, n, dy, 2 * kd, a.h1.data(), c, 1.0f, g, c);
       } else {
         float* g = red.data() + n * c + (slot * 2 + part) * d * c;
         matmul_tn(m.dtype, d, c, n, dy, 2 * kd, a.h1.data(), c, 0.0f, g, c);
       }
     }
+    gi = end;
   }
   // Input gradient: the partial dK/dV of shared groups are summed by this same all-reduce.
   matmul_nn(m.dtype, n, c, qd, dqkv.data(), row, w(p.q), c, 0.0f, dh, c);
